@@ -1,0 +1,118 @@
+"""fairwin's exception tree.
+
+Every error fairwin raises on purpose is a :class:`FairwinError`. The CLI prints
+``str(error)`` as one line and exits with the class's ``exit_code``; anything else
+escaping is a bug and keeps its traceback.
+
+::
+
+    FairwinError                      exit 1
+    ├── InputError                    exit 2   the user's input is wrong; nothing was touched
+    │   ├── PlanError                          a plan file that does not load or validate
+    │   ├── PinMismatchError                   a pinned file's sha256 differs from the plan's pin
+    │   ├── OutputDirError                     the output directory cannot be created or written
+    │   └── UsageError                         a command-line value that makes no sense
+    ├── WindowError                   exit 3   a window started and could not finish
+    │   ├── LaunchError                        a server did not come up
+    │   │   ├── ServerExitedError              its process exited before it was healthy
+    │   │   └── HealthTimeoutError             it never answered its health path in time
+    │   ├── LoadError                          the load generator could not measure a wave
+    │   │   ├── HTTPStatusError                the server answered non-2xx (carries the body)
+    │   │   ├── TransportError                 no answer: refused, reset, timed out
+    │   │   └── StreamError                    a reply that was not a valid, full stream
+    │   ├── PromptError                        a prompt cannot be cut to its cell's length
+    │   └── MetricsError                       /metrics missing, unparseable or without a counter
+    └── Interrupted                   exit 130 Ctrl-C or SIGTERM; servers were stopped
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+
+class FairwinError(Exception):
+    """Base of every deliberate fairwin error; its message is one line."""
+
+    exit_code: ClassVar[int] = 1
+    #: Set when the error ended a window: the directory now marked failed or interrupted.
+    window_path: Path | None = None
+
+    def __str__(self) -> str:
+        # One line, always: the CLI prints it as is.
+        return " ".join(super().__str__().split())
+
+
+class InputError(FairwinError):
+    """The user's input is wrong; nothing was started."""
+
+    exit_code = 2
+
+
+class PlanError(InputError):
+    """A plan file that does not load or does not validate."""
+
+
+class PinMismatchError(InputError):
+    """A file whose sha256 is pinned in the plan has different contents."""
+
+
+class OutputDirError(InputError):
+    """The output directory cannot be created or written."""
+
+
+class UsageError(InputError):
+    """A command-line value that makes no sense."""
+
+
+class WindowError(FairwinError):
+    """A window was opened and could not finish; its directory is marked failed."""
+
+    exit_code = 3
+
+
+class LaunchError(WindowError):
+    """A server did not come up."""
+
+
+class ServerExitedError(LaunchError):
+    """The server process exited before it answered its health check."""
+
+
+class HealthTimeoutError(LaunchError):
+    """The server never answered its health path before the startup deadline."""
+
+
+class LoadError(WindowError):
+    """The load generator could not measure a wave."""
+
+
+class HTTPStatusError(LoadError):
+    """The server answered with a non-2xx status; ``body`` holds what it said."""
+
+    def __init__(self, message: str, *, status: int, body: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class TransportError(LoadError):
+    """No usable answer: connection refused or reset, or a timeout."""
+
+
+class StreamError(LoadError):
+    """A reply that was not a valid, complete stream of exactly max_tokens."""
+
+
+class PromptError(WindowError):
+    """A prompt cannot be prepared for its cell (too short, or the tokenizer disagrees)."""
+
+
+class MetricsError(WindowError):
+    """The server's /metrics is missing, unparseable, or lacks a counter the pooling needs."""
+
+
+class Interrupted(FairwinError):
+    """Ctrl-C or SIGTERM; every server fairwin started was stopped."""
+
+    exit_code = 130

@@ -1,0 +1,194 @@
+"""The local launcher: a role's server as a child process in its own process group.
+
+Output goes to a log file, never to a pipe nobody reads (a full pipe stalls the
+server mid-measurement). Stopping signals the whole group, SIGTERM first and
+SIGKILL after the role's grace period, so engine worker processes die with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+from dotenv import dotenv_values
+
+from fairwin.errors import HealthTimeoutError, LaunchError, PlanError, ServerExitedError
+from fairwin.plan.models import Role
+
+PLACEHOLDER = re.compile(r"\{(port|python|plan_dir)\}")
+HEALTH_POLL_S = 0.25
+LOG_TAIL_BYTES = 2000
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    """Replace {port}, {python} and {plan_dir}; other braces (JSON in an argument) are left alone."""
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A role made concrete for one start: placeholders filled, env assembled."""
+
+    role_name: str
+    argv: list[str]
+    env: dict[str, str]
+    declared_env: dict[str, str]
+    cwd: Path | None
+    base_url: str
+    health_url: str
+    startup_timeout_s: float
+    stop_timeout_s: float
+    model: str
+
+
+def make_spec(role_name: str, role: Role, plan_dir: Path) -> LaunchSpec:
+    port = free_port() if role.port == "auto" else role.port
+    values = {"port": str(port), "python": sys.executable, "plan_dir": str(plan_dir)}
+    declared: dict[str, str] = {}
+    for env_file in role.env_files:
+        path = env_file if env_file.is_absolute() else plan_dir / env_file
+        if not path.is_file():
+            raise PlanError(f"roles.{role_name}.env_files: {path} does not exist; fix the path")
+        declared.update({k: v or "" for k, v in dotenv_values(path).items()})
+    declared.update(role.env)
+    declared = {k: fill(v, values) for k, v in declared.items()}
+    env = dict(os.environ) if role.inherit_env else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env.update(declared)
+    cwd = None
+    if role.cwd is not None:
+        cwd = Path(fill(str(role.cwd), values))
+        cwd = cwd if cwd.is_absolute() else plan_dir / cwd
+    base_url = fill(role.base_url, values)
+    return LaunchSpec(
+        role_name=role_name,
+        argv=[fill(arg, values) for arg in role.argv],
+        env=env,
+        declared_env=declared,
+        cwd=cwd,
+        base_url=base_url,
+        health_url=base_url + role.health_path,
+        startup_timeout_s=role.startup_timeout_s,
+        stop_timeout_s=role.stop_timeout_s,
+        model=role.served_model,
+    )
+
+
+@dataclass
+class StopRecord:
+    signal: str  # "none" (already exited), "SIGTERM" or "SIGKILL"
+    returncode: int | None
+    seconds: float
+
+
+@dataclass
+class LocalServer:
+    """One running server. Use :meth:`start`, :meth:`wait_healthy`, and always :meth:`stop`."""
+
+    spec: LaunchSpec
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    started_unix: float = 0.0
+    healthy_after_s: float | None = None
+    stop_record: StopRecord | None = field(default=None)
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            try:
+                self.process = subprocess.Popen(
+                    self.spec.argv,
+                    env=self.spec.env,
+                    cwd=self.spec.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group, so stop() reaches its workers
+                )
+            except OSError as exc:
+                raise LaunchError(
+                    f"role {self.spec.role_name}: cannot run {self.spec.argv[0]!r}: {exc.strerror}; "
+                    "fix the role's argv"
+                ) from None
+        self.started_unix = time.time()
+
+    def log_tail(self) -> str:
+        try:
+            data = self.log_path.read_bytes()[-LOG_TAIL_BYTES:]
+        except OSError:
+            return ""
+        lines = data.decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else ""
+
+    async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
+        """Poll the health path until 200; fail fast if the process exits."""
+        assert self.process is not None, "start() first"
+        t0 = time.monotonic()
+        deadline = t0 + self.spec.startup_timeout_s
+        timeout = aiohttp.ClientTimeout(total=2.0)
+        last = "no answer yet"
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerExitedError(
+                    f"role {self.spec.role_name}: server exited with code {code} before it was healthy; "
+                    f"last log line: {self.log_tail()!r} (log: {self.log_path})"
+                )
+            try:
+                async with session.get(self.spec.health_url, timeout=timeout) as response:
+                    if response.status == 200:
+                        self.healthy_after_s = time.monotonic() - t0
+                        return self.healthy_after_s
+                    last = f"HTTP {response.status}"
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                last = str(exc) or type(exc).__name__
+            if time.monotonic() >= deadline:
+                raise HealthTimeoutError(
+                    f"role {self.spec.role_name}: {self.spec.health_url} not healthy after "
+                    f"{self.spec.startup_timeout_s:g} s ({last}); check base_url/port or raise startup_timeout_s "
+                    f"(log: {self.log_path})"
+                )
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    def stop(self) -> StopRecord:
+        """SIGTERM the group, then SIGKILL after the grace period. Safe to call twice."""
+        if self.stop_record is not None:
+            return self.stop_record
+        t0 = time.monotonic()
+        process = self.process
+        if process is None or process.poll() is not None:
+            self.stop_record = StopRecord("none", process.returncode if process else None, 0.0)
+            return self.stop_record
+        sent = "SIGTERM"
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=self.spec.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            sent = "SIGKILL"
+            _signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+        # Workers that ignored SIGTERM after their leader exited must not outlive the start.
+        _signal_group(process.pid, signal.SIGKILL)
+        self.stop_record = StopRecord(sent, process.returncode, time.monotonic() - t0)
+        return self.stop_record
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass

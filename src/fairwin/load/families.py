@@ -1,0 +1,140 @@
+"""Prompt families from local text, and their frozen order files.
+
+Two families exist on every machine with Python, so nothing is downloaded: ``prose``
+(docstrings of the standard library) and ``code`` (its source). A user brings their
+own from JSONL (``{"id", "text"}`` per line), text files, or directories of them.
+Each prompt is at least ``min_chars`` long (neighbouring texts are joined until it
+is), because a cell cuts prompts *down* to its token length at window time.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairwin.errors import InputError
+from fairwin.plan.loading import ORDER_SCHEMA
+from fairwin.receipts import sha256_file, write_text_atomic
+
+BUILTIN = ("prose", "code")
+
+
+def _stdlib_files() -> list[Path]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return sorted(p for p in root.glob("*.py") if not p.name.startswith("_"))
+
+
+def _docstrings(source: str) -> Iterator[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node)
+            if doc and len(doc) > 80:
+                yield doc
+
+
+def _builtin_texts(family: str) -> Iterator[tuple[str, str]]:
+    for path in _stdlib_files():
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if family == "code":
+            yield path.stem, source
+        else:
+            text = "\n\n".join(_docstrings(source))
+            if text:
+                yield path.stem, text
+
+
+def _user_texts(source: Path) -> Iterator[tuple[str, str]]:
+    if source.is_dir():
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            yield from _user_texts(path)
+    elif source.suffix == ".jsonl":
+        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                    yield str(row["id"]), str(row["text"])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise InputError(f"{source}:{number}: expected a JSON object with 'id' and 'text'") from None
+    elif source.is_file():
+        try:
+            yield source.stem, source.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{source}: not UTF-8 text; convert it or leave it out") from None
+    else:
+        raise InputError(f"{source}: no such file or directory")
+
+
+@dataclass(frozen=True)
+class BuiltFamily:
+    name: str
+    prompts_path: Path
+    order_path: Path
+    prompts_sha256: str
+    order_sha256: str
+    count: int
+
+    def plan_snippet(self, base: Path) -> str:
+        def rel(path: Path) -> str:
+            try:
+                return str(path.resolve().relative_to(base.resolve()))
+            except ValueError:
+                return str(path.resolve())
+
+        return (
+            f"[families.{self.name}]\n"
+            f'prompts = "{rel(self.prompts_path)}"\n'
+            f'prompts_sha256 = "{self.prompts_sha256}"\n'
+            f'order = "{rel(self.order_path)}"\n'
+            f'order_sha256 = "{self.order_sha256}"\n'
+        )
+
+
+def build_family(
+    name: str, source: str | Path, out_dir: Path, *, count: int, min_chars: int, seed: int = 42
+) -> BuiltFamily:
+    """Join texts until each prompt has ``min_chars``; write prompts JSONL and a seeded frozen order."""
+    texts = _builtin_texts(str(source)) if str(source) in BUILTIN else _user_texts(Path(source))
+    prompts: list[dict[str, str]] = []
+    ids: list[str] = []
+    pieces: list[str] = []
+    for text_id, text in texts:
+        pieces.append(text)
+        ids.append(text_id)
+        if sum(len(p) for p in pieces) >= min_chars:
+            prompts.append({"id": f"{name}-{len(prompts):03d}", "source": "+".join(ids), "text": "\n\n".join(pieces)})
+            pieces, ids = [], []
+            if len(prompts) == count:
+                break
+    if len(prompts) < count:
+        raise InputError(
+            f"family {name}: only {len(prompts)} prompts of >= {min_chars} characters could be made from "
+            f"{source}; lower --count or --min-chars, or add text"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prompts_path = out_dir / f"{name}.jsonl"
+    order_path = out_dir / f"{name}.order.json"
+    write_text_atomic(prompts_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts))
+    order = [p["id"] for p in prompts]
+    random.Random(seed).shuffle(order)
+    order_doc = {"schema": ORDER_SCHEMA, "family": name, "seed": seed, "ids": order}
+    write_text_atomic(order_path, json.dumps(order_doc, indent=2) + "\n")
+    return BuiltFamily(
+        name=name,
+        prompts_path=prompts_path,
+        order_path=order_path,
+        prompts_sha256=sha256_file(prompts_path),
+        order_sha256=sha256_file(order_path),
+        count=len(prompts),
+    )

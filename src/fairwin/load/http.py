@@ -1,0 +1,59 @@
+"""The one place fairwin turns HTTP failures into errors.
+
+Every non-2xx answer is logged and raised *with the server's body*: a bare status
+code hides the reason (vLLM's 400 for ``logit_bias`` under speculation says exactly
+what is wrong). Connection failures and timeouts become :class:`TransportError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import aiohttp
+
+from fairwin.errors import HTTPStatusError, TransportError
+
+log = logging.getLogger("fairwin.http")
+
+#: How much of an error body goes into the one-line message (all of it goes to the log).
+BODY_IN_MESSAGE = 300
+
+
+def status_error(what: str, url: str, status: int, body: str) -> HTTPStatusError:
+    log.warning("%s: HTTP %s from %s: %s", what, status, url, body)
+    short = " ".join(body.split())[:BODY_IN_MESSAGE]
+    return HTTPStatusError(f"{what}: HTTP {status} from {url}: {short}", status=status, body=body)
+
+
+def transport_error(what: str, url: str, exc: BaseException) -> TransportError:
+    reason = str(exc) or type(exc).__name__
+    log.warning("%s: no answer from %s: %s", what, url, reason)
+    return TransportError(f"{what}: no answer from {url}: {reason}")
+
+
+async def get_text(session: aiohttp.ClientSession, url: str, *, what: str) -> str:
+    try:
+        async with session.get(url) as response:
+            body = await response.text()
+            if response.status >= 300:
+                raise status_error(what, url, response.status, body)
+            return body
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        raise transport_error(what, url, exc) from None
+
+
+async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str, Any], *, what: str) -> Any:
+    try:
+        async with session.post(url, json=payload) as response:
+            body = await response.text()
+            if response.status >= 300:
+                raise status_error(what, url, response.status, body)
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        raise transport_error(what, url, exc) from None
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError:
+        raise TransportError(f"{what}: {url} answered 2xx with a body that is not JSON: {body[:120]!r}") from None

@@ -1,0 +1,94 @@
+"""Cut each prompt to its cell's length, counted by the server's own tokenizer.
+
+Only ``/tokenize`` is needed, so this works for any server that has it: the longest
+character prefix whose token count is at most the target is found by bisection
+(about log2(len) calls per prompt, done once per window at the first start). The
+prepared texts are then frozen in the window directory and reused by every start;
+each stream's ``usage.prompt_tokens`` proves later starts saw the same length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict
+
+from fairwin.errors import PromptError
+from fairwin.load.http import post_json
+from fairwin.plan.loading import Prompt
+
+PREPARED_FORMAT = "fairwin.prepared-prompt/1"
+
+
+class PreparedPrompt(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: str = PREPARED_FORMAT
+    cell: str
+    family: str
+    id: str
+    target_tokens: int
+    tokens: int
+    text: str
+
+
+def _tokenize_payload(model: str, endpoint: str, text: str) -> dict[str, Any]:
+    if endpoint == "chat":
+        return {"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
+    return {"model": model, "prompt": text}
+
+
+class Tokenizer:
+    """Counts tokens with a server's /tokenize, caching by text."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str, model: str, endpoint: str) -> None:
+        self._session = session
+        self._url = base_url + "/tokenize"
+        self._model = model
+        self._endpoint = endpoint
+        self._cache: dict[str, int] = {}
+
+    async def count(self, text: str) -> int:
+        if text not in self._cache:
+            reply = await post_json(
+                self._session, self._url, _tokenize_payload(self._model, self._endpoint, text), what="tokenize"
+            )
+            try:
+                self._cache[text] = int(reply["count"])
+            except (KeyError, TypeError, ValueError):
+                raise PromptError(f"/tokenize at {self._url} answered without a 'count': {reply!r:.120}") from None
+        return self._cache[text]
+
+
+async def cut_to_tokens(tokenizer: Tokenizer, text: str, target: int) -> tuple[str, int]:
+    """The longest prefix of ``text`` with at most ``target`` tokens, and its count."""
+    total = await tokenizer.count(text)
+    if total <= target:
+        return text, total
+    low, high = 0, len(text)  # count(text[:low]) <= target < count(text[:high])
+    # Start near the proportional guess; bisection makes it exact whatever the guess.
+    guess = max(1, min(len(text) - 1, len(text) * target // total))
+    if await tokenizer.count(text[:guess]) <= target:
+        low = guess
+    else:
+        high = guess
+    while high - low > 1:
+        middle = (low + high) // 2
+        if await tokenizer.count(text[:middle]) <= target:
+            low = middle
+        else:
+            high = middle
+    return text[:low], await tokenizer.count(text[:low])
+
+
+async def prepare(
+    tokenizer: Tokenizer, cell: str, family: str, prompt: Prompt, target: int, tolerance: int
+) -> PreparedPrompt:
+    text, tokens = await cut_to_tokens(tokenizer, prompt.text, target)
+    if tokens < target - tolerance:
+        raise PromptError(
+            f"cell {cell}: prompt {family}/{prompt.id} has only {tokens} tokens, the cell wants {target} "
+            f"(tolerance {tolerance}); use longer prompts (`fairwin prompts --tokens {target}`) or lower prompt_tokens"
+        )
+    return PreparedPrompt(cell=cell, family=family, id=prompt.id, target_tokens=target, tokens=tokens, text=text)

@@ -1,0 +1,182 @@
+"""One streamed request, timed from the client's side.
+
+Times are ``time.perf_counter()`` seconds relative to the send, so they are immune
+to wall-clock steps; ``sent_unix`` anchors the stream in real time. The token count
+is the server's own ``usage.completion_tokens`` (requested with
+``stream_options.include_usage``): a chunk may carry several tokens under speculative
+decoding, so counting chunks would be wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Literal
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict
+
+from fairwin.errors import LoadError, StreamError
+from fairwin.load.http import status_error, transport_error
+
+STREAM_FORMAT = "fairwin.stream/1"
+
+
+class StreamRecord(BaseModel):
+    """What one stream did; written to streams.jsonl whether it succeeded or not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = STREAM_FORMAT
+    start: str
+    role: str
+    cell: str
+    wave: str  # wave key, or "warmup"
+    repeat: int
+    family: str
+    stream: int
+    prompt_id: str
+    prompt_tokens_expected: int
+    seed: int
+    cache_salt: str
+    endpoint: Literal["completions", "chat"]
+    max_tokens: int
+    sent_unix: float = 0.0
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    chunks: int = 0
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    ok: bool = False
+    error: str | None = None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.first_token_s
+
+    @property
+    def decode_s(self) -> float | None:
+        if self.first_token_s is None or self.last_token_s is None:
+            return None
+        return self.last_token_s - self.first_token_s
+
+
+def request_body(
+    record: StreamRecord, model: str, prompt: str, temperature: float, top_p: float, extra: dict[str, Any]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": record.max_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": record.seed,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "cache_salt": record.cache_salt,
+        **extra,
+    }
+    if record.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+def _chunk_text(choice: dict[str, Any], endpoint: str) -> str:
+    if endpoint == "chat":
+        delta = choice.get("delta") or {}
+        return str(delta.get("content") or "")
+    return str(choice.get("text") or "")
+
+
+def _absorb(record: StreamRecord, chunk: dict[str, Any], elapsed: float) -> None:
+    if "error" in chunk:
+        raise StreamError(f"server reported an error mid-stream: {json.dumps(chunk['error'])[:300]}")
+    record.chunks += 1
+    for choice in chunk.get("choices") or []:
+        if _chunk_text(choice, record.endpoint):
+            if record.first_token_s is None:
+                record.first_token_s = elapsed
+            record.last_token_s = elapsed
+        if choice.get("finish_reason"):
+            record.finish_reason = str(choice["finish_reason"])
+    usage = chunk.get("usage")
+    if usage:
+        record.usage = usage
+        record.completion_tokens = usage.get("completion_tokens")
+        record.prompt_tokens = usage.get("prompt_tokens")
+
+
+async def _read_stream(response: aiohttp.ClientResponse, record: StreamRecord, t0: float) -> None:
+    content_type = response.headers.get("Content-Type", "")
+    if "text/event-stream" not in content_type:
+        raise StreamError(
+            f"non-streaming reply (Content-Type {content_type or 'missing'!r}); the server must "
+            "support stream=true with server-sent events"
+        )
+    done = False
+    async for raw in response.content:
+        line = raw.decode("utf-8").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[len("data:") :].strip()
+        if data == "[DONE]":
+            done = True
+            break
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise StreamError(f"stream chunk is not JSON: {data[:120]!r}") from None
+        _absorb(record, chunk, time.perf_counter() - t0)
+    if not done:
+        raise StreamError("stream ended without [DONE]: the connection closed early")
+
+
+def check_complete(record: StreamRecord) -> None:
+    if record.completion_tokens is None:
+        raise StreamError(
+            "stream carried no usage; the server must honour stream_options.include_usage so tokens "
+            "can be counted exactly"
+        )
+    if record.completion_tokens != record.max_tokens:
+        raise StreamError(
+            f"stream produced {record.completion_tokens} tokens, not max_tokens={record.max_tokens} "
+            f"(finish_reason={record.finish_reason}); the server must honour ignore_eos"
+        )
+    if record.first_token_s is None:
+        raise StreamError("stream carried no text at all")
+
+
+async def run_stream(
+    session: aiohttp.ClientSession, url: str, record: StreamRecord, body: dict[str, Any]
+) -> StreamRecord:
+    """Send one streaming request; fill ``record`` in place, raising on any failure."""
+    what = f"{record.start} {record.wave} stream {record.stream}"
+    record.sent_unix = time.time()
+    t0 = time.perf_counter()
+    try:
+        async with session.post(url, json=body) as response:
+            if response.status >= 300:
+                raise status_error(what, url, response.status, await response.text())
+            await _read_stream(response, record, t0)
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        raise transport_error(what, url, exc) from None
+    check_complete(record)
+    record.ok = True
+    return record
+
+
+async def run_stream_recorded(
+    session: aiohttp.ClientSession, url: str, record: StreamRecord, body: dict[str, Any]
+) -> StreamRecord:
+    """Like :func:`run_stream`, but a failure is kept on the record as evidence and re-raised."""
+    try:
+        return await run_stream(session, url, record, body)
+    except LoadError as exc:
+        record.ok = False
+        record.error = str(exc)
+        raise

@@ -1,0 +1,143 @@
+"""A wave: one cell's streams for one repeat and family, at the cell's concurrency.
+
+The server's counters are scraped right before and after, so the wave's delta
+contains exactly its own streams. vLLM updates some counters a moment after the
+last byte of a stream, so the "after" scrape is repeated until the request count
+has caught up (bounded by ``settle_timeout_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from fairwin.errors import LoadError, MetricsError, PromptError, WindowError
+from fairwin.load.prepare import PreparedPrompt
+from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
+from fairwin.metrics.scrape import Snapshot, delta, scrape
+from fairwin.plan.models import Cell
+from fairwin.plan.schedule import WaveSpec
+
+#: Counts one finished request per stream; the settle loop waits for it.
+REQUESTS_KEY = "vllm:request_decode_time_seconds_count"
+SETTLE_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a start's server answers and what it calls its model."""
+
+    start: str
+    role: str
+    base_url: str
+    model: str
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/")
+
+
+@dataclass
+class WaveResult:
+    spec: WaveSpec
+    streams: list[StreamRecord]
+    deltas: Snapshot
+    started_unix: float
+    seconds: float
+    error: WindowError | None = None
+
+
+def endpoint_path(cell: Cell) -> str:
+    return "/v1/chat/completions" if cell.endpoint == "chat" else "/v1/completions"
+
+
+def salt(window_id: str, start: str, wave: str, stream: int) -> str:
+    """Unique per window, start, wave and stream: no start can hit another's prefix cache."""
+    return f"{window_id}:{start}:{wave}:{stream}"
+
+
+async def _settled_after(
+    session: aiohttp.ClientSession, target: Target, before: Snapshot, expected: int, timeout_s: float
+) -> Snapshot:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        after = await scrape(session, target.url, target.model)
+        if REQUESTS_KEY not in after:
+            raise MetricsError(
+                f"{target.start}: {target.url}/metrics has no {REQUESTS_KEY}; fairwin pools vLLM's "
+                "server counters, so the server must expose them (vLLM does by default)"
+            )
+        if after[REQUESTS_KEY] - before.get(REQUESTS_KEY, 0.0) >= expected:
+            return after
+        if time.monotonic() >= deadline:
+            got = after[REQUESTS_KEY] - before.get(REQUESTS_KEY, 0.0)
+            raise MetricsError(
+                f"{target.start}: counters did not settle: {got:g} of {expected} requests counted after "
+                f"{timeout_s:g} s; raise window.settle_timeout_s or check the server"
+            )
+        await asyncio.sleep(SETTLE_POLL_S)
+
+
+async def run_wave(
+    session: aiohttp.ClientSession,
+    target: Target,
+    window_id: str,
+    cell: Cell,
+    spec: WaveSpec,
+    prepared: dict[str, PreparedPrompt],
+    settle_timeout_s: float,
+) -> WaveResult:
+    """Run every stream of the wave; a failed stream fails the wave but its evidence is returned."""
+    url = target.url + endpoint_path(cell)
+    records: list[StreamRecord] = []
+    bodies = []
+    for index, prompt in enumerate(spec.prompts):
+        ready = prepared[prompt.id]
+        record = StreamRecord(
+            start=target.start,
+            role=target.role,
+            cell=spec.cell,
+            wave=spec.key,
+            repeat=spec.repeat,
+            family=spec.family,
+            stream=index,
+            prompt_id=prompt.id,
+            prompt_tokens_expected=ready.tokens,
+            seed=spec.seed,
+            cache_salt=salt(window_id, target.start, spec.key, index),
+            endpoint=cell.endpoint,
+            max_tokens=cell.max_tokens,
+        )
+        records.append(record)
+        bodies.append(request_body(record, target.model, ready.text, cell.temperature, cell.top_p, cell.extra_body))
+
+    gate = asyncio.Semaphore(cell.concurrency)
+
+    async def one(record: StreamRecord, body: dict[str, object]) -> StreamRecord:
+        async with gate:
+            return await run_stream_recorded(session, url, record, body)
+
+    before = await scrape(session, target.url, target.model)
+    started_unix = time.time()
+    t0 = time.perf_counter()
+    outcomes = await asyncio.gather(*(one(r, b) for r, b in zip(records, bodies, strict=True)), return_exceptions=True)
+    seconds = time.perf_counter() - t0
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, LoadError):
+            raise outcome
+    failure = next((o for o in outcomes if isinstance(o, LoadError)), None)
+    if failure is not None:
+        return WaveResult(spec, records, {}, started_unix, seconds, error=failure)
+    for record in records:
+        if record.prompt_tokens is not None and record.prompt_tokens != record.prompt_tokens_expected:
+            mismatch = PromptError(
+                f"{target.start}: prompt {record.family}/{record.prompt_id} counted {record.prompt_tokens} "
+                f"tokens here but {record.prompt_tokens_expected} when prepared; every role of a window must "
+                "share one tokenizer"
+            )
+            return WaveResult(spec, records, {}, started_unix, seconds, error=mismatch)
+    after = await _settled_after(session, target, before, len(records), settle_timeout_s)
+    return WaveResult(spec, records, delta(before, after), started_unix, seconds)

@@ -1,0 +1,139 @@
+"""Pooling a repeat's waves into one row of rates: a ratio of sums, never a mean of ratios.
+
+Decode steps (rounds) come from generation tokens, not from vLLM's draft counter:
+every request's first token comes from prefill, and every decode step emits one
+token plus whatever drafts it accepted, so
+
+    decode_steps = generation_tokens - first_tokens - accepted_tokens.
+
+vLLM counts a *draft* only when a proposal was made (an n-gram step with no match
+proposes nothing and is not counted), so ``drafts`` can undercount the rounds the
+server really ran. Both are recorded; ``rounds`` is the decode-step count. A server
+without speculative counters has accepted = 0 and rounds = decode steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from fairwin.errors import MetricsError
+from fairwin.load.stream import StreamRecord
+from fairwin.metrics.scrape import Snapshot
+
+POOLED_FORMAT = "fairwin.pooled/1"
+
+GENERATION = "vllm:generation_tokens_total"
+DECODE_SUM = "vllm:request_decode_time_seconds_sum"
+DECODE_COUNT = "vllm:request_decode_time_seconds_count"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
+REQUIRED = (GENERATION, DECODE_SUM, DECODE_COUNT)
+
+
+class PooledRow(BaseModel):
+    """One start x cell x repeat; the decision's input."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: str = POOLED_FORMAT
+    window_id: str
+    start: str
+    role: str
+    cell: str
+    repeat: int
+    waves: int
+    streams: int
+    # Server counter sums over the repeat's waves.
+    generation_tokens: float
+    first_tokens: float
+    accepted_tokens: float
+    drafts: float
+    draft_tokens: float
+    decode_steps: float
+    rounds: float
+    decode_s: float
+    prefix_cache_hits: float | None
+    # Ratios of those sums.
+    pooled_rate_tps: float
+    accepted_per_round: float
+    ms_per_round: float
+    # Client side, over the repeat's streams.
+    ttft_s: float
+    decode_tps: float | None  # None when every stream arrived in a single chunk
+    # Validity inputs: None means "not observed" (no GPU telemetry for this start).
+    clock_cap_mhz: float | None = None
+    thermal_events: int | None = None
+
+
+def sum_deltas(deltas: Iterable[Snapshot]) -> Snapshot:
+    total: Snapshot = {}
+    for one in deltas:
+        for key, value in one.items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def pool_repeat(
+    *,
+    window_id: str,
+    start: str,
+    role: str,
+    cell: str,
+    repeat: int,
+    deltas: Sequence[Snapshot],
+    streams: Sequence[StreamRecord],
+) -> PooledRow:
+    total = sum_deltas(deltas)
+    missing = [key for key in REQUIRED if key not in total]
+    if missing:
+        raise MetricsError(
+            f"{start} {cell} repeat {repeat}: the server exposes no {', '.join(missing)}; fairwin pools vLLM's "
+            "server counters, so the server must expose them"
+        )
+    generation = total[GENERATION]
+    first = total[DECODE_COUNT]
+    accepted = total.get(ACCEPTED, 0.0)
+    steps = generation - first - accepted
+    decode_s = total[DECODE_SUM]
+    if steps <= 0 or decode_s <= 0:
+        raise MetricsError(
+            f"{start} {cell} repeat {repeat}: counters show {steps:g} decode steps in {decode_s:g} s; "
+            "a repeat needs max_tokens >= 2 and a server that counts decode time"
+        )
+    if first != len(streams):
+        raise MetricsError(
+            f"{start} {cell} repeat {repeat}: the server counted {first:g} requests, the client sent "
+            f"{len(streams)}; something else is using this server"
+        )
+    # Pooled streams all passed check_complete, so each has a first token.
+    ttfts = [s.ttft_s for s in streams if s.ttft_s is not None]
+    client_tokens = sum((s.completion_tokens or 0) - 1 for s in streams)
+    client_decode_s = sum(s.decode_s or 0.0 for s in streams)
+    return PooledRow(
+        window_id=window_id,
+        start=start,
+        role=role,
+        cell=cell,
+        repeat=repeat,
+        waves=len(deltas),
+        streams=len(streams),
+        generation_tokens=generation,
+        first_tokens=first,
+        accepted_tokens=accepted,
+        drafts=total.get(DRAFTS, 0.0),
+        draft_tokens=total.get(DRAFT_TOKENS, 0.0),
+        decode_steps=steps,
+        rounds=steps,
+        decode_s=decode_s,
+        prefix_cache_hits=total.get(PREFIX_HITS),
+        pooled_rate_tps=(steps + accepted) / decode_s,
+        accepted_per_round=accepted / steps,
+        ms_per_round=1000.0 * decode_s / steps,
+        ttft_s=sum(ttfts) / len(ttfts),
+        decode_tps=client_tokens / client_decode_s if client_decode_s > 0 else None,
+    )

@@ -1,0 +1,70 @@
+"""Prometheus scrapes of the server's own counters, and their deltas.
+
+A snapshot keeps every counter and histogram ``_sum``/``_count`` sample whose name
+starts with ``vllm:``, summed over the labels that only say *where* it was counted
+(``engine``, ``model_name``) and keyed by the labels that say *what* was counted
+(``position``, ``finished_reason``, ...). Histogram buckets and ``_created``
+timestamps are dropped: pooling never needs them and they would bloat every wave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from fairwin.errors import MetricsError
+from fairwin.load.http import get_text
+
+Snapshot = dict[str, float]
+
+PREFIX = "vllm:"
+#: Labels that locate a sample (summed over) rather than classify it (kept in the key).
+LOCATION_LABELS = frozenset({"engine", "model_name"})
+
+
+def _sample_key(name: str, labels: Mapping[str, str]) -> str:
+    kept = sorted((k, v) for k, v in labels.items() if k not in LOCATION_LABELS)
+    if not kept:
+        return name
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in kept) + "}"
+
+
+def parse_snapshot(text: str, model: str | None = None) -> Snapshot:
+    """Parse exposition text into a snapshot; ``model`` keeps only that model_name's samples."""
+    snapshot: Snapshot = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError as exc:
+        raise MetricsError(f"/metrics is not Prometheus text: {exc}") from None
+    for family in families:
+        if family.type not in ("counter", "histogram", "summary", "untyped", "unknown"):
+            continue
+        for sample in family.samples:
+            if not sample.name.startswith(PREFIX) or sample.name.endswith(("_created", "_bucket")):
+                continue
+            if model is not None and sample.labels.get("model_name", model) != model:
+                continue
+            key = _sample_key(sample.name, sample.labels)
+            snapshot[key] = snapshot.get(key, 0.0) + float(sample.value)
+    return snapshot
+
+
+def delta(before: Snapshot, after: Snapshot) -> Snapshot:
+    """after - before for every key either side has; a counter that went down is a restart."""
+    result: Snapshot = {}
+    for key in sorted(before.keys() | after.keys()):
+        change = after.get(key, 0.0) - before.get(key, 0.0)
+        if change < 0:
+            raise MetricsError(
+                f"counter {key} went down ({before.get(key)} -> {after.get(key)}): the server restarted "
+                "inside a wave; the wave cannot be measured"
+            )
+        result[key] = change
+    return result
+
+
+async def scrape(session: aiohttp.ClientSession, base_url: str, model: str | None = None) -> Snapshot:
+    text = await get_text(session, base_url + "/metrics", what="scrape /metrics")
+    return parse_snapshot(text, model)

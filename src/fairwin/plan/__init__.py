@@ -1,0 +1,26 @@
+"""Plans: the typed plan file, its loading and validation, and the dry schedule."""
+
+from fairwin.plan.loading import LoadedFamily, LoadedPlan, Prompt, load_plan, parse_plan
+from fairwin.plan.models import REGISTERED_MODES, BudgetSettings, Cell, Family, Mode, Plan, Role, WindowSettings
+from fairwin.plan.schedule import StartSpec, WaveSpec, resolve_mode, starts_for, waves_for
+
+__all__ = [
+    "REGISTERED_MODES",
+    "BudgetSettings",
+    "Cell",
+    "Family",
+    "LoadedFamily",
+    "LoadedPlan",
+    "Mode",
+    "Plan",
+    "Prompt",
+    "Role",
+    "StartSpec",
+    "WaveSpec",
+    "WindowSettings",
+    "load_plan",
+    "parse_plan",
+    "resolve_mode",
+    "starts_for",
+    "waves_for",
+]

@@ -1,0 +1,176 @@
+"""Loading a plan file: TOML -> validated models -> pinned files checked.
+
+Every failure is one :class:`~fairwin.errors.PlanError` (or
+:class:`~fairwin.errors.PinMismatchError`) line naming the file, the key path and
+what would fix it.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from fairwin.errors import PinMismatchError, PlanError
+from fairwin.plan.models import Family, Plan
+from fairwin.receipts import sha256_bytes, sha256_file
+
+ORDER_SCHEMA = "fairwin.order/1"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class LoadedFamily:
+    """A family's prompts in their frozen order."""
+
+    name: str
+    ordered: tuple[Prompt, ...]
+    prompts_sha256: str
+    order_sha256: str
+
+
+@dataclass(frozen=True)
+class LoadedPlan:
+    """A validated plan, where it came from, and its families with pins verified."""
+
+    path: Path
+    raw: bytes
+    sha256: str
+    plan: Plan
+    families: dict[str, LoadedFamily]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, path: Path) -> Path:
+        return path if path.is_absolute() else (self.base_dir / path).resolve()
+
+
+def _hint(error: ErrorDetails) -> str:
+    kind = error["type"]
+    if kind == "missing":
+        return "add this key"
+    if kind == "extra_forbidden":
+        return "remove this key or fix its spelling"
+    if kind.endswith("_type") or kind.endswith("_parsing"):
+        return f"give a value of the right type (got {error.get('input')!r})"
+    return "fix this value"
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    location = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{path}: {location}: {message}; {_hint(first)}{more}"
+
+
+def parse_plan(path: Path) -> tuple[bytes, Plan]:
+    """Read and validate the TOML; no other file is opened."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such plan file; check the path") from None
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read plan: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise PlanError(f"{path}: not UTF-8 text; save the plan as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"{path}: invalid TOML: {exc}; fix the syntax there") from None
+    try:
+        return raw, Plan.model_validate(data)
+    except ValidationError as exc:
+        raise PlanError(_format_validation(path, exc)) from None
+
+
+def _read_prompts(path: Path, key: str) -> dict[str, Prompt]:
+    prompts: dict[str, Prompt] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise PlanError(f"{key}: prompts file {path} does not exist; build it with `fairwin prompts`") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row: Any = json.loads(line)
+            prompt = Prompt(id=str(row["id"]), text=str(row["text"]))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise PlanError(
+                f"{path}:{number}: not a JSON object with 'id' and 'text'; each line must be one prompt"
+            ) from None
+        if prompt.id in prompts:
+            raise PlanError(f"{path}:{number}: duplicate prompt id {prompt.id!r}; ids must be unique")
+        prompts[prompt.id] = prompt
+    if not prompts:
+        raise PlanError(f"{path}: no prompts; a family needs at least one")
+    return prompts
+
+
+def _read_order(path: Path, family: str) -> list[str]:
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise PlanError(f"{path}: not a JSON order file; write one with `fairwin prompts`") from None
+    if not isinstance(data, dict) or data.get("schema") != ORDER_SCHEMA or not isinstance(data.get("ids"), list):
+        raise PlanError(f"{path}: not a {ORDER_SCHEMA} file with an 'ids' list; write one with `fairwin prompts`")
+    if data.get("family") not in (None, family):
+        raise PlanError(f"{path}: order file is for family {data['family']!r}, not {family!r}")
+    ids = [str(item) for item in data["ids"]]
+    if not ids:
+        raise PlanError(f"{path}: order file lists no ids")
+    return ids
+
+
+def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> LoadedFamily:
+    key = f"{loaded_path}: families.{name}"
+    order_path = family.order if family.order.is_absolute() else base / family.order
+    prompts_path = family.prompts if family.prompts.is_absolute() else base / family.prompts
+    if not order_path.is_file():
+        raise PlanError(f"{key}.order: {order_path} does not exist; build it with `fairwin prompts`")
+    order_sha = sha256_file(order_path)
+    if order_sha != family.order_sha256:
+        raise PinMismatchError(
+            f"{key}.order_sha256: {order_path} has sha256 {order_sha}, the plan pins {family.order_sha256}; "
+            "the frozen order changed: restore it, or pin the new one deliberately"
+        )
+    prompts = _read_prompts(prompts_path, f"{key}.prompts")
+    prompts_sha = sha256_bytes(prompts_path.read_bytes())
+    if family.prompts_sha256 is not None and prompts_sha != family.prompts_sha256:
+        raise PinMismatchError(
+            f"{key}.prompts_sha256: {prompts_path} has sha256 {prompts_sha}, the plan pins "
+            f"{family.prompts_sha256}; restore the prompts, or pin the new file deliberately"
+        )
+    ids = _read_order(order_path, name)
+    missing = [pid for pid in ids if pid not in prompts]
+    if missing:
+        raise PlanError(f"{order_path}: ids not in {prompts_path}: {', '.join(missing[:5])}")
+    return LoadedFamily(
+        name=name,
+        ordered=tuple(prompts[pid] for pid in ids),
+        prompts_sha256=prompts_sha,
+        order_sha256=order_sha,
+    )
+
+
+def load_plan(path: Path | str) -> LoadedPlan:
+    """Load a plan, check every reference and every pinned sha256."""
+    path = Path(path)
+    raw, plan = parse_plan(path)
+    base = path.resolve().parent
+    families = {name: _load_family(path, base, name, fam) for name, fam in plan.families.items()}
+    return LoadedPlan(path=path.resolve(), raw=raw, sha256=sha256_bytes(raw), plan=plan, families=families)

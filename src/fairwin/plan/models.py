@@ -1,0 +1,183 @@
+"""The plan file's typed models.
+
+A plan is TOML; these pydantic models are its schema. Unknown keys are rejected
+everywhere (``extra="forbid"``) so that a misspelt key is an error, not a silent
+default. Paths are kept as written; :mod:`fairwin.plan.loading` resolves them
+against the plan's own directory.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+#: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
+REGISTERED_MODES: dict[str, tuple[str, str]] = {
+    "controlled": ("A", "B"),
+    "production-policy": ("P", "B"),
+}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Role(StrictModel):
+    """How to launch one server configuration."""
+
+    argv: list[str] = Field(min_length=1, description="The command, one list item per argument.")
+    env: dict[str, str] = Field(default_factory=dict, description="Variables set on top of the inherited env.")
+    env_files: list[Path] = Field(default_factory=list, description="KEY=VALUE files applied before `env`.")
+    inherit_env: bool = Field(True, description="Start from fairwin's own environment.")
+    cwd: Path | None = None
+    base_url: str = Field(description="Where the server answers, e.g. http://127.0.0.1:{port}.")
+    port: int | Literal["auto"] | None = Field(
+        None, description="Fills {port}; 'auto' picks a free loopback port at each start."
+    )
+    health_path: str = "/health"
+    startup_timeout_s: float = Field(600.0, gt=0)
+    stop_timeout_s: float = Field(30.0, gt=0)
+    served_model: str = Field(min_length=1, description="The model name requests carry.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("health_path")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+    @model_validator(mode="after")
+    def _port_placeholder_has_a_port(self) -> Role:
+        uses_port = "{port}" in self.base_url or any("{port}" in a for a in self.argv)
+        if uses_port and self.port is None:
+            raise ValueError("uses {port} but sets no `port`; set port = 8000 or port = \"auto\"")
+        return self
+
+
+class Mode(StrictModel):
+    """A registered pair: the control role brackets the candidate role (A/A is allowed: it measures noise)."""
+
+    control: str
+    candidate: str
+
+
+class Family(StrictModel):
+    """A prompt family: prompts (JSONL of {id, text}) and a frozen order of their ids."""
+
+    prompts: Path
+    prompts_sha256: str | None = None
+    order: Path
+    order_sha256: str
+
+    @field_validator("order_sha256", "prompts_sha256")
+    @classmethod
+    def _hex_digest(cls, value: str | None) -> str | None:
+        if value is not None and not SHA256_RE.match(value):
+            raise ValueError("must be 64 lowercase hex digits (run `sha256sum FILE`)")
+        return value
+
+
+class Cell(StrictModel):
+    """A workload: which prompts, how long, how many at once, how sampled."""
+
+    families: list[str] = Field(min_length=1)
+    prompt_tokens: int = Field(gt=0, description="Target prompt length, counted by the server's /tokenize.")
+    prompt_tokens_tolerance: int = Field(8, ge=0, description="A cut prompt may be this many tokens short.")
+    concurrency: int = Field(1, ge=1)
+    streams_per_wave: int = Field(3, ge=1)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(512, ge=2)
+    endpoint: Literal["completions", "chat"] = "completions"
+    decision: bool = Field(True, description="False: measured and reported, never deciding.")
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_overrides(cls, value: dict[str, Any]) -> dict[str, Any]:
+        owned = {"model", "prompt", "messages", "max_tokens", "stream", "seed", "cache_salt", "ignore_eos"}
+        clash = sorted(owned & value.keys())
+        if clash:
+            raise ValueError(f"sets {', '.join(clash)}, which fairwin controls; use the cell's own keys")
+        return value
+
+
+class WindowSettings(StrictModel):
+    output_dir: Path = Path("windows")
+    rule: str = "win2-v1"
+    repeats: int = Field(3, ge=1)
+    base_seed: int = 42
+    warmup_max_tokens: int = Field(16, ge=1)
+    request_timeout_s: float = Field(900.0, gt=0)
+    settle_timeout_s: float = Field(10.0, gt=0, description="How long counters may lag a finished wave.")
+
+
+class BudgetSettings(StrictModel):
+    """Assumed costs for the dry estimate (calibration from history comes later)."""
+
+    startup_s: float = Field(60.0, ge=0)
+    stop_s: float = Field(10.0, ge=0)
+    decode_ms_per_token: float = Field(20.0, gt=0)
+    prefill_ms_per_token: float = Field(0.5, ge=0)
+    limit_min: float = Field(85.0, gt=0)
+
+
+class Plan(StrictModel):
+    window: WindowSettings = Field(default_factory=WindowSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    roles: dict[str, Role] = Field(min_length=1)
+    modes: dict[str, Mode] = Field(default_factory=dict)
+    families: dict[str, Family] = Field(min_length=1)
+    cells: dict[str, Cell] = Field(min_length=1)
+
+    @field_validator("roles", "modes", "families", "cells")
+    @classmethod
+    def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not NAME_RE.match(name):
+                raise ValueError(f"name {name!r} must be letters, digits, '_', '.', '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _references(self) -> Plan:
+        for mode_name, mode in self.modes.items():
+            for which in ("control", "candidate"):
+                role = getattr(mode, which)
+                if role not in self.roles:
+                    raise ValueError(
+                        f"modes.{mode_name}.{which} names role {role!r}, which is not declared; "
+                        f"declared roles: {', '.join(sorted(self.roles))}"
+                    )
+        for cell_name, cell in self.cells.items():
+            for family in cell.families:
+                if family not in self.families:
+                    raise ValueError(
+                        f"cells.{cell_name}.families names {family!r}, which is not declared; "
+                        f"declared families: {', '.join(sorted(self.families))}"
+                    )
+        if not any(cell.decision for cell in self.cells.values()):
+            raise ValueError("no cell has decision = true; a window needs at least one decision cell")
+        return self
+
+    def all_modes(self) -> dict[str, Mode]:
+        """Declared modes plus the registered defaults whose roles this plan declares."""
+        modes = {
+            name: Mode(control=control, candidate=candidate)
+            for name, (control, candidate) in REGISTERED_MODES.items()
+            if control in self.roles and candidate in self.roles
+        }
+        modes.update(self.modes)
+        return modes

@@ -1,0 +1,84 @@
+"""The dry plan: which starts run in which order, and each cell's waves.
+
+Pure functions of the plan. The same waves (seeds, prompt ids) run in every start,
+which is what makes the starts comparable repeat by repeat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fairwin.errors import PlanError
+from fairwin.plan.loading import LoadedPlan, Prompt
+from fairwin.plan.models import REGISTERED_MODES, Mode
+
+#: The bracket: control, candidate, control.
+BRACKET: tuple[str, ...] = ("control", "candidate", "control")
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    name: str  # s1, s2, s3
+    kind: str  # control | candidate
+    role: str
+
+
+@dataclass(frozen=True)
+class WaveSpec:
+    cell: str
+    index: int  # 0-based within the cell; seed = base_seed + index
+    repeat: int  # 1-based
+    family: str
+    seed: int
+    prompts: tuple[Prompt, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.cell}/r{self.repeat}/{self.family}"
+
+
+def resolve_mode(loaded: LoadedPlan, mode_name: str) -> Mode:
+    modes = loaded.plan.all_modes()
+    if mode_name in modes:
+        return modes[mode_name]
+    if mode_name in REGISTERED_MODES:
+        control, candidate = REGISTERED_MODES[mode_name]
+        missing = [role for role in (control, candidate) if role not in loaded.plan.roles]
+        raise PlanError(
+            f"{loaded.path}: mode {mode_name!r} needs role(s) {', '.join(missing)}, which the plan does not "
+            f"declare; add [roles.{missing[0]}]"
+        )
+    known = ", ".join(sorted(modes)) or "(none)"
+    raise PlanError(f"{loaded.path}: no mode {mode_name!r}; the plan's modes are: {known}")
+
+
+def starts_for(mode: Mode) -> list[StartSpec]:
+    return [
+        StartSpec(name=f"s{i}", kind=kind, role=getattr(mode, kind)) for i, kind in enumerate(BRACKET, start=1)
+    ]
+
+
+def waves_for(loaded: LoadedPlan, cell_name: str) -> list[WaveSpec]:
+    """Repeats x families; repeat r takes the r-th slice of each family's frozen order."""
+    plan = loaded.plan
+    cell = plan.cells[cell_name]
+    k = cell.streams_per_wave
+    waves: list[WaveSpec] = []
+    for repeat in range(1, plan.window.repeats + 1):
+        for family_name in cell.families:
+            ordered = loaded.families[family_name].ordered
+            start = (repeat - 1) * k
+            # A family shorter than repeats x streams wraps around; the dry plan shows the ids.
+            chosen = tuple(ordered[(start + j) % len(ordered)] for j in range(k))
+            index = len(waves)
+            waves.append(
+                WaveSpec(
+                    cell=cell_name,
+                    index=index,
+                    repeat=repeat,
+                    family=family_name,
+                    seed=plan.window.base_seed + index,
+                    prompts=chosen,
+                )
+            )
+    return waves

@@ -1,0 +1,107 @@
+"""Durable files: atomic writes, locked and fsynced appends, sha256.
+
+Nothing fairwin records may be half-written: a reader sees either the old file or
+the new one (temp file in the same directory, fsync, rename, fsync the directory),
+and an appended JSONL line is whole or absent (``flock`` against concurrent
+writers, one ``write`` per line, fsync before unlocking).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace: the form whose sha256 identifies a document."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), mode)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    write_text_atomic(path, json.dumps(_jsonable(value), indent=2, sort_keys=True) + "\n")
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+    write_text_atomic(path, "".join(json.dumps(_jsonable(row), sort_keys=True) + "\n" for row in rows))
+
+
+def append_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    """Append whole lines under an exclusive lock, fsynced before the lock is released."""
+    payload = "".join(json.dumps(_jsonable(row), sort_keys=True) + "\n" for row in rows).encode("utf-8")
+    if not payload:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            os.write(fd, payload)
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSONL file fairwin wrote; a torn line raises ValueError naming it."""
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.endswith("\n"):
+                raise ValueError(f"{path}:{number}: torn last line (no newline): a writer was interrupted")
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows

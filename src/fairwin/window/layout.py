@@ -1,0 +1,108 @@
+"""A window's directory: where each record lives, and its status marker.
+
+A window directory is created once (``mkdir`` fails if it exists, so none is ever
+overwritten) and carries ``status.json`` from its first moment: ``running`` until
+the window ends ``complete``, ``failed`` or ``interrupted``. A directory whose
+status is not ``complete`` must never be read as a result.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from fairwin.errors import OutputDirError
+from fairwin.receipts import append_jsonl, write_json_atomic
+
+State = Literal["running", "complete", "failed", "interrupted"]
+STATUS_FORMAT = "fairwin.status/1"
+
+
+def new_window_id(mode: str) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{stamp}-{mode}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class WindowDir:
+    path: Path
+    window_id: str
+
+    @classmethod
+    def create(cls, output_dir: Path, mode: str) -> WindowDir:
+        window_id = new_window_id(mode)
+        try:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            path = output_dir / window_id
+            path.mkdir()
+            (path / "starts").mkdir()
+        except FileExistsError:
+            raise OutputDirError(f"{output_dir / window_id} already exists; windows are never overwritten") from None
+        except OSError as exc:
+            raise OutputDirError(
+                f"cannot create a window under {output_dir}: {exc.strerror}; choose a writable window.output_dir"
+            ) from None
+        if not os.access(path, os.W_OK):
+            raise OutputDirError(f"{path} is not writable; choose a writable window.output_dir")
+        window = cls(path=path, window_id=window_id)
+        window.set_status("running")
+        return window
+
+    # Files, in the order the flow writes them.
+    @property
+    def plan_copy(self) -> Path:
+        return self.path / "plan.toml"
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / "window.json"
+
+    @property
+    def status(self) -> Path:
+        return self.path / "status.json"
+
+    @property
+    def journal(self) -> Path:
+        return self.path / "journal.jsonl"
+
+    @property
+    def prompts(self) -> Path:
+        return self.path / "prompts.jsonl"
+
+    @property
+    def streams(self) -> Path:
+        return self.path / "streams.jsonl"
+
+    @property
+    def waves(self) -> Path:
+        return self.path / "waves.jsonl"
+
+    @property
+    def pooled(self) -> Path:
+        return self.path / "pooled.jsonl"
+
+    @property
+    def decision(self) -> Path:
+        return self.path / "decision.json"
+
+    @property
+    def summary(self) -> Path:
+        return self.path / "summary.md"
+
+    def start_dir(self, start: str) -> Path:
+        path = self.path / "starts" / start
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def set_status(self, state: State, **details: Any) -> None:
+        write_json_atomic(
+            self.status,
+            {"format": STATUS_FORMAT, "window_id": self.window_id, "state": state, "time": time.time(), **details},
+        )
+
+    def journal_event(self, step: str, event: str, **details: Any) -> None:
+        append_jsonl(self.journal, [{"time": time.time(), "step": step, "event": event, **details}])

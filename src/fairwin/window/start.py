@@ -1,0 +1,202 @@
+"""One start: launch a role, prove it healthy, warm it, run every cell's waves, stop it.
+
+Each wave's streams and counter deltas are appended to the window as soon as the
+wave ends, so a later failure loses nothing already measured. The server is
+stopped in a ``finally``: on success, on error and on cancellation (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
+from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare
+from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
+from fairwin.load.wave import Target, WaveResult, endpoint_path, run_wave, salt
+from fairwin.metrics.pool import PooledRow, pool_repeat
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
+from fairwin.receipts import append_jsonl, write_json_atomic, write_jsonl_atomic
+from fairwin.window.layout import WindowDir
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+class ServerHandle(Protocol):
+    """What the window needs of a launched server; tests inject their own."""
+
+    spec: LaunchSpec
+
+    def start(self) -> None: ...
+
+    async def wait_healthy(self, session: aiohttp.ClientSession) -> float: ...
+
+    def stop(self) -> StopRecord: ...
+
+
+Launcher = Callable[[LaunchSpec, Path], ServerHandle]
+
+
+def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
+    return LocalServer(spec=spec, log_path=log_path)
+
+
+def redacted(env: dict[str, str]) -> dict[str, str]:
+    return {k: ("***" if SECRET_NAME.search(k) else v) for k, v in env.items()}
+
+
+@dataclass
+class StartContext:
+    loaded: LoadedPlan
+    window: WindowDir
+    launcher: Launcher
+    say: Callable[[str], None]
+    prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)  # cell -> prompt id -> prompt
+
+
+async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> None:
+    """Cut every prompt a cell uses to its length, once per window, with the first start's tokenizer."""
+    plan = ctx.loaded.plan
+    rows: list[PreparedPrompt] = []
+    for cell_name, cell in plan.cells.items():
+        tokenizer = Tokenizer(session, target.url, target.model, cell.endpoint)
+        needed = {(w.family, p.id): p for w in waves_for(ctx.loaded, cell_name) for p in w.prompts}
+        by_id: dict[str, PreparedPrompt] = {}
+        for (family, _), prompt in needed.items():
+            ready = await prepare(tokenizer, cell_name, family, prompt, cell.prompt_tokens, cell.prompt_tokens_tolerance)
+            by_id[prompt.id] = ready
+            rows.append(ready)
+        ctx.prepared[cell_name] = by_id
+        ctx.say(f"  prepared {len(by_id)} prompts for {cell_name} at ~{cell.prompt_tokens} tokens")
+    write_jsonl_atomic(ctx.window.prompts, rows)
+
+
+async def _warm_up(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:
+    """One uncounted stream, so no measured wave pays for first-request costs."""
+    plan = ctx.loaded.plan
+    cell_name = next(name for name, cell in plan.cells.items() if cell.decision)
+    cell = plan.cells[cell_name]
+    first = waves_for(ctx.loaded, cell_name)[0]
+    ready = ctx.prepared[cell_name][first.prompts[0].id]
+    record = StreamRecord(
+        start=target.start,
+        role=target.role,
+        cell=cell_name,
+        wave="warmup",
+        repeat=0,
+        family=first.family,
+        stream=0,
+        prompt_id=ready.id,
+        prompt_tokens_expected=ready.tokens,
+        seed=plan.window.base_seed,
+        cache_salt=salt(ctx.window.window_id, target.start, "warmup", 0),
+        endpoint=cell.endpoint,
+        max_tokens=plan.window.warmup_max_tokens,
+    )
+    body = request_body(record, target.model, ready.text, cell.temperature, cell.top_p, cell.extra_body)
+    try:
+        return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
+    finally:
+        append_jsonl(ctx.window.streams, [record])
+
+
+def _wave_row(result: WaveResult, target: Target) -> dict[str, Any]:
+    return {
+        "format": "fairwin.wave/1",
+        "start": target.start,
+        "role": target.role,
+        "cell": result.spec.cell,
+        "wave": result.spec.key,
+        "index": result.spec.index,
+        "repeat": result.spec.repeat,
+        "family": result.spec.family,
+        "seed": result.spec.seed,
+        "prompt_ids": [p.id for p in result.spec.prompts],
+        "started_unix": result.started_unix,
+        "seconds": result.seconds,
+        "ok": result.error is None,
+        "error": None if result.error is None else str(result.error),
+        "deltas": result.deltas,
+    }
+
+
+def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveResult]) -> list[PooledRow]:
+    rows = []
+    for repeat in range(1, ctx.loaded.plan.window.repeats + 1):
+        mine = [r for r in results if r.spec.repeat == repeat]
+        rows.append(
+            pool_repeat(
+                window_id=ctx.window.window_id,
+                start=target.start,
+                role=target.role,
+                cell=cell_name,
+                repeat=repeat,
+                deltas=[r.deltas for r in mine],
+                streams=[s for r in mine for s in r.streams],
+            )
+        )
+    return rows
+
+
+async def _run_waves(
+    ctx: StartContext, session: aiohttp.ClientSession, target: Target, cell_name: str, waves: list[WaveSpec]
+) -> list[WaveResult]:
+    plan = ctx.loaded.plan
+    results = []
+    for spec in waves:
+        result = await run_wave(
+            session, target, ctx.window.window_id, plan.cells[cell_name], spec, ctx.prepared[cell_name],
+            plan.window.settle_timeout_s,
+        )
+        append_jsonl(ctx.window.streams, result.streams)
+        append_jsonl(ctx.window.waves, [_wave_row(result, target)])
+        if result.error is not None:
+            raise result.error
+        results.append(result)
+        ctx.say(f"  {target.start} {spec.key}: {len(result.streams)} streams in {result.seconds:.1f} s")
+    return results
+
+
+async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
+    plan = ctx.loaded.plan
+    spec = make_spec(start.role, plan.roles[start.role], ctx.loaded.base_dir)
+    directory = ctx.window.start_dir(start.name)
+    server = ctx.launcher(spec, directory / "server.log")
+    receipt: dict[str, Any] = {
+        "format": "fairwin.start/1",
+        "start": start.name,
+        "kind": start.kind,
+        "role": start.role,
+        "argv": spec.argv,
+        "declared_env": redacted(spec.declared_env),
+        "base_url": spec.base_url,
+        "model": spec.model,
+    }
+    target = Target(start=start.name, role=start.role, base_url=spec.base_url, model=spec.model)
+    timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
+    rows: list[PooledRow] = []
+    try:
+        ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}")
+        server.start()
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            receipt["healthy_after_s"] = await server.wait_healthy(session)
+            ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
+            if not ctx.prepared:
+                await _prepare_prompts(ctx, session, target)
+            await _warm_up(ctx, session, target)
+            for cell_name in plan.cells:
+                results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
+                rows.extend(_pool(ctx, target, cell_name, results))
+        append_jsonl(ctx.window.pooled, rows)
+        return rows
+    finally:
+        stop = server.stop()
+        receipt["stop"] = {"signal": stop.signal, "returncode": stop.returncode, "seconds": stop.seconds}
+        receipt["pooled_rows"] = len(rows)
+        write_json_atomic(directory / "start.json", receipt)
