@@ -69,10 +69,11 @@ def decide_cell(rows: Sequence[PooledRow], cell: str, decides: bool, rule: RuleS
 
 def window_verdict(cells: Sequence[CellDecision]) -> tuple[Verdict, list[str]]:
     deciding = [c for c in cells if c.decides]
-    for verdict in ("INCONCLUSIVE", "LOSS"):
+    blocking: tuple[Verdict, ...] = ("INCONCLUSIVE", "LOSS")
+    for verdict in blocking:
         hit = [c.cell for c in deciding if c.verdict == verdict]
         if hit:
-            return verdict, [f"{verdict} in {', '.join(hit)}"]  # type: ignore[return-value]
+            return verdict, [f"{verdict} in {', '.join(hit)}"]
     if deciding and all(c.verdict == "WIN" for c in deciding):
         return "WIN", ["every decision cell WINs"]
     neutral = [c.cell for c in deciding if c.verdict == "NEUTRAL"]

@@ -8,6 +8,7 @@ SIGKILL after the role's grace period, so engine worker processes die with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -121,8 +122,7 @@ class LocalServer:
                 )
             except OSError as exc:
                 raise LaunchError(
-                    f"role {self.spec.role_name}: cannot run {self.spec.argv[0]!r}: {exc.strerror}; "
-                    "fix the role's argv"
+                    f"role {self.spec.role_name}: cannot run {self.spec.argv[0]!r}: {exc.strerror}; fix the role's argv"
                 ) from None
         self.started_unix = time.time()
 
@@ -154,7 +154,7 @@ class LocalServer:
                         self.healthy_after_s = time.monotonic() - t0
                         return self.healthy_after_s
                     last = f"HTTP {response.status}"
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError) as exc:
                 last = str(exc) or type(exc).__name__
             if time.monotonic() >= deadline:
                 raise HealthTimeoutError(
@@ -188,7 +188,5 @@ class LocalServer:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass

@@ -7,7 +7,6 @@ what is wrong). Connection failures and timeouts become :class:`TransportError`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import Any
@@ -41,7 +40,7 @@ async def get_text(session: aiohttp.ClientSession, url: str, *, what: str) -> st
             if response.status >= 300:
                 raise status_error(what, url, response.status, body)
             return body
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise transport_error(what, url, exc) from None
 
 
@@ -51,7 +50,7 @@ async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str,
             body = await response.text()
             if response.status >= 300:
                 raise status_error(what, url, response.status, body)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise transport_error(what, url, exc) from None
     try:
         return json.loads(body)

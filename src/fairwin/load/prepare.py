@@ -35,7 +35,11 @@ class PreparedPrompt(BaseModel):
 
 def _tokenize_payload(model: str, endpoint: str, text: str) -> dict[str, Any]:
     if endpoint == "chat":
-        return {"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
+        return {
+            "model": model,
+            "messages": [{"role": "user", "content": text}],
+            "add_generation_prompt": True,
+        }
     return {"model": model, "prompt": text}
 
 
@@ -52,7 +56,10 @@ class Tokenizer:
     async def count(self, text: str) -> int:
         if text not in self._cache:
             reply = await post_json(
-                self._session, self._url, _tokenize_payload(self._model, self._endpoint, text), what="tokenize"
+                self._session,
+                self._url,
+                _tokenize_payload(self._model, self._endpoint, text),
+                what="tokenize",
             )
             try:
                 self._cache[text] = int(reply["count"])

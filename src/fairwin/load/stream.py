@@ -9,7 +9,6 @@ decoding, so counting chunks would be wrong.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any, Literal
@@ -163,7 +162,7 @@ async def run_stream(
             if response.status >= 300:
                 raise status_error(what, url, response.status, await response.text())
             await _read_stream(response, record, t0)
-    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientError) as exc:
         raise transport_error(what, url, exc) from None
     check_complete(record)
     record.ok = True

@@ -1,7 +1,16 @@
 """Plans: the typed plan file, its loading and validation, and the dry schedule."""
 
 from fairwin.plan.loading import LoadedFamily, LoadedPlan, Prompt, load_plan, parse_plan
-from fairwin.plan.models import REGISTERED_MODES, BudgetSettings, Cell, Family, Mode, Plan, Role, WindowSettings
+from fairwin.plan.models import (
+    REGISTERED_MODES,
+    BudgetSettings,
+    Cell,
+    Family,
+    Mode,
+    Plan,
+    Role,
+    WindowSettings,
+)
 from fairwin.plan.schedule import StartSpec, WaveSpec, resolve_mode, starts_for, waves_for
 
 __all__ = [

@@ -63,7 +63,7 @@ class Role(StrictModel):
     def _port_placeholder_has_a_port(self) -> Role:
         uses_port = "{port}" in self.base_url or any("{port}" in a for a in self.argv)
         if uses_port and self.port is None:
-            raise ValueError("uses {port} but sets no `port`; set port = 8000 or port = \"auto\"")
+            raise ValueError('uses {port} but sets no `port`; set port = 8000 or port = "auto"')
         return self
 
 

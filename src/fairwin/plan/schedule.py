@@ -53,9 +53,7 @@ def resolve_mode(loaded: LoadedPlan, mode_name: str) -> Mode:
 
 
 def starts_for(mode: Mode) -> list[StartSpec]:
-    return [
-        StartSpec(name=f"s{i}", kind=kind, role=getattr(mode, kind)) for i, kind in enumerate(BRACKET, start=1)
-    ]
+    return [StartSpec(name=f"s{i}", kind=kind, role=getattr(mode, kind)) for i, kind in enumerate(BRACKET, start=1)]
 
 
 def waves_for(loaded: LoadedPlan, cell_name: str) -> list[WaveSpec]:

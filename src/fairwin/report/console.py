@@ -7,7 +7,12 @@ from rich.table import Table
 
 from fairwin.decision import Decision
 
-VERDICT_STYLE = {"WIN": "bold green", "LOSS": "bold red", "NEUTRAL": "bold yellow", "INCONCLUSIVE": "bold magenta"}
+VERDICT_STYLE = {
+    "WIN": "bold green",
+    "LOSS": "bold red",
+    "NEUTRAL": "bold yellow",
+    "INCONCLUSIVE": "bold magenta",
+}
 
 
 def decision_table(decision: Decision) -> Table:

@@ -187,11 +187,19 @@ async def generate(request: web.Request, kind: str) -> web.StreamResponse:
     finish = "length" if emitted >= max_tokens or "short-stream" in config.faults else "stop"
     counters.decode_time.labels(**labels).observe(time.monotonic() - first_at)
     counters.request_success.labels(**labels, finished_reason=finish).inc()
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": emitted, "total_tokens": prompt_tokens + emitted}
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": emitted,
+        "total_tokens": prompt_tokens + emitted,
+    }
     if response is None:
         choice: dict[str, Any]
         if kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": "".join(pieces)}, "finish_reason": finish}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(pieces)},
+                "finish_reason": finish,
+            }
         else:
             choice = {"index": 0, "text": "".join(pieces), "finish_reason": finish}
         return web.json_response(

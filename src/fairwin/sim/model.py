@@ -86,13 +86,18 @@ class SimMetrics:
 
     def _expose_zeros(self) -> None:
         """Like vLLM, show every unlabelled series at 0 before its first event."""
-        for metric in (self.prompt_tokens, self.generation_tokens, self.prefix_queries, self.prefix_hits):
-            metric.labels(**self.labels)
-        for metric in (self.ttft, self.decode_time):
-            metric.labels(**self.labels)
+        series: list[Counter | Histogram] = [
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.prefix_queries,
+            self.prefix_hits,
+            self.ttft,
+            self.decode_time,
+        ]
         if self.speculative:
-            for metric in (self.drafts, self.draft_tokens, self.accepted):
-                metric.labels(**self.labels)
+            series += [self.drafts, self.draft_tokens, self.accepted]
+        for metric in series:
+            metric.labels(**self.labels)
 
 
 @dataclass

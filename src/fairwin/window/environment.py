@@ -16,7 +16,12 @@ def git_state(directory: Path) -> dict[str, Any]:
     """The commit and whether the tree is dirty; {} outside a git work tree."""
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=directory, capture_output=True, text=True, timeout=10, check=True
+            ["git", "rev-parse", "HEAD"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],

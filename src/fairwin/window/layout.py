@@ -101,7 +101,13 @@ class WindowDir:
     def set_status(self, state: State, **details: Any) -> None:
         write_json_atomic(
             self.status,
-            {"format": STATUS_FORMAT, "window_id": self.window_id, "state": state, "time": time.time(), **details},
+            {
+                "format": STATUS_FORMAT,
+                "window_id": self.window_id,
+                "state": state,
+                "time": time.time(),
+                **details,
+            },
         )
 
     def journal_event(self, step: str, event: str, **details: Any) -> None:

@@ -131,7 +131,11 @@ async def run_window(
         write_text_atomic(window.summary, render_summary(loaded, window, decision, rows))
         decisions.append(decision)
 
-    steps = [Step("open", open_window), *(start_step(i) for i in range(len(starts))), Step("close", close_window)]
+    steps = [
+        Step("open", open_window),
+        *(start_step(i) for i in range(len(starts))),
+        Step("close", close_window),
+    ]
     try:
         await _run_steps(window, steps)
     except asyncio.CancelledError:

@@ -69,7 +69,9 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
         needed = {(w.family, p.id): p for w in waves_for(ctx.loaded, cell_name) for p in w.prompts}
         by_id: dict[str, PreparedPrompt] = {}
         for (family, _), prompt in needed.items():
-            ready = await prepare(tokenizer, cell_name, family, prompt, cell.prompt_tokens, cell.prompt_tokens_tolerance)
+            ready = await prepare(
+                tokenizer, cell_name, family, prompt, cell.prompt_tokens, cell.prompt_tokens_tolerance
+            )
             by_id[prompt.id] = ready
             rows.append(ready)
         ctx.prepared[cell_name] = by_id
@@ -151,7 +153,12 @@ async def _run_waves(
     results = []
     for spec in waves:
         result = await run_wave(
-            session, target, ctx.window.window_id, plan.cells[cell_name], spec, ctx.prepared[cell_name],
+            session,
+            target,
+            ctx.window.window_id,
+            plan.cells[cell_name],
+            spec,
+            ctx.prepared[cell_name],
             plan.window.settle_timeout_s,
         )
         append_jsonl(ctx.window.streams, result.streams)

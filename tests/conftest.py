@@ -1,0 +1,115 @@
+"""Shared fixtures: small prompt families and plans that run against `fairwin sim`."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairwin.plan.loading import ORDER_SCHEMA
+from fairwin.receipts import sha256_file
+
+WORDS = "the of and to in is was for on that with as by at from his an were are which this be or".split()
+
+
+def write_family(directory: Path, name: str, count: int = 6, words: int = 1500, seed: int = 0) -> dict[str, str]:
+    """A family of `count` prompts of `words` words each; returns its plan table."""
+    rng = random.Random(f"{name}:{seed}")
+    prompts = directory / f"{name}.jsonl"
+    with prompts.open("w") as handle:
+        for i in range(count):
+            text = " ".join(rng.choice(WORDS) for _ in range(words))
+            handle.write(json.dumps({"id": f"{name}-{i}", "text": text}) + "\n")
+    order = directory / f"{name}.order.json"
+    ids = [f"{name}-{i}" for i in range(count)]
+    rng.shuffle(ids)
+    order.write_text(json.dumps({"schema": ORDER_SCHEMA, "family": name, "ids": ids}))
+    return {
+        "prompts": prompts.name,
+        "prompts_sha256": sha256_file(prompts),
+        "order": order.name,
+        "order_sha256": sha256_file(order),
+    }
+
+
+def sim_role(*flags: str, model: str = "tiny", **overrides: Any) -> dict[str, Any]:
+    role: dict[str, Any] = {
+        "argv": ["{python}", "-m", "fairwin", "sim", "--port", "{port}", "--model", model, *flags],
+        "base_url": "http://127.0.0.1:{port}",
+        "port": "auto",
+        "served_model": model,
+        "startup_timeout_s": 20,
+        "stop_timeout_s": 5,
+    }
+    role.update(overrides)
+    return role
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(value)
+
+
+def to_toml(data: dict[str, Any]) -> str:
+    """Enough TOML for plans: top-level tables of scalars, and tables of tables."""
+    lines: list[str] = []
+    for section, body in data.items():
+        scalars = {k: v for k, v in body.items() if not isinstance(v, dict) or section in ("window", "budget")}
+        tables = {k: v for k, v in body.items() if k not in scalars}
+        if scalars:
+            lines.append(f"[{section}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
+        for name, table in tables.items():
+            lines.append(f'[{section}."{name}"]')
+            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+PlanFactory = Callable[..., Path]
+
+
+@pytest.fixture
+def make_plan(tmp_path: Path) -> PlanFactory:
+    """Write a plan for sim roles; keyword arguments replace whole sections or add keys."""
+
+    def factory(
+        roles: dict[str, Any] | None = None,
+        cells: dict[str, Any] | None = None,
+        window: dict[str, Any] | None = None,
+        modes: dict[str, Any] | None = None,
+        name: str = "plan.toml",
+    ) -> Path:
+        families = {"prose": write_family(tmp_path, "prose"), "code": write_family(tmp_path, "code")}
+        data: dict[str, Any] = {
+            "window": {"output_dir": "windows", "repeats": 3, **(window or {})},
+            "budget": {"startup_s": 1, "stop_s": 1, "decode_ms_per_token": 2},
+            "roles": roles
+            or {
+                "A": sim_role("--ms-per-round", "2"),
+                "B": sim_role("--ms-per-round", "2", "--spec-tokens", "4", "--acceptance", "0.8,0.6,0.5,0.4"),
+            },
+            "families": families,
+            "cells": cells
+            or {"short-b1": {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 2}},
+        }
+        if modes is not None:
+            data["modes"] = modes
+        path = tmp_path / name
+        path.write_text(to_toml(data))
+        return path
+
+    return factory

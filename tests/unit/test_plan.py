@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fairwin.errors import PinMismatchError, PlanError
+from fairwin.plan import load_plan, resolve_mode, starts_for, waves_for
+from fairwin.receipts import sha256_file
+from tests.conftest import PlanFactory
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in plan"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_valid_plan_loads_with_defaults(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan())
+    cell = loaded.plan.cells["short-b1"]
+    assert (cell.concurrency, cell.temperature, cell.top_p, cell.endpoint) == (1, 1.0, 1.0, "completions")
+    assert loaded.plan.window.rule == "win2-v1"
+    assert loaded.plan.window.base_seed == 42
+    assert set(loaded.plan.all_modes()) == {"controlled"}  # no role P, so no production-policy
+    assert len(loaded.families["prose"].ordered) == 6
+
+
+def one_line_error(exc: pytest.ExceptionInfo[BaseException]) -> str:
+    message = str(exc.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('served_model = "tiny"', "", "roles.A.served_model: Field required; add this key"),
+        ("repeats = 3", 'repeats = "three"', "window.repeats: Input should be a valid integer"),
+        ("repeats = 3", "repeats = 3\nrepeat = 4", "window.repeat: Extra inputs are not permitted; remove this key"),
+        ("prompt_tokens = 64", "prompt_tokens = -5", "cells.short-b1.prompt_tokens: Input should be greater than 0"),
+        ('base_url = "http://127.0.0.1:{port}"', 'base_url = "127.0.0.1:80"', "must start with http://"),
+        ('families = ["prose", "code"]', 'families = ["poetry"]', "names 'poetry', which is not declared"),
+        ('port = "auto"', "", "uses {port} but sets no `port`"),
+        ("max_tokens = 48", "max_tokens = 48\nextra_body = { seed = 1 }", "sets seed, which fairwin controls"),
+    ],
+)
+def test_bad_plans_give_one_line_naming_file_and_key(
+    make_plan: PlanFactory, old: str, new: str, expected: str
+) -> None:
+    path = make_plan()
+    edit(path, old, new)
+    with pytest.raises(PlanError) as exc:
+        load_plan(path)
+    message = one_line_error(exc)
+    assert message.startswith(str(path))
+    assert expected in message
+
+
+def test_invalid_toml_names_the_line(make_plan: PlanFactory) -> None:
+    path = make_plan()
+    path.write_text(path.read_text() + "\n[broken\n")
+    with pytest.raises(PlanError) as exc:
+        load_plan(path)
+    assert "invalid TOML" in one_line_error(exc)
+    assert "line" in str(exc.value)
+
+
+def test_missing_plan_file(tmp_path: Path) -> None:
+    with pytest.raises(PlanError, match="no such plan file"):
+        load_plan(tmp_path / "nope.toml")
+
+
+def test_unknown_role_in_mode(make_plan: PlanFactory) -> None:
+    path = make_plan(modes={"mine": {"control": "A", "candidate": "Z"}})
+    with pytest.raises(PlanError) as exc:
+        load_plan(path)
+    assert "modes.mine.candidate names role 'Z', which is not declared; declared roles: A, B" in one_line_error(exc)
+
+
+def test_order_file_sha_mismatch_refuses(make_plan: PlanFactory) -> None:
+    path = make_plan()
+    order = path.parent / "prose.order.json"
+    doc = json.loads(order.read_text())
+    doc["ids"].reverse()
+    order.write_text(json.dumps(doc))
+    with pytest.raises(PinMismatchError) as exc:
+        load_plan(path)
+    assert "families.prose.order_sha256" in one_line_error(exc)
+    assert "the frozen order changed" in str(exc.value)
+
+
+def test_prompts_sha_mismatch_refuses(make_plan: PlanFactory) -> None:
+    path = make_plan()
+    prompts = path.parent / "code.jsonl"
+    prompts.write_text(prompts.read_text() + "\n")
+    with pytest.raises(PinMismatchError, match=r"families.code.prompts_sha256"):
+        load_plan(path)
+
+
+def test_order_naming_unknown_prompt(make_plan: PlanFactory) -> None:
+    path = make_plan()
+    order = path.parent / "code.order.json"
+    old_sha = sha256_file(order)
+    order.write_text(json.dumps({"schema": "fairwin.order/1", "family": "code", "ids": ["code-0", "ghost"]}))
+    edit(path, old_sha, sha256_file(order))
+    with pytest.raises(PlanError, match="ids not in .*: ghost"):
+        load_plan(path)
+
+
+def test_registered_mode_missing_its_role(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan())
+    with pytest.raises(PlanError, match=r"mode 'production-policy' needs role\(s\) P.*add \[roles.P\]"):
+        resolve_mode(loaded, "production-policy")
+    with pytest.raises(PlanError, match="no mode 'nope'; the plan's modes are: controlled"):
+        resolve_mode(loaded, "nope")
+
+
+def test_bracket_order_and_waves(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan())
+    starts = starts_for(resolve_mode(loaded, "controlled"))
+    assert [(s.name, s.kind, s.role) for s in starts] == [
+        ("s1", "control", "A"),
+        ("s2", "candidate", "B"),
+        ("s3", "control", "A"),
+    ]
+    waves = waves_for(loaded, "short-b1")
+    assert [(w.repeat, w.family, w.seed) for w in waves] == [
+        (1, "prose", 42),
+        (1, "code", 43),
+        (2, "prose", 44),
+        (2, "code", 45),
+        (3, "prose", 46),
+        (3, "code", 47),
+    ]
+    order = [p.id for p in loaded.families["prose"].ordered]
+    assert [p.id for p in waves[0].prompts] == order[0:2]
+    assert [p.id for p in waves[2].prompts] == order[2:4]
+    assert [p.id for p in waves[4].prompts] == order[4:6]
+
+
+def test_waves_wrap_around_a_short_family(make_plan: PlanFactory) -> None:
+    path = make_plan(
+        cells={"c": {"families": ["prose"], "prompt_tokens": 8, "max_tokens": 8, "streams_per_wave": 4}},
+    )
+    loaded = load_plan(path)
+    order = [p.id for p in loaded.families["prose"].ordered]
+    waves = waves_for(loaded, "c")
+    assert [p.id for p in waves[1].prompts] == [order[4], order[5], order[0], order[1]]

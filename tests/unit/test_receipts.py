@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from fairwin.receipts import append_jsonl, canonical_json, read_jsonl, sha256_bytes, write_json_atomic
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    target = tmp_path / "doc.json"
+    write_json_atomic(target, {"b": 1, "a": [1, 2]})
+    write_json_atomic(target, {"b": 2})
+    assert json.loads(target.read_text()) == {"b": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["doc.json"]
+
+
+def test_atomic_write_failure_keeps_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "doc.json"
+    write_json_atomic(target, {"ok": True})
+    with pytest.raises(TypeError):
+        write_json_atomic(target, {"bad": object()})
+    assert json.loads(target.read_text()) == {"ok": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["doc.json"]
+
+
+def _append_many(path: str, writer: int) -> None:
+    for i in range(200):
+        append_jsonl(Path(path), [{"writer": writer, "i": i, "pad": "x" * 500}])
+
+
+def test_concurrent_appends_keep_every_line_whole(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    procs = [multiprocessing.Process(target=_append_many, args=(str(path), w)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    rows = read_jsonl(path)
+    assert len(rows) == 800
+    for writer in range(4):
+        assert [r["i"] for r in rows if r["writer"] == writer] == list(range(200))
+
+
+def test_torn_last_line_is_reported_not_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    append_jsonl(path, [{"a": 1}])
+    with path.open("a") as handle:
+        handle.write('{"a": 2')
+    with pytest.raises(ValueError, match=r"log.jsonl:2: torn last line"):
+        read_jsonl(path)
+
+
+def test_canonical_json_is_order_independent() -> None:
+    assert canonical_json({"b": 1, "a": 2}) == canonical_json({"a": 2, "b": 1}) == '{"a":2,"b":1}'
+    assert sha256_bytes(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -1,0 +1,124 @@
+"""The window's steps with an injected launcher: exact order, stops on every path, nothing lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from fairwin.errors import ServerExitedError
+from fairwin.launch.local import LaunchSpec, StopRecord
+from fairwin.plan import load_plan
+from fairwin.receipts import read_jsonl
+from fairwin.sim.app import build_app
+from fairwin.sim.model import SimConfig
+from fairwin.window.run import run_window
+from tests.conftest import PlanFactory
+
+
+class ThreadSim:
+    """A server handle whose 'process' is the simulator on a thread: real HTTP, no subprocess."""
+
+    def __init__(self, spec: LaunchSpec, events: list[str], fail_health: bool) -> None:
+        self.spec = spec
+        self.events = events
+        self.fail_health = fail_health
+        self.loop = asyncio.new_event_loop()
+        self.thread: threading.Thread | None = None
+        spec_tokens = 4 if spec.role_name == "B" else 0
+        self.config = SimConfig(model=spec.model, spec_tokens=spec_tokens, acceptance=(0.8, 0.6), ms_per_round=1)
+
+    def start(self) -> None:
+        self.events.append(f"launch {self.spec.role_name}")
+        port = int(self.spec.base_url.rsplit(":", 1)[1])
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(self.loop)
+            runner = web.AppRunner(build_app(self.config))
+            self.loop.run_until_complete(runner.setup())
+            self.loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+            ready.set()
+            self.loop.run_forever()
+            self.loop.run_until_complete(runner.cleanup())
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        ready.wait(5)
+
+    async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
+        if self.fail_health:
+            self.events.append(f"exited {self.spec.role_name}")
+            raise ServerExitedError(f"role {self.spec.role_name}: server exited with code 1 before it was healthy")
+        async with session.get(self.spec.health_url) as response:
+            assert response.status == 200
+        self.events.append(f"healthy {self.spec.role_name}")
+        return 0.01
+
+    def stop(self) -> StopRecord:
+        self.events.append(f"stop {self.spec.role_name}")
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if self.thread:
+            self.thread.join(5)
+        return StopRecord("SIGTERM", 0, 0.0)
+
+
+def launcher_recording(events: list[str], fail_role: str | None = None):  # type: ignore[no-untyped-def]
+    def launch(spec: LaunchSpec, log_path: Path) -> ThreadSim:
+        return ThreadSim(spec, events, fail_health=spec.role_name == fail_role)
+
+    return launch
+
+
+def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan(window={"repeats": 2}))
+    events: list[str] = []
+    result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events)))
+    assert events == [
+        "launch A", "healthy A", "stop A",
+        "launch B", "healthy B", "stop B",
+        "launch A", "healthy A", "stop A",
+    ]
+    journal = [(e["step"], e["event"]) for e in read_jsonl(result.window.journal)]
+    assert journal == [
+        ("open", "begin"), ("open", "end"),
+        ("start s1", "begin"), ("start s1", "end"),
+        ("start s2", "begin"), ("start s2", "end"),
+        ("start s3", "begin"), ("start s3", "end"),
+        ("close", "begin"), ("close", "end"),
+    ]
+    status = json.loads(result.window.status.read_text())
+    assert status["state"] == "complete"
+    assert status["verdict"] == result.decision.verdict, result.decision.cells[0].reasons
+    pooled = read_jsonl(result.window.pooled)
+    assert [(r["start"], r["repeat"]) for r in pooled] == [(s, r) for s in ("s1", "s2", "s3") for r in (1, 2)]
+    streams = read_jsonl(result.window.streams)
+    salts = [s["cache_salt"] for s in streams]
+    assert len(salts) == len(set(salts)) == 3 * (1 + 2 * 2 * 2)  # warm-up + repeats x families x streams
+    assert all(s["ok"] and s["completion_tokens"] == s["max_tokens"] for s in streams)
+    for name in ("plan.toml", "window.json", "decision.json", "summary.md", "prompts.jsonl", "waves.jsonl"):
+        assert (result.window.path / name).is_file(), name
+
+
+def test_failed_start_stops_its_server_marks_window_and_launches_nothing_after(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan())
+    events: list[str] = []
+    with pytest.raises(ServerExitedError) as exc:
+        asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events, fail_role="B")))
+    assert events == ["launch A", "healthy A", "stop A", "launch B", "exited B", "stop B"]
+    window = exc.value.window_path
+    assert window is not None
+    status = json.loads((window / "status.json").read_text())
+    assert status["state"] == "failed"
+    assert status["error_type"] == "ServerExitedError"
+    assert not (window / "decision.json").exists()
+    assert not (window / "summary.md").exists()
+    journal = [(e["step"], e["event"]) for e in read_jsonl(window / "journal.jsonl")]
+    assert journal[-1] == ("start s2", "failed")
+    # s1's measurements were saved before s2 failed.
+    assert {r["start"] for r in read_jsonl(window / "pooled.jsonl")} == {"s1"}
