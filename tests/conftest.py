@@ -104,7 +104,14 @@ def make_plan(tmp_path: Path) -> PlanFactory:
             },
             "families": families,
             "cells": cells
-            or {"short-b1": {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 2}},
+            or {
+                "short-b1": {
+                    "families": ["prose", "code"],
+                    "prompt_tokens": 64,
+                    "max_tokens": 48,
+                    "streams_per_wave": 2,
+                }
+            },
         }
         if modes is not None:
             data["modes"] = modes

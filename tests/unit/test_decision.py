@@ -14,10 +14,27 @@ from fairwin.metrics.pool import PooledRow
 
 def row(start: str, repeat: int, rate: float | None, cell: str = "c") -> PooledRow:
     return PooledRow(
-        window_id="w", start=start, role={"s2": "B"}.get(start, "A"), cell=cell, repeat=repeat, waves=2, streams=4,
-        generation_tokens=100, first_tokens=4, accepted_tokens=0, drafts=0, draft_tokens=0, decode_steps=96,
-        rounds=96, decode_s=1.0, prefix_cache_hits=0, pooled_rate_tps=rate if rate is not None else math.nan,
-        accepted_per_round=0, ms_per_round=10, ttft_s=0.1, decode_tps=90,
+        window_id="w",
+        start=start,
+        role={"s2": "B"}.get(start, "A"),
+        cell=cell,
+        repeat=repeat,
+        waves=2,
+        streams=4,
+        generation_tokens=100,
+        first_tokens=4,
+        accepted_tokens=0,
+        drafts=0,
+        draft_tokens=0,
+        decode_steps=96,
+        rounds=96,
+        decode_s=1.0,
+        prefix_cache_hits=0,
+        pooled_rate_tps=rate if rate is not None else math.nan,
+        accepted_per_round=0,
+        ms_per_round=10,
+        ttft_s=0.1,
+        decode_tps=90,
     )
 
 
@@ -77,7 +94,10 @@ def test_interval_matches_scipy_ttest_rel(series: tuple[list[float], list[float]
 )
 def test_cell_verdict_branches(s2: list[float], verdict: str) -> None:
     decision = decide(
-        rows_for([100, 100, 100], s2, [100, 100, 100]), window_id="w", mode="controlled", rule=WIN2_V1,
+        rows_for([100, 100, 100], s2, [100, 100, 100]),
+        window_id="w",
+        mode="controlled",
+        rule=WIN2_V1,
         decision_cells={"c": True},
     )
     assert decision.cells[0].verdict == verdict
@@ -109,8 +129,9 @@ def test_window_verdict_aggregation_and_reported_cells() -> None:
 
 
 def test_decision_records_rule_and_its_sha() -> None:
-    decision = decide(rows_for([100] * 3, [100] * 3, [100] * 3), window_id="w", mode="m", rule=WIN2_V1,
-                      decision_cells={"c": True})
+    decision = decide(
+        rows_for([100] * 3, [100] * 3, [100] * 3), window_id="w", mode="m", rule=WIN2_V1, decision_cells={"c": True}
+    )
     assert decision.rule_id == "win2-v1"
     assert decision.rule.bar_pct == 2.0 and decision.rule.confidence == 0.95
     assert decision.rule_sha256 == WIN2_V1.sha256

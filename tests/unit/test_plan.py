@@ -46,9 +46,7 @@ def one_line_error(exc: pytest.ExceptionInfo[BaseException]) -> str:
         ("max_tokens = 48", "max_tokens = 48\nextra_body = { seed = 1 }", "sets seed, which fairwin controls"),
     ],
 )
-def test_bad_plans_give_one_line_naming_file_and_key(
-    make_plan: PlanFactory, old: str, new: str, expected: str
-) -> None:
+def test_bad_plans_give_one_line_naming_file_and_key(make_plan: PlanFactory, old: str, new: str, expected: str) -> None:
     path = make_plan()
     edit(path, old, new)
     with pytest.raises(PlanError) as exc:

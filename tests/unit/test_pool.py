@@ -9,13 +9,29 @@ from fairwin.metrics.pool import pool_repeat
 
 def stream(first: float, last: float, tokens: int = 9) -> StreamRecord:
     return StreamRecord(
-        start="s1", role="A", cell="c", wave="c/r1/f", repeat=1, family="f", stream=0, prompt_id="p",
-        prompt_tokens_expected=4, seed=42, cache_salt="x", endpoint="completions", max_tokens=tokens,
-        first_token_s=first, last_token_s=last, completion_tokens=tokens, ok=True,
+        start="s1",
+        role="A",
+        cell="c",
+        wave="c/r1/f",
+        repeat=1,
+        family="f",
+        stream=0,
+        prompt_id="p",
+        prompt_tokens_expected=4,
+        seed=42,
+        cache_salt="x",
+        endpoint="completions",
+        max_tokens=tokens,
+        first_token_s=first,
+        last_token_s=last,
+        completion_tokens=tokens,
+        ok=True,
     )
 
 
-def wave(generation: float, requests: float, accepted: float | None, decode_s: float, drafts: float = 0) -> dict[str, float]:
+def wave(
+    generation: float, requests: float, accepted: float | None, decode_s: float, drafts: float = 0
+) -> dict[str, float]:
     d = {
         "vllm:generation_tokens_total": generation,
         "vllm:request_decode_time_seconds_count": requests,
@@ -31,7 +47,11 @@ def test_pooling_is_a_ratio_of_sums_by_hand() -> None:
     # Wave 1: 2 requests, 18 tokens, 8 accepted -> steps 8 in 0.2 s.
     # Wave 2: 2 requests, 18 tokens, 0 accepted -> steps 16 in 0.8 s.
     row = pool_repeat(
-        window_id="w", start="s2", role="B", cell="c", repeat=1,
+        window_id="w",
+        start="s2",
+        role="B",
+        cell="c",
+        repeat=1,
         deltas=[wave(18, 2, 8, 0.2, drafts=6), wave(18, 2, 0, 0.8, drafts=0)],
         streams=[stream(0.1, 0.5), stream(0.1, 0.3), stream(0.2, 0.6), stream(0.1, 0.5)],
     )
@@ -51,8 +71,13 @@ def test_pooling_is_a_ratio_of_sums_by_hand() -> None:
 
 def test_server_without_speculative_counters() -> None:
     row = pool_repeat(
-        window_id="w", start="s1", role="A", cell="c", repeat=1,
-        deltas=[wave(18, 2, None, 0.4)], streams=[stream(0.1, 0.3), stream(0.1, 0.3)],
+        window_id="w",
+        start="s1",
+        role="A",
+        cell="c",
+        repeat=1,
+        deltas=[wave(18, 2, None, 0.4)],
+        streams=[stream(0.1, 0.3), stream(0.1, 0.3)],
     )
     assert row.accepted_tokens == 0
     assert row.rounds == 16
@@ -63,7 +88,11 @@ def test_server_without_speculative_counters() -> None:
 def test_missing_counters_refuse() -> None:
     with pytest.raises(MetricsError, match="exposes no vllm:request_decode_time_seconds_sum"):
         pool_repeat(
-            window_id="w", start="s1", role="A", cell="c", repeat=1,
+            window_id="w",
+            start="s1",
+            role="A",
+            cell="c",
+            repeat=1,
             deltas=[{"vllm:generation_tokens_total": 9, "vllm:request_decode_time_seconds_count": 1}],
             streams=[stream(0.1, 0.2)],
         )
@@ -72,6 +101,11 @@ def test_missing_counters_refuse() -> None:
 def test_foreign_requests_refuse() -> None:
     with pytest.raises(MetricsError, match="counted 3 requests, the client sent 2"):
         pool_repeat(
-            window_id="w", start="s1", role="A", cell="c", repeat=1,
-            deltas=[wave(27, 3, 0, 0.5)], streams=[stream(0.1, 0.2), stream(0.1, 0.2)],
+            window_id="w",
+            start="s1",
+            role="A",
+            cell="c",
+            repeat=1,
+            deltas=[wave(27, 3, 0, 0.5)],
+            streams=[stream(0.1, 0.2), stream(0.1, 0.2)],
         )

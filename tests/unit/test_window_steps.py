@@ -80,17 +80,28 @@ def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactor
     events: list[str] = []
     result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events)))
     assert events == [
-        "launch A", "healthy A", "stop A",
-        "launch B", "healthy B", "stop B",
-        "launch A", "healthy A", "stop A",
+        "launch A",
+        "healthy A",
+        "stop A",
+        "launch B",
+        "healthy B",
+        "stop B",
+        "launch A",
+        "healthy A",
+        "stop A",
     ]
     journal = [(e["step"], e["event"]) for e in read_jsonl(result.window.journal)]
     assert journal == [
-        ("open", "begin"), ("open", "end"),
-        ("start s1", "begin"), ("start s1", "end"),
-        ("start s2", "begin"), ("start s2", "end"),
-        ("start s3", "begin"), ("start s3", "end"),
-        ("close", "begin"), ("close", "end"),
+        ("open", "begin"),
+        ("open", "end"),
+        ("start s1", "begin"),
+        ("start s1", "end"),
+        ("start s2", "begin"),
+        ("start s2", "end"),
+        ("start s3", "begin"),
+        ("start s3", "end"),
+        ("close", "begin"),
+        ("close", "end"),
     ]
     status = json.loads(result.window.status.read_text())
     assert status["state"] == "complete"

@@ -162,9 +162,11 @@ async def run_stream(
             if response.status >= 300:
                 raise status_error(what, url, response.status, await response.text())
             await _read_stream(response, record, t0)
+        check_complete(record)
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise transport_error(what, url, exc) from None
-    check_complete(record)
+    except StreamError as exc:
+        raise StreamError(f"{what}: {exc}") from None
     record.ok = True
     return record
 

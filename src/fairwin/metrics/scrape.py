@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from fairwin.errors import MetricsError
+from fairwin.errors import HTTPStatusError, MetricsError
 from fairwin.load.http import get_text
 
 Snapshot = dict[str, float]
@@ -66,5 +66,11 @@ def delta(before: Snapshot, after: Snapshot) -> Snapshot:
 
 
 async def scrape(session: aiohttp.ClientSession, base_url: str, model: str | None = None) -> Snapshot:
-    text = await get_text(session, base_url + "/metrics", what="scrape /metrics")
+    try:
+        text = await get_text(session, base_url + "/metrics", what="scrape /metrics")
+    except HTTPStatusError as exc:
+        raise MetricsError(
+            f"{base_url}/metrics answered HTTP {exc.status}; fairwin pools the server's Prometheus counters, "
+            "so metrics must be enabled (vLLM serves them by default)"
+        ) from None
     return parse_snapshot(text, model)

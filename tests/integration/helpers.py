@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids whose command line contains marker (a unique served-model name per test)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline and "pytest" not in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def fairwin(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "fairwin", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+    )
+
+
+def only_window(plan: Path) -> Path:
+    windows = list((plan.parent / "windows").iterdir())
+    assert len(windows) == 1, windows
+    return windows[0]
+
+
+def status(window: Path) -> dict[str, Any]:
+    return json.loads((window / "status.json").read_text())

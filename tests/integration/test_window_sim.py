@@ -1,0 +1,155 @@
+"""Whole windows against real `fairwin sim` server processes, driven through the CLI."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fairwin.receipts import read_jsonl
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin, only_window, processes_with, status
+
+
+def test_clearly_faster_candidate_wins(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={
+            "A": sim_role("--ms-per-round", "3", model="win-a"),
+            "B": sim_role("--ms-per-round", "3", "--spec-tokens", "3", "--acceptance", "0.8,0.7,0.6", model="win-a"),
+        }
+    )
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 0, done.stderr
+    assert "verdict: WIN" in done.stdout
+    window = only_window(plan)
+    assert status(window)["state"] == "complete"
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["verdict"] == "WIN"
+    assert decision["cells"][0]["primary"]["point_pct"] > 20
+    rows = read_jsonl(window / "pooled.jsonl")
+    by_start = {r["start"]: r for r in rows if r["repeat"] == 1}
+    assert by_start["s1"]["accepted_tokens"] == by_start["s3"]["accepted_tokens"] == 0
+    assert by_start["s2"]["accepted_tokens"] > 0
+    assert by_start["s2"]["drafts"] > 0
+    for r in rows:  # the primary is exactly (rounds + accepted) / decode seconds
+        assert r["pooled_rate_tps"] == pytest.approx((r["rounds"] + r["accepted_tokens"]) / r["decode_s"])
+        assert r["prefix_cache_hits"] == 0
+    assert "Verdict: WIN" in (window / "summary.md").read_text()
+    assert processes_with("win-a") == []
+
+
+def test_identical_candidate_does_not_win(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "3", model="aa-a")},
+        modes={"aa": {"control": "A", "candidate": "A"}},
+    )
+    done = fairwin("run", str(plan), "--mode", "aa")
+    assert done.returncode == 0, done.stderr
+    decision = json.loads((only_window(plan) / "decision.json").read_text())
+    assert decision["verdict"] != "WIN", decision["cells"][0]["reasons"]
+    assert abs(decision["cells"][0]["primary"]["point_pct"]) < 2
+
+
+def test_plan_show_prints_the_dry_plan(make_plan: PlanFactory) -> None:
+    plan = make_plan()
+    done = fairwin("plan", "show", str(plan), "--mode", "controlled")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.index("s1  control    role A") < out.index("s2  candidate  role B") < out.index("s3  control    role A")
+    assert "wave  0  repeat 1  prose      seed 42" in out
+    assert "wave  5  repeat 3  code       seed 47" in out
+    assert "estimated duration" in out and "fits the 85 min limit" in out
+    assert not (plan.parent / "windows").exists()  # a dry plan touches nothing
+
+
+BAD_ROLES = {
+    "unreachable server": (
+        sim_role(model="bad-unreach", base_url="http://127.0.0.1:9", startup_timeout_s=2),
+        3,
+        "not healthy after 2 s",
+    ),
+    "server exits at start": (sim_role("--fault", "exit-at-start", model="bad-exit"), 3, "exited with code 3"),
+    "non-streaming reply": (sim_role("--fault", "non-streaming", model="bad-nonstream"), 3, "non-streaming reply"),
+    "short stream": (
+        sim_role("--fault", "short-stream", model="bad-short"),
+        3,
+        "s1 warmup stream 0: stream produced 8 tokens, not max_tokens=16",
+    ),
+    "missing counters": (sim_role("--fault", "no-metrics", model="bad-metrics"), 3, "/metrics answered HTTP 404"),
+    "no usage": (sim_role("--fault", "no-usage", model="bad-usage"), 3, "stream carried no usage"),
+    "dropped connection": (sim_role("--fault", "drop-connection", model="bad-drop"), 3, "no answer from"),
+    "wrong model name": (sim_role(model="bad-model", served_model="other"), 3, "HTTP 404"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ROLES))
+def test_bad_server_fails_the_window_with_one_line_and_a_marker(make_plan: PlanFactory, case: str) -> None:
+    role, code, expected = BAD_ROLES[case]
+    plan = make_plan(roles={"A": role, "B": role})
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("fairwin: error: ") and expected in lines[0]
+    assert "Traceback" not in done.stderr
+    window = only_window(plan)
+    assert status(window)["state"] == "failed"
+    assert f"window marked failed: {window}" in lines[0]
+    assert not (window / "decision.json").exists()
+    marker = role["argv"][role["argv"].index("--model") + 1]
+    assert processes_with(marker) == []
+
+
+def test_unwritable_output_dir_is_an_input_error(make_plan: PlanFactory) -> None:
+    plan = make_plan(window={"output_dir": "plan.toml/windows"})
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "cannot create a window under" in done.stderr
+
+
+def test_input_errors_touch_nothing(make_plan: PlanFactory) -> None:
+    plan = make_plan()
+    done = fairwin("run", str(plan), "--mode", "production-policy")
+    assert done.returncode == 2
+    assert "needs role(s) P" in done.stderr
+    assert not (plan.parent / "windows").exists()
+
+
+def test_ctrl_c_stops_the_server_and_marks_the_window(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "20", model="ctrlc-a"), "B": sim_role(model="ctrlc-b")},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 32, "max_tokens": 400, "streams_per_wave": 2}},
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--mode", "controlled"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not processes_with("ctrlc-a") or not list((plan.parent / "windows").glob("*/streams.jsonl")):
+        assert time.monotonic() < deadline, "the window never started streaming"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    window = only_window(plan)
+    assert status(window)["state"] == "interrupted"
+    assert processes_with("ctrlc-a") == []
+    start = json.loads((window / "starts" / "s1" / "start.json").read_text())
+    assert start["stop"]["signal"] == "SIGTERM"
+
+
+def test_order_file_tampering_refuses_before_anything_runs(make_plan: PlanFactory, tmp_path: Path) -> None:
+    plan = make_plan()
+    (tmp_path / "code.order.json").write_text('{"schema": "fairwin.order/1", "ids": ["code-1"]}')
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 2
+    assert "families.code.order_sha256" in done.stderr
+    assert not (plan.parent / "windows").exists()
