@@ -13,7 +13,31 @@ import pytest
 from fairwin.plan.loading import ORDER_SCHEMA
 from fairwin.receipts import sha256_file
 
-WORDS = "the of and to in is was for on that with as by at from his an were are which this be or".split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "his",
+    "an",
+    "were",
+    "are",
+    "which",
+    "this",
+    "be",
+    "or",
+]
 
 
 def write_family(directory: Path, name: str, count: int = 6, words: int = 1500, seed: int = 0) -> dict[str, str]:

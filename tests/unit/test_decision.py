@@ -33,6 +33,8 @@ def row(start: str, repeat: int, rate: float | None, cell: str = "c") -> PooledR
         pooled_rate_tps=rate if rate is not None else math.nan,
         accepted_per_round=0,
         ms_per_round=10,
+        client_decode_tokens=90,
+        client_decode_s=1.0,
         ttft_s=0.1,
         decode_tps=90,
     )

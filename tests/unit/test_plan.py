@@ -103,7 +103,7 @@ def test_order_naming_unknown_prompt(make_plan: PlanFactory) -> None:
     old_sha = sha256_file(order)
     order.write_text(json.dumps({"schema": "fairwin.order/1", "family": "code", "ids": ["code-0", "ghost"]}))
     edit(path, old_sha, sha256_file(order))
-    with pytest.raises(PlanError, match="ids not in .*: ghost"):
+    with pytest.raises(PlanError, match=r"ids not in .*: ghost"):
         load_plan(path)
 
 

@@ -66,6 +66,8 @@ def test_pooling_is_a_ratio_of_sums_by_hand() -> None:
     assert row.accepted_per_round == pytest.approx(8 / 24)
     assert row.ms_per_round == pytest.approx(1000 * 1.0 / 24)
     assert row.ttft_s == pytest.approx((0.1 + 0.1 + 0.2 + 0.1) / 4)
+    assert row.client_decode_tokens == 4 * 8
+    assert row.client_decode_s == pytest.approx(0.4 + 0.2 + 0.4 + 0.4)
     assert row.decode_tps == pytest.approx((4 * 8) / (0.4 + 0.2 + 0.4 + 0.4))
 
 

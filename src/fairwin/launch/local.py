@@ -25,7 +25,7 @@ from dotenv import dotenv_values
 from fairwin.errors import HealthTimeoutError, LaunchError, PlanError, ServerExitedError
 from fairwin.plan.models import Role
 
-PLACEHOLDER = re.compile(r"\{(port|python|plan_dir)\}")
+PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 HEALTH_POLL_S = 0.25
 LOG_TAIL_BYTES = 2000
 
@@ -37,8 +37,18 @@ def free_port() -> int:
 
 
 def fill(text: str, values: dict[str, str]) -> str:
-    """Replace {port}, {python} and {plan_dir}; other braces (JSON in an argument) are left alone."""
-    return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+    """Replace {port}, {python}, {plan_dir} and {env:NAME}; other braces (JSON in an argument) are left alone."""
+
+    def one(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key.startswith("env:"):
+            name = key[4:]
+            if name not in os.environ:
+                raise PlanError(f"the plan uses {{{key}}} but {name} is not set; export {name}=... and run again")
+            return os.environ[name]
+        return values[key]
+
+    return PLACEHOLDER.sub(one, text)
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,21 @@ from fairwin.receipts import sha256_file, write_text_atomic
 BUILTIN = ("prose", "code")
 
 
+SKIPPED_DIRS = frozenset({"site-packages", "dist-packages", "test", "tests", "__pycache__"})
+
+
 def _stdlib_files() -> list[Path]:
+    """The standard library's public modules, packages included, tests and installed packages left out."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    return sorted(p for p in root.glob("*.py") if not p.name.startswith("_"))
+    files = []
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).parts
+        if path.name.startswith("_") and path.name != "__init__.py":
+            continue
+        if any(part in SKIPPED_DIRS for part in parts[:-1]):
+            continue
+        files.append(path)
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
 def _docstrings(source: str) -> Iterator[str]:
@@ -47,12 +59,13 @@ def _builtin_texts(family: str) -> Iterator[tuple[str, str]]:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
+        name = path.with_suffix("").name if path.name != "__init__.py" else path.parent.name
         if family == "code":
-            yield path.stem, source
+            yield name, source
         else:
             text = "\n\n".join(_docstrings(source))
             if text:
-                yield path.stem, text
+                yield name, text
 
 
 def _user_texts(source: Path) -> Iterator[tuple[str, str]]:

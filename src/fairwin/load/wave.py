@@ -9,6 +9,7 @@ has caught up (bounded by ``settle_timeout_s``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -54,9 +55,20 @@ def endpoint_path(cell: Cell) -> str:
     return "/v1/chat/completions" if cell.endpoint == "chat" else "/v1/completions"
 
 
+#: vLLM refuses a cache_salt longer than this or containing any of these characters.
+SALT_MAX_CHARS = 128
+SALT_FORBIDDEN = frozenset("@/\\\0")
+
+
 def salt(window_id: str, start: str, wave: str, stream: int) -> str:
-    """Unique per window, start, wave and stream: no start can hit another's prefix cache."""
-    return f"{window_id}:{start}:{wave}:{stream}"
+    """Unique per window, start, wave and stream: no start can hit another's prefix cache.
+
+    Readable when it can be; a sha256 when the readable form would break vLLM's rules.
+    """
+    readable = f"{window_id}.{start}.{wave.replace('/', '.')}.{stream}"
+    if len(readable) <= SALT_MAX_CHARS and not SALT_FORBIDDEN.intersection(readable):
+        return readable
+    return hashlib.sha256(readable.encode()).hexdigest()
 
 
 async def _settled_after(

@@ -62,9 +62,11 @@ class PooledRow(BaseModel):
     pooled_rate_tps: float
     accepted_per_round: float
     ms_per_round: float
-    # Client side, over the repeat's streams.
+    # Client side, over the repeat's streams: tokens after the first, and first-to-last-token seconds.
+    client_decode_tokens: float
+    client_decode_s: float
     ttft_s: float
-    decode_tps: float | None  # None when every stream arrived in a single chunk
+    decode_tps: float | None  # client_decode_tokens / client_decode_s; None when all arrived in one chunk
     # Validity inputs: None means "not observed" (no GPU telemetry for this start).
     clock_cap_mhz: float | None = None
     thermal_events: int | None = None
@@ -134,6 +136,8 @@ def pool_repeat(
         pooled_rate_tps=(steps + accepted) / decode_s,
         accepted_per_round=accepted / steps,
         ms_per_round=1000.0 * decode_s / steps,
+        client_decode_tokens=client_tokens,
+        client_decode_s=client_decode_s,
         ttft_s=sum(ttfts) / len(ttfts),
         decode_tps=client_tokens / client_decode_s if client_decode_s > 0 else None,
     )

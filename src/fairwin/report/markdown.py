@@ -54,9 +54,10 @@ def fidelity_table(rows: Sequence[PooledRow]) -> list[str]:
     for r in rows:
         groups.setdefault((r.start, r.cell), []).append(r)
     for (start, cell), group in sorted(groups.items()):
+        # Ratios of sums over the start's repeats, like the pooling itself.
         server = sum(r.decode_steps + r.accepted_tokens for r in group) / sum(r.decode_s for r in group)
-        clients = [r.decode_tps for r in group if r.decode_tps is not None]
-        client = sum(clients) / len(clients) if clients else None
+        client_s = sum(r.client_decode_s for r in group)
+        client = sum(r.client_decode_tokens for r in group) / client_s if client_s > 0 else None
         ratio = None if client is None else client / server
         lines.append(f"| {start} | {cell} | {server:.2f} | {_num(client)} | {_num(ratio, 3)} |")
     return lines
@@ -85,8 +86,9 @@ def render_summary(loaded: LoadedPlan, window: WindowDir, decision: Decision, ro
         "## Fidelity: client-observed vs server decode rate",
         "",
         "The server's rate is (rounds + accepted) / decode seconds from its own counters; the client's is "
-        "(tokens - 1) / (last token - first token) per stream, pooled per repeat and averaged. A ratio far "
-        "from 1 means streaming or network overhead the server cannot see.",
+        "the sum of (tokens - 1) over the sum of (last token - first token) for the same streams. A ratio "
+        "well above 1 means the client fell behind and read tokens in bursts (its clock, not the server's, "
+        "is off); well below 1 means delivery overhead the server cannot see.",
         "",
         *fidelity_table(rows),
         "",

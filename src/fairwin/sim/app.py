@@ -31,6 +31,10 @@ FAULTS = {
 SPEC_LOGIT_BIAS_MESSAGE = (
     "The min_p and logit_bias sampling parameters are not yet supported with speculative decoding."
 )
+SALT_MESSAGE = (
+    "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL. "
+    "(parameter=cache_salt)"
+)
 CONFIG_KEY: web.AppKey[SimConfig] = web.AppKey("config", SimConfig)
 METRICS_KEY: web.AppKey[SimMetrics] = web.AppKey("metrics", SimMetrics)
 SEEN_KEY: web.AppKey[set[str]] = web.AppKey("seen_prefixes", set)
@@ -98,6 +102,9 @@ def _validate(config: SimConfig, body: dict[str, Any]) -> web.Response | None:
     for param in sorted(config.reject_params):
         if param in body:
             return error_response(400, f"{param} is not supported by this server (injected fault)")
+    salt = body.get("cache_salt")
+    if salt is not None and (len(str(salt)) > 128 or set("@/\\\0").intersection(str(salt))):
+        return error_response(400, SALT_MESSAGE)
     max_tokens = body.get("max_tokens", 16)
     if not isinstance(max_tokens, int) or max_tokens < 1:
         return error_response(400, f"max_tokens must be a positive integer, got {max_tokens!r}")

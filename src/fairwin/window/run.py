@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fairwin.decision import Decision, RuleSpec, decide, get_rule
 from fairwin.errors import FairwinError, Interrupted
+from fairwin.launch.local import make_spec
 from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
@@ -37,7 +38,10 @@ class Preflight:
 
 def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
     """Everything that can be refused before a directory is made or a server started."""
-    return Preflight(mode_name=mode_name, mode=resolve_mode(loaded, mode_name), rule=get_rule(loaded.plan.window.rule))
+    mode = resolve_mode(loaded, mode_name)
+    for role in {mode.control, mode.candidate}:
+        make_spec(role, loaded.plan.roles[role], loaded.base_dir)  # env files and {env:NAME} must resolve
+    return Preflight(mode_name=mode_name, mode=mode, rule=get_rule(loaded.plan.window.rule))
 
 
 @dataclass

@@ -1,0 +1,55 @@
+# fairwin: two commands on a fresh machine.
+#   make demo   a real window on a real vLLM for CPU (installs everything it needs)
+#   make test   the whole suite: lint, types, unit, integration, end-to-end on real vLLM
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ENGINE_ENV := .engine.env
+
+.PHONY: setup engine lint test test-fast test-e2e demo clean help
+
+help:
+	@echo "make demo       run the demo window on vLLM for CPU (sets everything up first)"
+	@echo "make test       lint, type-check and run every test, end-to-end included"
+	@echo "make test-fast  lint, type-check, unit and integration tests (no engine)"
+	@echo "make setup      create $(VENV) with fairwin and its dev tools"
+	@echo "make engine     install vLLM for CPU and build the tiny model (once)"
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	touch $@
+
+setup: $(BIN)/.installed
+
+# Installs once; prints the engine's python and model paths into $(ENGINE_ENV).
+engine:
+	bash engine/install.sh > $(ENGINE_ENV).tmp
+	mv $(ENGINE_ENV).tmp $(ENGINE_ENV)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test-fast: lint
+	$(BIN)/pytest tests/unit tests/integration
+
+# A failed engine install is reported and the e2e tests skip with that reason;
+# every other test still runs.
+test: lint
+	@if bash engine/install.sh > $(ENGINE_ENV).tmp; then mv $(ENGINE_ENV).tmp $(ENGINE_ENV); \
+	else rm -f $(ENGINE_ENV).tmp $(ENGINE_ENV); echo "make: the vLLM engine could not be installed; e2e tests will skip" >&2; fi
+	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); set +a; $(BIN)/pytest
+
+test-e2e: setup engine
+	set -a; source $(ENGINE_ENV); set +a; $(BIN)/pytest tests/e2e
+
+demo: setup engine
+	set -a; source $(ENGINE_ENV); set +a; $(BIN)/fairwin run examples/vllm-cpu.toml --mode controlled
+
+clean:
+	rm -rf $(VENV) $(ENGINE_ENV) windows .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,128 @@
+"""End-to-end fixtures: real vLLM (CPU build) server processes serving the tiny local model.
+
+`make test` installs the engine (engine/install.sh) and exports its paths. Where the
+engine could not be installed, every test here is skipped with that reason, loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairwin.receipts import sha256_file
+from tests.conftest import to_toml
+
+REPO = Path(__file__).resolve().parents[2]
+PROMPTS = REPO / "examples" / "prompts"
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'
+
+
+@dataclass(frozen=True)
+class Engine:
+    python: Path
+    model: Path
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    python, model = os.environ.get("FAIRWIN_ENGINE_PYTHON"), os.environ.get("FAIRWIN_TINY_MODEL")
+    if not python or not model or not Path(python).is_file() or not (Path(model) / "config.json").is_file():
+        pytest.skip(
+            "vLLM for CPU is not installed: FAIRWIN_ENGINE_PYTHON / FAIRWIN_TINY_MODEL are unset or missing; "
+            "run `make test` (it runs engine/install.sh) or `eval $(bash engine/install.sh)`"
+        )
+    return Engine(Path(python), Path(model))
+
+
+def vllm_argv(*extra: str, max_model_len: int = 8192) -> list[str]:
+    # --enforce-eager: about 20 s to start instead of about 50 s; the tests measure fairwin, not the engine.
+    return [
+        "{env:FAIRWIN_ENGINE_PYTHON}", "-m", "vllm.entrypoints.openai.api_server",
+        "--model", "{env:FAIRWIN_TINY_MODEL}", "--served-model-name", "tiny", "--load-format", "dummy",
+        "--host", "127.0.0.1", "--port", "{port}", "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
+        "--seed", "0", "--enforce-eager", *extra,
+    ]  # fmt: skip
+
+
+def vllm_role(*extra: str) -> dict[str, Any]:
+    return {
+        "argv": vllm_argv(*extra),
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+        "base_url": "http://127.0.0.1:{port}",
+        "port": "auto",
+        "served_model": "tiny",
+        "startup_timeout_s": 300,
+    }
+
+
+ROLES = {"A": vllm_role(), "B": vllm_role("--speculative-config", NGRAM)}
+
+
+def e2e_plan(directory: Path) -> Path:
+    families = {
+        name: {
+            "prompts": str(PROMPTS / f"{name}.jsonl"),
+            "prompts_sha256": sha256_file(PROMPTS / f"{name}.jsonl"),
+            "order": str(PROMPTS / f"{name}.order.json"),
+            "order_sha256": sha256_file(PROMPTS / f"{name}.order.json"),
+        }
+        for name in ("prose", "code")
+    }
+    cell = {"families": ["prose", "code"], "temperature": 0, "max_tokens": 128}
+    data = {
+        "window": {"output_dir": "windows", "repeats": 3, "warmup_max_tokens": 8},
+        "budget": {"startup_s": 25, "stop_s": 3, "decode_ms_per_token": 2, "prefill_ms_per_token": 0.1},
+        "roles": ROLES,
+        "modes": {"spec-vs-spec": {"control": "B", "candidate": "B"}},
+        "families": families,
+        "cells": {
+            "short-b1": {**cell, "prompt_tokens": 256, "streams_per_wave": 2},
+            "long-b1": {**cell, "prompt_tokens": 4096, "streams_per_wave": 1},
+        },
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "e2e.toml"
+    path.write_text(to_toml(data))
+    return path
+
+
+@dataclass(frozen=True)
+class Window:
+    path: Path
+    stdout: str
+
+    def jsonl(self, name: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (self.path / name).read_text().splitlines() if line]
+
+    def json(self, name: str) -> Any:
+        return json.loads((self.path / name).read_text())
+
+
+def run_window(engine: Engine, directory: Path, mode: str) -> Window:
+    plan = e2e_plan(directory)
+    done = subprocess.run(
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--mode", mode, "--quiet"],
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (window,) = (directory / "windows").iterdir()
+    return Window(window, done.stdout)
+
+
+@pytest.fixture(scope="session")
+def spec_window(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Window:
+    """A controlled window: A (no speculation) / B (n-gram, 4 tokens) / A."""
+    return run_window(engine, tmp_path_factory.mktemp("spec"), "controlled")
+
+
+@pytest.fixture(scope="session")
+def aa_window(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Window:
+    """B / B / B: the candidate is the control."""
+    return run_window(engine, tmp_path_factory.mktemp("aa"), "spec-vs-spec")

@@ -1,0 +1,74 @@
+"""Facts about the real server that fairwin relies on, checked against a running vLLM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from fairwin.launch.local import LocalServer, make_spec
+from fairwin.metrics.pool import PREFIX_HITS
+from fairwin.metrics.scrape import scrape
+from fairwin.plan.models import Role
+from tests.e2e.conftest import ROLES, Engine
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def speculative_server(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    directory = tmp_path_factory.mktemp("api")
+    server = LocalServer(make_spec("B", Role.model_validate(ROLES["B"]), directory), directory / "server.log")
+    server.start()
+    try:
+
+        async def healthy() -> None:
+            async with aiohttp.ClientSession() as session:
+                await server.wait_healthy(session)
+
+        asyncio.run(healthy())
+        yield server
+    finally:
+        assert server.stop().signal in ("SIGTERM", "SIGKILL")
+
+
+async def post(url: str, body: dict[str, object]) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as response:
+        return response.status, await response.text()
+
+
+def test_logit_bias_is_refused_with_speculation_on(speculative_server: LocalServer) -> None:
+    url = speculative_server.spec.base_url + "/v1/completions"
+    status, body = asyncio.run(post(url, {"model": "tiny", "prompt": "a b", "max_tokens": 4, "logit_bias": {"5": 10}}))
+    assert status == 400
+    error = json.loads(body)["error"]
+    assert error["type"] == "BadRequestError"
+    assert "logit_bias" in error["message"] and "speculative decoding" in error["message"]
+
+
+def test_salts_decide_prefix_cache_hits(speculative_server: LocalServer) -> None:
+    base = speculative_server.spec.base_url
+    prompt = Path(__file__).read_text()[:4000]
+
+    async def hits_after(salts: list[str]) -> float:
+        async with aiohttp.ClientSession() as session:
+            before = await scrape(session, base, "tiny")
+            for salt in salts:
+                body = {"model": "tiny", "prompt": prompt, "max_tokens": 2, "cache_salt": salt}
+                async with session.post(base + "/v1/completions", json=body) as response:
+                    assert response.status == 200, await response.text()
+            after = await scrape(session, base, "tiny")
+        return after[PREFIX_HITS] - before[PREFIX_HITS]
+
+    assert asyncio.run(hits_after(["fresh-1", "fresh-2"])) == 0
+    assert asyncio.run(hits_after(["same", "same"])) > 0  # proves the counter would have seen a hit
+
+
+def test_cache_salt_rules(speculative_server: LocalServer) -> None:
+    url = speculative_server.spec.base_url + "/v1/completions"
+    status, body = asyncio.run(post(url, {"model": "tiny", "prompt": "a", "max_tokens": 2, "cache_salt": "a/b"}))
+    assert status == 400 and "cache_salt" in body
