@@ -19,7 +19,7 @@ from fairwin import __version__
 from fairwin.errors import FairwinError, UsageError
 
 stdout = Console(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _plan_check(args: argparse.Namespace) -> int:
