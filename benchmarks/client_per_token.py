@@ -102,8 +102,11 @@ def main() -> None:
             mine = [r for r in results if r["client"] == name]
             cpu = sorted(r["cpu_us_per_token"] for r in mine)
             wall = sorted(r["wall_tokens_per_s"] for r in mine)
-            print(f"{name:8s} client CPU per token: median {cpu[len(cpu) // 2]:.1f} us (min {cpu[0]:.1f}, max {cpu[-1]:.1f}); "
-                  f"wall {wall[len(wall) // 2]:.0f} tok/s")  # fmt: skip
+            median_cpu, median_wall = cpu[len(cpu) // 2], wall[len(wall) // 2]
+            print(
+                f"{name:8s} client CPU per token: median {median_cpu:.1f} us (min {cpu[0]:.1f}, max {cpu[-1]:.1f}); "
+                f"wall {median_wall:.0f} tok/s"
+            )
     finally:
         sim.terminate()
         sim.wait()
