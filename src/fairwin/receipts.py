@@ -79,14 +79,22 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
 
 
 def append_jsonl(path: Path, rows: Iterable[Any]) -> None:
-    """Append whole lines under an exclusive lock, fsynced before the lock is released."""
+    """Append whole lines under an exclusive lock, fsynced before the lock is released.
+
+    If a crashed writer left a torn last line (no newline), it is closed off first so
+    it stays a line of its own that readers report, and never rewritten or glued to
+    the new row.
+    """
     payload = "".join(json.dumps(_jsonable(row), sort_keys=True) + "\n" for row in rows).encode("utf-8")
     if not payload:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                payload = b"\n" + payload
             os.write(fd, payload)
             os.fsync(fd)
         finally:
@@ -95,13 +103,35 @@ def append_jsonl(path: Path, rows: Iterable[Any]) -> None:
         os.close(fd)
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSONL file fairwin wrote; a torn line raises ValueError naming it."""
+def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every whole JSON-object line, and a problem for each line that is not one (torn or corrupt)."""
     rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as handle:
+    problems: list[str] = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                row = None
+            if not isinstance(row, dict):
+                torn = (
+                    "torn line (no newline: a writer was interrupted)"
+                    if not line.endswith("\n")
+                    else "torn or corrupt line (not a whole JSON object)"
+                )
+                problems.append(f"{path}:{number}: {torn}; left in place, not used")
+                continue
             if not line.endswith("\n"):
-                raise ValueError(f"{path}:{number}: torn last line (no newline): a writer was interrupted")
-            if line.strip():
-                rows.append(json.loads(line))
+                problems.append(f"{path}:{number}: last line has no newline (a writer may have been interrupted)")
+            rows.append(row)
+    return rows, problems
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSONL file fairwin wrote; any torn or corrupt line raises ValueError naming it."""
+    rows, problems = scan_jsonl(path)
+    if problems:
+        raise ValueError(problems[0])
     return rows

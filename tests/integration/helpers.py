@@ -38,3 +38,35 @@ def only_window(plan: Path) -> Path:
 
 def status(window: Path) -> dict[str, Any]:
     return json.loads((window / "status.json").read_text())
+
+
+class SimProcess:
+    """`fairwin sim` as a child process on a free loopback port."""
+
+    def __init__(self, *flags: str) -> None:
+        from fairwin.launch.local import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "fairwin", "sim", "--port", str(self.port), *flags],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def wait_healthy(self, timeout: float = 20) -> None:
+        import time
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"fairwin sim on {self.url} never became healthy")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)

@@ -153,3 +153,23 @@ def test_order_file_tampering_refuses_before_anything_runs(make_plan: PlanFactor
     assert done.returncode == 2
     assert "families.code.order_sha256" in done.stderr
     assert not (plan.parent / "windows").exists()
+
+
+def test_chat_cells_stream_through_chat_completions(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={
+            "A": sim_role(model="chat-a"),
+            "B": sim_role("--spec-tokens", "2", "--acceptance", "0.9", model="chat-a"),
+        },
+        cells={"chat-b1": {"families": ["prose"], "prompt_tokens": 40, "max_tokens": 24, "streams_per_wave": 1,
+                           "endpoint": "chat"}},
+        window={"repeats": 2},
+    )  # fmt: skip
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    streams = read_jsonl(window / "streams.jsonl")
+    assert {s["endpoint"] for s in streams} == {"chat"}
+    # The chat template's tokens count too: the prepared length is what the server saw.
+    assert all(s["prompt_tokens"] == s["prompt_tokens_expected"] for s in streams)
+    assert all(s["completion_tokens"] == s["max_tokens"] for s in streams)

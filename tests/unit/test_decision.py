@@ -1,6 +1,9 @@
+"""win2-v1, exactly: hand-computed vectors and properties for every branch."""
+
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -8,56 +11,57 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fairwin.decision import WIN2_V1, decide, paired_estimate, verdict_for
-from fairwin.metrics.pool import PooledRow
+from fairwin.decision import (
+    WIN2_V1,
+    ArchiveNoise,
+    DecisionRow,
+    WindowContext,
+    decide,
+    decide_cell,
+    paired_t,
+    verdict_for,
+)
+
+METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
 
 
-def row(start: str, repeat: int, rate: float | None, cell: str = "c") -> PooledRow:
-    return PooledRow(
-        window_id="w",
-        start=start,
-        role={"s2": "B"}.get(start, "A"),
-        cell=cell,
-        repeat=repeat,
-        waves=2,
-        streams=4,
-        generation_tokens=100,
-        first_tokens=4,
-        accepted_tokens=0,
-        drafts=0,
-        draft_tokens=0,
-        decode_steps=96,
-        rounds=96,
-        decode_s=1.0,
-        prefix_cache_hits=0,
-        pooled_rate_tps=rate if rate is not None else math.nan,
-        accepted_per_round=0,
-        ms_per_round=10,
-        client_decode_tokens=90,
-        client_decode_s=1.0,
-        ttft_s=0.1,
-        decode_tps=90,
-    )
-
-
-def rows_for(s1: list[float], s2: list[float], s3: list[float], cell: str = "c") -> list[PooledRow]:
+def rows_for(s1: list[float], s2: list[float], s3: list[float], cell: str = "c", **overrides: Any) -> list[DecisionRow]:
+    """Every metric follows the primary's series unless an override gives its own (start -> values)."""
     out = []
     for start, values in (("s1", s1), ("s2", s2), ("s3", s3)):
-        out += [row(start, r, v, cell) for r, v in enumerate(values, 1)]
+        for r, v in enumerate(values, 1):
+            fields: dict[str, Any] = {m: v for m in METRICS}
+            fields["ms_per_round"] = fields["ttft_s"] = 100.0  # neutral unless overridden
+            for metric, per_start in overrides.items():
+                if start in per_start:
+                    fields[metric] = per_start[start][r - 1]
+            out.append(DecisionRow(start=start, cell=cell, repeat=r, **fields))
     return out
 
 
+def ctx(cells: dict[str, bool] | None = None, **kw: Any) -> WindowContext:
+    return WindowContext(window_id="w", mode="controlled", decision_cells=cells or {"c": True}, **kw)
+
+
+def one(rows: list[DecisionRow], **kw: Any):  # type: ignore[no-untyped-def]
+    return decide_cell(rows, "c", WIN2_V1, ctx(**kw))
+
+
+FLAT = [100.0, 100.0, 100.0]
+
+
 def test_hand_computed_vector() -> None:
-    # control = [100, 100, 100]; candidate = [104, 105, 106]; d = [4, 5, 6]
-    est = paired_estimate("m", [99, 100, 101], [104, 105, 106], [101, 100, 99], 0.95)
-    assert est.control == [100, 100, 100]
+    # control = mean(s1, s3) = [100, 100, 100]; candidate = [104, 105, 106]; d = [4, 5, 6]; sd(d) = 1.
+    est = paired_t("m", [100, 100, 100], [104, 105, 106], 0.95)
     assert est.deltas == [4, 5, 6]
     assert est.point_pct == pytest.approx(5.0)
-    half = stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)  # sd(d) = 1
-    assert est.ci_low_pct == pytest.approx(5.0 - half)
-    assert est.ci_high_pct == pytest.approx(5.0 + half)
-    assert verdict_for(est, 2.0, True) == "WIN"
-    assert verdict_for(est, 2.0, False) == "LOSS"  # lower-is-better reading of the same numbers
+    half = stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
+    assert (est.ci_low_pct, est.ci_high_pct) == (pytest.approx(5.0 - half), pytest.approx(5.0 + half))
+    assert est.df == 2
+    cell = one(rows_for([99, 100, 101], [104, 105, 106], [101, 100, 99]))
+    assert cell.primary is not None and cell.primary.estimate is not None
+    assert cell.primary.estimate.control == [100, 100, 100]
+    assert cell.verdict == "WIN"
 
 
 @settings(max_examples=200, deadline=None)
@@ -72,9 +76,11 @@ def test_hand_computed_vector() -> None:
 )
 def test_interval_matches_scipy_ttest_rel(series: tuple[list[float], list[float], list[float]]) -> None:
     s1, s2, s3 = series
+    cell = one(rows_for(s1, s2, s3))
+    assert cell.primary is not None and cell.primary.estimate is not None
+    est = cell.primary.estimate
     control = (np.asarray(s1) + np.asarray(s3)) / 2
     d = np.asarray(s2) - control
-    est = paired_estimate("m", s1, s2, s3, 0.95)
     if np.ptp(d) == 0:
         assert est.ci_low_pct == est.ci_high_pct == pytest.approx(est.point_pct)
         return
@@ -83,6 +89,15 @@ def test_interval_matches_scipy_ttest_rel(series: tuple[list[float], list[float]
     assert est.ci_low_pct == pytest.approx(ci.low * scale, rel=1e-9, abs=1e-9)
     assert est.ci_high_pct == pytest.approx(ci.high * scale, rel=1e-9, abs=1e-9)
     assert est.ci_low_pct <= est.point_pct <= est.ci_high_pct
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(80, 120), min_size=3, max_size=3), st.floats(-20, 20))
+def test_swapping_sides_mirrors_the_verdict(base: list[float], effect: float) -> None:
+    candidate = [b * (1 + effect / 100) + i * 0.01 for i, b in enumerate(base)]
+    up = paired_t("m", base, candidate, 0.95)
+    mirror = {"WIN": "LOSS", "LOSS": "WIN", "NEUTRAL": "NEUTRAL"}
+    assert verdict_for(up, 2.0, higher_is_better=False) == mirror[verdict_for(up, 2.0, higher_is_better=True)]
 
 
 @pytest.mark.parametrize(
@@ -94,47 +109,158 @@ def test_interval_matches_scipy_ttest_rel(series: tuple[list[float], list[float]
         ([97.0, 96.9, 97.1], "LOSS"),
     ],
 )
-def test_cell_verdict_branches(s2: list[float], verdict: str) -> None:
-    decision = decide(
-        rows_for([100, 100, 100], s2, [100, 100, 100]),
-        window_id="w",
-        mode="controlled",
-        rule=WIN2_V1,
-        decision_cells={"c": True},
-    )
-    assert decision.cells[0].verdict == verdict
-    assert decision.verdict == verdict
+def test_primary_branches(s2: list[float], verdict: str) -> None:
+    # Guards pass whatever the primary does: give them an unchanged candidate.
+    guards = {m: {"s2": [100.0, 100.0, 100.0]} for m in ("accepted_per_round", "decode_tps")}
+    cell = one(rows_for(FLAT, s2, FLAT, **guards))
+    assert cell.verdict == verdict, cell.reasons
 
 
-def test_missing_repeat_or_metric_is_inconclusive() -> None:
-    rows = rows_for([100, 100, 100], [103, 103, 103], [100, 100])
-    cell = decide(rows, window_id="w", mode="m", rule=WIN2_V1, decision_cells={"c": True}).cells[0]
+def test_guard_fails_in_two_of_three_repeats_and_makes_a_win_a_loss() -> None:
+    rows = rows_for(
+        FLAT, [105.0, 105.1, 104.9], FLAT,
+        accepted_per_round={"s1": [2.0, 2.0, 2.0], "s2": [1.9, 1.9, 2.1], "s3": [2.1, 2.0, 2.0]},
+        decode_tps={"s2": [100.0, 100.0, 100.0]},
+    )  # fmt: skip
+    cell = one(rows)
+    assert cell.primary is not None and cell.primary.verdict == "WIN"
+    guard = {g.metric: g for g in cell.guards}
+    assert guard["accepted_per_round"].failed and guard["accepted_per_round"].repeats_below == [1, 2]
+    assert guard["decode_tps"].failed is False
+    assert cell.verdict == "LOSS"
+    assert any("guard accepted_per_round FAILED" in r for r in cell.reasons)
+
+
+def test_guard_below_in_one_repeat_or_within_the_spread_passes() -> None:
+    rows = rows_for(
+        FLAT, [105.0, 105.1, 104.9], FLAT,
+        # repeat 1 below both; repeat 2 between the controls (not below both): one failure only.
+        accepted_per_round={"s1": [2.0, 1.8, 2.0], "s2": [1.9, 1.9, 2.1], "s3": [2.1, 2.0, 2.0]},
+        decode_tps={"s2": [100.0, 100.0, 100.0]},
+    )  # fmt: skip
+    cell = one(rows)
+    assert [g.failed for g in cell.guards] == [False, False]
+    assert cell.verdict == "WIN"
+
+
+def test_reported_metrics_get_their_own_reversed_verdict_and_never_decide() -> None:
+    guards = {m: {"s2": FLAT} for m in ("accepted_per_round", "decode_tps")}
+    rows = rows_for(FLAT, [105.0, 105.1, 104.9], FLAT, ttft_s={"s2": [80.0, 80.5, 79.5]}, **guards)
+    cell = one(rows)
+    reported = {r.metric: r for r in cell.reported}
+    assert reported["ttft_s"].verdict == "WIN"  # lower is better: 20 % less TTFT
+    assert reported["ttft_s"].higher_is_better is False
+    assert reported["ms_per_round"].verdict == "NEUTRAL"
+    worse = rows_for(FLAT, [105.0, 105.1, 104.9], FLAT, ttft_s={"s2": [150.0, 151.0, 149.0]}, **guards)
+    cell = one(worse)
+    assert {r.metric: r.verdict for r in cell.reported}["ttft_s"] == "LOSS"
+    assert cell.verdict == "WIN"  # a reported LOSS never decides
+
+
+def test_checklist_literal_records_what_ms_per_round_would_have_said() -> None:
+    # The runbook's case: the candidate spends ms per round (+10 %) to buy accepted tokens; the rate wins.
+    guards = {m: {"s2": FLAT} for m in ("accepted_per_round", "decode_tps")}
+    rows = rows_for(FLAT, [106.0, 106.2, 105.8], FLAT, ms_per_round={"s2": [110.0, 110.2, 109.8]}, **guards)
+    cell = one(rows)
+    assert cell.verdict == "WIN"
+    assert cell.checklist_literal is not None
+    assert cell.checklist_literal.metric == "ms_per_round"
+    assert cell.checklist_literal.verdict == "LOSS"
+
+
+@pytest.mark.parametrize(
+    ("caps", "thermal", "production", "condition"),
+    [
+        ({"s1": 2300, "s2": 2150, "s3": 2300}, None, None, "different clock caps"),
+        ({"s1": 2150, "s2": 2150, "s3": 2150}, None, 2300, "differs from production's 2300 MHz"),
+        ({"s1": 2300, "s2": 2300, "s3": 2300}, {"s2": 1}, 2300, "dialled back inside the window"),
+        (None, None, 2300, "no start's cap was observed"),
+        ({"s1": 2300, "s2": None, "s3": 2300}, None, None, "clock cap missing"),
+    ],
+)
+def test_validity_makes_a_win_inconclusive_and_says_why(
+    caps: dict[str, float | None] | None, thermal: dict[str, int] | None, production: float | None, condition: str
+) -> None:
+    rows = []
+    for row in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT):
+        update: dict[str, Any] = {}
+        if caps is not None:
+            update["clock_cap_mhz"] = caps[row.start]
+        update["thermal_events"] = (thermal or {}).get(row.start, 0) if row.repeat == 1 else 0
+        rows.append(row.model_copy(update=update))
+    cell = decide_cell(rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=production))
     assert cell.verdict == "INCONCLUSIVE"
-    assert "repeats [3] are missing from some start" in cell.reasons
-    rows = rows_for([100, 100, 100], [103, None, 103], [100, 100, 100])  # type: ignore[list-item]
-    cell = decide(rows, window_id="w", mode="m", rule=WIN2_V1, decision_cells={"c": True}).cells[0]
+    assert any(condition in c for c in cell.reasons), cell.reasons
+    assert cell.validity is not None and not cell.validity.valid
+
+
+def test_same_cap_as_production_is_valid_and_unobserved_caps_without_a_production_cap_are_fine() -> None:
+    rows = [r.model_copy(update={"clock_cap_mhz": 2300.0}) for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)]
+    assert decide_cell(rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300)).validity.valid  # type: ignore[union-attr]
+    plain = one(rows_for(FLAT, [105.0, 105.1, 104.9], FLAT))
+    assert plain.validity is not None and plain.validity.valid and not plain.validity.observed
+
+
+def test_missing_metric_or_repeat_is_inconclusive() -> None:
+    rows = rows_for(FLAT, [103, 103, 103], [100, 100])
+    cell = one(rows)
+    assert cell.verdict == "INCONCLUSIVE" and "repeats [3] are missing from some start" in cell.reasons
+    rows = rows_for(FLAT, [103, 103, 103], FLAT, decode_tps={"s2": [100.0, None, 100.0]})
+    cell = one(rows)
     assert cell.verdict == "INCONCLUSIVE"
-    assert "pooled_rate_tps is missing in some repeat" in cell.reasons
+    assert "decode_tps is missing in some repeat; win2-v1 needs it" in cell.reasons
+    # A reported metric missing only makes that metric INCONCLUSIVE.
+    rows = rows_for(FLAT, [103.0, 103.1, 102.9], FLAT, ttft_s={"s1": [None, 1.0, 1.0]}, decode_tps={"s2": FLAT},
+                    accepted_per_round={"s2": FLAT})  # fmt: skip
+    cell = one(rows)
+    assert cell.verdict == "WIN"
+    assert {r.metric: r.verdict for r in cell.reported}["ttft_s"] == "INCONCLUSIVE"
 
 
 def test_window_verdict_aggregation_and_reported_cells() -> None:
-    win = rows_for([100] * 3, [105, 105.1, 104.9], [100] * 3, "a")
-    neutral = rows_for([100] * 3, [100, 100.1, 99.9], [100] * 3, "b")
-    loss = rows_for([100] * 3, [90, 90.1, 89.9], [100] * 3, "b")
-    both = decide(win + neutral, window_id="w", mode="m", rule=WIN2_V1, decision_cells={"a": True, "b": True})
-    assert both.verdict == "NEUTRAL"
-    reported = decide(win + loss, window_id="w", mode="m", rule=WIN2_V1, decision_cells={"a": True, "b": False})
-    assert reported.verdict == "WIN"  # a reported-only cell never decides
-    assert reported.cells[1].verdict == "LOSS"
-    deciding = decide(win + loss, window_id="w", mode="m", rule=WIN2_V1, decision_cells={"a": True, "b": True})
-    assert deciding.verdict == "LOSS"
+    guards = {m: {"s2": FLAT} for m in ("accepted_per_round", "decode_tps")}
+    win = rows_for(FLAT, [105, 105.1, 104.9], FLAT, "a", **guards)
+    neutral = rows_for(FLAT, [100, 100.1, 99.9], FLAT, "b", **guards)
+    loss = rows_for(FLAT, [90, 90.1, 89.9], FLAT, "b", **guards)
+    bad = rows_for(FLAT, [105, 105.1], FLAT, "b", **guards)
+    assert decide(win + neutral, rule=WIN2_V1, context=ctx({"a": True, "b": True})).verdict == "NEUTRAL"
+    reported = decide(win + loss, rule=WIN2_V1, context=ctx({"a": True, "b": False}))
+    assert reported.verdict == "WIN" and reported.cells[1].verdict == "LOSS"  # a reported cell never decides
+    assert decide(win + loss, rule=WIN2_V1, context=ctx({"a": True, "b": True})).verdict == "LOSS"
+    both = decide(loss + rows_for(FLAT, [105, 105.1], FLAT, "a"), rule=WIN2_V1, context=ctx({"a": True, "b": True}))
+    assert both.verdict == "INCONCLUSIVE"  # INCONCLUSIVE outranks LOSS
+    assert decide(win + bad, rule=WIN2_V1, context=ctx({"a": True, "b": False})).verdict == "WIN"
 
 
-def test_decision_records_rule_and_its_sha() -> None:
-    decision = decide(
-        rows_for([100] * 3, [100] * 3, [100] * 3), window_id="w", mode="m", rule=WIN2_V1, decision_cells={"c": True}
-    )
-    assert decision.rule_id == "win2-v1"
-    assert decision.rule.bar_pct == 2.0 and decision.rule.confidence == 0.95
-    assert decision.rule_sha256 == WIN2_V1.sha256
+def test_noise_next_to_the_bar() -> None:
+    rows = rows_for([100.0, 101.0, 99.0], [105.0, 105.1, 104.9], [104.0, 101.0, 99.0])
+    archive = ArchiveNoise(metric="pooled_rate_tps", cell="c", starts=12, windows=6, launch_cv_pct=3.5,
+                           repeat_cv_pct=0.4, range_pct=9.0)  # fmt: skip
+    cell = decide_cell(rows, "c", WIN2_V1, ctx(archive=[archive]))
+    assert cell.noise is not None
+    assert cell.noise.off_off_spread_pct == pytest.approx([100 * 4 / 102, 0.0, 0.0])
+    assert cell.noise.archive == archive
+    assert any("day-to-day spread (3.50 %) is larger than the 2 % bar" in n for n in cell.noise.notes)
+    assert any("disagree by up to 3.92 %" in n for n in cell.noise.notes)
+    quiet = decide_cell(rows_for(FLAT, [105.0, 105.1, 104.9], FLAT), "c", WIN2_V1, ctx())
+    assert quiet.noise is not None and quiet.noise.notes == [
+        "no archived control starts match this cell; only the in-window spread is known"
+    ]
+
+
+def test_win2_refuses_a_candidate_first_window() -> None:
+    rows = [
+        r.model_copy(update={"kind": "candidate" if r.start != "s2" else "control"})
+        for r in rows_for(FLAT, [105, 105, 105], FLAT)
+    ]
+    cell = one(rows)
+    assert cell.verdict == "INCONCLUSIVE"
+    assert "win2-v1 is registered for control-first windows" in cell.reasons[0]
+
+
+def test_rule_identity() -> None:
+    decision = decide(rows_for(FLAT, FLAT, FLAT), rule=WIN2_V1, context=ctx())
+    assert decision.rule_id == "win2-v1" and decision.rule_sha256 == WIN2_V1.sha256
+    assert (WIN2_V1.bar_pct, WIN2_V1.confidence, WIN2_V1.guard_fail_repeats) == (2.0, 0.95, 2)
     assert WIN2_V1.model_copy(update={"bar_pct": 3.0}).sha256 != WIN2_V1.sha256
+    assert decision.format == "fairwin.decision/2"

@@ -49,6 +49,7 @@ def test_pooling_is_a_ratio_of_sums_by_hand() -> None:
     row = pool_repeat(
         window_id="w",
         start="s2",
+        kind="candidate",
         role="B",
         cell="c",
         repeat=1,
@@ -75,6 +76,7 @@ def test_server_without_speculative_counters() -> None:
     row = pool_repeat(
         window_id="w",
         start="s1",
+        kind="control",
         role="A",
         cell="c",
         repeat=1,
@@ -92,6 +94,7 @@ def test_missing_counters_refuse() -> None:
         pool_repeat(
             window_id="w",
             start="s1",
+            kind="control",
             role="A",
             cell="c",
             repeat=1,
@@ -105,6 +108,7 @@ def test_foreign_requests_refuse() -> None:
         pool_repeat(
             window_id="w",
             start="s1",
+            kind="control",
             role="A",
             cell="c",
             repeat=1,

@@ -49,7 +49,7 @@ def test_torn_last_line_is_reported_not_dropped(tmp_path: Path) -> None:
     append_jsonl(path, [{"a": 1}])
     with path.open("a") as handle:
         handle.write('{"a": 2')
-    with pytest.raises(ValueError, match=r"log.jsonl:2: torn last line"):
+    with pytest.raises(ValueError, match=r"log.jsonl:2: torn line"):
         read_jsonl(path)
 
 

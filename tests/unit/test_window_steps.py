@@ -100,8 +100,10 @@ def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactor
         ("start s2", "end"),
         ("start s3", "begin"),
         ("start s3", "end"),
-        ("close", "begin"),
-        ("close", "end"),
+        ("decide", "begin"),
+        ("decide", "end"),
+        ("archive", "begin"),
+        ("archive", "end"),
     ]
     status = json.loads(result.window.status.read_text())
     assert status["state"] == "complete"
@@ -133,3 +135,36 @@ def test_failed_start_stops_its_server_marks_window_and_launches_nothing_after(m
     assert journal[-1] == ("start s2", "failed")
     # s1's measurements were saved before s2 failed.
     assert {r["start"] for r in read_jsonl(window / "pooled.jsonl")} == {"s1"}
+
+
+def test_control_starts_are_archived_and_the_context_is_kept(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan(window={"repeats": 2}))
+    events: list[str] = []
+    result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events)))
+    archive = loaded.path.parent / "windows" / "control-archive.jsonl"
+    rows = read_jsonl(archive)
+    assert [(r["start"], r["role"], r["cell"]) for r in rows] == [("s1", "A", "short-b1"), ("s3", "A", "short-b1")]
+    assert all(r["window_id"] == result.window.window_id and len(r["repeats"]) == 2 for r in rows)
+    context = json.loads((result.window.path / "context.json").read_text())
+    assert context["format"] == "fairwin.decision-context/1"
+    assert context["archive"][0]["starts"] == 0  # the archive was empty before this window
+    # A second window sees the first one's control starts, and not its own.
+    second = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events)))
+    context = json.loads((second.window.path / "context.json").read_text())
+    assert context["archive"][0]["starts"] == 2
+    assert len(read_jsonl(archive)) == 4
+
+
+def test_candidate_first_order_launches_the_candidate_twice(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan(window={"repeats": 2}))
+    events: list[str] = []
+    result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events), order="candidate-first"))
+    assert [e for e in events if e.startswith("launch")] == ["launch B", "launch A", "launch B"]
+    manifest = json.loads(result.window.manifest.read_text())
+    assert manifest["order"] == "candidate-first"
+    assert [s["kind"] for s in manifest["starts"]] == ["candidate", "control", "candidate"]
+    pooled = read_jsonl(result.window.pooled)
+    assert {(r["start"], r["kind"]) for r in pooled} == {("s1", "candidate"), ("s2", "control"), ("s3", "candidate")}
+    assert result.decision.order == "candidate-first"
+    archived = read_jsonl(loaded.path.parent / "windows" / "control-archive.jsonl")
+    assert [(r["start"], r["role"]) for r in archived] == [("s2", "A")]

@@ -1,18 +1,33 @@
 """Decisions: registered rules and pure functions from pooled rows to a decision document."""
 
-from fairwin.decision.decide import Decision, decide
-from fairwin.decision.paired import PairedEstimate, Verdict, paired_estimate, verdict_for
-from fairwin.decision.rules import RULES, WIN2_V1, RuleSpec, get_rule
+from fairwin.decision.audit import AuditResult, audit
+from fairwin.decision.decide import decide, decide_cell, window_verdict
+from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise
+from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
+from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
+from fairwin.decision.rules import RULES, WIN2_LAUNCH_V1, WIN2_V1, RuleSpec, get_rule
 
 __all__ = [
     "RULES",
+    "WIN2_LAUNCH_V1",
     "WIN2_V1",
+    "ArchiveNoise",
+    "AuditResult",
+    "CellDecision",
     "Decision",
-    "PairedEstimate",
+    "DecisionRow",
+    "Estimate",
+    "GuardResult",
+    "MetricResult",
+    "Noise",
     "RuleSpec",
     "Verdict",
+    "WindowContext",
+    "audit",
     "decide",
+    "decide_cell",
     "get_rule",
-    "paired_estimate",
+    "paired_t",
     "verdict_for",
+    "window_verdict",
 ]

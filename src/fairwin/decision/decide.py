@@ -1,94 +1,139 @@
-"""From pooled rows to a decision document. Pure: no I/O, no clock, no randomness."""
+"""From decision rows to a decision document. Pure: no I/O, no clock, no randomness."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from fairwin.decision.paired import PairedEstimate, Verdict, paired_estimate, verdict_for
+from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise
+from fairwin.decision.inputs import DecisionRow, WindowContext
+from fairwin.decision.paired import Verdict, verdict_for
+from fairwin.decision.procedures import Procedure, procedure_for
 from fairwin.decision.rules import RuleSpec
-from fairwin.metrics.pool import PooledRow
-
-DECISION_FORMAT = "fairwin.decision/1"
-STARTS = ("s1", "s2", "s3")
+from fairwin.decision.table import CellTable, arrange, off_off_spread_pct
+from fairwin.decision.validity import check_validity
 
 
-class CellDecision(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cell: str
-    decides: bool
-    verdict: Verdict
-    reasons: list[str]
-    primary: PairedEstimate | None
-
-
-class Decision(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    format: str = DECISION_FORMAT
-    window_id: str
-    mode: str
-    rule_id: str
-    rule: RuleSpec
-    rule_sha256: str
-    verdict: Verdict
-    reasons: list[str]
-    cells: list[CellDecision]
-
-
-def _series(rows: Sequence[PooledRow], cell: str, start: str, metric: str) -> dict[int, float | None]:
-    return {row.repeat: getattr(row, metric) for row in rows if row.cell == cell and row.start == start}
-
-
-def decide_cell(rows: Sequence[PooledRow], cell: str, decides: bool, rule: RuleSpec) -> CellDecision:
-    series = {start: _series(rows, cell, start, rule.primary) for start in STARTS}
-    repeats = sorted(set.intersection(*(set(s) for s in series.values())))
-    incomplete = sorted(set.union(*(set(s) for s in series.values())) - set(repeats))
-    values = {start: [series[start][r] for r in repeats] for start in STARTS}
-    problems: list[str] = []
-    if incomplete:
-        problems.append(f"repeats {incomplete} are missing from some start")
-    if any(v is None or not math.isfinite(v) for vs in values.values() for v in vs):
-        problems.append(f"{rule.primary} is missing in some repeat")
-    if len(repeats) < 2:
-        problems.append(f"{len(repeats)} complete repeat(s); the paired-t interval needs at least 2")
-    if problems:
-        return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=problems, primary=None)
-    clean = {start: [float(v) for v in vs if v is not None] for start, vs in values.items()}
-    estimate = paired_estimate(rule.primary, clean["s1"], clean["s2"], clean["s3"], rule.confidence)
-    verdict = verdict_for(estimate, rule.bar_pct, rule.higher_is_better)
+def _metric(procedure: Procedure, table: CellTable, metric: str, rule: RuleSpec) -> MetricResult:
+    higher = rule.higher_is_better(metric)
+    if table.missing(metric):
+        return MetricResult(
+            metric=metric, higher_is_better=higher, verdict="INCONCLUSIVE", estimate=None,
+            reasons=[f"{metric} is missing in some repeat"],
+        )  # fmt: skip
+    try:
+        estimate = procedure.estimate(table, metric, rule.confidence)
+    except ValueError as exc:  # a non-positive control mean has no percentage
+        return MetricResult(
+            metric=metric, higher_is_better=higher, verdict="INCONCLUSIVE", estimate=None, reasons=[str(exc)]
+        )
+    verdict = verdict_for(estimate, rule.bar_pct, higher)
     reason = (
-        f"{rule.primary} {estimate.point_pct:+.2f} % "
-        f"[{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}] at {rule.confidence:.0%}, bar {rule.bar_pct:g} %"
+        f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}] "
+        f"({estimate.method}, {rule.confidence:.0%}, df {estimate.df:g}), bar {rule.bar_pct:g} %"
+        + ("" if higher else ", lower is better")
     )
-    return CellDecision(cell=cell, decides=decides, verdict=verdict, reasons=[reason], primary=estimate)
+    return MetricResult(metric=metric, higher_is_better=higher, verdict=verdict, estimate=estimate, reasons=[reason])
+
+
+def _noise(table: CellTable, rule: RuleSpec, context: WindowContext) -> Noise:
+    spread = off_off_spread_pct(table, rule.primary)
+    archive = context.noise(table.cell, rule.primary)
+    notes: list[str] = []
+    if archive is None or archive.launch_cv_pct is None:
+        notes.append("no archived control starts match this cell; only the in-window spread is known")
+    elif archive.launch_cv_pct > rule.bar_pct:
+        notes.append(
+            f"the archive's day-to-day spread ({archive.launch_cv_pct:.2f} %) is larger than the {rule.bar_pct:g} % "
+            "bar: launch-to-launch noise alone can cross it"
+        )
+    if spread and max(spread) > rule.bar_pct:
+        notes.append(f"the bracketing starts disagree by up to {max(spread):.2f} %, more than the bar")
+    return Noise(metric=rule.primary, bar_pct=rule.bar_pct, off_off_spread_pct=spread, archive=archive, notes=notes)
+
+
+def _with_guards(verdict: Verdict, guards: Sequence[GuardResult], valid: bool) -> Verdict:
+    if not valid:
+        return "INCONCLUSIVE"
+    if any(g.failed for g in guards):
+        return "LOSS"
+    return verdict
+
+
+def decide_cell(rows: Sequence[DecisionRow], cell: str, rule: RuleSpec, context: WindowContext) -> CellDecision:
+    decides = context.decision_cells[cell]
+    table = arrange(rows, cell, context.order)
+    empty: dict[str, Any] = {
+        "validity": None,
+        "primary": None,
+        "guards": [],
+        "reported": [],
+        "checklist_literal": None,
+        "noise": None,
+    }
+    problems = list(table.problems)
+    if rule.kind == "win2" and table.order != "control-first" and not problems:
+        problems.append(f"{rule.id} is registered for control-first windows; this one ran {table.order}")
+    if problems:
+        return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=problems, **empty)
+    missing = [m for m in (rule.primary, *rule.guards) if table.missing(m)]
+    if missing:
+        reasons = [f"{m} is missing in some repeat; {rule.id} needs it" for m in missing]
+        return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=reasons, **empty)
+
+    procedure = procedure_for(rule, {a.metric: a for a in context.archive if a.cell == cell})
+    validity = check_validity(table, context.production_clock_cap_mhz)
+    primary = _metric(procedure, table, rule.primary, rule)
+    guards = [procedure.guard(table, metric) for metric in rule.guards]
+    verdict = _with_guards(primary.verdict, guards, validity.valid)
+    reasons = (
+        list(validity.conditions)
+        + primary.reasons
+        + [f"guard {g.metric} FAILED: {g.detail}" for g in guards if g.failed]
+    )
+    checklist = None
+    if rule.checklist_primary is not None:
+        literal = _metric(procedure, table, rule.checklist_primary, rule)
+        checklist = literal.model_copy(update={"verdict": _with_guards(literal.verdict, guards, validity.valid)})
+    return CellDecision(
+        cell=cell,
+        decides=decides,
+        verdict=verdict,
+        reasons=reasons,
+        validity=validity,
+        primary=primary,
+        guards=guards,
+        reported=[_metric(procedure, table, metric, rule) for metric in rule.reported],
+        checklist_literal=checklist,
+        noise=_noise(table, rule, context),
+    )
 
 
 def window_verdict(cells: Sequence[CellDecision]) -> tuple[Verdict, list[str]]:
+    """INCONCLUSIVE if any decision cell is; else LOSS if any; else WIN if all WIN; NO-CHANGE if all are."""
     deciding = [c for c in cells if c.decides]
+    if not deciding:
+        return "INCONCLUSIVE", ["no decision cell has data"]
     blocking: tuple[Verdict, ...] = ("INCONCLUSIVE", "LOSS")
     for verdict in blocking:
         hit = [c.cell for c in deciding if c.verdict == verdict]
         if hit:
             return verdict, [f"{verdict} in {', '.join(hit)}"]
-    if deciding and all(c.verdict == "WIN" for c in deciding):
-        return "WIN", ["every decision cell WINs"]
-    neutral = [c.cell for c in deciding if c.verdict == "NEUTRAL"]
-    return "NEUTRAL", [f"no clear win in {', '.join(neutral)}"]
+    unanimous: tuple[Verdict, ...] = ("WIN", "NO-CHANGE")
+    for verdict in unanimous:
+        if all(c.verdict == verdict for c in deciding):
+            return verdict, [f"every decision cell is {verdict}"]
+    others = [f"{c.cell} {c.verdict}" for c in deciding if c.verdict != "WIN"]
+    return "NEUTRAL", [f"not every decision cell WINs: {', '.join(others)}"]
 
 
-def decide(
-    rows: Sequence[PooledRow], *, window_id: str, mode: str, rule: RuleSpec, decision_cells: dict[str, bool]
-) -> Decision:
-    """``decision_cells`` maps each cell to whether it decides (False: reported only)."""
-    cells = [decide_cell(rows, name, decides, rule) for name, decides in decision_cells.items()]
+def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContext) -> Decision:
+    cells = [decide_cell(rows, cell, rule, context) for cell in context.decision_cells]
     verdict, reasons = window_verdict(cells)
     return Decision(
-        window_id=window_id,
-        mode=mode,
+        window_id=context.window_id,
+        mode=context.mode,
+        order=context.order,
         rule_id=rule.id,
         rule=rule,
         rule_sha256=rule.sha256,

@@ -1,4 +1,4 @@
-"""Pairing by repeat and the paired-t verdict. Pure: rows in, numbers out."""
+"""Estimates of the candidate's effect and the verdict they imply. Pure: numbers in, numbers out."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
-Verdict = Literal["WIN", "LOSS", "NEUTRAL", "INCONCLUSIVE"]
+Verdict = Literal["WIN", "LOSS", "NEUTRAL", "NO-CHANGE", "INCONCLUSIVE"]
 
 
-class PairedEstimate(BaseModel):
-    """control_r = mean(s1_r, s3_r), candidate_r = s2_r, d_r = candidate_r - control_r."""
+class Estimate(BaseModel):
+    """The candidate's effect on one metric, as % of the control mean, with its interval."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     metric: str
+    method: Literal["paired-t", "two-level"]
     n: int
     control: list[float]
     candidate: list[float]
@@ -29,45 +30,53 @@ class PairedEstimate(BaseModel):
     ci_low_pct: float
     ci_high_pct: float
     confidence: float
+    df: float
+    equivalence_low_pct: float | None = None
+    equivalence_high_pct: float | None = None
+    equivalence_confidence: float | None = None
 
 
-def paired_estimate(
-    metric: str, s1: Sequence[float], s2: Sequence[float], s3: Sequence[float], confidence: float
-) -> PairedEstimate:
-    """The paired-t interval of mean(d), as % of mean(control); needs n >= 2 repeats."""
-    first, candidate, last = (np.asarray(x, dtype=float) for x in (s1, s2, s3))
-    if not (len(first) == len(candidate) == len(last)) or len(first) < 2:
-        raise ValueError(f"{metric}: paired-t needs >= 2 complete repeats in s1, s2 and s3")
-    control = (first + last) / 2.0
-    deltas = candidate - control
+def _check(metric: str, control: np.ndarray, candidate: np.ndarray) -> float:
+    if len(control) != len(candidate) or len(control) < 2:
+        raise ValueError(f"{metric}: an interval needs >= 2 complete repeats")
     control_mean = float(control.mean())
     if control_mean <= 0 or not math.isfinite(control_mean):
         raise ValueError(f"{metric}: control mean is {control_mean}; a percentage needs a positive control")
+    return control_mean
+
+
+def paired_t(metric: str, control: Sequence[float], candidate: Sequence[float], confidence: float) -> Estimate:
+    """The paired-t interval of mean(candidate - control) on n - 1 degrees of freedom (scipy)."""
+    ctl, cand = np.asarray(control, dtype=float), np.asarray(candidate, dtype=float)
+    control_mean = _check(metric, ctl, cand)
+    deltas = cand - ctl
     if float(np.ptp(deltas)) == 0.0:
         # Identical differences: the interval collapses onto the point (scipy would return NaN).
         low = high = float(deltas[0])
     else:
-        result = stats.ttest_rel(candidate, control)
-        interval = result.confidence_interval(confidence_level=confidence)
+        interval = stats.ttest_rel(cand, ctl).confidence_interval(confidence_level=confidence)
         low, high = float(interval.low), float(interval.high)
     scale = 100.0 / control_mean
-    return PairedEstimate(
+    return Estimate(
         metric=metric,
+        method="paired-t",
         n=len(deltas),
-        control=control.tolist(),
-        candidate=candidate.tolist(),
+        control=ctl.tolist(),
+        candidate=cand.tolist(),
         deltas=deltas.tolist(),
         control_mean=control_mean,
-        candidate_mean=float(candidate.mean()),
+        candidate_mean=float(cand.mean()),
         point_pct=float(deltas.mean()) * scale,
         ci_low_pct=low * scale,
         ci_high_pct=high * scale,
         confidence=confidence,
+        df=len(deltas) - 1,
     )
 
 
-def verdict_for(estimate: PairedEstimate, bar_pct: float, higher_is_better: bool) -> Verdict:
-    """WIN beyond +bar with the interval excluding 0; LOSS mirrored; NEUTRAL otherwise."""
+def verdict_for(estimate: Estimate, bar_pct: float, higher_is_better: bool) -> Verdict:
+    """WIN beyond +bar with the interval excluding 0; LOSS mirrored; NO-CHANGE when an
+    equivalence interval was computed and lies within +-bar; NEUTRAL otherwise."""
     sign = 1.0 if higher_is_better else -1.0
     point = sign * estimate.point_pct
     low, high = sorted((sign * estimate.ci_low_pct, sign * estimate.ci_high_pct))
@@ -75,4 +84,14 @@ def verdict_for(estimate: PairedEstimate, bar_pct: float, higher_is_better: bool
         return "WIN"
     if point < -bar_pct and high < 0:
         return "LOSS"
+    eq_low, eq_high = estimate.equivalence_low_pct, estimate.equivalence_high_pct
+    if eq_low is not None and eq_high is not None and -bar_pct < eq_low and eq_high < bar_pct:
+        return "NO-CHANGE"
     return "NEUTRAL"
+
+
+def direction_pct(estimate: Estimate, higher_is_better: bool) -> tuple[float, float, float]:
+    """(point, low, high) with the sign turned so that positive is always better."""
+    sign = 1.0 if higher_is_better else -1.0
+    low, high = sorted((sign * estimate.ci_low_pct, sign * estimate.ci_high_pct))
+    return sign * estimate.point_pct, low, high

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fairwin.errors import InputError
+from fairwin.load.prepare import TokenCounter, cut_to_tokens
 from fairwin.plan.loading import ORDER_SCHEMA
 from fairwin.receipts import sha256_file, write_text_atomic
 
@@ -114,19 +115,43 @@ class BuiltFamily:
         )
 
 
-def build_family(
-    name: str, source: str | Path, out_dir: Path, *, count: int, min_chars: int, seed: int = 42
+async def build_family(
+    name: str,
+    source: str | Path,
+    out_dir: Path,
+    *,
+    count: int,
+    min_chars: int,
+    seed: int = 42,
+    counter: TokenCounter | None = None,
+    tokens: int | None = None,
 ) -> BuiltFamily:
-    """Join texts until each prompt has ``min_chars``; write prompts JSONL and a seeded frozen order."""
+    """Join texts until each prompt has ``min_chars``; write prompts JSONL and a seeded frozen order.
+
+    With ``counter`` and ``tokens``, every prompt is also cut to exactly ``tokens`` tokens
+    as that counter counts them (a server's /tokenize or a local tokenizer.json).
+    """
     texts = _builtin_texts(str(source)) if str(source) in BUILTIN else _user_texts(Path(source))
-    prompts: list[dict[str, str]] = []
+    prompts: list[dict[str, str | int]] = []
     ids: list[str] = []
     pieces: list[str] = []
     for text_id, text in texts:
         pieces.append(text)
         ids.append(text_id)
         if sum(len(p) for p in pieces) >= min_chars:
-            prompts.append({"id": f"{name}-{len(prompts):03d}", "source": "+".join(ids), "text": "\n\n".join(pieces)})
+            prompt: dict[str, str | int] = {
+                "id": f"{name}-{len(prompts):03d}",
+                "source": "+".join(ids),
+                "text": "\n\n".join(pieces),
+            }
+            if counter is not None and tokens is not None:
+                prompt["text"], prompt["tokens"] = await cut_to_tokens(counter, str(prompt["text"]), tokens)
+                if prompt["tokens"] != tokens:
+                    raise InputError(
+                        f"family {name}: prompt {prompt['id']} has only {prompt['tokens']} tokens, not {tokens}; "
+                        "raise --min-chars"
+                    )
+            prompts.append(prompt)
             pieces, ids = [], []
             if len(prompts) == count:
                 break
@@ -139,7 +164,7 @@ def build_family(
     prompts_path = out_dir / f"{name}.jsonl"
     order_path = out_dir / f"{name}.order.json"
     write_text_atomic(prompts_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts))
-    order = [p["id"] for p in prompts]
+    order = [str(p["id"]) for p in prompts]
     random.Random(seed).shuffle(order)
     order_doc = {"schema": ORDER_SCHEMA, "family": name, "seed": seed, "ids": order}
     write_text_atomic(order_path, json.dumps(order_doc, indent=2) + "\n")

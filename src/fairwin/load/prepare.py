@@ -9,12 +9,13 @@ each stream's ``usage.prompt_tokens`` proves later starts saw the same length.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.errors import PromptError
+from fairwin.errors import InputError, PromptError
 from fairwin.load.http import post_json
 from fairwin.plan.loading import Prompt
 
@@ -43,6 +44,29 @@ def _tokenize_payload(model: str, endpoint: str, text: str) -> dict[str, Any]:
     return {"model": model, "prompt": text}
 
 
+class TokenCounter(Protocol):
+    async def count(self, text: str) -> int: ...
+
+
+class LocalTokenizer:
+    """Counts tokens with a local ``tokenizer.json`` (Hugging Face ``tokenizers``), no server needed.
+
+    Counts the text's own tokens, without special tokens: the count a server reports
+    for the same text may be larger by its BOS token.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        try:
+            self._tokenizer = HFTokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises a bare Exception for a bad file
+            raise InputError(f"{path}: not a tokenizer.json that `tokenizers` can load: {exc}") from None
+
+    async def count(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+
 class Tokenizer:
     """Counts tokens with a server's /tokenize, caching by text."""
 
@@ -68,7 +92,7 @@ class Tokenizer:
         return self._cache[text]
 
 
-async def cut_to_tokens(tokenizer: Tokenizer, text: str, target: int) -> tuple[str, int]:
+async def cut_to_tokens(tokenizer: TokenCounter, text: str, target: int) -> tuple[str, int]:
     """The longest prefix of ``text`` with at most ``target`` tokens, and its count."""
     total = await tokenizer.count(text)
     if total <= target:
@@ -90,7 +114,7 @@ async def cut_to_tokens(tokenizer: Tokenizer, text: str, target: int) -> tuple[s
 
 
 async def prepare(
-    tokenizer: Tokenizer, cell: str, family: str, prompt: Prompt, target: int, tolerance: int
+    tokenizer: TokenCounter, cell: str, family: str, prompt: Prompt, target: int, tolerance: int
 ) -> PreparedPrompt:
     text, tokens = await cut_to_tokens(tokenizer, prompt.text, target)
     if tokens < target - tolerance:

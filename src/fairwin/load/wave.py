@@ -32,6 +32,7 @@ class Target:
     """Where a start's server answers and what it calls its model."""
 
     start: str
+    kind: str
     role: str
     base_url: str
     model: str

@@ -43,6 +43,7 @@ class PooledRow(BaseModel):
     format: str = POOLED_FORMAT
     window_id: str
     start: str
+    kind: str  # control | candidate
     role: str
     cell: str
     repeat: int
@@ -84,6 +85,7 @@ def pool_repeat(
     *,
     window_id: str,
     start: str,
+    kind: str,
     role: str,
     cell: str,
     repeat: int,
@@ -119,6 +121,7 @@ def pool_repeat(
     return PooledRow(
         window_id=window_id,
         start=start,
+        kind=kind,
         role=role,
         cell=cell,
         repeat=repeat,

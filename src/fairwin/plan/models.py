@@ -123,6 +123,10 @@ class WindowSettings(StrictModel):
     warmup_max_tokens: int = Field(16, ge=1)
     request_timeout_s: float = Field(900.0, gt=0)
     settle_timeout_s: float = Field(10.0, gt=0, description="How long counters may lag a finished wave.")
+    production_clock_cap_mhz: float | None = Field(
+        None, gt=0, description="Production's GPU clock cap; every start must have run at it."
+    )
+    archive: Path | None = Field(None, description="The control archive (default: OUTPUT_DIR/control-archive.jsonl).")
 
 
 class BudgetSettings(StrictModel):

@@ -12,8 +12,11 @@ from fairwin.errors import PlanError
 from fairwin.plan.loading import LoadedPlan, Prompt
 from fairwin.plan.models import REGISTERED_MODES, Mode
 
-#: The bracket: control, candidate, control.
-BRACKET: tuple[str, ...] = ("control", "candidate", "control")
+#: The brackets a window can run: control first (control, candidate, control) or candidate first.
+BRACKETS: dict[str, tuple[str, str, str]] = {
+    "control-first": ("control", "candidate", "control"),
+    "candidate-first": ("candidate", "control", "candidate"),
+}
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,10 @@ def resolve_mode(loaded: LoadedPlan, mode_name: str) -> Mode:
     raise PlanError(f"{loaded.path}: no mode {mode_name!r}; the plan's modes are: {known}")
 
 
-def starts_for(mode: Mode) -> list[StartSpec]:
-    return [StartSpec(name=f"s{i}", kind=kind, role=getattr(mode, kind)) for i, kind in enumerate(BRACKET, start=1)]
+def starts_for(mode: Mode, order: str = "control-first") -> list[StartSpec]:
+    return [
+        StartSpec(name=f"s{i}", kind=kind, role=getattr(mode, kind)) for i, kind in enumerate(BRACKETS[order], start=1)
+    ]
 
 
 def waves_for(loaded: LoadedPlan, cell_name: str) -> list[WaveSpec]:

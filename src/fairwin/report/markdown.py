@@ -1,84 +1,135 @@
-"""summary.md: the window's verdict, per-cell decisions and per-repeat rows, for people."""
+"""summary.md: the window's verdict, per-cell decisions, noise, error rates and per-repeat rows, for people."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from fairwin.decision import Decision
-from fairwin.metrics.pool import PooledRow
-from fairwin.plan.loading import LoadedPlan
-from fairwin.window.layout import WindowDir
+from fairwin.decision import CellDecision, Decision, MetricResult
+from fairwin.report.errors import audited_rates
 
 
 def _num(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _metric_cell(result: MetricResult | None) -> str:
+    if result is None or result.estimate is None:
+        return "n/a" if result is None else f"{result.verdict} (missing)"
+    e = result.estimate
+    return f"{result.verdict} {e.point_pct:+.2f} % [{e.ci_low_pct:+.2f}, {e.ci_high_pct:+.2f}]"
+
+
 def decision_table(decision: Decision) -> list[str]:
     lines = [
-        "| cell | decides | verdict | control | candidate | point % | CI % |",
-        "|---|---|---|---|---|---|---|",
+        "| cell | decides | verdict | control | candidate | primary % [interval] | guards | checklist_literal |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for cell in decision.cells:
-        p = cell.primary
-        if p is None:
-            lines.append(f"| {cell.cell} | {cell.decides} | {cell.verdict} | n/a | n/a | n/a | n/a |")
-            continue
+        p = cell.primary.estimate if cell.primary else None
+        guards = ", ".join(
+            f"{g.metric} {'FAIL' if g.failed else 'ok' if g.failed is False else 'n/a'}" for g in cell.guards
+        )
         lines.append(
-            f"| {cell.cell} | {cell.decides} | **{cell.verdict}** | {p.control_mean:.2f} | {p.candidate_mean:.2f} "
-            f"| {p.point_pct:+.2f} | [{p.ci_low_pct:+.2f}, {p.ci_high_pct:+.2f}] |"
+            f"| {cell.cell} | {'yes' if cell.decides else 'reported'} | **{cell.verdict}** | "
+            f"{_num(p.control_mean if p else None)} | {_num(p.candidate_mean if p else None)} | "
+            f"{_metric_cell(cell.primary)} | {guards or 'n/a'} | "
+            f"{cell.checklist_literal.verdict if cell.checklist_literal else 'n/a'} |"
         )
     return lines
 
 
-def rows_table(rows: Sequence[PooledRow]) -> list[str]:
+def cell_details(cell: CellDecision) -> list[str]:
+    lines = [f"### {cell.cell}: {cell.verdict}", ""]
+    lines += [f"- {reason}" for reason in cell.reasons]
+    for guard in cell.guards:
+        state = "FAILED" if guard.failed else "passed" if guard.failed is False else "not judged"
+        lines.append(f"- guard `{guard.metric}` {state}: {guard.detail}")
+    for result in cell.reported:
+        lines.append(f"- reported `{result.metric}` (never decides): {_metric_cell(result)}")
+    if cell.checklist_literal is not None:
+        literal = cell.checklist_literal
+        lines.append(f"- checklist_literal (`{literal.metric}` as the primary): {_metric_cell(literal)}")
+    if cell.validity is not None:
+        caps = cell.validity.clock_caps_mhz
+        lines.append(
+            "- validity: "
+            + ("clock caps " + ", ".join(f"{s} {_num(c, 0)}" for s, c in caps.items()) if cell.validity.observed
+               else "clock caps not observed (no GPU telemetry)")
+        )  # fmt: skip
+    if cell.noise is not None:
+        spread = ", ".join(f"{s:.2f}" for s in cell.noise.off_off_spread_pct)
+        archive = cell.noise.archive
+        day = "n/a" if archive is None or archive.launch_cv_pct is None else f"{archive.launch_cv_pct:.2f} %"
+        lines.append(
+            f"- noise next to the {cell.noise.bar_pct:g} % bar: in-window OFF/OFF spread per repeat [{spread}] %; "
+            f"archive day-to-day spread {day}"
+            + (
+                f" over {archive.starts} control starts in {archive.windows} windows"
+                if archive and archive.starts
+                else ""
+            )
+        )
+        lines += [f"- note: {note}" for note in cell.noise.notes]
+        if archive is not None:
+            lines += [f"- archive: {problem}" for problem in archive.problems]
+    lines.append("")
+    return lines
+
+
+def rows_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     lines = [
-        "| start | role | cell | repeat | rate tok/s | accepted/round | ms/round | TTFT s | client decode tok/s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| start | kind | role | cell | repeat | rate tok/s | accepted/round | ms/round | TTFT s "
+        "| client decode tok/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(rows, key=lambda r: (r.cell, r.repeat, r.start)):
+    for r in sorted(rows, key=lambda r: (r["cell"], r["repeat"], r["start"])):
         lines.append(
-            f"| {r.start} | {r.role} | {r.cell} | {r.repeat} | {r.pooled_rate_tps:.2f} | "
-            f"{r.accepted_per_round:.3f} | {r.ms_per_round:.3f} | {r.ttft_s:.4f} | {_num(r.decode_tps)} |"
+            f"| {r['start']} | {r['kind']} | {r['role']} | {r['cell']} | {r['repeat']} | {r['pooled_rate_tps']:.2f} | "
+            f"{r['accepted_per_round']:.3f} | {r['ms_per_round']:.3f} | {r['ttft_s']:.4f} | {_num(r['decode_tps'])} |"
         )
     return lines
 
 
-def fidelity_table(rows: Sequence[PooledRow]) -> list[str]:
+def fidelity_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Client-observed decode rate next to the server's for the same streams."""
     lines = [
         "| start | cell | server rate tok/s | client decode tok/s | client / server |",
         "|---|---|---|---|---|",
     ]
-    groups: dict[tuple[str, str], list[PooledRow]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r.start, r.cell), []).append(r)
+        groups.setdefault((r["start"], r["cell"]), []).append(r)
     for (start, cell), group in sorted(groups.items()):
         # Ratios of sums over the start's repeats, like the pooling itself.
-        server = sum(r.decode_steps + r.accepted_tokens for r in group) / sum(r.decode_s for r in group)
-        client_s = sum(r.client_decode_s for r in group)
-        client = sum(r.client_decode_tokens for r in group) / client_s if client_s > 0 else None
+        server = sum(r["decode_steps"] + r["accepted_tokens"] for r in group) / sum(r["decode_s"] for r in group)
+        client_s = sum(r["client_decode_s"] for r in group)
+        client = sum(r["client_decode_tokens"] for r in group) / client_s if client_s > 0 else None
         ratio = None if client is None else client / server
         lines.append(f"| {start} | {cell} | {server:.2f} | {_num(client)} | {_num(ratio, 3)} |")
     return lines
 
 
-def render_summary(loaded: LoadedPlan, window: WindowDir, decision: Decision, rows: Sequence[PooledRow]) -> str:
+def render_summary(plan_path: Path, plan_sha256: str, decision: Decision, rows: Sequence[dict[str, Any]]) -> str:
     rule = decision.rule
+    rates = audited_rates(decision)
     parts = [
-        f"# fairwin window {window.window_id}",
+        f"# fairwin window {decision.window_id}",
         "",
         f"**Verdict: {decision.verdict}** ({'; '.join(decision.reasons)})",
         "",
-        f"- mode: `{decision.mode}`",
-        f"- plan: `{loaded.path}` (sha256 `{loaded.sha256}`)",
+        f"- {rates}",
+        f"- mode: `{decision.mode}`, order: {decision.order}",
+        f"- plan: `{plan_path}` (sha256 `{plan_sha256}`)",
         f"- rule: `{rule.id}` (sha256 `{decision.rule_sha256}`): primary `{rule.primary}`, bar {rule.bar_pct:g} %, "
-        f"{rule.confidence:.0%} paired-t interval, paired by repeat (control = mean of s1 and s3)",
+        f"{rule.confidence:.0%} interval; guards {', '.join(rule.guards)}; reported {', '.join(rule.reported)}",
         "",
         "## Decision by cell",
         "",
         *decision_table(decision),
         "",
+        *[line for cell in decision.cells for line in cell_details(cell)],
         "## Pooled rows (one per start, cell and repeat)",
         "",
         *rows_table(rows),

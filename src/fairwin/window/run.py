@@ -1,4 +1,4 @@
-"""The window as explicit, journaled steps: open, start s1, start s2, start s3, close.
+"""The window as explicit, journaled steps: open, start s1, start s2, start s3, decide, archive.
 
 Each step is journaled as it begins and as it ends or fails, so a reader (or, later,
 crash recovery and chained windows) knows exactly how far a window got. Taking
@@ -8,20 +8,22 @@ production down and restoring it will hook in as steps around the starts.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairwin.decision import Decision, RuleSpec, decide, get_rule
+from fairwin.decision import Decision, RuleSpec, get_rule
 from fairwin.errors import FairwinError, Interrupted
+from fairwin.gates.power import power_warnings
 from fairwin.launch.local import make_spec
 from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode, starts_for
-from fairwin.receipts import write_json_atomic, write_text_atomic
-from fairwin.report.markdown import render_summary
+from fairwin.receipts import write_json_atomic
+from fairwin.window.close import archive_controls, archive_noise, archive_path, close
 from fairwin.window.environment import capture
 from fairwin.window.layout import WindowDir
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
@@ -75,6 +77,21 @@ async def _run_steps(window: WindowDir, steps: list[Step]) -> None:
         window.journal_event(step.name, "end")
 
 
+def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None) -> list[str]:
+    """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
+    plan = loaded.plan
+    noise = archive_noise(archive, plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
+    deciding = [name for name, cell in plan.cells.items() if cell.decision]
+    return power_warnings(rule, plan.window.repeats, noise, deciding)
+
+
+def draw_order(rule: RuleSpec) -> str:
+    """control-first unless the rule asks for a random order; then a fair coin from the OS."""
+    if rule.order == "control-first":
+        return "control-first"
+    return secrets.choice(("control-first", "candidate-first"))
+
+
 async def run_window(
     loaded: LoadedPlan,
     mode_name: str,
@@ -82,14 +99,24 @@ async def run_window(
     launcher: Launcher = local_launcher,
     say: Callable[[str], None] = _quiet,
     output_dir: Path | None = None,
+    order: str | None = None,
 ) -> WindowResult:
+    """Run one window. ``order`` overrides the rule's (tests; chained windows that balance orders)."""
     checked = preflight(loaded, mode_name)
     plan = loaded.plan
-    window = WindowDir.create(output_dir or loaded.resolve(plan.window.output_dir), mode_name)
+    out = output_dir or loaded.resolve(plan.window.output_dir)
+    environment = capture(loaded.base_dir)
+    commit = environment.get("git", {}).get("commit")
+    archive = archive_path(loaded, out)
+    warnings = preflight_power(loaded, checked.rule, archive, commit)
+    for warning in warnings:
+        say(f"warning: {warning}")
+    chosen_order = order or draw_order(checked.rule)
+    starts = starts_for(checked.mode, chosen_order)
+    window = WindowDir.create(out, mode_name)
     ctx = StartContext(loaded=loaded, window=window, launcher=launcher, say=say)
     rows: list[PooledRow] = []
     decisions: list[Decision] = []
-    starts = starts_for(checked.mode)
 
     async def open_window() -> None:
         shutil.copyfile(loaded.path, window.plan_copy)
@@ -101,19 +128,22 @@ async def run_window(
                 "mode": mode_name,
                 "control_role": checked.mode.control,
                 "candidate_role": checked.mode.candidate,
-                "order": [s.name + ":" + s.role for s in starts],
+                "order": chosen_order,
+                "starts": [{"start": s.name, "kind": s.kind, "role": s.role} for s in starts],
                 "plan_path": str(loaded.path),
                 "plan_sha256": loaded.sha256,
                 "rule_id": checked.rule.id,
                 "rule_sha256": checked.rule.sha256,
+                "archive": str(archive),
+                "power_warnings": warnings,
                 "families": {
                     name: {"prompts_sha256": fam.prompts_sha256, "order_sha256": fam.order_sha256}
                     for name, fam in loaded.families.items()
                 },
-                "environment": capture(loaded.base_dir),
+                "environment": environment,
             },
         )
-        say(f"window {window.window_id} opened at {window.path}")
+        say(f"window {window.window_id} opened at {window.path} ({chosen_order})")
 
     def start_step(index: int) -> Step:
         start = starts[index]
@@ -123,22 +153,21 @@ async def run_window(
 
         return Step(f"start {start.name}", action)
 
-    async def close_window() -> None:
-        decision = decide(
-            rows,
-            window_id=window.window_id,
-            mode=mode_name,
-            rule=checked.rule,
-            decision_cells={name: cell.decision for name, cell in plan.cells.items()},
+    async def decide_step() -> None:
+        decisions.append(
+            close(loaded, window, mode=mode_name, order=chosen_order, rule=checked.rule, archive=archive, commit=commit)
         )
-        write_json_atomic(window.decision, decision)
-        write_text_atomic(window.summary, render_summary(loaded, window, decision, rows))
-        decisions.append(decision)
+
+    async def archive_step() -> None:
+        controls = {s.name: s.role for s in starts if s.kind == "control"}
+        count = archive_controls(loaded, window, mode=mode_name, archive=archive, commit=commit, controls=controls)
+        say(f"archived {count} control rows in {archive}")
 
     steps = [
         Step("open", open_window),
         *(start_step(i) for i in range(len(starts))),
-        Step("close", close_window),
+        Step("decide", decide_step),
+        Step("archive", archive_step),
     ]
     try:
         await _run_steps(window, steps)

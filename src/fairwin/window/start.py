@@ -136,6 +136,7 @@ def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveR
             pool_repeat(
                 window_id=ctx.window.window_id,
                 start=target.start,
+                kind=target.kind,
                 role=target.role,
                 cell=cell_name,
                 repeat=repeat,
@@ -185,7 +186,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         "base_url": spec.base_url,
         "model": spec.model,
     }
-    target = Target(start=start.name, role=start.role, base_url=spec.base_url, model=spec.model)
+    target = Target(start=start.name, kind=start.kind, role=start.role, base_url=spec.base_url, model=spec.model)
     timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
     rows: list[PooledRow] = []
     try:

@@ -7,98 +7,15 @@ was started), 3 a window failed (its directory is marked failed), 130 interrupte
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rich.console import Console
-
 from fairwin import __version__
-from fairwin.errors import FairwinError, UsageError
-
-stdout = Console(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _plan_check(args: argparse.Namespace) -> int:
-    from fairwin.plan import load_plan
-    from fairwin.window.run import preflight
-
-    loaded = load_plan(args.plan)
-    modes = loaded.plan.all_modes()
-    for mode in modes:
-        preflight(loaded, mode)
-    stdout.print(
-        f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
-        f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
-    )
-    return 0
-
-
-def _plan_show(args: argparse.Namespace) -> int:
-    from fairwin.plan import load_plan
-    from fairwin.report.dryplan import render_dry_plan
-    from fairwin.window.run import preflight
-
-    loaded = load_plan(args.plan)
-    checked = preflight(loaded, args.mode)
-    stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule), markup=False)
-    return 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    from fairwin.plan import load_plan
-    from fairwin.report.console import print_decision
-    from fairwin.window.run import run_window
-
-    loaded = load_plan(args.plan)
-    output = Path(args.out) if args.out else None
-    say = (lambda _msg: None) if args.quiet else (lambda msg: stderr.print(msg, markup=False))
-    result = asyncio.run(run_window(loaded, args.mode, say=say, output_dir=output))
-    print_decision(stdout, result.decision)
-    stdout.print(f"report: {result.window.summary}")
-    return 0
-
-
-def _sim(args: argparse.Namespace) -> int:
-    from fairwin.sim.app import FAULTS, serve
-    from fairwin.sim.model import SimConfig
-
-    unknown = sorted(set(args.fault) - FAULTS.keys())
-    if unknown:
-        raise UsageError(f"unknown --fault {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
-    acceptance = tuple(float(x) for x in args.acceptance.split(",")) if args.acceptance else ()
-    if any(not 0 <= a <= 1 for a in acceptance):
-        raise UsageError("--acceptance values must lie in [0, 1], e.g. 0.8,0.6,0.4")
-    config = SimConfig(
-        model=args.model,
-        spec_tokens=args.spec_tokens,
-        acceptance=acceptance,
-        draft_probability=args.draft_probability,
-        ms_per_round=args.ms_per_round,
-        ms_per_draft_token=args.ms_per_draft_token,
-        prefill_ms_per_token=args.prefill_ms_per_token,
-        jitter=args.jitter,
-        seed=args.seed,
-        faults=frozenset(args.fault),
-        reject_params=frozenset(args.reject_param),
-    )
-    serve(config, args.host, args.port)
-    return 0
-
-
-def _prompts(args: argparse.Namespace) -> int:
-    from fairwin.load.families import build_family
-
-    out = Path(args.out)
-    for spec in args.family:
-        name, _, source = spec.partition("=")
-        built = build_family(name, source or name, out, count=args.count, min_chars=args.min_chars, seed=args.seed)
-        stdout.print(f"# {built.count} prompts -> {built.prompts_path}", markup=False)
-        stdout.print(built.plan_snippet(Path(args.plan_dir)), markup=False)
-    return 0
+from fairwin.cli import _decision, _window
+from fairwin.cli._console import stderr
+from fairwin.errors import FairwinError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,18 +32,18 @@ def build_parser() -> argparse.ArgumentParser:
     plan_commands = plan.add_subparsers(dest="plan_command", required=True, metavar="SUBCOMMAND")
     check = plan_commands.add_parser("check", help="validate a plan and every file it pins")
     check.add_argument("plan", type=Path)
-    check.set_defaults(func=_plan_check)
+    check.set_defaults(func=_window.plan_check)
     show = plan_commands.add_parser("show", help="print the starts, waves, seeds, prompt ids and estimated duration")
     show.add_argument("plan", type=Path)
     show.add_argument("--mode", default="controlled", help="mode to show (default: controlled)")
-    show.set_defaults(func=_plan_show)
+    show.set_defaults(func=_window.plan_show)
 
     run = commands.add_parser("run", help="run one bracketed window (control, candidate, control)")
     run.add_argument("plan", type=Path)
     run.add_argument("--mode", default="controlled", help="mode to run (default: controlled)")
     run.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    run.set_defaults(func=_run)
+    run.set_defaults(func=_window.run)
 
     sim = commands.add_parser("sim", help="run the reference server (OpenAI-compatible, vLLM's metrics)")
     sim.add_argument("--host", default="127.0.0.1")
@@ -142,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--fault", action="append", default=[], help="inject a fault (repeatable): see docs")
     sim.add_argument("--reject-param", action="append", default=[], help="answer 400 to requests with this key")
-    sim.set_defaults(func=_sim)
+    sim.set_defaults(func=_window.sim)
 
     prompts = commands.add_parser("prompts", help="build prompt families and frozen order files from local text")
     prompts.add_argument(
@@ -156,8 +73,58 @@ def build_parser() -> argparse.ArgumentParser:
     prompts.add_argument("--min-chars", type=int, default=20000, help="minimum characters per prompt")
     prompts.add_argument("--seed", type=int, default=42, help="seed of the frozen order")
     prompts.add_argument("--plan-dir", default=".", help="paths in the printed plan snippet are relative to this")
-    prompts.set_defaults(func=_prompts)
+    prompts.add_argument("--tokens", type=int, help="also cut every prompt to exactly this many tokens")
+    prompts.add_argument(
+        "--tokenize-url", help="count tokens with this server's /tokenize (e.g. http://127.0.0.1:8000)"
+    )
+    prompts.add_argument("--model", default="", help="model name for --tokenize-url")
+    prompts.add_argument("--tokenizer", help="count tokens with this local tokenizer.json instead of a server")
+    prompts.set_defaults(func=_window.prompts)
+    _decision_parsers(commands)
     return parser
+
+
+def _decision_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    decide = commands.add_parser("decide", help="recompute a decision from a window directory or a pooled file")
+    decide.add_argument("window", nargs="?", help="a window directory (uses its stored rows and context)")
+    decide.add_argument("--pooled", help="decide from this pooled JSONL file alone (schema: docs/decision.md)")
+    decide.add_argument("--mode", help="with --pooled: the mode the rows were measured in")
+    decide.add_argument("--clock-cap-mhz", type=float, help="with --pooled: production's clock cap")
+    decide.add_argument("--reported", action="append", default=[], help="with --pooled: a cell that never decides")
+    decide.add_argument("--rule", action="append", default=[], help="rule id (repeatable: several rules side by side)")
+    decide.add_argument("--archive", help="with a window: use this archive's noise as it is now")
+    decide.add_argument("--json", action="store_true", help="print the decision document as JSON")
+    decide.set_defaults(func=_decision.decide)
+
+    rules = commands.add_parser("rules", help="registered decision rules and their own error rates")
+    rule_commands = rules.add_subparsers(dest="rules_command", required=True, metavar="SUBCOMMAND")
+    rule_commands.add_parser("list", help="every registered rule").set_defaults(func=_decision.rules_list)
+    show = rule_commands.add_parser("show", help="a rule's full definition and sha256")
+    show.add_argument("rule")
+    show.set_defaults(func=_decision.rules_show)
+    audit = rule_commands.add_parser("audit", help="false-WIN, false-LOSS and power by seeded Monte Carlo")
+    audit.add_argument("rule")
+    audit.add_argument("--cv", type=float, help="relative s.d. of one repeat, in %%")
+    audit.add_argument("--launch-cv", type=float, default=0.0, help="relative s.d. of one launch, in %% (default 0)")
+    audit.add_argument("--noise-from", help="take both from this control archive (with --cell)")
+    audit.add_argument("--cell", help="with --noise-from: the cell whose noise to use")
+    audit.add_argument("--effect", type=float, default=0.0, help="a true effect in %% for the power (e.g. 5)")
+    audit.add_argument("--repeats", type=int, default=3)
+    audit.add_argument("--trials", type=int, default=4000)
+    audit.add_argument("--seed", type=int, default=0)
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(func=_decision.rules_audit)
+
+    archive = commands.add_parser("archive", help="the control archive")
+    archive_commands = archive.add_subparsers(dest="archive_command", required=True, metavar="SUBCOMMAND")
+    stats = archive_commands.add_parser("stats", help="the day-to-day spread the decision sets next to the bar")
+    stats.add_argument("--archive", default="windows/control-archive.jsonl", help="the archive file")
+    stats.add_argument("--cell", required=True)
+    stats.add_argument("--commit")
+    stats.add_argument("--clock-cap-mhz", type=float)
+    stats.add_argument("--max-tokens", type=int)
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=_decision.archive_stats)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,113 @@
+"""Handlers for plan, run, sim and prompts: parse results in, library calls, printed results out."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from fairwin.cli._console import stderr, stdout
+from fairwin.errors import UsageError
+
+
+def plan_check(args: argparse.Namespace) -> int:
+    from fairwin.plan import load_plan
+    from fairwin.window.run import preflight
+
+    loaded = load_plan(args.plan)
+    modes = loaded.plan.all_modes()
+    for mode in modes:
+        preflight(loaded, mode)
+    stdout.print(
+        f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
+        f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
+    )
+    return 0
+
+
+def plan_show(args: argparse.Namespace) -> int:
+    from fairwin.plan import load_plan
+    from fairwin.report.dryplan import render_dry_plan
+    from fairwin.window.run import preflight
+
+    loaded = load_plan(args.plan)
+    checked = preflight(loaded, args.mode)
+    stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule), markup=False)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from fairwin.plan import load_plan
+    from fairwin.report.console import print_decision
+    from fairwin.window.run import run_window
+
+    loaded = load_plan(args.plan)
+    output = Path(args.out) if args.out else None
+    say = (lambda _msg: None) if args.quiet else (lambda msg: stderr.print(msg, markup=False))
+    result = asyncio.run(run_window(loaded, args.mode, say=say, output_dir=output))
+    print_decision(stdout, result.decision)
+    stdout.print(f"report: {result.window.summary}")
+    return 0
+
+
+def sim(args: argparse.Namespace) -> int:
+    from fairwin.sim.app import FAULTS, serve
+    from fairwin.sim.model import SimConfig
+
+    unknown = sorted(set(args.fault) - FAULTS.keys())
+    if unknown:
+        raise UsageError(f"unknown --fault {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
+    acceptance = tuple(float(x) for x in args.acceptance.split(",")) if args.acceptance else ()
+    if any(not 0 <= a <= 1 for a in acceptance):
+        raise UsageError("--acceptance values must lie in [0, 1], e.g. 0.8,0.6,0.4")
+    config = SimConfig(
+        model=args.model,
+        spec_tokens=args.spec_tokens,
+        acceptance=acceptance,
+        draft_probability=args.draft_probability,
+        ms_per_round=args.ms_per_round,
+        ms_per_draft_token=args.ms_per_draft_token,
+        prefill_ms_per_token=args.prefill_ms_per_token,
+        jitter=args.jitter,
+        seed=args.seed,
+        faults=frozenset(args.fault),
+        reject_params=frozenset(args.reject_param),
+    )
+    serve(config, args.host, args.port)
+    return 0
+
+
+def prompts(args: argparse.Namespace) -> int:
+    import aiohttp
+
+    from fairwin.load.families import BuiltFamily, build_family
+    from fairwin.load.prepare import LocalTokenizer, TokenCounter, Tokenizer
+
+    if (args.tokens is None) != (args.tokenize_url is None and args.tokenizer is None):
+        raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE, and they need it")
+    if args.tokenize_url and args.tokenizer:
+        raise UsageError("give --tokenize-url or --tokenizer, not both")
+
+    async def build_all() -> list[BuiltFamily]:
+        async with aiohttp.ClientSession() as session:
+            counter: TokenCounter | None = None
+            if args.tokenize_url:
+                counter = Tokenizer(session, args.tokenize_url.rstrip("/"), args.model, "completions")
+            elif args.tokenizer:
+                counter = LocalTokenizer(Path(args.tokenizer))
+            built = []
+            for spec in args.family:
+                name, _, source = spec.partition("=")
+                built.append(
+                    await build_family(
+                        name, source or name, Path(args.out), count=args.count, min_chars=args.min_chars,
+                        seed=args.seed, counter=counter, tokens=args.tokens,
+                    )
+                )  # fmt: skip
+            return built
+
+    for family in asyncio.run(build_all()):
+        cut = f", each cut to {args.tokens} tokens" if args.tokens else ""
+        stdout.print(f"# {family.count} prompts{cut} -> {family.prompts_path}", markup=False)
+        stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
+    return 0

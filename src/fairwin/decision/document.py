@@ -1,0 +1,68 @@
+"""The decision document (``fairwin.decision/2``): what was decided, on what, and why."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from fairwin.decision.inputs import ArchiveNoise
+from fairwin.decision.paired import Estimate, Verdict
+from fairwin.decision.rules import RuleSpec
+from fairwin.decision.validity import Validity
+
+DECISION_FORMAT = "fairwin.decision/2"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricResult(Frozen):
+    metric: str
+    higher_is_better: bool
+    verdict: Verdict
+    estimate: Estimate | None
+    reasons: list[str]
+
+
+class GuardResult(Frozen):
+    metric: str
+    failed: bool | None  # None: could not be judged (missing data)
+    detail: str
+    repeats_below: list[int] | None = None  # win2: repeats where the candidate was below both controls
+    estimate: Estimate | None = None  # launch: the guard's own interval
+
+
+class Noise(Frozen):
+    """The in-window OFF/OFF spread next to the archive's day-to-day spread, and the bar."""
+
+    metric: str
+    bar_pct: float
+    off_off_spread_pct: list[float]
+    archive: ArchiveNoise | None
+    notes: list[str]
+
+
+class CellDecision(Frozen):
+    cell: str
+    decides: bool
+    verdict: Verdict
+    reasons: list[str]
+    validity: Validity | None
+    primary: MetricResult | None
+    guards: list[GuardResult]
+    reported: list[MetricResult]
+    checklist_literal: MetricResult | None
+    noise: Noise | None
+
+
+class Decision(Frozen):
+    format: str = DECISION_FORMAT
+    window_id: str
+    mode: str
+    order: str
+    rule_id: str
+    rule: RuleSpec
+    rule_sha256: str
+    verdict: Verdict
+    reasons: list[str]
+    cells: list[CellDecision]

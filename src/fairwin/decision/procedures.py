@@ -1,0 +1,135 @@
+"""How each kind of rule estimates a metric and judges a guard.
+
+``win2`` (win2-v1): a paired-t interval over repeats; a guard fails when the
+candidate is below *both* controls of a repeat in ``guard_fail_repeats`` repeats.
+
+``launch`` (win2-launch-v1): a two-level interval. Each start is one server launch
+and its repeats share it, so repeats alone cannot see launch-to-launch variation.
+With tau^2 the variance of one launch's mean (launch variance plus repeat variance
+over n), the difference d = candidate - control (one launch against the mean of two,
+or the mean of two against one) has variance 1.5 tau^2. tau^2 is estimated from the
+in-window bracketing pair ((x1 - x3)^2 / 2, 1 degree of freedom) pooled with the
+archive's launch-to-launch spread (starts - 1 degrees of freedom), and never below
+the within-launch repeat variance over n.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from scipy import stats
+
+from fairwin.decision.document import GuardResult
+from fairwin.decision.inputs import ArchiveNoise
+from fairwin.decision.paired import Estimate, paired_t
+from fairwin.decision.rules import RuleSpec
+from fairwin.decision.table import CellTable
+
+
+class Procedure(Protocol):
+    def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate: ...
+
+    def guard(self, table: CellTable, metric: str) -> GuardResult: ...
+
+
+class Win2:
+    def __init__(self, rule: RuleSpec) -> None:
+        self.rule = rule
+
+    def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate:
+        control, candidate = table.control_candidate(metric)
+        return paired_t(metric, control.tolist(), candidate.tolist(), confidence)
+
+    def guard(self, table: CellTable, metric: str) -> GuardResult:
+        first, middle, last = table.bracket(metric)
+        below = [r for r, s1, s2, s3 in zip(table.repeats, first, middle, last, strict=True) if s2 < min(s1, s3)]
+        need = self.rule.guard_fail_repeats or 0
+        failed = len(below) >= need
+        detail = (
+            f"candidate below both controls in {len(below)} of {len(table.repeats)} repeats "
+            f"(fails at {need}): repeats {below}"
+        )
+        return GuardResult(metric=metric, failed=failed, detail=detail, repeats_below=below)
+
+
+def pooled_variance(table: CellTable, metric: str) -> tuple[float, float, float]:
+    """(tau^2 from the bracketing pair, within-launch repeat variance, its degrees of freedom)."""
+    first, middle, last = table.bracket(metric)
+    pair = float((first.mean() - last.mean()) ** 2 / 2.0)
+    residuals = np.concatenate([x - x.mean() for x in (first, middle, last)])
+    df_repeat = 3 * (len(first) - 1)
+    repeat_var = float((residuals**2).sum() / df_repeat) if df_repeat > 0 else 0.0
+    return pair, repeat_var, float(df_repeat)
+
+
+class TwoLevel:
+    def __init__(self, rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> None:
+        self.rule = rule
+        self.archive = archive  # by metric, for this cell
+
+    def tau2(self, table: CellTable, metric: str, control_mean: float) -> tuple[float, float]:
+        pair, repeat_var, _ = pooled_variance(table, metric)
+        n = len(table.repeats)
+        weight_window, weight_archive, archive_var = 1.0, 0.0, 0.0
+        archive = self.archive.get(metric)
+        if archive is not None and archive.launch_cv_pct is not None and archive.starts >= 2:
+            weight_archive = float(archive.starts - 1)
+            archive_var = (archive.launch_cv_pct / 100.0 * control_mean) ** 2
+        df = weight_window + weight_archive
+        tau2 = (weight_window * pair + weight_archive * archive_var) / df
+        return max(tau2, repeat_var / n), df
+
+    def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate:
+        control, candidate = table.control_candidate(metric)
+        control_mean = float(control.mean())
+        if control_mean <= 0:
+            raise ValueError(f"{metric}: control mean is {control_mean}; a percentage needs a positive control")
+        tau2, df = self.tau2(table, metric, control_mean)
+        se = float(np.sqrt(1.5 * tau2))
+        deltas = candidate - control
+        point = float(deltas.mean())
+        scale = 100.0 / control_mean
+
+        def interval(level: float) -> tuple[float, float]:
+            half = float(stats.t.ppf(0.5 + level / 2.0, df)) * se
+            return (point - half) * scale, (point + half) * scale
+
+        low, high = interval(confidence)
+        eq_level = self.rule.equivalence_confidence
+        eq = interval(eq_level) if eq_level is not None else (None, None)
+        return Estimate(
+            metric=metric,
+            method="two-level",
+            n=len(deltas),
+            control=control.tolist(),
+            candidate=candidate.tolist(),
+            deltas=deltas.tolist(),
+            control_mean=control_mean,
+            candidate_mean=float(candidate.mean()),
+            point_pct=point * scale,
+            ci_low_pct=low,
+            ci_high_pct=high,
+            confidence=confidence,
+            df=df,
+            equivalence_low_pct=eq[0],
+            equivalence_high_pct=eq[1],
+            equivalence_confidence=eq_level,
+        )
+
+    def guard(self, table: CellTable, metric: str) -> GuardResult:
+        try:
+            estimate = self.estimate(table, metric, self.rule.confidence)
+        except ValueError as exc:  # e.g. a control with no speculation has accepted_per_round = 0
+            return GuardResult(metric=metric, failed=None, detail=f"not judged: {exc}")
+        tolerance = self.rule.guard_tolerance_pct or 0.0
+        failed = estimate.ci_high_pct < -tolerance
+        detail = (
+            f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}]; "
+            f"fails when the whole interval is below -{tolerance:g} %"
+        )
+        return GuardResult(metric=metric, failed=failed, detail=detail, estimate=estimate)
+
+
+def procedure_for(rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> Procedure:
+    return Win2(rule) if rule.kind == "win2" else TwoLevel(rule, archive)

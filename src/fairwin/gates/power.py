@@ -1,0 +1,72 @@
+"""Power before running: can this window detect the bar at all, given the archive's noise?
+
+The interval's half-width is t x SE, with the SE the rule would use: for win2-v1,
+repeats within one launch (SE = cv x sqrt(1.5 / n), n - 1 degrees of freedom); for
+the launch-aware rule, launch-to-launch spread (SE = cv_launch x sqrt(1.5), with
+1 + (archived starts - 1) degrees of freedom). When the half-width exceeds the bar,
+an effect at the bar can never be significant, and the window would be spent for
+nothing: the user is warned before anything starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import stats
+
+from fairwin.decision import ArchiveNoise, RuleSpec
+
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Detectability:
+    cell: str
+    se_pct: float
+    df: float
+    half_width_pct: float
+    mde_pct: float  # the true effect WON about 80 % of the time
+    source: str
+
+    def warning(self, bar_pct: float) -> str | None:
+        if self.half_width_pct <= bar_pct:
+            return None
+        return (
+            f"cell {self.cell}: with {self.source}, the interval is about +-{self.half_width_pct:.2f} %, "
+            f"wider than the {bar_pct:g} % bar, so an effect at the bar cannot be detected; "
+            f"the smallest effect this window detects {POWER:.0%} of the time is about {self.mde_pct:.2f} %"
+        )
+
+
+def detectability(rule: RuleSpec, cell: str, repeats: int, noise: ArchiveNoise | None) -> Detectability | None:
+    if rule.kind == "win2":
+        if noise is None or noise.repeat_cv_pct is None or repeats < 2:
+            return None
+        se, df = noise.repeat_cv_pct * math.sqrt(1.5 / repeats), float(repeats - 1)
+        source = f"the archive's within-launch repeat cv of {noise.repeat_cv_pct:.2f} % and {repeats} repeats"
+    else:
+        if noise is None or noise.launch_cv_pct is None or noise.starts < 2:
+            return None
+        se, df = noise.launch_cv_pct * math.sqrt(1.5), float(noise.starts)
+        source = f"the archive's launch-to-launch cv of {noise.launch_cv_pct:.2f} % over {noise.starts} control starts"
+    half = float(stats.t.ppf(0.5 + rule.confidence / 2.0, df)) * se
+    mde = max(rule.bar_pct, half) + float(stats.t.ppf(POWER, df)) * se
+    return Detectability(cell=cell, se_pct=se, df=df, half_width_pct=half, mde_pct=mde, source=source)
+
+
+def power_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise], cells: list[str]) -> list[str]:
+    warnings = []
+    for cell in cells:
+        mine = next((n for n in noise if n.cell == cell and n.metric == rule.primary), None)
+        if rule.kind == "launch" and (mine is None or mine.launch_cv_pct is None):
+            warnings.append(
+                f"cell {cell}: no archived control starts, so {rule.id} has 1 degree of freedom (t = 12.7) and can "
+                "only decide very large effects; A/A windows fill the archive"
+            )
+            continue
+        found = detectability(rule, cell, repeats, mine)
+        message = found.warning(rule.bar_pct) if found else None
+        if message:
+            warnings.append(message)
+    return warnings

@@ -1,0 +1,57 @@
+"""The rule's own error rates at the window's noise, shown next to its verdict.
+
+A user deserves to know that a guard can fail by chance: win2-v1's two guards,
+judged on three exchangeable repeats, fail together about 45 % of the time when
+nothing changed. The audit runs the rule's real code on simulated windows with the
+noise this window (and the archive) showed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fairwin.decision import Decision, audit
+
+AUDIT_TRIALS = 1000
+AUDIT_SEED = 0
+
+
+def window_noise(decision: Decision) -> tuple[float, float, int] | None:
+    """(repeat cv %, launch cv %, repeats) for the first deciding cell that has an estimate."""
+    for cell in decision.cells:
+        estimate = cell.primary.estimate if cell.primary else None
+        if not cell.decides or estimate is None or estimate.n < 2:
+            continue
+        archive = cell.noise.archive if cell.noise else None
+        if archive is not None and archive.repeat_cv_pct is not None:
+            repeat_cv = archive.repeat_cv_pct
+        else:
+            # Under no change with i.i.d. repeats, var(d) = var(s2) + var(mean(s1, s3)) = 1.5 var(x).
+            mean = sum(estimate.deltas) / estimate.n
+            var = sum((d - mean) ** 2 for d in estimate.deltas) / (estimate.n - 1)
+            repeat_cv = 100.0 * math.sqrt(var / 1.5) / estimate.control_mean
+        launch_cv = archive.launch_cv_pct if archive is not None and archive.launch_cv_pct is not None else 0.0
+        return max(repeat_cv, 1e-6), launch_cv, estimate.n
+    return None
+
+
+def audited_rates(decision: Decision) -> str:
+    noise = window_noise(decision)
+    if noise is None:
+        return f"{decision.rule_id}'s error rates: not audited (no decision cell has an estimate)"
+    repeat_cv, launch_cv, repeats = noise
+    result = audit(
+        decision.rule,
+        repeats=repeats,
+        repeat_cv_pct=repeat_cv,
+        launch_cv_pct=launch_cv,
+        trials=AUDIT_TRIALS,
+        seed=AUDIT_SEED,
+        archive_starts=0,
+    )
+    return (
+        f"{decision.rule_id}'s own error rates at this window's noise (repeat cv {repeat_cv:.2f} %, launch cv "
+        f"{launch_cv:.2f} %, {repeats} repeats; {AUDIT_TRIALS} simulated no-change windows, seed {AUDIT_SEED}): "
+        f"false LOSS {100 * (result.false_loss or 0):.1f} %, false WIN {100 * (result.false_win or 0):.1f} % "
+        f"(Monte Carlo error about {100 * result.mc_error:.1f} points)"
+    )

@@ -1,0 +1,92 @@
+"""Closing a window: decide from the stored rows, report, and archive the control starts.
+
+The decision's inputs besides the rows (which cells decide, the production clock
+cap, the order, the archive's noise as it stood *before* this window was added) are
+written to ``context.json``, so ``fairwin decide WINDOW`` reproduces the decision
+exactly from the directory alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fairwin.archive import append_controls, control_rows, noise, read_archive, select
+from fairwin.decision import ArchiveNoise, Decision, DecisionRow, RuleSpec, WindowContext, decide
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.models import Cell
+from fairwin.receipts import read_jsonl, write_json_atomic, write_text_atomic
+from fairwin.report.markdown import render_summary
+from fairwin.window.layout import WindowDir
+
+CONTEXT_FORMAT = "fairwin.decision-context/1"
+
+
+def archive_path(loaded: LoadedPlan, output_dir: Path) -> Path:
+    setting = loaded.plan.window.archive
+    return loaded.resolve(setting) if setting is not None else output_dir / "control-archive.jsonl"
+
+
+def archive_noise(
+    path: Path, cells: dict[str, Cell], rule: RuleSpec, commit: str | None, clock_cap_mhz: float | None
+) -> list[ArchiveNoise]:
+    """The archive's spread for every cell and every metric the rule reads, same max_tokens, commit and cap."""
+    rows, problems = read_archive(path)
+    result = []
+    for cell_name, cell in cells.items():
+        chosen = select(rows, cell=cell_name, commit=commit, clock_cap_mhz=clock_cap_mhz, max_tokens=cell.max_tokens)
+        result += [noise(chosen, cell_name, metric, problems) for metric in (rule.primary, *rule.guards)]
+    return result
+
+
+def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
+    return [DecisionRow.model_validate(row) for row in pooled]
+
+
+def context_for(
+    loaded: LoadedPlan, window: WindowDir, mode: str, order: str, archive: list[ArchiveNoise]
+) -> WindowContext:
+    return WindowContext(
+        window_id=window.window_id,
+        mode=mode,
+        decision_cells={name: cell.decision for name, cell in loaded.plan.cells.items()},
+        production_clock_cap_mhz=loaded.plan.window.production_clock_cap_mhz,
+        order="candidate-first" if order == "candidate-first" else "control-first",
+        archive=archive,
+    )
+
+
+def close(
+    loaded: LoadedPlan,
+    window: WindowDir,
+    *,
+    mode: str,
+    order: str,
+    rule: RuleSpec,
+    archive: Path,
+    commit: str | None,
+) -> Decision:
+    pooled = read_jsonl(window.pooled)
+    noise_now = archive_noise(archive, loaded.plan.cells, rule, commit, loaded.plan.window.production_clock_cap_mhz)
+    context = context_for(loaded, window, mode, order, noise_now)
+    write_json_atomic(window.path / "context.json", {"format": CONTEXT_FORMAT, **context.model_dump(mode="json")})
+    decision = decide(decision_rows(pooled), rule=rule, context=context)
+    write_json_atomic(window.decision, decision)
+    write_text_atomic(window.summary, render_summary(loaded.path, loaded.sha256, decision, pooled))
+    return decision
+
+
+def archive_controls(
+    loaded: LoadedPlan, window: WindowDir, *, mode: str, archive: Path, commit: str | None, controls: dict[str, str]
+) -> int:
+    rows = control_rows(
+        window_id=window.window_id,
+        commit=commit,
+        mode=mode,
+        control_starts=controls,
+        max_tokens={name: cell.max_tokens for name, cell in loaded.plan.cells.items()},
+        pooled=read_jsonl(window.pooled),
+    )
+    append_controls(archive, rows)
+    return len(rows)

@@ -1,0 +1,107 @@
+"""`fairwin prompts`: built-in and user families, pins a plan accepts, cutting to a token count."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fairwin.cli import main
+from fairwin.receipts import sha256_file
+from fairwin.sim.model import tokenize
+from tests.integration.helpers import SimProcess
+
+
+def rows(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_builtin_families_and_their_pins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "prompts"
+    code = main(["prompts", "--family", "prose", "--family", "code", "--out", str(out), "--count", "3",
+                 "--min-chars", "5000", "--plan-dir", str(tmp_path)])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    for name in ("prose", "code"):
+        prompts = rows(out / f"{name}.jsonl")
+        assert len(prompts) == 3 and all(len(str(p["text"])) >= 5000 for p in prompts)
+        order = json.loads((out / f"{name}.order.json").read_text())
+        assert order["schema"] == "fairwin.order/1" and sorted(order["ids"]) == [p["id"] for p in prompts]
+        assert f'order_sha256 = "{sha256_file(out / f"{name}.order.json")}"' in printed
+        assert f'prompts = "prompts/{name}.jsonl"' in printed
+    assert "def " in str(rows(out / "code.jsonl")[0]["text"])
+    assert "def " not in str(rows(out / "prose.jsonl")[0]["text"])[:2000]
+
+
+def test_same_inputs_same_files(tmp_path: Path) -> None:
+    for run in ("a", "b"):
+        assert main(["prompts", "--family", "prose", "--out", str(tmp_path / run), "--count", "2",
+                     "--min-chars", "3000"]) == 0  # fmt: skip
+    assert sha256_file(tmp_path / "a" / "prose.jsonl") == sha256_file(tmp_path / "b" / "prose.jsonl")
+    assert sha256_file(tmp_path / "a" / "prose.order.json") == sha256_file(tmp_path / "b" / "prose.order.json")
+
+
+def test_user_directory_and_jsonl_sources(tmp_path: Path) -> None:
+    corpus = tmp_path / "opinions"
+    corpus.mkdir()
+    for i in range(4):
+        (corpus / f"case{i}.txt").write_text(f"Opinion {i}. " * 200)
+    filings = tmp_path / "filings.jsonl"
+    filings.write_text("".join(json.dumps({"id": f"f{i}", "text": f"Filing {i}. " * 300}) + "\n" for i in range(3)))
+    out = tmp_path / "out"
+    assert main(["prompts", "--family", f"opinions={corpus}", "--family", f"filings={filings}", "--out", str(out),
+                 "--count", "2", "--min-chars", "2000"]) == 0  # fmt: skip
+    assert [p["source"] for p in rows(out / "opinions.jsonl")] == ["case0", "case1"]
+    assert [p["source"] for p in rows(out / "filings.jsonl")] == ["f0", "f1"]
+
+
+@pytest.fixture
+def sim() -> Iterator[SimProcess]:
+    server = SimProcess("--model", "tok")
+    try:
+        server.wait_healthy()
+        yield server
+    finally:
+        server.stop()
+
+
+def test_cut_to_tokens_with_the_servers_tokenize(tmp_path: Path, sim: SimProcess) -> None:
+    out = tmp_path / "out"
+    assert main(["prompts", "--family", "code", "--out", str(out), "--count", "3", "--min-chars", "4000",
+                 "--tokens", "300", "--tokenize-url", sim.url, "--model", "tok"]) == 0  # fmt: skip
+    for prompt in rows(out / "code.jsonl"):
+        assert prompt["tokens"] == 300 == len(tokenize(str(prompt["text"])))
+
+
+def test_cut_to_tokens_with_a_local_tokenizer(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(["alpha beta gamma delta " * 50], trainers.BpeTrainer(special_tokens=["<unk>"]))
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    out = tmp_path / "out"
+    assert main(["prompts", "--family", "prose", "--out", str(out), "--count", "2", "--min-chars", "3000",
+                 "--tokens", "200", "--tokenizer", str(path)]) == 0  # fmt: skip
+    for prompt in rows(out / "prose.jsonl"):
+        assert prompt["tokens"] == 200 == len(tokenizer.encode(str(prompt["text"])).ids)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tokens", "10"], "--tokens needs --tokenize-url URL"),
+        (["--tokenizer", "x.json"], "--tokens needs --tokenize-url URL"),
+        (["--count", "500", "--min-chars", "100000"], "lower --count or --min-chars"),
+        (["--tokens", "10", "--tokenizer", "missing.json"], "not a tokenizer.json"),
+    ],
+)
+def test_bad_prompt_requests_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    code = main(["prompts", "--family", "prose", "--out", str(tmp_path / "o"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err
