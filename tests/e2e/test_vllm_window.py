@@ -71,4 +71,4 @@ def test_the_speculative_candidate_wins_at_temperature_zero(spec_window: Window)
 def test_an_identical_candidate_does_not_win(aa_window: Window) -> None:
     decision = aa_window.json("decision.json")
     assert decision["verdict"] != "WIN", [c["reasons"] for c in decision["cells"]]
-    assert aa_window.json("window.json")["order"] == ["s1:B", "s2:B", "s3:B"]
+    assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B", "B", "B"]

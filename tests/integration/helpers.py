@@ -31,7 +31,7 @@ def fairwin(*args: str, timeout: float = 300, cwd: Path | None = None) -> subpro
 
 
 def only_window(plan: Path) -> Path:
-    windows = list((plan.parent / "windows").iterdir())
+    windows = [p for p in (plan.parent / "windows").iterdir() if p.is_dir()]
     assert len(windows) == 1, windows
     return windows[0]
 

@@ -30,7 +30,7 @@ def test_clearly_faster_candidate_wins(make_plan: PlanFactory) -> None:
     assert status(window)["state"] == "complete"
     decision = json.loads((window / "decision.json").read_text())
     assert decision["verdict"] == "WIN"
-    assert decision["cells"][0]["primary"]["point_pct"] > 20
+    assert decision["cells"][0]["primary"]["estimate"]["point_pct"] > 20
     rows = read_jsonl(window / "pooled.jsonl")
     by_start = {r["start"]: r for r in rows if r["repeat"] == 1}
     assert by_start["s1"]["accepted_tokens"] == by_start["s3"]["accepted_tokens"] == 0
@@ -52,7 +52,7 @@ def test_identical_candidate_does_not_win(make_plan: PlanFactory) -> None:
     assert done.returncode == 0, done.stderr
     decision = json.loads((only_window(plan) / "decision.json").read_text())
     assert decision["verdict"] != "WIN", decision["cells"][0]["reasons"]
-    assert abs(decision["cells"][0]["primary"]["point_pct"]) < 2
+    assert abs(decision["cells"][0]["primary"]["estimate"]["point_pct"]) < 2
 
 
 def test_plan_show_prints_the_dry_plan(make_plan: PlanFactory) -> None:

@@ -28,11 +28,18 @@ def plan_check(args: argparse.Namespace) -> int:
 def plan_show(args: argparse.Namespace) -> int:
     from fairwin.plan import load_plan
     from fairwin.report.dryplan import render_dry_plan
-    from fairwin.window.run import preflight
+    from fairwin.window.run import power_check, preflight
 
     loaded = load_plan(args.plan)
     checked = preflight(loaded, args.mode)
     stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule), markup=False)
+    warnings = power_check(loaded, checked.rule)
+    stdout.print("", markup=False)
+    if warnings:
+        for warning in warnings:
+            stdout.print(f"warning: {warning}", markup=False)
+    else:
+        stdout.print("power: no warning from the control archive's noise", markup=False)
     return 0
 
 

@@ -30,7 +30,7 @@ def _interval(result: MetricResult | None) -> str:
 def decision_table(decision: Decision) -> Table:
     rule = decision.rule
     table = Table(title=f"{decision.rule_id}: {rule.primary}, {decision.order}")
-    for column in ("cell", "verdict", "control", "candidate", "primary % [interval]", "guards", "checklist"):
+    for column in ("cell", "verdict", "control", "candidate", "primary % (interval)", "guards", "checklist"):
         table.add_column(column, justify="left" if column in ("cell", "verdict", "guards") else "right")
     for cell in decision.cells:
         name = cell.cell if cell.decides else f"{cell.cell} (reported)"

@@ -85,6 +85,13 @@ def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: s
     return power_warnings(rule, plan.window.repeats, noise, deciding)
 
 
+def power_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
+    """The power warnings a run of this plan would print, without running it."""
+    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
+    commit = capture(loaded.base_dir).get("git", {}).get("commit")
+    return preflight_power(loaded, rule, archive_path(loaded, out), commit)
+
+
 def draw_order(rule: RuleSpec) -> str:
     """control-first unless the rule asks for a random order; then a fair coin from the OS."""
     if rule.order == "control-first":

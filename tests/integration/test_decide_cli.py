@@ -1,0 +1,119 @@
+"""decide, rules and archive, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fairwin.decision import WIN2_V1
+from tests.conftest import PlanFactory
+from tests.integration.helpers import fairwin
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "decision.md"
+
+
+def docs_rows(tmp_path: Path) -> Path:
+    block = re.search(r"```jsonl\n(.*?)```", DOCS.read_text(), re.S)
+    assert block is not None
+    path = tmp_path / "rows.jsonl"
+    path.write_text(block.group(1))
+    return path
+
+
+def test_the_documented_example_gives_the_documented_decision(tmp_path: Path) -> None:
+    done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["format"] == "fairwin.decision/2" and doc["verdict"] == "WIN"
+    cell = doc["cells"][0]
+    estimate = cell["primary"]["estimate"]
+    assert estimate["control"] == [100.5, 99.5, 100.5] and estimate["deltas"] == [5.5, 5.5, 6.0]
+    assert (round(estimate["point_pct"], 2), round(estimate["ci_low_pct"], 2), round(estimate["ci_high_pct"], 2)) == (
+        5.66, 4.94, 6.37,
+    )  # fmt: skip
+    assert [g["failed"] for g in cell["guards"]] == [False, False]
+    assert cell["checklist_literal"]["verdict"] == "LOSS"
+    assert doc["rule_sha256"] == WIN2_V1.sha256
+
+
+def test_two_rules_side_by_side(tmp_path: Path) -> None:
+    done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1",
+                   "--rule", "win2-launch-v1", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    docs = json.loads(done.stdout)
+    assert [(d["rule_id"], d["verdict"]) for d in docs] == [("win2-v1", "WIN"), ("win2-launch-v1", "NEUTRAL")]
+    table = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1",
+                    "--rule", "win2-launch-v1")  # fmt: skip
+    assert "verdict: WIN" in table.stdout and "verdict: NEUTRAL" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"start": "s4", "cell": "c", "repeat": 1}', ":1: start: Input should be 's1', 's2' or 's3'"),
+        ('{"start": "s1", "repeat": 1}', ":1: cell: Field required"),
+        ('{"start": "s1", "cell": "c", "repeat": 0}', ":1: repeat: Input should be greater than or equal to 1"),
+        ("not json", ":1: (row): Invalid JSON"),
+    ],
+)
+def test_bad_pooled_rows_are_one_line_errors(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(line + "\n")
+    done = fairwin("decide", "--pooled", str(path), "--mode", "controlled")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    assert "needs --mode" in fairwin("decide", "--pooled", str(docs_rows(tmp_path))).stderr
+    assert "no registered rule 'nope'" in fairwin("rules", "show", "nope").stderr
+    audit = fairwin("rules", "audit", "win2-v1")
+    assert audit.returncode == 2 and "--cv PCT or --noise-from ARCHIVE" in audit.stderr
+
+
+def test_rules_list_show_and_audit() -> None:
+    listed = fairwin("rules", "list")
+    assert "win2-v1" in listed.stdout and "win2-launch-v1" in listed.stdout
+    shown = json.loads(fairwin("rules", "show", "win2-v1").stdout)
+    assert shown["sha256"] == WIN2_V1.sha256 and shown["bar_pct"] == 2.0 and shown["guard_fail_repeats"] == 2
+    done = fairwin("rules", "audit", "win2-v1", "--cv", "1", "--trials", "300", "--effect", "5", "--json")
+    assert done.returncode == 0, done.stderr
+    audit = json.loads(done.stdout)
+    assert set(audit["no_change"]["guard_failure_rates"]) == {"accepted_per_round", "decode_tps"}
+    assert audit["effect"]["power"] is not None
+    table = fairwin("rules", "audit", "win2-v1", "--cv", "1", "--trials", "300")
+    assert "false LOSS (no change)" in table.stdout and "guard accepted_per_round fails" in table.stdout
+
+
+def test_window_decision_recomputes_exactly_and_the_archive_grows(make_plan: PlanFactory) -> None:
+    plan = make_plan(window={"repeats": 2})
+    for _ in range(2):
+        assert fairwin("run", str(plan), "--mode", "controlled", "--quiet").returncode == 0
+    windows = sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir())
+    for window in windows:
+        done = fairwin("decide", str(window), "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == json.loads((window / "decision.json").read_text())
+    archive = plan.parent / "windows" / "control-archive.jsonl"
+    stats = fairwin("archive", "stats", "--archive", str(archive), "--cell", "short-b1", "--json")
+    assert stats.returncode == 0, stats.stderr
+    rate = next(r for r in json.loads(stats.stdout) if r["metric"] == "pooled_rate_tps")
+    assert (rate["starts"], rate["windows"]) == (4, 2)
+    assert rate["launch_cv_pct"] is not None
+    # Against the archive as it is now, the first window sees the second one's starts too.
+    now = json.loads(fairwin("decide", str(windows[0]), "--archive", str(archive), "--json").stdout)
+    assert now["cells"][0]["noise"]["archive"]["starts"] == 4
+
+
+def test_a_failed_window_is_not_decided(make_plan: PlanFactory) -> None:
+    from tests.conftest import sim_role
+
+    role = sim_role("--fault", "no-metrics", model="dec-fail")
+    plan = make_plan(roles={"A": role, "B": role})
+    assert fairwin("run", str(plan), "--mode", "controlled", "--quiet").returncode == 3
+    (window,) = (plan.parent / "windows").iterdir()
+    done = fairwin("decide", str(window))
+    assert done.returncode == 2 and "is 'failed', not complete" in done.stderr
