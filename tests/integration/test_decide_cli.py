@@ -89,14 +89,18 @@ def test_rules_list_show_and_audit() -> None:
 
 
 def test_window_decision_recomputes_exactly_and_the_archive_grows(make_plan: PlanFactory) -> None:
-    plan = make_plan(window={"repeats": 2})
+    cell = {"families": ["prose", "code"], "max_tokens": 32, "streams_per_wave": 1}
+    cells = {"short-b1": {**cell, "prompt_tokens": 64}, "a-long": {**cell, "prompt_tokens": 256, "decision": False}}
+    plan = make_plan(window={"repeats": 2}, cells=cells)
     for _ in range(2):
         assert fairwin("run", str(plan), "--mode", "controlled", "--quiet").returncode == 0
     windows = sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir())
     for window in windows:
         done = fairwin("decide", str(window), "--json")
         assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout) == json.loads((window / "decision.json").read_text())
+        recomputed = json.loads(done.stdout)
+        assert recomputed == json.loads((window / "decision.json").read_text())
+        assert [(c["cell"], c["decides"]) for c in recomputed["cells"]] == [("short-b1", True), ("a-long", False)]
     archive = plan.parent / "windows" / "control-archive.jsonl"
     stats = fairwin("archive", "stats", "--archive", str(archive), "--cell", "short-b1", "--json")
     assert stats.returncode == 0, stats.stderr

@@ -40,7 +40,9 @@ def rows_for(s1: list[float], s2: list[float], s3: list[float], cell: str = "c",
 
 
 def ctx(cells: dict[str, bool] | None = None, **kw: Any) -> WindowContext:
-    return WindowContext(window_id="w", mode="controlled", decision_cells=cells or {"c": True}, **kw)
+    cells = cells or {"c": True}
+    reported = [name for name, decides in cells.items() if not decides]
+    return WindowContext(window_id="w", mode="controlled", cells=list(cells), reported=reported, **kw)
 
 
 def one(rows: list[DecisionRow], **kw: Any):  # type: ignore[no-untyped-def]

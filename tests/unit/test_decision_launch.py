@@ -34,7 +34,7 @@ def archive(cv: float, starts: int, metrics: tuple[str, ...] = ("pooled_rate_tps
 
 
 def decide(data: list[DecisionRow], **kw: Any):  # type: ignore[no-untyped-def]
-    context = WindowContext(window_id="w", mode="m", decision_cells={"c": True}, **kw)
+    context = WindowContext(window_id="w", mode="m", cells=["c"], **kw)
     return decide_cell(data, "c", WIN2_LAUNCH_V1, context)
 
 

@@ -97,7 +97,7 @@ def audit(
     guard_fails = dict.fromkeys(rule.guards, 0)
     for _ in range(trials):
         order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
-        context = WindowContext(window_id="audit", mode="audit", decision_cells={CELL: True}, order=order,
+        context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order,
                                 archive=archive)  # fmt: skip
         decision = decide_cell(_rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order), CELL, rule,
                                context)  # fmt: skip

@@ -61,7 +61,7 @@ def _with_guards(verdict: Verdict, guards: Sequence[GuardResult], valid: bool) -
 
 
 def decide_cell(rows: Sequence[DecisionRow], cell: str, rule: RuleSpec, context: WindowContext) -> CellDecision:
-    decides = context.decision_cells[cell]
+    decides = cell not in context.reported
     table = arrange(rows, cell, context.order)
     empty: dict[str, Any] = {
         "validity": None,
@@ -128,7 +128,7 @@ def window_verdict(cells: Sequence[CellDecision]) -> tuple[Verdict, list[str]]:
 
 
 def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContext) -> Decision:
-    cells = [decide_cell(rows, cell, rule, context) for cell in context.decision_cells]
+    cells = [decide_cell(rows, cell, rule, context) for cell in context.cells]
     verdict, reasons = window_verdict(cells)
     return Decision(
         window_id=context.window_id,

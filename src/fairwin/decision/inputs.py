@@ -62,13 +62,14 @@ class ArchiveNoise(BaseModel):
 
 
 class WindowContext(BaseModel):
-    """Everything besides the rows: which cells decide, the plan's production clock cap, the order."""
+    """Everything besides the rows: the cells (and which never decide), production's clock cap, the order."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     window_id: str
     mode: str
-    decision_cells: dict[str, bool]
+    cells: list[str] = Field(min_length=1, description="Every cell, in the plan's order.")
+    reported: list[str] = Field(default_factory=list, description="Cells that are measured but never decide.")
     production_clock_cap_mhz: float | None = None
     order: Literal["control-first", "candidate-first"] = "control-first"
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")

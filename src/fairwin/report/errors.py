@@ -25,11 +25,12 @@ def window_noise(decision: Decision) -> tuple[float, float, int] | None:
         archive = cell.noise.archive if cell.noise else None
         if archive is not None and archive.repeat_cv_pct is not None:
             repeat_cv = archive.repeat_cv_pct
+        elif cell.noise is not None and cell.noise.off_off_spread_pct:
+            # Two controls of one repeat differ by x1 - x3, whose variance is twice one value's.
+            spread = cell.noise.off_off_spread_pct
+            repeat_cv = math.sqrt(sum(s * s for s in spread) / len(spread) / 2.0)
         else:
-            # Under no change with i.i.d. repeats, var(d) = var(s2) + var(mean(s1, s3)) = 1.5 var(x).
-            mean = sum(estimate.deltas) / estimate.n
-            var = sum((d - mean) ** 2 for d in estimate.deltas) / (estimate.n - 1)
-            repeat_cv = 100.0 * math.sqrt(var / 1.5) / estimate.control_mean
+            continue
         launch_cv = archive.launch_cv_pct if archive is not None and archive.launch_cv_pct is not None else 0.0
         return max(repeat_cv, 1e-6), launch_cv, estimate.n
     return None

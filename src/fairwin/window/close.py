@@ -50,7 +50,8 @@ def context_for(
     return WindowContext(
         window_id=window.window_id,
         mode=mode,
-        decision_cells={name: cell.decision for name, cell in loaded.plan.cells.items()},
+        cells=list(loaded.plan.cells),
+        reported=[name for name, cell in loaded.plan.cells.items() if not cell.decision],
         production_clock_cap_mhz=loaded.plan.window.production_clock_cap_mhz,
         order="candidate-first" if order == "candidate-first" else "control-first",
         archive=archive,

@@ -93,7 +93,8 @@ def decide_pooled(
     context = WindowContext(
         window_id=path.stem,
         mode=mode,
-        decision_cells={cell: cell not in reported for cell in cells},
+        cells=cells,
+        reported=reported,
         production_clock_cap_mhz=clock_cap_mhz,
     )
     return [decide(rows, rule=rule, context=context) for rule in rules]
