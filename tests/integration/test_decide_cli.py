@@ -107,6 +107,12 @@ def test_window_decision_recomputes_exactly_and_the_archive_grows(make_plan: Pla
     rate = next(r for r in json.loads(stats.stdout) if r["metric"] == "pooled_rate_tps")
     assert (rate["starts"], rate["windows"]) == (4, 2)
     assert rate["launch_cv_pct"] is not None
+    audit = fairwin("rules", "audit", "win2-launch-v1", "--noise-from", str(archive), "--cell", "short-b1",
+                    "--trials", "200", "--json")  # fmt: skip
+    assert audit.returncode == 0, audit.stderr
+    no_change = json.loads(audit.stdout)["no_change"]
+    assert no_change["repeat_cv_pct"] == pytest.approx(rate["repeat_cv_pct"])
+    assert no_change["launch_cv_pct"] == pytest.approx(rate["launch_cv_pct"])
     # Against the archive as it is now, the first window sees the second one's starts too.
     now = json.loads(fairwin("decide", str(windows[0]), "--archive", str(archive), "--json").stdout)
     assert now["cells"][0]["noise"]["archive"]["starts"] == 4

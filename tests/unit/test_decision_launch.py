@@ -6,6 +6,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from fairwin.decision import WIN2_LAUNCH_V1, ArchiveNoise, DecisionRow, WindowContext, decide_cell
@@ -128,3 +130,20 @@ def test_rule_is_registered_apart_from_win2_v1() -> None:
     assert set(RULES) == {"win2-v1", "win2-launch-v1"}
     assert WIN2_LAUNCH_V1.sha256 != WIN2_V1.sha256
     assert (WIN2_LAUNCH_V1.order, WIN2_LAUNCH_V1.equivalence_confidence) == ("random", 0.90)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(80, 120), min_size=9, max_size=9),
+    st.floats(0.1, 5.0),
+    st.integers(2, 40),
+)
+def test_intervals_are_nested_around_the_point(values: list[float], cv: float, starts: int) -> None:
+    cell = decide(rows(values[0:3], values[3:6], values[6:9]), archive=archive(cv=cv, starts=starts))
+    est = cell.primary.estimate  # type: ignore[union-attr]
+    assert est.ci_low_pct <= est.equivalence_low_pct <= est.point_pct  # type: ignore[operator]
+    assert est.point_pct <= est.equivalence_high_pct <= est.ci_high_pct  # type: ignore[operator]
+    assert est.df == starts  # 1 from the window + (starts - 1) from the archive
+    assert cell.verdict in ("WIN", "LOSS", "NEUTRAL", "NO-CHANGE")
+    if cell.verdict == "NO-CHANGE":
+        assert est.equivalence_low_pct > -2 and est.equivalence_high_pct < 2  # type: ignore[operator]

@@ -36,7 +36,8 @@ class Estimate(BaseModel):
     equivalence_confidence: float | None = None
 
 
-def _check(metric: str, control: np.ndarray, candidate: np.ndarray) -> float:
+def check_control(metric: str, control: np.ndarray, candidate: np.ndarray) -> float:
+    """The control mean, which every percentage divides by; refuses what has no percentage."""
     if len(control) != len(candidate) or len(control) < 2:
         raise ValueError(f"{metric}: an interval needs >= 2 complete repeats")
     control_mean = float(control.mean())
@@ -45,10 +46,48 @@ def _check(metric: str, control: np.ndarray, candidate: np.ndarray) -> float:
     return control_mean
 
 
+def make_estimate(
+    metric: str,
+    method: Literal["paired-t", "two-level"],
+    control: np.ndarray,
+    candidate: np.ndarray,
+    interval: tuple[float, float],
+    confidence: float,
+    df: float,
+    equivalence: tuple[float, float, float] | None = None,
+) -> Estimate:
+    """An Estimate from per-repeat values and intervals of mean(d) in the metric's own units.
+
+    ``equivalence`` is (low, high, level) of a second, narrower interval, when the rule has one.
+    """
+    control_mean = check_control(metric, control, candidate)
+    deltas = candidate - control
+    scale = 100.0 / control_mean
+    eq_low, eq_high, eq_level = equivalence if equivalence is not None else (None, None, None)
+    return Estimate(
+        metric=metric,
+        method=method,
+        n=len(deltas),
+        control=control.tolist(),
+        candidate=candidate.tolist(),
+        deltas=deltas.tolist(),
+        control_mean=control_mean,
+        candidate_mean=float(candidate.mean()),
+        point_pct=float(deltas.mean()) * scale,
+        ci_low_pct=interval[0] * scale,
+        ci_high_pct=interval[1] * scale,
+        confidence=confidence,
+        df=df,
+        equivalence_low_pct=None if eq_low is None else eq_low * scale,
+        equivalence_high_pct=None if eq_high is None else eq_high * scale,
+        equivalence_confidence=eq_level,
+    )
+
+
 def paired_t(metric: str, control: Sequence[float], candidate: Sequence[float], confidence: float) -> Estimate:
     """The paired-t interval of mean(candidate - control) on n - 1 degrees of freedom (scipy)."""
     ctl, cand = np.asarray(control, dtype=float), np.asarray(candidate, dtype=float)
-    control_mean = _check(metric, ctl, cand)
+    check_control(metric, ctl, cand)
     deltas = cand - ctl
     if float(np.ptp(deltas)) == 0.0:
         # Identical differences: the interval collapses onto the point (scipy would return NaN).
@@ -56,22 +95,7 @@ def paired_t(metric: str, control: Sequence[float], candidate: Sequence[float], 
     else:
         interval = stats.ttest_rel(cand, ctl).confidence_interval(confidence_level=confidence)
         low, high = float(interval.low), float(interval.high)
-    scale = 100.0 / control_mean
-    return Estimate(
-        metric=metric,
-        method="paired-t",
-        n=len(deltas),
-        control=ctl.tolist(),
-        candidate=cand.tolist(),
-        deltas=deltas.tolist(),
-        control_mean=control_mean,
-        candidate_mean=float(cand.mean()),
-        point_pct=float(deltas.mean()) * scale,
-        ci_low_pct=low * scale,
-        ci_high_pct=high * scale,
-        confidence=confidence,
-        df=len(deltas) - 1,
-    )
+    return make_estimate(metric, "paired-t", ctl, cand, (low, high), confidence, len(deltas) - 1)
 
 
 def verdict_for(estimate: Estimate, bar_pct: float, higher_is_better: bool) -> Verdict:

@@ -22,7 +22,7 @@ from scipy import stats
 
 from fairwin.decision.document import GuardResult
 from fairwin.decision.inputs import ArchiveNoise
-from fairwin.decision.paired import Estimate, paired_t
+from fairwin.decision.paired import Estimate, check_control, make_estimate, paired_t
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
 
@@ -82,40 +82,18 @@ class TwoLevel:
 
     def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate:
         control, candidate = table.control_candidate(metric)
-        control_mean = float(control.mean())
-        if control_mean <= 0:
-            raise ValueError(f"{metric}: control mean is {control_mean}; a percentage needs a positive control")
+        control_mean = check_control(metric, control, candidate)
         tau2, df = self.tau2(table, metric, control_mean)
         se = float(np.sqrt(1.5 * tau2))
-        deltas = candidate - control
-        point = float(deltas.mean())
-        scale = 100.0 / control_mean
+        point = float((candidate - control).mean())
 
         def interval(level: float) -> tuple[float, float]:
             half = float(stats.t.ppf(0.5 + level / 2.0, df)) * se
-            return (point - half) * scale, (point + half) * scale
+            return point - half, point + half
 
-        low, high = interval(confidence)
         eq_level = self.rule.equivalence_confidence
-        eq = interval(eq_level) if eq_level is not None else (None, None)
-        return Estimate(
-            metric=metric,
-            method="two-level",
-            n=len(deltas),
-            control=control.tolist(),
-            candidate=candidate.tolist(),
-            deltas=deltas.tolist(),
-            control_mean=control_mean,
-            candidate_mean=float(candidate.mean()),
-            point_pct=point * scale,
-            ci_low_pct=low,
-            ci_high_pct=high,
-            confidence=confidence,
-            df=df,
-            equivalence_low_pct=eq[0],
-            equivalence_high_pct=eq[1],
-            equivalence_confidence=eq_level,
-        )
+        equivalence = (*interval(eq_level), eq_level) if eq_level is not None else None
+        return make_estimate(metric, "two-level", control, candidate, interval(confidence), confidence, df, equivalence)
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
         try:

@@ -12,25 +12,16 @@ from typing import Any
 from fairwin import __version__
 
 
+def _git(directory: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10, check=True)
+    return done.stdout.strip()
+
+
 def git_state(directory: Path) -> dict[str, Any]:
     """The commit and whether the tree is dirty; {} outside a git work tree."""
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
+        commit = _git(directory, "rev-parse", "HEAD")
+        dirty = _git(directory, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return {}
     return {"commit": commit, "dirty": bool(dirty)}
