@@ -112,7 +112,7 @@ def run_window(engine: Engine, directory: Path, mode: str) -> Window:
         capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    (window,) = (directory / "windows").iterdir()
+    (window,) = [p for p in (directory / "windows").iterdir() if p.is_dir()]
     return Window(window, done.stdout)
 
 
