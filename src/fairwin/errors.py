@@ -21,7 +21,9 @@ escaping is a bug and keeps its traceback.
     │   │   ├── TransportError                 no answer: refused, reset, timed out
     │   │   └── StreamError                    a reply that was not a valid, full stream
     │   ├── PromptError                        a prompt cannot be cut to its cell's length
-    │   └── MetricsError                       /metrics missing, unparseable or without a counter
+    │   ├── MetricsError                       /metrics missing, unparseable or without a counter
+    │   └── RuntimeCheckError                  a start's environment or speculative config is not the declared one
+    ├── GateRefused                   exit 4   a gate refused before any host was touched
     └── Interrupted                   exit 130 Ctrl-C or SIGTERM; servers were stopped
 """
 
@@ -110,6 +112,16 @@ class PromptError(WindowError):
 
 class MetricsError(WindowError):
     """The server's /metrics is missing, unparseable, or lacks a counter the pooling needs."""
+
+
+class RuntimeCheckError(WindowError):
+    """A start's effective environment or speculative configuration is not the declared one."""
+
+
+class GateRefused(FairwinError):
+    """A gate refused (qualification, correctness receipt, runtime declaration, budget); nothing was touched."""
+
+    exit_code = 4
 
 
 class Interrupted(FairwinError):

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def speculative_server(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     directory = tmp_path_factory.mktemp("api")
-    server = LocalServer(make_spec("B", Role.model_validate(ROLES["B"]), directory), directory / "server.log")
+    server = LocalServer(make_spec("B", {"B": Role.model_validate(ROLES["B"])}, directory), directory / "server.log")
     server.start()
     try:
 

@@ -173,3 +173,28 @@ def test_chat_cells_stream_through_chat_completions(make_plan: PlanFactory) -> N
     # The chat template's tokens count too: the prepared length is what the server saw.
     assert all(s["prompt_tokens"] == s["prompt_tokens_expected"] for s in streams)
     assert all(s["completion_tokens"] == s["max_tokens"] for s in streams)
+
+
+def test_a_start_whose_real_environment_differs_is_refused_and_stopped(make_plan: PlanFactory) -> None:
+    wrapped = sim_role(model="env-wrapped")
+    wrapped["argv"] = ["env", "SURPRISE=1", *wrapped["argv"]]
+    plan = make_plan(roles={"A": wrapped, "B": sim_role(model="env-b")})
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 3, done.stderr
+    assert "role A: the running server's environment differs from the declared one in SURPRISE" in done.stderr
+    window = only_window(plan)
+    assert status(window)["state"] == "failed" and status(window)["error_type"] == "RuntimeCheckError"
+    assert processes_with("env-wrapped") == [] and processes_with("env-b") == []
+    assert json.loads((window / "starts" / "s1" / "start.json").read_text())["stop"]["signal"] == "SIGTERM"
+
+
+def test_a_wrong_speculative_declaration_refuses_before_anything_starts(make_plan: PlanFactory) -> None:
+    roles = {
+        "A": sim_role(model="spec-a", speculative={}),
+        "B": sim_role("--spec-tokens", "4", model="spec-b", speculative={"method": "sim", "num_speculative_tokens": 5}),
+    }
+    plan = make_plan(roles=roles)
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 4
+    assert "field 'num_speculative_tokens' is 4 at launch, the role declares 5" in done.stderr
+    assert not (plan.parent / "windows").exists()

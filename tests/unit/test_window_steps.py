@@ -60,6 +60,9 @@ class ThreadSim:
         self.events.append(f"healthy {self.spec.role_name}")
         return 0.01
 
+    def process_env(self) -> dict[str, str] | None:
+        return self.spec.env
+
     def stop(self) -> StopRecord:
         self.events.append(f"stop {self.spec.role_name}")
         self.loop.call_soon_threadsafe(self.loop.stop)

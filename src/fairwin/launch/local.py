@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,21 +66,42 @@ class LaunchSpec:
     startup_timeout_s: float
     stop_timeout_s: float
     model: str
+    base_role: str | None = None
+    base_env: dict[str, str] | None = None  # the base role's effective env, for the runtime check
+    allowed_env_differences: tuple[str, ...] = ()
 
 
-def make_spec(role_name: str, role: Role, plan_dir: Path) -> LaunchSpec:
-    port = free_port() if role.port == "auto" else role.port
-    values = {"port": str(port), "python": sys.executable, "plan_dir": str(plan_dir)}
+def _declared_env(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> dict[str, str]:
+    """A role's declared variables: its base's (minus unset_env), then its env files, then its env."""
+    role = roles[role_name]
     declared: dict[str, str] = {}
+    if role.base is not None:
+        declared = _declared_env(role.base, roles, plan_dir)
+        for key in role.unset_env:
+            declared.pop(key, None)
     for env_file in role.env_files:
         path = env_file if env_file.is_absolute() else plan_dir / env_file
         if not path.is_file():
             raise PlanError(f"roles.{role_name}.env_files: {path} does not exist; fix the path")
         declared.update({k: v or "" for k, v in dotenv_values(path).items()})
     declared.update(role.env)
-    declared = {k: fill(v, values) for k, v in declared.items()}
+    return declared
+
+
+def _effective_env(role: Role, declared: dict[str, str], values: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ) if role.inherit_env else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    env.update(declared)
+    env.update({k: fill(v, values) for k, v in declared.items()})
+    return env
+
+
+def make_spec(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> LaunchSpec:
+    role = roles[role_name]
+    port = free_port() if role.port == "auto" else role.port
+    values = {"port": str(port), "python": sys.executable, "plan_dir": str(plan_dir)}
+    declared = _declared_env(role_name, roles, plan_dir)
+    base_env = None
+    if role.base is not None:
+        base_env = _effective_env(roles[role.base], _declared_env(role.base, roles, plan_dir), values)
     cwd = None
     if role.cwd is not None:
         cwd = Path(fill(str(role.cwd), values))
@@ -88,15 +110,28 @@ def make_spec(role_name: str, role: Role, plan_dir: Path) -> LaunchSpec:
     return LaunchSpec(
         role_name=role_name,
         argv=[fill(arg, values) for arg in role.argv],
-        env=env,
-        declared_env=declared,
+        env=_effective_env(role, declared, values),
+        declared_env={k: fill(v, values) for k, v in declared.items()},
         cwd=cwd,
         base_url=base_url,
         health_url=base_url + role.health_path,
         startup_timeout_s=role.startup_timeout_s,
         stop_timeout_s=role.stop_timeout_s,
         model=role.served_model,
+        base_role=role.base,
+        base_env=base_env,
+        allowed_env_differences=tuple(role.allowed_env_differences),
     )
+
+
+def read_process_env(pid: int) -> dict[str, str] | None:
+    """The environment a process is running with; None where /proc cannot tell."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in pairs}
 
 
 @dataclass
@@ -135,6 +170,9 @@ class LocalServer:
                     f"role {self.spec.role_name}: cannot run {self.spec.argv[0]!r}: {exc.strerror}; fix the role's argv"
                 ) from None
         self.started_unix = time.time()
+
+    def process_env(self) -> dict[str, str] | None:
+        return read_process_env(self.process.pid) if self.process is not None else None
 
     def log_tail(self) -> str:
         try:

@@ -44,6 +44,14 @@ class Role(StrictModel):
     startup_timeout_s: float = Field(600.0, gt=0)
     stop_timeout_s: float = Field(30.0, gt=0)
     served_model: str = Field(min_length=1, description="The model name requests carry.")
+    base: str | None = Field(None, description="Derive from this role's environment (e.g. production's).")
+    unset_env: list[str] = Field(default_factory=list, description="With base: keys removed from the base env.")
+    allowed_env_differences: list[str] = Field(
+        default_factory=list, description="Keys whose effective value may differ from the base role's."
+    )
+    speculative: dict[str, Any] | None = Field(
+        None, description="The declared speculative config; {} means none. Checked at every start."
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -136,7 +144,41 @@ class BudgetSettings(StrictModel):
     stop_s: float = Field(10.0, ge=0)
     decode_ms_per_token: float = Field(20.0, gt=0)
     prefill_ms_per_token: float = Field(0.5, ge=0)
-    limit_min: float = Field(85.0, gt=0)
+    limit_min: float = Field(85.0, gt=0, description="The dry upper bound must fit this.")
+    measurement_limit_min: float = Field(73.0, gt=0, description="The measurement must end by this.")
+    pair_reserve_s: float = Field(333.0, ge=0, description="Reserve for restarting a pair of servers.")
+    dry_reserve_s: float = Field(600.0, ge=0, description="The reserve's upper bound for the dry bound.")
+    restore_s: float = Field(0.0, ge=0, description="Closing the window: restoring production and watching it.")
+
+
+class Qualification(StrictModel):
+    """What must not change between the qualified commit and the commit under test."""
+
+    repo: Path = Field(Path(), description="The git work tree, relative to the plan.")
+    measurement_layer: list[str] = Field(
+        default_factory=list, description="Globs of files allowed to change (the measurement layer)."
+    )
+    carried_files: list[str] = Field(default_factory=list, description="Files that must be byte-identical.")
+    carried_prefixes: list[str] = Field(default_factory=list, description="Every file under these must be identical.")
+    carried_units: list[str] = Field(
+        default_factory=list, description="path.py::Qualified.Name units that must be AST-identical."
+    )
+
+    @field_validator("carried_units")
+    @classmethod
+    def _unit_form(cls, value: list[str]) -> list[str]:
+        for unit in value:
+            path, sep, name = unit.partition("::")
+            if not sep or not path.endswith(".py") or not name:
+                raise ValueError(f"{unit!r} is not path.py::QualifiedName")
+        return value
+
+
+class Runtime(StrictModel):
+    standard_verification: bool = Field(
+        False, description="Every start's speculative config must use standard verification."
+    )
+    check_env: bool = Field(True, description="Compare every start's real environment with the declared one.")
 
 
 class Plan(StrictModel):
@@ -146,6 +188,8 @@ class Plan(StrictModel):
     modes: dict[str, Mode] = Field(default_factory=dict)
     families: dict[str, Family] = Field(min_length=1)
     cells: dict[str, Cell] = Field(min_length=1)
+    qualification: Qualification = Field(default_factory=Qualification)
+    runtime: Runtime = Field(default_factory=Runtime)
 
     @field_validator("roles", "modes", "families", "cells")
     @classmethod
@@ -172,6 +216,15 @@ class Plan(StrictModel):
                         f"cells.{cell_name}.families names {family!r}, which is not declared; "
                         f"declared families: {', '.join(sorted(self.families))}"
                     )
+        for role_name, role in self.roles.items():
+            if role.base is not None and role.base not in self.roles:
+                raise ValueError(f"roles.{role_name}.base names role {role.base!r}, which is not declared")
+            if role.base == role_name:
+                raise ValueError(f"roles.{role_name}.base names the role itself")
+            if role.base is not None and self.roles[role.base].base is not None:
+                raise ValueError(f"roles.{role_name}.base: {role.base!r} is derived itself; derive from one level only")
+            if role.base is None and (role.unset_env or role.allowed_env_differences):
+                raise ValueError(f"roles.{role_name}: unset_env and allowed_env_differences need a base role")
         if not any(cell.decision for cell in self.cells.values()):
             raise ValueError("no cell has decision = true; a window needs at least one decision cell")
         return self

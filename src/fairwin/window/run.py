@@ -17,6 +17,7 @@ from pathlib import Path
 from fairwin.decision import Decision, RuleSpec, get_rule
 from fairwin.errors import FairwinError, Interrupted
 from fairwin.gates.power import power_warnings
+from fairwin.gates.runtime import check_declared_env, check_speculative
 from fairwin.launch.local import make_spec
 from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
@@ -41,9 +42,12 @@ class Preflight:
 def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
     """Everything that can be refused before a directory is made or a server started."""
     mode = resolve_mode(loaded, mode_name)
-    for role in {mode.control, mode.candidate}:
-        make_spec(role, loaded.plan.roles[role], loaded.base_dir)  # env files and {env:NAME} must resolve
-    return Preflight(mode_name=mode_name, mode=mode, rule=get_rule(loaded.plan.window.rule))
+    plan = loaded.plan
+    for role in sorted({mode.control, mode.candidate}):
+        spec = make_spec(role, plan.roles, loaded.base_dir)  # env files and {env:NAME} must resolve
+        check_declared_env(spec)
+        check_speculative(role, plan.roles[role].speculative, spec.argv, plan.runtime.standard_verification)
+    return Preflight(mode_name=mode_name, mode=mode, rule=get_rule(plan.window.rule))
 
 
 @dataclass

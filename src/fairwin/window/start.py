@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from fairwin.gates.runtime import check_running_env, check_speculative
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
 from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare
 from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
@@ -36,6 +37,8 @@ class ServerHandle(Protocol):
     def start(self) -> None: ...
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float: ...
+
+    def process_env(self) -> dict[str, str] | None: ...
 
     def stop(self) -> StopRecord: ...
 
@@ -173,9 +176,12 @@ async def _run_waves(
 
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     plan = ctx.loaded.plan
-    spec = make_spec(start.role, plan.roles[start.role], ctx.loaded.base_dir)
+    spec = make_spec(start.role, plan.roles, ctx.loaded.base_dir)
     directory = ctx.window.start_dir(start.name)
     server = ctx.launcher(spec, directory / "server.log")
+    speculative = check_speculative(
+        start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
+    )
     receipt: dict[str, Any] = {
         "format": "fairwin.start/1",
         "start": start.name,
@@ -185,6 +191,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         "declared_env": redacted(spec.declared_env),
         "base_url": spec.base_url,
         "model": spec.model,
+        "speculative": speculative,
     }
     target = Target(start=start.name, kind=start.kind, role=start.role, base_url=spec.base_url, model=spec.model)
     timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
@@ -195,6 +202,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             receipt["healthy_after_s"] = await server.wait_healthy(session)
             ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
+            if plan.runtime.check_env:
+                receipt["env_check"] = check_running_env(spec, server.process_env()) or ["matches the declaration"]
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
             await _warm_up(ctx, session, target)

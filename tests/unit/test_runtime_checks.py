@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fairwin.errors import GateRefused, RuntimeCheckError
+from fairwin.gates.runtime import check_declared_env, check_running_env, check_speculative, effective_speculative
+from fairwin.launch.local import make_spec
+from fairwin.plan.models import Role
+
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
+
+
+def role(**kw: object) -> Role:
+    base = {"argv": ["server"], "base_url": "http://127.0.0.1:1", "served_model": "m", "inherit_env": False}
+    return Role.model_validate({**base, **kw})
+
+
+def test_speculative_config_from_vllm_and_sim_arguments() -> None:
+    assert effective_speculative(["vllm", "--speculative-config", NGRAM]) == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+    }
+    assert effective_speculative(["vllm", f"--speculative_config={NGRAM}"])["method"] == "ngram"
+    assert effective_speculative(["fairwin", "sim", "--spec-tokens", "3"]) == {
+        "method": "sim",
+        "num_speculative_tokens": 3,
+    }
+    assert effective_speculative(["fairwin", "sim", "--spec-tokens", "0"]) == {}
+    assert effective_speculative(["vllm", "--model", "m"]) == {}
+    with pytest.raises(GateRefused, match="is not JSON"):
+        effective_speculative(["vllm", "--speculative-config", "{method: ngram"])
+
+
+def test_declared_speculative_config_must_match_field_by_field() -> None:
+    argv = ["vllm", "--speculative-config", NGRAM]
+    assert check_speculative("B", {"method": "ngram", "num_speculative_tokens": 4}, argv, standard=True)
+    with pytest.raises(GateRefused, match="field 'num_speculative_tokens' is 4 at launch, the role declares 5"):
+        check_speculative("B", {"method": "ngram", "num_speculative_tokens": 5}, argv, standard=False)
+    with pytest.raises(GateRefused, match="field 'method' is None at launch, the role declares 'ngram'"):
+        check_speculative("A", {"method": "ngram", "num_speculative_tokens": 4}, ["vllm"], standard=False)
+    assert check_speculative("A", {}, ["vllm"], standard=True) == {}  # declared: no speculation
+    assert check_speculative("A", None, argv, standard=False)  # not declared: not checked
+
+
+def test_standard_verification() -> None:
+    synthetic = ["vllm", "--speculative-config", '{"method": "ngram", "rejection_sample_method": "synthetic"}']
+    with pytest.raises(GateRefused, match="rejection_sample_method 'synthetic'; the plan requires standard"):
+        check_speculative("B", None, synthetic, standard=True)
+    assert check_speculative("B", None, synthetic, standard=False)
+    explicit = ["vllm", "--speculative-config", '{"method": "ngram", "rejection_sample_method": "standard"}']
+    assert check_speculative("B", None, explicit, standard=True)
+
+
+def test_derived_role_may_differ_from_its_base_only_where_allowed(tmp_path: Path) -> None:
+    roles = {
+        "PROD": role(env={"POLICY": "adaptive", "K": "5", "SHARED": "1"}),
+        "P": role(base="PROD", unset_env=["K"], env={"TRACE": "/mnt/trace"}, allowed_env_differences=["K", "TRACE"]),
+        "Q": role(base="PROD", env={"POLICY": "fixed"}, allowed_env_differences=["TRACE"]),
+    }
+    spec = make_spec("P", roles, tmp_path)
+    assert spec.declared_env == {"POLICY": "adaptive", "SHARED": "1", "TRACE": "/mnt/trace"}
+    check_declared_env(spec)
+    with pytest.raises(GateRefused, match="differs from base role PROD in POLICY, which allowed_env_differences"):
+        check_declared_env(make_spec("Q", roles, tmp_path))
+
+
+def test_running_env_must_equal_the_declared_one(tmp_path: Path) -> None:
+    spec = make_spec("A", {"A": role(env={"X": "1"})}, tmp_path)
+    assert check_running_env(spec, dict(spec.env)) == []
+    with pytest.raises(RuntimeCheckError, match="differs from the declared one in SURPRISE"):
+        check_running_env(spec, {**spec.env, "SURPRISE": "1"})
+    with pytest.raises(RuntimeCheckError, match="in X;"):
+        check_running_env(spec, {k: v for k, v in spec.env.items() if k != "X"})
+    assert "not checked" in check_running_env(spec, None)[0]
