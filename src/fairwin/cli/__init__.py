@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fairwin import __version__
-from fairwin.cli import _decision, _window
+from fairwin.cli import _decision, _gates, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 
@@ -80,8 +80,42 @@ def build_parser() -> argparse.ArgumentParser:
     prompts.add_argument("--model", default="", help="model name for --tokenize-url")
     prompts.add_argument("--tokenizer", help="count tokens with this local tokenizer.json instead of a server")
     prompts.set_defaults(func=_window.prompts)
+    run.add_argument("--qualification", help="a CARRIED receipt from `fairwin qualify carry`")
+    run.add_argument(
+        "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"
+    )
     _decision_parsers(commands)
+    _gate_parsers(commands)
     return parser
+
+
+def _gate_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    qualify = commands.add_parser("qualify", help="carry a qualification from commit Q to the commit under test")
+    qualify_commands = qualify.add_subparsers(dest="qualify_command", required=True, metavar="SUBCOMMAND")
+    carry = qualify_commands.add_parser("carry", help="check nothing outside the measurement layer changed")
+    carry.add_argument("--plan", required=True, help="the plan whose [qualification] declares the layer")
+    carry.add_argument("--receipt", required=True, help="the admission receipt (fairwin.admission/1, QUALIFIED)")
+    carry.add_argument("--qualified-commit", required=True)
+    carry.add_argument("--head", default="HEAD", help="the commit under test (default HEAD)")
+    carry.add_argument("--repo", help="the git work tree (default: the plan's qualification.repo)")
+    carry.add_argument("--out", required=True, help="where to write the carry receipt")
+    carry.set_defaults(func=_gates.qualify_carry)
+
+    gate = commands.add_parser("gate", help="correctness gate receipts")
+    gate_commands = gate.add_subparsers(dest="gate_command", required=True, metavar="SUBCOMMAND")
+    run = gate_commands.add_parser("run", help="run a check command and record a receipt: gate run ... -- CMD ...")
+    run.add_argument("--name", required=True)
+    run.add_argument("--out", required=True, help="the receipt; the full output goes beside it as .log")
+    run.add_argument("--artifact", action="append", default=[], help="a file whose sha256 the receipt binds")
+    run.add_argument("--repo", default=".", help="the git work tree whose HEAD the receipt records")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    run.set_defaults(func=_gates.gate_run)
+
+    budget = commands.add_parser("budget", help="how good the window estimates have been")
+    budget_commands = budget.add_subparsers(dest="budget_command", required=True, metavar="SUBCOMMAND")
+    history = budget_commands.add_parser("history", help="estimated against actual measurement time, per window")
+    history.add_argument("--dir", default="windows", help="the directory of windows")
+    history.set_defaults(func=_gates.budget_history)
 
 
 def _decision_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

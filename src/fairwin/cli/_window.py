@@ -26,13 +26,15 @@ def plan_check(args: argparse.Namespace) -> int:
 
 
 def plan_show(args: argparse.Namespace) -> int:
+    from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
     from fairwin.report.dryplan import render_dry_plan
     from fairwin.window.run import power_check, preflight
 
     loaded = load_plan(args.plan)
     checked = preflight(loaded, args.mode)
-    stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule), markup=False)
+    budgets = estimates(loaded, loaded.resolve(loaded.plan.window.output_dir))
+    stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
     warnings = power_check(loaded, checked.rule)
     stdout.print("", markup=False)
     if warnings:
@@ -44,6 +46,7 @@ def plan_show(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fairwin.gates.sequence import GateInputs
     from fairwin.plan import load_plan
     from fairwin.report.console import print_decision
     from fairwin.window.run import run_window
@@ -51,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_plan(args.plan)
     output = Path(args.out) if args.out else None
     say = (lambda _msg: None) if args.quiet else (lambda msg: stderr.print(msg, markup=False))
-    result = asyncio.run(run_window(loaded, args.mode, say=say, output_dir=output))
+    gates = GateInputs(
+        qualification=Path(args.qualification) if args.qualification else None,
+        gates=[Path(p) for p in args.require_gate],
+    )
+    result = asyncio.run(run_window(loaded, args.mode, say=say, output_dir=output, gates=gates))
     print_decision(stdout, result.decision)
     stdout.print(f"report: {result.window.summary}")
     return 0

@@ -1,34 +1,106 @@
-"""The window's estimated duration, from the plan's declared (assumed) costs.
+"""The window's time budget: an estimate that must fit before anything starts, and how good it was.
 
-The estimate is deliberately simple and explicit: each start costs a server start,
-one warm-up stream, every cell's waves, and a stop. A wave of S streams at
-concurrency C runs ceil(S / C) batches, each as long as one stream's prefill plus
-max_tokens decode steps. Every input is a number the plan states, so the estimate
-can be checked by hand.
+Each start costs a server start, one warm-up stream, every cell's waves and a stop.
+Costs come from earlier windows of the same roles and cells when there are any
+(*measured*: the median over the windows found) and from the plan's ``[budget]``
+otherwise (*assumed*); the table says which is which. The window then needs its
+close (``restore_s``) and a reserve for restarting a pair of servers; the dry bound
+uses the reserve's upper bound. A window is refused when its dry bound exceeds
+``limit_min`` or its measurement end exceeds ``measurement_limit_min``.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from fairwin.plan.loading import LoadedPlan
+from fairwin.errors import GateRefused, PlanError
+from fairwin.plan.loading import LoadedPlan, parse_plan
+from fairwin.plan.models import Cell, Mode, Role
+from fairwin.plan.schedule import starts_for
+from fairwin.receipts import read_jsonl
+
+
+def cell_key(cell: Cell) -> str:
+    return json.dumps(
+        [cell.endpoint, cell.prompt_tokens, cell.max_tokens, cell.streams_per_wave, cell.concurrency], sort_keys=True
+    )
+
+
+def role_key(role: Role) -> str:
+    return json.dumps(role.argv)
+
+
+@dataclass
+class Calibration:
+    """Measured costs from earlier complete windows: per role (by argv) and per cell (by shape)."""
+
+    startup_s: dict[str, list[float]] = field(default_factory=dict)
+    stop_s: dict[str, list[float]] = field(default_factory=dict)
+    wave_s: dict[str, list[float]] = field(default_factory=dict)
+    windows: int = 0
+
+
+def calibrate(output_dir: Path) -> Calibration:
+    found = Calibration()
+    if not output_dir.is_dir():
+        return found
+    for window in sorted(p for p in output_dir.iterdir() if p.is_dir()):
+        try:
+            if json.loads((window / "status.json").read_text()).get("state") != "complete":
+                continue
+            _, plan = parse_plan(window / "plan.toml")
+            for start_file in sorted((window / "starts").glob("*/start.json")):
+                start = json.loads(start_file.read_text())
+                key = role_key(plan.roles[start["role"]])
+                found.startup_s.setdefault(key, []).append(float(start["healthy_after_s"]))
+                found.stop_s.setdefault(key, []).append(float(start["stop"]["seconds"]))
+            for wave in read_jsonl(window / "waves.jsonl"):
+                found.wave_s.setdefault(cell_key(plan.cells[wave["cell"]]), []).append(float(wave["seconds"]))
+        except (OSError, ValueError, KeyError, PlanError):
+            continue  # a window that cannot be read calibrates nothing; it is not this gate's to judge
+        found.windows += 1
+    return found
+
+
+@dataclass(frozen=True)
+class StartCost:
+    start: str
+    role: str
+    startup_s: float
+    warmup_s: float
+    waves_s: float
+    stop_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.startup_s + self.warmup_s + self.waves_s + self.stop_s
 
 
 @dataclass(frozen=True)
 class Estimate:
-    per_start_s: float
-    starts: int
+    mode: str
+    starts: list[StartCost]
+    restore_s: float
+    pair_reserve_s: float
+    dry_reserve_s: float
+    sources: dict[str, str]
     waves_per_start: int
-    streams_per_start: int
 
     @property
-    def total_s(self) -> float:
-        return self.per_start_s * self.starts
+    def measurement_end_s(self) -> float:
+        return sum(s.total_s for s in self.starts)
 
     @property
-    def total_min(self) -> float:
-        return self.total_s / 60.0
+    def reserve_total_s(self) -> float:
+        return self.measurement_end_s + self.restore_s + self.pair_reserve_s
+
+    @property
+    def dry_bound_s(self) -> float:
+        return self.measurement_end_s + self.restore_s + self.dry_reserve_s
 
 
 def stream_seconds(loaded: LoadedPlan, prompt_tokens: int, max_tokens: int) -> float:
@@ -36,17 +108,73 @@ def stream_seconds(loaded: LoadedPlan, prompt_tokens: int, max_tokens: int) -> f
     return (prompt_tokens * budget.prefill_ms_per_token + max_tokens * budget.decode_ms_per_token) / 1000.0
 
 
-def estimate(loaded: LoadedPlan, starts: int = 3) -> Estimate:
-    plan = loaded.plan
-    budget = plan.budget
-    per_start = budget.startup_s + budget.stop_s
-    shortest = min(plan.cells.values(), key=lambda cell: cell.prompt_tokens)
-    per_start += stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
-    waves = streams = 0
-    for cell in plan.cells.values():
-        cell_waves = plan.window.repeats * len(cell.families)
-        batches = math.ceil(cell.streams_per_wave / cell.concurrency)
-        per_start += cell_waves * batches * stream_seconds(loaded, cell.prompt_tokens, cell.max_tokens)
-        waves += cell_waves
-        streams += cell_waves * cell.streams_per_wave
-    return Estimate(per_start_s=per_start, starts=starts, waves_per_start=waves, streams_per_start=streams)
+def _median(values: list[float] | None) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibration | None = None) -> Estimate:
+    plan, budget = loaded.plan, loaded.plan.budget
+    found = calibration or Calibration()
+    sources: dict[str, str] = {}
+    waves_s = 0.0
+    waves = 0
+    for name, cell in plan.cells.items():
+        count = plan.window.repeats * len(cell.families)
+        waves += count
+        measured = _median(found.wave_s.get(cell_key(cell)))
+        if measured is not None:
+            waves_s += count * measured
+            sources[f"cell {name}"] = (
+                f"measured: median wave {measured:.1f} s over {len(found.wave_s[cell_key(cell)])} waves"
+            )
+        else:
+            batches = math.ceil(cell.streams_per_wave / cell.concurrency)
+            waves_s += count * batches * stream_seconds(loaded, cell.prompt_tokens, cell.max_tokens)
+            sources[f"cell {name}"] = "assumed: [budget] ms per token"
+    shortest = min(plan.cells.values(), key=lambda c: c.prompt_tokens)
+    warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
+    starts = []
+    for start in starts_for(mode):
+        key = role_key(plan.roles[start.role])
+        startup, stop = _median(found.startup_s.get(key)), _median(found.stop_s.get(key))
+        sources[f"role {start.role} start"] = (
+            f"measured: median {startup:.1f} s over {len(found.startup_s[key])} starts" if startup is not None
+            else f"assumed: {budget.startup_s:g} s"
+        )  # fmt: skip
+        starts.append(
+            StartCost(start.name, start.role, startup if startup is not None else budget.startup_s, warmup, waves_s,
+                      stop if stop is not None else budget.stop_s)
+        )  # fmt: skip
+    return Estimate(mode_name, starts, budget.restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves)
+
+
+def check_budget(loaded: LoadedPlan, found: Estimate) -> None:
+    budget = loaded.plan.budget
+    end_min, dry_min = found.measurement_end_s / 60.0, found.dry_bound_s / 60.0
+    if end_min > budget.measurement_limit_min:
+        raise GateRefused(
+            f"budget: the measurement would end at {end_min:.1f} min, past its {budget.measurement_limit_min:g} min "
+            "limit; fewer repeats, cells or streams, or a larger limit in [budget]"
+        )
+    if dry_min > budget.limit_min:
+        room = budget.limit_min * 60.0 - found.measurement_end_s - found.restore_s
+        raise GateRefused(
+            f"budget: the dry bound is {dry_min:.1f} min, over the {budget.limit_min:g} min limit; it fits while the "
+            f"pair reserve is at most {max(room, 0.0):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s)"
+        )
+
+
+def render_table(estimates: list[Estimate], loaded: LoadedPlan) -> list[str]:
+    budget = loaded.plan.budget
+    lines = [
+        f"| mode | {budget.pair_reserve_s:g} s pair reserve | measurement ends "
+        f"| {budget.dry_reserve_s:g} s dry bound |",
+        "|---|---|---|---|",
+    ]
+    for found in estimates:
+        fits = "" if found.dry_bound_s / 60 <= budget.limit_min else " (refuses)"
+        lines.append(
+            f"| {found.mode} | {found.reserve_total_s / 60:.1f} min | {found.measurement_end_s / 60:.1f} min | "
+            f"{found.dry_bound_s / 60:.1f} min{fits} |"
+        )
+    return lines

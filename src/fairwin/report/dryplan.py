@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from fairwin.decision import RuleSpec
-from fairwin.gates.budget import estimate, stream_seconds
+from fairwin.gates.budget import Estimate, render_table
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import starts_for, waves_for
 
 
-def render_dry_plan(loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSpec) -> str:
+def render_dry_plan(loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSpec, estimates: list[Estimate]) -> str:
     plan = loaded.plan
     lines = [
         f"plan {loaded.path} (sha256 {loaded.sha256})",
-        f"mode {mode_name}: control {mode.control}, candidate {mode.candidate}; rule {rule.id}",
+        f"mode {mode_name}: control {mode.control}, candidate {mode.candidate}; rule {rule.id} "
+        f"({'order drawn at random' if rule.order == 'random' else 'control first'})",
         "",
         "starts, in order (each: launch, health, 1 warm-up stream, every cell's waves, stop):",
     ]
@@ -31,20 +32,16 @@ def render_dry_plan(loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSp
         for wave in waves_for(loaded, cell_name):
             ids = ", ".join(p.id for p in wave.prompts)
             lines.append(f"  wave {wave.index:>2}  repeat {wave.repeat}  {wave.family:<10} seed {wave.seed}  [{ids}]")
+    chosen = next(e for e in estimates if e.mode == mode_name)
     budget = plan.budget
-    est = estimate(loaded)
-    lines += [
-        "",
-        "estimated duration (assumed costs from [budget]; not yet calibrated):",
-        f"  per start: {budget.startup_s:g} s start + {budget.stop_s:g} s stop + "
-        f"{est.waves_per_start} waves / {est.streams_per_start} streams "
-        f"at {budget.decode_ms_per_token:g} ms/token decode, {budget.prefill_ms_per_token:g} ms/token prefill",
-    ]
-    for cell_name, cell in plan.cells.items():
-        lines.append(f"  one {cell_name} stream: {stream_seconds(loaded, cell.prompt_tokens, cell.max_tokens):.1f} s")
-    fits = "fits" if est.total_min <= budget.limit_min else "EXCEEDS"
-    lines.append(
-        f"  window: {est.starts} starts x {est.per_start_s / 60:.1f} min = {est.total_min:.1f} min "
-        f"({fits} the {budget.limit_min:g} min limit)"
-    )
+    lines += ["", f"estimated duration (limits: dry bound {budget.limit_min:g} min, measurement end "
+              f"{budget.measurement_limit_min:g} min):", ""]  # fmt: skip
+    lines += render_table(estimates, loaded)
+    lines += ["", f"per start in {mode_name} ({chosen.waves_per_start} waves each):"]
+    for cost in chosen.starts:
+        lines.append(
+            f"  {cost.start} role {cost.role}: start {cost.startup_s:.1f} s, warm-up {cost.warmup_s:.1f} s, "
+            f"waves {cost.waves_s:.1f} s, stop {cost.stop_s:.1f} s"
+        )
+    lines += ["", "where the costs come from:"] + [f"  {what}: {how}" for what, how in chosen.sources.items()]
     return "\n".join(lines)

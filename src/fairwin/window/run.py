@@ -18,6 +18,7 @@ from fairwin.decision import Decision, RuleSpec, get_rule
 from fairwin.errors import FairwinError, Interrupted
 from fairwin.gates.power import power_warnings
 from fairwin.gates.runtime import check_declared_env, check_speculative
+from fairwin.gates.sequence import GateInputs, actual_times, run_gates
 from fairwin.launch.local import make_spec
 from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
@@ -111,11 +112,14 @@ async def run_window(
     say: Callable[[str], None] = _quiet,
     output_dir: Path | None = None,
     order: str | None = None,
+    gates: GateInputs | None = None,
 ) -> WindowResult:
     """Run one window. ``order`` overrides the rule's (tests; chained windows that balance orders)."""
     checked = preflight(loaded, mode_name)
     plan = loaded.plan
     out = output_dir or loaded.resolve(plan.window.output_dir)
+    gate_summary = run_gates(loaded, mode_name, checked.mode, gates or GateInputs(), out)
+    say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
     environment = capture(loaded.base_dir)
     commit = environment.get("git", {}).get("commit")
     archive = archive_path(loaded, out)
@@ -147,6 +151,7 @@ async def run_window(
                 "rule_sha256": checked.rule.sha256,
                 "archive": str(archive),
                 "power_warnings": warnings,
+                "gates": gate_summary,
                 "families": {
                     name: {"prompts_sha256": fam.prompts_sha256, "order_sha256": fam.order_sha256}
                     for name, fam in loaded.families.items()
@@ -173,6 +178,11 @@ async def run_window(
         controls = {s.name: s.role for s in starts if s.kind == "control"}
         count = archive_controls(loaded, window, mode=mode_name, archive=archive, commit=commit, controls=controls)
         say(f"archived {count} control rows in {archive}")
+        actual = actual_times(window.journal)
+        write_json_atomic(
+            window.path / "budget.json",
+            {"format": "fairwin.budget/1", "estimate": gate_summary["budget"], "actual_s": actual},
+        )
 
     steps = [
         Step("open", open_window),

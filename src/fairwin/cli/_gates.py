@@ -1,0 +1,64 @@
+"""Handlers for qualify, gate and budget."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from fairwin.cli._console import stdout
+from fairwin.errors import InputError
+
+
+def qualify_carry(args: argparse.Namespace) -> int:
+    from fairwin.gates.qualify import carry
+    from fairwin.plan import parse_plan
+
+    plan_path = Path(args.plan)
+    _, plan = parse_plan(plan_path)
+    repo = Path(args.repo) if args.repo else (plan_path.parent / plan.qualification.repo)
+    document = carry(repo, plan.qualification, Path(args.receipt), args.qualified_commit, args.head, Path(args.out))
+    stdout.print(
+        f"CARRIED: {document['qualified_commit'][:12]} -> {document['head'][:12]}; {document['files_compared']} "
+        f"files outside the measurement layer identical, {len(document['units'])} units AST-identical; "
+        f"receipt {args.out}",
+        markup=False,
+    )
+    return 0
+
+
+def gate_run(args: argparse.Namespace) -> int:
+    from fairwin.gates.correctness import run_gate
+
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    document = run_gate(args.name, command, Path(args.out), [Path(a) for a in args.artifact], Path(args.repo))
+    stdout.print(
+        f"gate {args.name} PASS in {document['duration_s']:.1f} s at {document['commit'][:12]}; receipt {args.out}",
+        markup=False,
+    )
+    return 0
+
+
+def budget_history(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise InputError(f"{directory}: no such directory of windows")
+    table = Table(title=f"budget history in {directory}")
+    for column in ("window", "estimated min", "actual min", "actual / estimated"):
+        table.add_column(column, justify="left" if column == "window" else "right")
+    rows = 0
+    for path in sorted(directory.glob("*/budget.json")):
+        record = json.loads(path.read_text())
+        estimated = record["estimate"]["measurement_end_s"] / 60
+        last_start = max(v for k, v in record["actual_s"].items() if k.startswith("start "))
+        actual = last_start / 60
+        table.add_row(path.parent.name, f"{estimated:.2f}", f"{actual:.2f}", f"{actual / estimated:.2f}")
+        rows += 1
+    if not rows:
+        raise InputError(f"{directory}: no finished window has a budget.json yet")
+    stdout.print(table)
+    return 0

@@ -1,0 +1,90 @@
+"""Correctness gate receipts: a recorded PASS of a check command at a commit, bound to artifact hashes.
+
+``fairwin gate run`` runs the check (for example a CPU-only test suite of the
+candidate's kernels), keeps its whole output in a log beside the receipt, and
+records the exit status, the commit it ran at, the duration, the output's tail and
+the sha256 of every declared artifact. Before a window, every required receipt must
+be PASS at the commit under test, for the very artifacts the qualification recorded.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fairwin.errors import GateRefused
+from fairwin.gates.qualify import git
+from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.receipts import sha256_file
+
+GATE_FORMAT = "fairwin.gate-run/1"
+TAIL_CHARS = 4000
+
+
+def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[Path], repo: Path) -> dict[str, Any]:
+    if not command:
+        raise GateRefused("gate run needs a command after --")
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no").strip())
+    log = out.with_suffix(".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    started, t0 = time.time(), time.monotonic()
+    with log.open("wb") as handle:
+        try:
+            status = subprocess.run(list(command), stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
+        except OSError as exc:
+            raise GateRefused(f"gate {name}: cannot run {command[0]!r}: {exc.strerror}") from None
+    duration = time.monotonic() - t0
+    hashes = {str(path): sha256_file(path) if path.is_file() else None for path in artifacts}
+    missing = [p for p, digest in hashes.items() if digest is None]
+    verdict = "PASS" if status == 0 and not missing else "FAIL"
+    document = {
+        "format": GATE_FORMAT,
+        "name": name,
+        "verdict": verdict,
+        "command": list(command),
+        "exit_status": status,
+        "commit": commit,
+        "dirty": dirty,
+        "started_unix": started,
+        "duration_s": duration,
+        "log": str(log),
+        "output_tail": log.read_bytes()[-TAIL_CHARS:].decode("utf-8", "replace"),
+        "artifacts": hashes,
+    }
+    write_receipt(out, document)
+    if verdict != "PASS":
+        why = f"exit status {status}" if status != 0 else f"artifacts missing: {', '.join(missing)}"
+        raise GateRefused(f"gate {name} FAILED ({why}); receipt {out}, output in {log}")
+    return document
+
+
+def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | None) -> dict[str, Any]:
+    """Refuse unless the receipt is PASS at ``head`` and its artifacts are the qualified ones."""
+    receipt = read_receipt(path, GATE_FORMAT)
+    name = receipt.get("name")
+    if receipt.get("verdict") != "PASS":
+        raise GateRefused(f"gate {name}: receipt {path} is {receipt.get('verdict')}, not PASS")
+    if receipt.get("commit") != head:
+        raise GateRefused(
+            f"gate {name}: receipt {path} ran at {str(receipt.get('commit'))[:12]}, not at the commit under test "
+            f"{head[:12]}; run the gate again at HEAD"
+        )
+    if receipt.get("dirty"):
+        raise GateRefused(f"gate {name}: receipt {path} ran on a dirty work tree; commit, then run it again")
+    for artifact, digest in receipt.get("artifacts", {}).items():
+        key = Path(artifact).name
+        if qualified_artifacts is None:
+            raise GateRefused(f"gate {name}: artifact {key} needs --qualification to say which sha256 was qualified")
+        expected = qualified_artifacts.get(key)
+        if expected is None:
+            raise GateRefused(f"gate {name}: artifact {key} is not among the qualified artifacts")
+        if expected != digest:
+            raise GateRefused(
+                f"gate {name}: artifact {key} has sha256 {str(digest)[:16]}..., the qualified one "
+                f"{expected[:16]}...; the artifact being measured is not the one that was qualified"
+            )
+    return receipt

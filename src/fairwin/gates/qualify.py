@@ -1,0 +1,144 @@
+"""Qualification carry: a change qualified at commit Q holds at the commit under test H only
+if nothing outside the measurement layer changed.
+
+Files are compared by git blob id (byte identity, without reading a byte). Declared
+code units (``path.py::Qualified.Name``) are compared by ``ast.dump`` without
+positions, so comments and formatting may change and a unit still carries; any
+change to its code, docstring included, refuses.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from fairwin.errors import GateRefused
+from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.plan.models import Qualification
+
+ADMISSION_FORMAT = "fairwin.admission/1"
+CARRY_FORMAT = "fairwin.carry/1"
+SHOWN = 10
+
+
+def git(repo: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=60, check=False)
+    except OSError as exc:
+        raise GateRefused(f"cannot run git in {repo}: {exc.strerror}") from None
+    if done.returncode != 0:
+        raise GateRefused(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip().splitlines()[-1:]}")
+    return done.stdout
+
+
+def resolve(repo: Path, revision: str) -> str:
+    return git(repo, "rev-parse", "--verify", f"{revision}^{{commit}}").strip()
+
+
+def blobs(repo: Path, commit: str) -> dict[str, str]:
+    """path -> blob id for every file in the commit's tree."""
+    out = git(repo, "ls-tree", "-r", "-z", "--full-tree", commit)
+    result = {}
+    for entry in out.split("\0"):
+        if entry:
+            meta, path = entry.split("\t", 1)
+            result[path] = meta.split()[2]
+    return result
+
+
+def file_at(repo: Path, commit: str, path: str) -> str | None:
+    try:
+        return git(repo, "show", f"{commit}:{path}")
+    except GateRefused:
+        return None
+
+
+def unit_dump(source: str, qualified: str) -> str | None:
+    """ast.dump of the function, class or method at ``Qualified.Name``; None if there is none."""
+    try:
+        scope: list[ast.stmt] = ast.parse(source).body
+    except SyntaxError:
+        return None
+    node: ast.stmt | None = None
+    for part in qualified.split("."):
+        node = next(
+            (
+                n
+                for n in scope
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == part
+            ),
+            None,
+        )
+        if node is None:
+            return None
+        scope = node.body
+    return ast.dump(node, include_attributes=False) if node is not None else None
+
+
+def protected(path: str, rules: Qualification) -> bool:
+    """Must this file be identical? Outside the layer, or declared carried."""
+    if path in rules.carried_files or any(path.startswith(prefix) for prefix in rules.carried_prefixes):
+        return True
+    return not any(fnmatch.fnmatchcase(path, glob) for glob in rules.measurement_layer)
+
+
+def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str, Any], list[str]]:
+    results: dict[str, Any] = {}
+    problems: list[str] = []
+    for unit in units:
+        path, _, name = unit.partition("::")
+        dumps = []
+        for commit in (q, h):
+            source = file_at(repo, commit, path)
+            dumps.append(None if source is None else unit_dump(source, name))
+        at_q, at_h = dumps
+        digests = [None if d is None else hashlib.sha256(d.encode()).hexdigest() for d in dumps]
+        identical = at_q is not None and at_q == at_h
+        results[unit] = {"qualified_sha256": digests[0], "head_sha256": digests[1], "identical": identical}
+        if at_q is None or at_h is None:
+            problems.append(f"unit {unit} is missing at {'Q' if at_q is None else 'HEAD'}")
+        elif not identical:
+            problems.append(f"unit {unit} changed (its AST differs)")
+    return results, problems
+
+
+def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, head: str, out: Path) -> dict[str, Any]:
+    """Write the carry receipt; raise GateRefused (after writing it) when the qualification does not carry."""
+    admission = read_receipt(receipt_path, ADMISSION_FORMAT)
+    q, h = resolve(repo, qualified), resolve(repo, head)
+    problems: list[str] = []
+    if admission.get("verdict") != "QUALIFIED":
+        problems.append(f"the admission receipt's verdict is {admission.get('verdict')!r}, not QUALIFIED")
+    if admission.get("commit") and resolve(repo, str(admission["commit"])) != q:
+        problems.append(f"the admission receipt names commit {admission['commit']}, not {q}")
+    at_q, at_h = blobs(repo, q), blobs(repo, h)
+    missing = [f for f in rules.carried_files if f not in at_q]
+    problems += [f"carried file {f} does not exist at the qualified commit" for f in missing]
+    compared = sorted(p for p in at_q.keys() | at_h.keys() if protected(p, rules))
+    differing = [p for p in compared if at_q.get(p) != at_h.get(p)]
+    if differing:
+        more = f" (+{len(differing) - SHOWN} more)" if len(differing) > SHOWN else ""
+        problems.append(f"files outside the measurement layer differ: {', '.join(differing[:SHOWN])}{more}")
+    units, unit_problems = _check_units(repo, q, h, rules.carried_units)
+    problems += unit_problems
+    document = {
+        "format": CARRY_FORMAT,
+        "verdict": "REFUSED" if problems else "CARRIED",
+        "reasons": problems,
+        "qualified_commit": q,
+        "head": h,
+        "admission": {"path": str(receipt_path), "sha256": hashlib.sha256(receipt_path.read_bytes()).hexdigest()},
+        "artifacts": admission.get("artifacts", {}),
+        "rules": rules.model_dump(mode="json"),
+        "files_compared": len(compared),
+        "files_differing": differing,
+        "units": units,
+    }
+    write_receipt(out, document)
+    if problems:
+        raise GateRefused(f"qualification does not carry from {q[:12]} to {h[:12]}: {problems[0]} (receipt: {out})")
+    return document

@@ -1,0 +1,210 @@
+"""The gates on real git repositories and real subprocesses; nothing is touched when one refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairwin.errors import GateRefused
+from fairwin.gates.sequence import GateInputs
+from fairwin.plan import load_plan
+from fairwin.receipts import sha256_file
+from fairwin.window.run import run_window
+from tests.conftest import PlanFactory
+from tests.integration.helpers import fairwin
+
+RUNTIME = "def serve(port):\n    return port\n"
+MEASURE = """class Runner:
+    def launch(self, argv):
+        # start the server
+        return list(argv)
+
+
+def pool(rows):
+    return sum(rows)
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, {"src/runtime.py": RUNTIME, "bench/measure.py": MEASURE, "bench/cells.py": "CELLS = 2\n",
+                  "bench/frozen/order.txt": "a b c\n", ".gitignore": "*.bin\n"}, "qualified")  # fmt: skip
+    (repo / "kernel.bin").write_bytes(b"\x01\x02")  # a build output, not tracked
+    return repo
+
+
+QUALIFICATION = {
+    "measurement_layer": ["bench/*"],
+    "carried_files": ["bench/cells.py"],
+    "carried_prefixes": ["bench/frozen/"],
+    "carried_units": ["bench/measure.py::Runner.launch"],
+}
+
+
+def plan_with_qualification(make_plan: PlanFactory, repo: Path) -> Path:
+    plan = make_plan()
+    lines = ["[qualification]", f'repo = "{repo}"'] + [f"{k} = {json.dumps(v)}" for k, v in QUALIFICATION.items()]
+    plan.write_text(plan.read_text() + "\n" + "\n".join(lines) + "\n")
+    return plan
+
+
+def admission(tmp_path: Path, repo: Path, q: str, verdict: str = "QUALIFIED") -> Path:
+    path = tmp_path / "admission.json"
+    artifacts = {"kernel.bin": sha256_file(repo / "kernel.bin")}
+    path.write_text(
+        json.dumps({"format": "fairwin.admission/1", "verdict": verdict, "commit": q, "artifacts": artifacts})
+    )
+    return path
+
+
+def carry(plan: Path, receipt: Path, q: str, out: Path):  # type: ignore[no-untyped-def]
+    return fairwin("qualify", "carry", "--plan", str(plan), "--receipt", str(receipt), "--qualified-commit", q,
+                   "--out", str(out))  # fmt: skip
+
+
+CHANGES = {
+    "measurement layer only": ({"bench/measure.py": MEASURE + "\n\ndef extra():\n    return 1\n"}, None),
+    "comment inside a unit": ({"bench/measure.py": MEASURE.replace("# start the server", "# launch it")}, None),
+    "byte outside the layer": ({"src/runtime.py": RUNTIME + "\n"}, "outside the measurement layer differ: src/runtime.py"),
+    "unit code": ({"bench/measure.py": MEASURE.replace("list(argv)", "tuple(argv)")}, "Runner.launch changed"),
+    "carried file in the layer": ({"bench/cells.py": "CELLS = 3\n"}, "differ: bench/cells.py"),
+    "carried prefix": ({"bench/frozen/order.txt": "c b a\n"}, "differ: bench/frozen/order.txt"),
+    "new file outside the layer": ({"src/new.py": "X = 1\n"}, "differ: src/new.py"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CHANGES))
+def test_qualification_carry(make_plan: PlanFactory, repo: Path, tmp_path: Path, case: str) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    files, refusal = CHANGES[case]
+    h = commit(repo, files, case)
+    out = tmp_path / "carried.json"
+    done = carry(plan_with_qualification(make_plan, repo), admission(tmp_path, repo, q), q, out)
+    receipt = json.loads(out.read_text())
+    assert receipt["qualified_commit"] == q and receipt["head"] == h
+    if refusal is None:
+        assert done.returncode == 0, done.stderr
+        assert receipt["verdict"] == "CARRIED" and receipt["units"]["bench/measure.py::Runner.launch"]["identical"]
+    else:
+        assert done.returncode == 4
+        assert receipt["verdict"] == "REFUSED"
+        assert done.stderr.count("\n") == 1 and refusal in done.stderr, done.stderr
+
+
+def test_carry_refuses_an_admission_that_is_not_qualified(make_plan: PlanFactory, repo: Path, tmp_path: Path) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    done = carry(plan_with_qualification(make_plan, repo), admission(tmp_path, repo, q, "REJECTED"), q,
+                 tmp_path / "c.json")  # fmt: skip
+    assert done.returncode == 4 and "verdict is 'REJECTED', not QUALIFIED" in done.stderr
+
+
+def test_receipts_are_sealed(make_plan: PlanFactory, repo: Path, tmp_path: Path) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    out = tmp_path / "carried.json"
+    assert carry(plan_with_qualification(make_plan, repo), admission(tmp_path, repo, q), q, out).returncode == 0
+    doc = json.loads(out.read_text())
+    doc["verdict"] = "CARRIED "  # edited after writing
+    out.write_text(json.dumps(doc))
+    plan = plan_with_qualification(make_plan, repo)
+    done = fairwin("run", str(plan), "--qualification", str(out))
+    assert done.returncode == 4 and "edited after writing" in done.stderr
+
+
+def gate_run(repo: Path, out: Path, *command: str, artifact: str = "kernel.bin"):  # type: ignore[no-untyped-def]
+    return fairwin("gate", "run", "--name", "rng", "--out", str(out), "--artifact", str(repo / artifact),
+                   "--repo", str(repo), "--", *command)  # fmt: skip
+
+
+def test_gate_run_records_pass_and_fail(repo: Path, tmp_path: Path) -> None:
+    done = gate_run(repo, tmp_path / "gate.json", sys.executable, "-c", "print('six tests passed')")
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads((tmp_path / "gate.json").read_text())
+    assert receipt["verdict"] == "PASS" and receipt["exit_status"] == 0
+    assert receipt["commit"] == git(repo, "rev-parse", "HEAD")
+    assert receipt["artifacts"] == {str(repo / "kernel.bin"): sha256_file(repo / "kernel.bin")}
+    assert "six tests passed" in receipt["output_tail"] and (tmp_path / "gate.log").is_file()
+    failed = gate_run(repo, tmp_path / "bad.json", sys.executable, "-c", "raise SystemExit(3)")
+    assert failed.returncode == 4 and "gate rng FAILED (exit status 3)" in failed.stderr
+    assert json.loads((tmp_path / "bad.json").read_text())["verdict"] == "FAIL"
+
+
+def recording_launcher(events: list[str]):  # type: ignore[no-untyped-def]
+    def launch(spec, log_path):  # type: ignore[no-untyped-def]
+        events.append(f"launch {spec.role_name}")
+        raise AssertionError("a gate refused, so nothing may be launched")
+
+    return launch
+
+
+def refused(plan: Path, inputs: GateInputs) -> str:
+    events: list[str] = []
+    with pytest.raises(GateRefused) as exc:
+        asyncio.run(run_window(load_plan(plan), "controlled", launcher=recording_launcher(events), gates=inputs))
+    assert events == []  # the launcher was never called
+    assert not (plan.parent / "windows").exists()  # and no window was opened
+    return str(exc.value)
+
+
+def test_no_host_is_touched_when_a_gate_refuses(make_plan: PlanFactory, repo: Path, tmp_path: Path) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    plan = plan_with_qualification(make_plan, repo)
+    carried = tmp_path / "carried.json"
+    assert carry(plan, admission(tmp_path, repo, q), q, carried).returncode == 0
+    gate = tmp_path / "gate.json"
+    assert gate_run(repo, gate, sys.executable, "-c", "pass").returncode == 0
+    # A gate receipt for a different artifact than the one qualified.
+    (repo / "kernel.bin").write_text("rebuilt")
+    other = tmp_path / "other.json"
+    gate_run(repo, other, sys.executable, "-c", "pass")
+    message = refused(plan, GateInputs(qualification=carried, gates=[other]))
+    assert "artifact kernel.bin has sha256" in message and "not the one that was qualified" in message
+    # A gate that needs the qualified artifacts but was given none.
+    assert "needs --qualification" in refused(plan, GateInputs(gates=[gate]))
+    # The commit moved on after the carry.
+    commit(repo, {"bench/notes.txt": "x\n"}, "later")
+    assert "run `fairwin qualify carry` again" in refused(plan, GateInputs(qualification=carried))
+    # And the budget: a limit the window cannot fit.
+    small = make_plan(name="small.toml")
+    small.write_text(small.read_text().replace("decode_ms_per_token = 2", "decode_ms_per_token = 2\nlimit_min = 1"))
+    assert "over the 1 min limit" in refused(small, GateInputs())
+
+
+def test_gates_pass_and_are_recorded_in_the_window(make_plan: PlanFactory, repo: Path, tmp_path: Path) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    plan = plan_with_qualification(make_plan, repo)
+    carried, gate = tmp_path / "carried.json", tmp_path / "gate.json"
+    assert carry(plan, admission(tmp_path, repo, q), q, carried).returncode == 0
+    assert gate_run(repo, gate, sys.executable, "-c", "pass").returncode == 0
+    done = fairwin("run", str(plan), "--qualification", str(carried), "--require-gate", str(gate), "--quiet")
+    assert done.returncode == 0, done.stderr
+    (window,) = [p for p in (plan.parent / "windows").iterdir() if p.is_dir()]
+    gates = json.loads((window / "window.json").read_text())["gates"]
+    assert gates["head"] == q and gates["qualification"]["path"] == str(carried) and len(gates["gates"]) == 1
+    budget = json.loads((window / "budget.json").read_text())
+    assert budget["estimate"]["measurement_end_s"] > 0 and budget["actual_s"]["start s3"] > 0
+    history = fairwin("budget", "history", "--dir", str(plan.parent / "windows"))
+    assert history.returncode == 0 and window.name in history.stdout
+    # The next dry plan is calibrated from this window.
+    shown = fairwin("plan", "show", str(plan)).stdout
+    assert "role A start: measured: median" in shown and "cell short-b1: measured: median wave" in shown
