@@ -86,7 +86,7 @@ def carry(plan: Path, receipt: Path, q: str, out: Path):  # type: ignore[no-unty
 CHANGES = {
     "measurement layer only": ({"bench/measure.py": MEASURE + "\n\ndef extra():\n    return 1\n"}, None),
     "comment inside a unit": ({"bench/measure.py": MEASURE.replace("# start the server", "# launch it")}, None),
-    "byte outside the layer": ({"src/runtime.py": RUNTIME + "\n"}, "outside the measurement layer differ: src/runtime.py"),
+    "byte outside the layer": ({"src/runtime.py": RUNTIME + "\n"}, "layer differ: src/runtime.py"),
     "unit code": ({"bench/measure.py": MEASURE.replace("list(argv)", "tuple(argv)")}, "Runner.launch changed"),
     "carried file in the layer": ({"bench/cells.py": "CELLS = 3\n"}, "differ: bench/cells.py"),
     "carried prefix": ({"bench/frozen/order.txt": "c b a\n"}, "differ: bench/frozen/order.txt"),
