@@ -1,7 +1,8 @@
 """The ``fairwin`` command. Thin: parse, call the library, print, map errors to exit codes.
 
 Exit codes: 0 done (whatever the verdict), 1 other fairwin error, 2 bad input (nothing
-was started), 3 a window failed (its directory is marked failed), 130 interrupted.
+was started), 3 a window failed (its directory is marked failed), 4 a gate refused
+(nothing was started), 130 interrupted.
 """
 
 from __future__ import annotations
