@@ -24,6 +24,7 @@ escaping is a bug and keeps its traceback.
     │   ├── MetricsError                       /metrics missing, unparseable or without a counter
     │   └── RuntimeCheckError                  a start's environment or speculative config is not the declared one
     ├── GateRefused                   exit 4   a gate refused before any host was touched
+    ├── RehearsalFailed               exit 5   the API rehearsal ran and did not PASS
     └── Interrupted                   exit 130 Ctrl-C or SIGTERM; servers were stopped
 """
 
@@ -122,6 +123,12 @@ class GateRefused(FairwinError):
     """A gate refused (qualification, correctness receipt, runtime declaration, budget); nothing was touched."""
 
     exit_code = 4
+
+
+class RehearsalFailed(FairwinError):
+    """The API rehearsal ran and did not PASS; rehearsal.json says which probe and why."""
+
+    exit_code = 5
 
 
 class Interrupted(FairwinError):

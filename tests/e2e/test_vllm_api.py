@@ -72,3 +72,20 @@ def test_cache_salt_rules(speculative_server: LocalServer) -> None:
     url = speculative_server.spec.base_url + "/v1/completions"
     status, body = asyncio.run(post(url, {"model": "tiny", "prompt": "a", "max_tokens": 2, "cache_salt": "a/b"}))
     assert status == 400 and "cache_salt" in body
+
+
+def test_rehearsal_passes_against_the_real_server(speculative_server: LocalServer, tmp_path: Path) -> None:
+    from tests.e2e.conftest import e2e_plan
+    from tests.integration.helpers import fairwin
+
+    plan = e2e_plan(tmp_path / "plan")
+    out = tmp_path / "rehearsal"
+    done = fairwin(
+        "rehearse", str(plan), "--url", speculative_server.spec.base_url, "--model", "tiny", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads((out / "rehearsal.json").read_text())
+    assert doc["verdict"] == "PASS" and doc["cause_confirmed"]
+    control = doc["probes"][-1]
+    assert control["name"] == "control logit_bias" and control["status"] == 400
+    assert "logit_bias" in control["error_body"]

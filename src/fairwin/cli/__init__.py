@@ -85,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"
     )
+    run.add_argument("--require-rehearsal", help="a PASS rehearsal directory from `fairwin rehearse`")
+    rehearse = commands.add_parser("rehearse", help="try every request shape of a window, tiny, against production")
+    rehearse.add_argument("plan", type=Path)
+    rehearse.add_argument("--url", help="production's base URL (default: the plan's rehearsal.url)")
+    rehearse.add_argument("--out", required=True, help="a new directory for rehearsal.json and responses.jsonl")
+    rehearse.add_argument("--model", help="production's served model (default: rehearsal.model or the first role's)")
+    rehearse.add_argument("--api-key-env", help="send Authorization: Bearer $NAME (the key is never recorded)")
+    rehearse.set_defaults(func=_window.rehearse)
     _decision_parsers(commands)
     _gate_parsers(commands)
     return parser

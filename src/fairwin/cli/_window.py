@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     gates = GateInputs(
         qualification=Path(args.qualification) if args.qualification else None,
         gates=[Path(p) for p in args.require_gate],
+        rehearsal=Path(args.require_rehearsal) if args.require_rehearsal else None,
     )
     result = asyncio.run(run_window(loaded, args.mode, say=say, output_dir=output, gates=gates))
     print_decision(stdout, result.decision)
@@ -124,4 +125,24 @@ def prompts(args: argparse.Namespace) -> int:
         cut = f", each cut to {args.tokens} tokens" if args.tokens else ""
         stdout.print(f"# {family.count} prompts{cut} -> {family.prompts_path}", markup=False)
         stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
+    return 0
+
+
+def rehearse(args: argparse.Namespace) -> int:
+    from fairwin.errors import RehearsalFailed
+    from fairwin.plan import load_plan
+    from fairwin.rehearse import run_rehearsal
+
+    loaded = load_plan(args.plan)
+    document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env)
+    for probe in document["probes"]:
+        state = "ok" if probe["ok"] else probe["reading"]
+        stdout.print(f"  {probe['name']:<24} HTTP {probe.get('status')}  {state}", markup=False)
+    if document["verdict"] != "PASS":
+        confirmed = (
+            "" if document["cause_confirmed"] else " (cause not confirmed: a control probe did not fail as expected)"
+        )
+        raise RehearsalFailed(f"rehearsal FAIL{confirmed}: {document['failures'][0] if document['failures'] else ''} "
+                              f"[{args.out}/rehearsal.json]")  # fmt: skip
+    stdout.print(f"rehearsal PASS against {document['url']}; cause confirmed; {args.out}/rehearsal.json", markup=False)
     return 0

@@ -2,6 +2,7 @@
 
 1. qualification carry (``--qualification CARRIED.json``): CARRIED, to the commit under test;
 2. correctness receipts (``--require-gate R``): PASS at that commit, for the qualified artifacts;
+   the API rehearsal (``--require-rehearsal DIR``): PASS, for the plan's URL and sha256, recent enough;
 3. runtime declarations (in :func:`fairwin.window.run.preflight`): derived environments, speculative configs;
 4. the budget: the estimate must fit the plan's limits.
 
@@ -28,6 +29,7 @@ from fairwin.receipts import read_jsonl
 class GateInputs:
     qualification: Path | None = None
     gates: list[Path] = field(default_factory=list)
+    rehearsal: Path | None = None
 
 
 def estimates(loaded: LoadedPlan, output_dir: Path) -> list[Estimate]:
@@ -57,6 +59,11 @@ def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs
         summary["gates"] = [
             {"path": str(path), "sha256": require_gate(path, head, artifacts).get("sha256")} for path in inputs.gates
         ]
+    if inputs.rehearsal is not None:
+        from fairwin.rehearse import require_rehearsal  # the rehearsal module imports the gates' receipts
+
+        document = require_rehearsal(inputs.rehearsal, loaded)
+        summary["rehearsal"] = {"path": str(inputs.rehearsal), "sha256": document.get("sha256")}
     found = estimate(loaded, mode_name, mode, calibrate(output_dir))
     check_budget(loaded, found)
     summary["budget"] = budget_record(found)

@@ -181,6 +181,25 @@ class Runtime(StrictModel):
     check_env: bool = Field(True, description="Compare every start's real environment with the declared one.")
 
 
+class ControlProbe(StrictModel):
+    """A request that must come back with ``expect_status``: proof the rehearsal sees that failure."""
+
+    name: str
+    body: dict[str, Any] = Field(description="Merged into the warm-up request's body.")
+    expect_status: int = Field(ge=100, le=599)
+
+
+class RehearsalSettings(StrictModel):
+    url: str | None = Field(None, description="Production's base URL, which rehearsals must be made against.")
+    model: str | None = Field(None, description="Production's served model (default: the first role's).")
+    priority: int | None = Field(None, description="Sent as `priority` with every probe, when the server supports it.")
+    max_age_h: float = Field(24.0, gt=0, description="--require-rehearsal refuses an older rehearsal.")
+    controls: list[ControlProbe] = Field(
+        default_factory=lambda: [ControlProbe(name="logit_bias", body={"logit_bias": {"1": 1.0}}, expect_status=400)],
+        description="Default: logit_bias must be refused (vLLM refuses it whenever speculation is on).",
+    )
+
+
 class Plan(StrictModel):
     window: WindowSettings = Field(default_factory=WindowSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
@@ -190,6 +209,7 @@ class Plan(StrictModel):
     cells: dict[str, Cell] = Field(min_length=1)
     qualification: Qualification = Field(default_factory=Qualification)
     runtime: Runtime = Field(default_factory=Runtime)
+    rehearsal: RehearsalSettings = Field(default_factory=RehearsalSettings)
 
     @field_validator("roles", "modes", "families", "cells")
     @classmethod

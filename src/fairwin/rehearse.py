@@ -1,0 +1,249 @@
+"""The API rehearsal: every request shape a window will send, tried tiny against production first.
+
+A window can be lost to a request the server refuses (vLLM answers 400 to
+``logit_bias`` whenever speculative decoding is on). So before a window is queued,
+one probe per distinct request shape (every cell's stream, the warm-up, /tokenize,
+/metrics, /health) is sent with the window's own parameters except at most
+``MAX_PROBE_TOKENS`` generated tokens, back to back. Control probes with an expected
+status prove the rehearsal can see the failure it exists to catch: by default one
+that carries ``logit_bias`` and must come back 400 (``cause_confirmed``).
+
+Every reply is kept in ``responses.jsonl`` (mode 0600); ``rehearsal.json`` holds
+the verdict and, per probe, its status, the server's error body, finish reason,
+usage and the sha256 of request and response. Secrets sent as headers are never
+written anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from fairwin.errors import GateRefused, InputError
+from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.load.stream import StreamRecord, request_body
+from fairwin.load.wave import endpoint_path
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.models import ControlProbe
+from fairwin.receipts import canonical_json, write_text_atomic
+
+REHEARSAL_FORMAT = "fairwin.rehearsal/1"
+MAX_PROBE_TOKENS = 8
+PROBE_TEXT = "The rehearsal sends a short prompt with the window's own parameters."
+READING_4XX = "4xx: the probe is wrong for this server; fix the request shape before any window"
+READING_NO_ANSWER = "no answer (transport error or 5xx): the server did not answer; run the rehearsal again"
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    stream: bool = False
+    expect_status: int | None = None  # control probes only
+    expect_tokens: int | None = None
+
+
+def _stream_body(loaded: LoadedPlan, cell_name: str, model: str, max_tokens: int, salt: str) -> dict[str, Any]:
+    cell = loaded.plan.cells[cell_name]
+    record = StreamRecord(
+        start="rehearsal", role="production", cell=cell_name, wave="rehearsal", repeat=0, family="rehearsal",
+        stream=0, prompt_id="rehearsal", prompt_tokens_expected=0, seed=loaded.plan.window.base_seed,
+        cache_salt=salt, endpoint=cell.endpoint, max_tokens=max_tokens,
+    )  # fmt: skip
+    return request_body(record, model, PROBE_TEXT, cell.temperature, cell.top_p, cell.extra_body)
+
+
+def probes_for(loaded: LoadedPlan, model: str) -> list[Probe]:
+    """One probe per distinct request shape of the window, then the control probes."""
+    plan = loaded.plan
+    settings = plan.rehearsal
+    tokens = min(MAX_PROBE_TOKENS, plan.window.warmup_max_tokens)
+    stamp = f"rehearsal-{int(time.time())}"
+
+    def priced(body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, "priority": settings.priority} if settings.priority is not None else body
+
+    probes = [Probe("health", "GET", "/health", None), Probe("metrics", "GET", "/metrics", None)]
+    for endpoint in sorted({cell.endpoint for cell in plan.cells.values()}):
+        body: dict[str, Any] = {"model": model}
+        body.update({"messages": [{"role": "user", "content": PROBE_TEXT}], "add_generation_prompt": True}
+                    if endpoint == "chat" else {"prompt": PROBE_TEXT})  # fmt: skip
+        probes.append(Probe(f"tokenize-{endpoint}", "POST", "/tokenize", body))
+    warm = next(name for name, cell in plan.cells.items() if cell.decision)
+    probes.append(
+        Probe("warmup", "POST", endpoint_path(plan.cells[warm]),
+              priced(_stream_body(loaded, warm, model, tokens, f"{stamp}.warmup")), True, expect_tokens=tokens)
+    )  # fmt: skip
+    for name, cell in plan.cells.items():
+        n = min(MAX_PROBE_TOKENS, cell.max_tokens)
+        probes.append(
+            Probe(f"cell {name}", "POST", endpoint_path(cell),
+                  priced(_stream_body(loaded, name, model, n, f"{stamp}.{name}")), True, expect_tokens=n)
+        )  # fmt: skip
+    for control in settings.controls:
+        cell = plan.cells[warm]
+        body = priced(_stream_body(loaded, warm, model, tokens, f"{stamp}.control.{control.name}"))
+        probes.append(
+            Probe(f"control {control.name}", "POST", endpoint_path(cell), {**body, **control.body}, True,
+                  expect_status=control.expect_status)
+        )  # fmt: skip
+    return probes
+
+
+def _digest(data: str | bytes) -> str:
+    return hashlib.sha256(data if isinstance(data, bytes) else data.encode("utf-8")).hexdigest()
+
+
+def _stream_facts(text: str) -> dict[str, Any]:
+    finish = usage = None
+    done = False
+    for line in text.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            continue
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            continue
+        for choice in chunk.get("choices") or []:
+            finish = choice.get("finish_reason") or finish
+        usage = chunk.get("usage") or usage
+    return {"finish_reason": finish, "usage": usage, "done": done}
+
+
+async def _send(session: aiohttp.ClientSession, url: str, probe: Probe) -> dict[str, Any]:
+    request = canonical_json({"method": probe.method, "path": probe.path, "body": probe.body})
+    result: dict[str, Any] = {"name": probe.name, "path": probe.path, "request_sha256": _digest(request)}
+    try:
+        async with session.request(probe.method, url + probe.path, json=probe.body) as response:
+            text = await response.text()
+            result["status"] = response.status
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        result.update(status=None, error=str(exc) or type(exc).__name__, response_sha256=None, reply="")
+        return result
+    result.update(response_sha256=_digest(text), reply=text)
+    if result["status"] >= 300:
+        result["error_body"] = text[:2000]
+    elif probe.stream:
+        result.update(_stream_facts(text))
+    return result
+
+
+def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
+    """None when the probe did what it should; else the reading of its failure."""
+    status = result.get("status")
+    if probe.expect_status is not None:
+        if status == probe.expect_status:
+            return None
+        if status is None or status >= 500:
+            return READING_NO_ANSWER
+        return (
+            f"control probe expected HTTP {probe.expect_status} and got {status}: the rehearsal cannot see this failure"
+        )
+    if status is None or status >= 500:
+        return READING_NO_ANSWER
+    if status >= 400:
+        return READING_4XX
+    if probe.stream:
+        usage = result.get("usage") or {}
+        if not result.get("done") or usage.get("completion_tokens") != probe.expect_tokens:
+            return (
+                f"4xx-like: the stream did not end with [DONE] and exactly {probe.expect_tokens} tokens "
+                f"(got {usage.get('completion_tokens')}); the server ignores ignore_eos or include_usage"
+            )
+    return None
+
+
+async def rehearse(loaded: LoadedPlan, url: str, out: Path, *, model: str, headers: dict[str, str]) -> dict[str, Any]:
+    try:
+        out.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise InputError(f"{out} already exists; a rehearsal never overwrites one") from None
+    except OSError as exc:
+        raise InputError(f"cannot create {out}: {exc.strerror}") from None
+    probes = probes_for(loaded, model)
+    timeout = aiohttp.ClientTimeout(total=loaded.plan.window.request_timeout_s)
+    results = []
+    async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+        for probe in probes:  # back to back, no idle wait
+            results.append(await _send(session, url.rstrip("/"), probe))
+    replies = "".join(json.dumps({"name": r["name"], "status": r.get("status"), "reply": r.pop("reply")}) + "\n"
+                      for r in results)  # fmt: skip
+    write_text_atomic(out / "responses.jsonl", replies, mode=0o600)
+    failures = []
+    for probe, result in zip(probes, results, strict=True):
+        result["reading"] = _judge(probe, result)
+        result["ok"] = result["reading"] is None
+        if not result["ok"]:
+            failures.append(f"{probe.name}: {result['reading']}")
+    controls = [r for p, r in zip(probes, results, strict=True) if p.expect_status is not None]
+    cause_confirmed = bool(controls) and all(r["ok"] for r in controls)
+    document = {
+        "format": REHEARSAL_FORMAT,
+        "verdict": "PASS" if not failures and cause_confirmed else "FAIL",
+        "cause_confirmed": cause_confirmed,
+        "url": url.rstrip("/"),
+        "model": model,
+        "plan_path": str(loaded.path),
+        "plan_sha256": loaded.sha256,
+        "created_unix": time.time(),
+        "headers_sent": sorted(headers),  # names only: values may be secrets
+        "failures": failures,
+        "probes": results,
+    }
+    write_receipt(out / "rehearsal.json", document)
+    return document
+
+
+def require_rehearsal(directory: Path, loaded: LoadedPlan) -> dict[str, Any]:
+    settings = loaded.plan.rehearsal
+    document = read_receipt(directory / "rehearsal.json", REHEARSAL_FORMAT)
+    if document.get("verdict") != "PASS":
+        raise GateRefused(f"rehearsal {directory} is {document.get('verdict')}, not PASS: {document.get('failures')}")
+    if settings.url is None:
+        raise GateRefused("--require-rehearsal needs the plan's rehearsal.url (production's URL) to compare with")
+    if document.get("url") != settings.url.rstrip("/"):
+        raise GateRefused(f"rehearsal {directory} was against {document.get('url')}, the plan's is {settings.url}")
+    if document.get("plan_sha256") != loaded.sha256:
+        raise GateRefused(f"rehearsal {directory} was for another version of the plan (sha256 differs); rehearse again")
+    age_h = (time.time() - float(document.get("created_unix", 0))) / 3600.0
+    if age_h > settings.max_age_h:
+        raise GateRefused(
+            f"rehearsal {directory} is {age_h:.1f} h old, older than {settings.max_age_h:g} h; rehearse again"
+        )
+    return document
+
+
+def api_headers(api_key_env: str | None) -> dict[str, str]:
+    if api_key_env is None:
+        return {}
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise InputError(f"--api-key-env {api_key_env}: the variable is not set")
+    return {"Authorization": f"Bearer {key}"}
+
+
+def run_rehearsal(
+    loaded: LoadedPlan, url: str | None, out: Path, model: str | None, api_key_env: str | None
+) -> dict[str, Any]:
+    target = url or loaded.plan.rehearsal.url
+    if target is None:
+        raise InputError("no URL: pass --url or set rehearsal.url in the plan")
+    name = model or loaded.plan.rehearsal.model or next(iter(loaded.plan.roles.values())).served_model
+    return asyncio.run(rehearse(loaded, target, out, model=name, headers=api_headers(api_key_env)))
+
+
+__all__ = ["ControlProbe", "Probe", "probes_for", "rehearse", "require_rehearsal", "run_rehearsal"]

@@ -1,0 +1,105 @@
+"""The API rehearsal against `fairwin sim`: PASS, a wrong parameter, no answer, a control that succeeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PlanFactory
+from tests.integration.helpers import SimProcess, fairwin
+
+SECRET = "sk-do-not-write-me-anywhere"
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[SimProcess]:
+    sim = SimProcess("--model", "prod", *getattr(request, "param", ("--spec-tokens", "2", "--acceptance", "0.5")))
+    try:
+        sim.wait_healthy()
+        yield sim
+    finally:
+        sim.stop()
+
+
+def rehearse(plan: Path, sim: SimProcess, out: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return fairwin("rehearse", str(plan), "--url", sim.url, "--model", "prod", "--out", str(out), *extra)
+
+
+def document(out: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((out / "rehearsal.json").read_text())
+
+
+def test_pass_against_a_speculative_server(make_plan: PlanFactory, server: SimProcess, tmp_path: Path) -> None:
+    os.environ["FAIRWIN_TEST_KEY"] = SECRET
+    out = tmp_path / "rehearsal"
+    done = rehearse(make_plan(), server, out, "--api-key-env", "FAIRWIN_TEST_KEY")
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = document(out)
+    assert doc["verdict"] == "PASS" and doc["cause_confirmed"] is True
+    names = [p["name"] for p in doc["probes"]]
+    assert names == ["health", "metrics", "tokenize-completions", "warmup", "cell short-b1", "control logit_bias"]
+    control = doc["probes"][-1]
+    assert control["status"] == 400 and "logit_bias" in control["error_body"] and control["ok"]
+    stream = doc["probes"][4]
+    assert stream["usage"]["completion_tokens"] == 8 and stream["finish_reason"] == "length"
+    assert all(len(p["request_sha256"]) == 64 for p in doc["probes"])
+    assert stat.S_IMODE((out / "responses.jsonl").stat().st_mode) == 0o600
+    assert doc["headers_sent"] == ["Authorization"]
+    for path in out.iterdir():
+        assert SECRET not in path.read_text()
+
+
+@pytest.mark.parametrize("server", [("--spec-tokens", "2", "--reject-param", "min_p")], indirect=True)
+def test_a_wrong_parameter_fails_with_the_4xx_reading(
+    make_plan: PlanFactory, server: SimProcess, tmp_path: Path
+) -> None:
+    plan = make_plan(cells={"short-b1": {"families": ["prose"], "prompt_tokens": 64, "extra_body": {"min_p": 0.1}}})
+    out = tmp_path / "r"
+    done = rehearse(plan, server, out)
+    assert done.returncode == 5
+    doc = document(out)
+    cell = next(p for p in doc["probes"] if p["name"] == "cell short-b1")
+    assert doc["verdict"] == "FAIL" and cell["status"] == 400 and cell["reading"].startswith("4xx")
+    assert "min_p is not supported" in cell["error_body"]
+
+
+@pytest.mark.parametrize("server", [("--spec-tokens", "2", "--fault", "drop-connection")], indirect=True)
+def test_dropped_connections_read_as_no_answer(make_plan: PlanFactory, server: SimProcess, tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert rehearse(make_plan(), server, out).returncode == 5
+    cell = next(p for p in document(out)["probes"] if p["name"] == "cell short-b1")
+    assert cell["reading"].startswith("no answer") and cell["ok"] is False
+
+
+@pytest.mark.parametrize("server", [()], indirect=True)
+def test_a_control_that_succeeds_means_the_cause_is_not_confirmed(
+    make_plan: PlanFactory, server: SimProcess, tmp_path: Path
+) -> None:
+    out = tmp_path / "r"
+    done = rehearse(make_plan(), server, out)
+    assert done.returncode == 5 and "cause not confirmed" in done.stderr
+    doc = document(out)
+    assert doc["cause_confirmed"] is False and doc["verdict"] == "FAIL"
+    assert doc["probes"][-1]["status"] == 200
+
+
+def test_run_requires_a_fresh_passing_rehearsal_of_this_plan(
+    make_plan: PlanFactory, server: SimProcess, tmp_path: Path
+) -> None:
+    plan = make_plan(window={"repeats": 2})
+    plan.write_text(plan.read_text() + f'\n[rehearsal]\nurl = "{server.url}"\nmodel = "prod"\n')
+    good = tmp_path / "good"
+    assert fairwin("rehearse", str(plan), "--out", str(good)).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    other = make_plan(name="other.toml")
+    assert rehearse(other, server, elsewhere).returncode == 0
+    refused = fairwin("run", str(plan), "--require-rehearsal", str(elsewhere))
+    assert refused.returncode == 4 and "another version of the plan" in refused.stderr
+    assert not (plan.parent / "windows").exists()
+    done = fairwin("run", str(plan), "--require-rehearsal", str(good), "--quiet")
+    assert done.returncode == 0, done.stderr
