@@ -105,7 +105,9 @@ def _digest(data: str | bytes) -> str:
 
 
 def _stream_facts(text: str) -> dict[str, Any]:
-    finish = usage = None
+    """finish_reason, usage, [DONE], and an error event: vLLM reports some refusals of a streaming
+    request (logit_bias under speculation) as HTTP 200 with a ``data: {"error": {..., "code": 400}}`` event."""
+    finish = usage = error = None
     done = False
     for line in text.splitlines():
         if not line.startswith("data:"):
@@ -118,10 +120,12 @@ def _stream_facts(text: str) -> dict[str, Any]:
             chunk = json.loads(data)
         except json.JSONDecodeError:
             continue
+        if isinstance(chunk.get("error"), dict):
+            error = chunk["error"]
         for choice in chunk.get("choices") or []:
             finish = choice.get("finish_reason") or finish
         usage = chunk.get("usage") or usage
-    return {"finish_reason": finish, "usage": usage, "done": done}
+    return {"finish_reason": finish, "usage": usage, "done": done, "stream_error": error}
 
 
 async def _send(session: aiohttp.ClientSession, url: str, probe: Probe) -> dict[str, Any]:
@@ -134,11 +138,18 @@ async def _send(session: aiohttp.ClientSession, url: str, probe: Probe) -> dict[
     except (TimeoutError, aiohttp.ClientError) as exc:
         result.update(status=None, error=str(exc) or type(exc).__name__, response_sha256=None, reply="")
         return result
-    result.update(response_sha256=_digest(text), reply=text)
+    result.update(response_sha256=_digest(text), reply=text, http_status=result["status"])
     if result["status"] >= 300:
         result["error_body"] = text[:2000]
     elif probe.stream:
-        result.update(_stream_facts(text))
+        facts = _stream_facts(text)
+        error = facts.pop("stream_error")
+        result.update(facts)
+        if error is not None:
+            # The effective status is the error event's code: a 200 that carries a refusal is a refusal.
+            code = error.get("code")
+            result["status"] = code if isinstance(code, int) and 100 <= code <= 599 else 500
+            result["error_body"] = json.dumps({"error": error})[:2000]
     return result
 
 

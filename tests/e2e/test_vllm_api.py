@@ -48,6 +48,11 @@ def test_logit_bias_is_refused_with_speculation_on(speculative_server: LocalServ
     error = json.loads(body)["error"]
     assert error["type"] == "BadRequestError"
     assert "logit_bias" in error["message"] and "speculative decoding" in error["message"]
+    # Streaming, the same refusal comes as HTTP 200 and an error event: what the rehearsal reads.
+    stream_body = {"model": "tiny", "prompt": "a b", "max_tokens": 4, "logit_bias": {"5": 10}, "stream": True}
+    status, body = asyncio.run(post(url, stream_body))
+    assert status == 200
+    assert '"code": 400' in body and "logit_bias" in body
 
 
 def test_salts_decide_prefix_cache_hits(speculative_server: LocalServer) -> None:

@@ -45,6 +45,7 @@ def test_pass_against_a_speculative_server(make_plan: PlanFactory, server: SimPr
     assert names == ["health", "metrics", "tokenize-completions", "warmup", "cell short-b1", "control logit_bias"]
     control = doc["probes"][-1]
     assert control["status"] == 400 and "logit_bias" in control["error_body"] and control["ok"]
+    assert control["http_status"] == 200  # like vLLM, a streaming refusal arrives as an error event
     stream = doc["probes"][4]
     assert stream["usage"]["completion_tokens"] == 8 and stream["finish_reason"] == "length"
     assert all(len(p["request_sha256"]) == 64 for p in doc["probes"])

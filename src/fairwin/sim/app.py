@@ -94,10 +94,20 @@ async def tokenize_handler(request: web.Request) -> web.Response:
     )
 
 
+async def _refuse_in_stream(request: web.Request, message: str) -> web.StreamResponse:
+    """vLLM refuses some streaming requests after the stream began: HTTP 200, then an error event."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    error = {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+    await response.write(f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode())
+    await response.write_eof()
+    return response
+
+
 def _validate(config: SimConfig, body: dict[str, Any]) -> web.Response | None:
     if body.get("model") != config.model:
         return error_response(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
-    if config.spec_tokens > 0 and body.get("logit_bias"):
+    if config.spec_tokens > 0 and body.get("logit_bias") and not body.get("stream"):
         return error_response(400, SPEC_LOGIT_BIAS_MESSAGE)
     for param in sorted(config.reject_params):
         if param in body:
@@ -128,6 +138,8 @@ async def generate(request: web.Request, kind: str) -> web.StreamResponse:
     refusal = _validate(config, body)
     if refusal is not None:
         return refusal
+    if config.spec_tokens > 0 and body.get("logit_bias"):
+        return await _refuse_in_stream(request, SPEC_LOGIT_BIAS_MESSAGE)
     arrived = time.monotonic()
     try:
         prompt = chat_prompt(body["messages"]) if kind == "chat" else str(body["prompt"])
