@@ -103,6 +103,8 @@ def test_bad_server_fails_the_window_with_one_line_and_a_marker(make_plan: PlanF
     assert not (window / "decision.json").exists()
     marker = role["argv"][role["argv"].index("--model") + 1]
     assert processes_with(marker) == []
+    if case == "wrong model name":  # every HTTP error is logged with the server's whole body
+        assert "The model `other` does not exist." in (window / "http-errors.log").read_text()
 
 
 def test_unwritable_output_dir_is_an_input_error(make_plan: PlanFactory) -> None:

@@ -173,6 +173,8 @@ def _decision_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # warnings reach stderr only with -v
+        handler.setLevel(logging.INFO if args.verbose else logging.ERROR)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

@@ -16,6 +16,7 @@ import aiohttp
 from fairwin.errors import HTTPStatusError, TransportError
 
 log = logging.getLogger("fairwin.http")
+log.setLevel(logging.WARNING)  # always emitted; where it goes (a window's log, stderr with -v) is the caller's
 
 #: How much of an error body goes into the one-line message (all of it goes to the log).
 BODY_IN_MESSAGE = 300

@@ -8,9 +8,11 @@ production down and restoring it will hook in as steps around the starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import secrets
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +97,21 @@ def power_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = No
     out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
     commit = capture(loaded.base_dir).get("git", {}).get("commit")
     return preflight_power(loaded, rule, archive_path(loaded, out), commit)
+
+
+@contextlib.contextmanager
+def http_errors_logged(path: Path) -> Iterator[None]:
+    """Every HTTP error during the window, with the server's whole body, in the window's own log."""
+    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger = logging.getLogger("fairwin.http")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
 
 
 def draw_order(rule: RuleSpec) -> str:
@@ -191,7 +208,8 @@ async def run_window(
         Step("archive", archive_step),
     ]
     try:
-        await _run_steps(window, steps)
+        with http_errors_logged(window.path / "http-errors.log"):
+            await _run_steps(window, steps)
     except asyncio.CancelledError:
         window.set_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); every server was stopped")
         interrupted = Interrupted("interrupted; every server was stopped")
