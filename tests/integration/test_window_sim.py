@@ -122,7 +122,8 @@ def test_input_errors_touch_nothing(make_plan: PlanFactory) -> None:
     assert not (plan.parent / "windows").exists()
 
 
-def test_ctrl_c_stops_the_server_and_marks_the_window(make_plan: PlanFactory) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_the_server_and_marks_the_window(make_plan: PlanFactory, sig: signal.Signals) -> None:
     plan = make_plan(
         roles={"A": sim_role("--ms-per-round", "20", model="ctrlc-a"), "B": sim_role(model="ctrlc-b")},
         cells={"c": {"families": ["prose"], "prompt_tokens": 32, "max_tokens": 400, "streams_per_wave": 2}},
@@ -137,7 +138,7 @@ def test_ctrl_c_stops_the_server_and_marks_the_window(make_plan: PlanFactory) ->
     while not processes_with("ctrlc-a") or not list((plan.parent / "windows").glob("*/streams.jsonl")):
         assert time.monotonic() < deadline, "the window never started streaming"
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err

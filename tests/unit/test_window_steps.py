@@ -107,6 +107,8 @@ def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactor
         ("decide", "end"),
         ("archive", "begin"),
         ("archive", "end"),
+        ("budget", "begin"),
+        ("budget", "end"),
     ]
     status = json.loads(result.window.status.read_text())
     assert status["state"] == "complete"

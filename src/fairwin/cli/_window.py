@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 from pathlib import Path
 
 from fairwin.cli._console import stderr, stdout
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from fairwin.gates.sequence import GateInputs
     from fairwin.plan import load_plan
     from fairwin.report.console import print_decision
-    from fairwin.window.run import run_window
+    from fairwin.window.run import WindowResult, run_window
 
     loaded = load_plan(args.plan)
     output = Path(args.out) if args.out else None
@@ -59,7 +60,16 @@ def run(args: argparse.Namespace) -> int:
         gates=[Path(p) for p in args.require_gate],
         rehearsal=Path(args.require_rehearsal) if args.require_rehearsal else None,
     )
-    result = asyncio.run(run_window(loaded, args.mode, say=say, output_dir=output, gates=gates))
+
+    async def until_signalled() -> WindowResult:
+        # asyncio.run turns Ctrl-C into a cancellation; SIGTERM must do the same, so that every
+        # server is stopped and the window marked interrupted instead of the process just dying.
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await run_window(loaded, args.mode, say=say, output_dir=output, gates=gates)
+
+    result = asyncio.run(until_signalled())
     print_decision(stdout, result.decision)
     stdout.print(f"report: {result.window.summary}")
     return 0

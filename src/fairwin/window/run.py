@@ -1,4 +1,4 @@
-"""The window as explicit, journaled steps: open, start s1, start s2, start s3, decide, archive.
+"""The window as explicit, journaled steps: open, start s1, start s2, start s3, decide, archive, budget.
 
 Each step is journaled as it begins and as it ends or fails, so a reader (or, later,
 crash recovery and chained windows) knows exactly how far a window got. Taking
@@ -195,17 +195,21 @@ async def run_window(
         controls = {s.name: s.role for s in starts if s.kind == "control"}
         count = archive_controls(loaded, window, mode=mode_name, archive=archive, commit=commit, controls=controls)
         say(f"archived {count} control rows in {archive}")
-        actual = actual_times(window.journal)
-        write_json_atomic(
-            window.path / "budget.json",
-            {"format": "fairwin.budget/1", "estimate": gate_summary["budget"], "actual_s": actual},
-        )
+
+    async def budget_step() -> None:
+        record = {
+            "format": "fairwin.budget/1",
+            "estimate": gate_summary["budget"],
+            "actual_s": actual_times(window.journal),
+        }
+        write_json_atomic(window.path / "budget.json", record)
 
     steps = [
         Step("open", open_window),
         *(start_step(i) for i in range(len(starts))),
         Step("decide", decide_step),
         Step("archive", archive_step),
+        Step("budget", budget_step),
     ]
     try:
         with http_errors_logged(window.path / "http-errors.log"):
