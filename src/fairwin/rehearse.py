@@ -29,7 +29,7 @@ import aiohttp
 
 from fairwin.errors import GateRefused, InputError
 from fairwin.gates.receipt import read_receipt, write_receipt
-from fairwin.load.stream import StreamRecord, request_body
+from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import ControlProbe
@@ -110,9 +110,9 @@ def _stream_facts(text: str) -> dict[str, Any]:
     finish = usage = error = None
     done = False
     for line in text.splitlines():
-        if not line.startswith("data:"):
+        data = sse_payload(line)
+        if data is None:
             continue
-        data = line[5:].strip()
         if data == "[DONE]":
             done = True
             continue

@@ -110,6 +110,12 @@ def _absorb(record: StreamRecord, chunk: dict[str, Any], elapsed: float) -> None
         record.prompt_tokens = usage.get("prompt_tokens")
 
 
+def sse_payload(line: str) -> str | None:
+    """The payload of a server-sent ``data:`` line (``[DONE]`` included); None for any other line."""
+    line = line.strip()
+    return line[len("data:") :].strip() if line.startswith("data:") else None
+
+
 async def _read_stream(response: aiohttp.ClientResponse, record: StreamRecord, t0: float) -> None:
     content_type = response.headers.get("Content-Type", "")
     if "text/event-stream" not in content_type:
@@ -119,10 +125,9 @@ async def _read_stream(response: aiohttp.ClientResponse, record: StreamRecord, t
         )
     done = False
     async for raw in response.content:
-        line = raw.decode("utf-8").strip()
-        if not line.startswith("data:"):
+        data = sse_payload(raw.decode("utf-8"))
+        if data is None:
             continue
-        data = line[len("data:") :].strip()
         if data == "[DONE]":
             done = True
             break
