@@ -63,7 +63,8 @@ def test_plan_show_prints_the_dry_plan(make_plan: PlanFactory) -> None:
     assert out.index("s1  control    role A") < out.index("s2  candidate  role B") < out.index("s3  control    role A")
     assert "wave  0  repeat 1  prose      seed 42" in out
     assert "wave  5  repeat 3  code       seed 47" in out
-    assert "estimated duration" in out and "fits the 85 min limit" in out
+    assert "estimated duration (limits: dry bound 85 min, measurement end 73 min)" in out
+    assert "| controlled |" in out and "333 s pair reserve" in out and "role A start: assumed: 1 s" in out
     assert not (plan.parent / "windows").exists()  # a dry plan touches nothing
 
 
@@ -109,7 +110,7 @@ def test_bad_server_fails_the_window_with_one_line_and_a_marker(make_plan: PlanF
 
 def test_unwritable_output_dir_is_an_input_error(make_plan: PlanFactory) -> None:
     plan = make_plan(window={"output_dir": "plan.toml/windows"})
-    done = fairwin("run", str(plan), "--mode", "controlled")
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "cannot create a window under" in done.stderr
 
