@@ -4,7 +4,7 @@ import pytest
 
 from fairwin.errors import MetricsError
 from fairwin.load.stream import StreamRecord
-from fairwin.metrics.pool import pool_repeat
+from fairwin.metrics.pool import PooledRow, pool_repeat
 
 
 def stream(first: float, last: float, tokens: int = 9) -> StreamRecord:
@@ -43,18 +43,20 @@ def wave(
     return d
 
 
+def pooled(deltas: list[dict[str, float]], streams: list[StreamRecord], start: str = "s1") -> PooledRow:
+    kind, role = ("candidate", "B") if start == "s2" else ("control", "A")
+    return pool_repeat(
+        window_id="w", start=start, kind=kind, role=role, cell="c", repeat=1, deltas=deltas, streams=streams
+    )
+
+
 def test_pooling_is_a_ratio_of_sums_by_hand() -> None:
     # Wave 1: 2 requests, 18 tokens, 8 accepted -> steps 8 in 0.2 s.
     # Wave 2: 2 requests, 18 tokens, 0 accepted -> steps 16 in 0.8 s.
-    row = pool_repeat(
-        window_id="w",
+    row = pooled(
+        [wave(18, 2, 8, 0.2, drafts=6), wave(18, 2, 0, 0.8, drafts=0)],
+        [stream(0.1, 0.5), stream(0.1, 0.3), stream(0.2, 0.6), stream(0.1, 0.5)],
         start="s2",
-        kind="candidate",
-        role="B",
-        cell="c",
-        repeat=1,
-        deltas=[wave(18, 2, 8, 0.2, drafts=6), wave(18, 2, 0, 0.8, drafts=0)],
-        streams=[stream(0.1, 0.5), stream(0.1, 0.3), stream(0.2, 0.6), stream(0.1, 0.5)],
     )
     assert row.first_tokens == 4
     assert row.accepted_tokens == 8
@@ -73,16 +75,7 @@ def test_pooling_is_a_ratio_of_sums_by_hand() -> None:
 
 
 def test_server_without_speculative_counters() -> None:
-    row = pool_repeat(
-        window_id="w",
-        start="s1",
-        kind="control",
-        role="A",
-        cell="c",
-        repeat=1,
-        deltas=[wave(18, 2, None, 0.4)],
-        streams=[stream(0.1, 0.3), stream(0.1, 0.3)],
-    )
+    row = pooled([wave(18, 2, None, 0.4)], [stream(0.1, 0.3), stream(0.1, 0.3)])
     assert row.accepted_tokens == 0
     assert row.rounds == 16
     assert row.accepted_per_round == 0
@@ -91,27 +84,9 @@ def test_server_without_speculative_counters() -> None:
 
 def test_missing_counters_refuse() -> None:
     with pytest.raises(MetricsError, match="exposes no vllm:request_decode_time_seconds_sum"):
-        pool_repeat(
-            window_id="w",
-            start="s1",
-            kind="control",
-            role="A",
-            cell="c",
-            repeat=1,
-            deltas=[{"vllm:generation_tokens_total": 9, "vllm:request_decode_time_seconds_count": 1}],
-            streams=[stream(0.1, 0.2)],
-        )
+        pooled([{"vllm:generation_tokens_total": 9, "vllm:request_decode_time_seconds_count": 1}], [stream(0.1, 0.2)])
 
 
 def test_foreign_requests_refuse() -> None:
     with pytest.raises(MetricsError, match="counted 3 requests, the client sent 2"):
-        pool_repeat(
-            window_id="w",
-            start="s1",
-            kind="control",
-            role="A",
-            cell="c",
-            repeat=1,
-            deltas=[wave(27, 3, 0, 0.5)],
-            streams=[stream(0.1, 0.2), stream(0.1, 0.2)],
-        )
+        pooled([wave(27, 3, 0, 0.5)], [stream(0.1, 0.2), stream(0.1, 0.2)])

@@ -142,3 +142,16 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
     if problems:
         raise GateRefused(f"qualification does not carry from {q[:12]} to {h[:12]}: {problems[0]} (receipt: {out})")
     return document
+
+
+def require_carry(path: Path, head: str) -> dict[str, Any]:
+    """Refuse unless the carry receipt is CARRIED, to exactly the commit under test."""
+    carried = read_receipt(path, CARRY_FORMAT)
+    if carried.get("verdict") != "CARRIED":
+        raise GateRefused(f"qualification {path} is {carried.get('verdict')}, not CARRIED")
+    if carried.get("head") != head:
+        raise GateRefused(
+            f"qualification {path} was carried to {str(carried.get('head'))[:12]}, but the commit under test is "
+            f"{head[:12]}; run `fairwin qualify carry` again"
+        )
+    return carried

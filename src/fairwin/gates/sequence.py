@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fairwin.errors import GateRefused
 from fairwin.gates.budget import Estimate, calibrate, check_budget, estimate
 from fairwin.gates.correctness import require_gate
-from fairwin.gates.qualify import CARRY_FORMAT, resolve
-from fairwin.gates.receipt import read_receipt
+from fairwin.gates.qualify import require_carry, resolve
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.receipts import read_jsonl
@@ -46,14 +44,7 @@ def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs
         head = resolve(repo, "HEAD")
         summary["head"] = head
         if inputs.qualification is not None:
-            carried = read_receipt(inputs.qualification, CARRY_FORMAT)
-            if carried.get("verdict") != "CARRIED":
-                raise GateRefused(f"qualification {inputs.qualification} is {carried.get('verdict')}, not CARRIED")
-            if carried.get("head") != head:
-                raise GateRefused(
-                    f"qualification {inputs.qualification} was carried to {str(carried.get('head'))[:12]}, but the "
-                    f"commit under test is {head[:12]}; run `fairwin qualify carry` again"
-                )
+            carried = require_carry(inputs.qualification, head)
             artifacts = carried.get("artifacts", {})
             summary["qualification"] = {"path": str(inputs.qualification), "sha256": carried.get("sha256")}
         summary["gates"] = [
