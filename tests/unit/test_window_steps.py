@@ -173,3 +173,30 @@ def test_candidate_first_order_launches_the_candidate_twice(make_plan: PlanFacto
     assert result.decision.order == "candidate-first"
     archived = read_jsonl(loaded.path.parent / "windows" / "control-archive.jsonl")
     assert [(r["start"], r["role"]) for r in archived] == [("s2", "A")]
+
+
+def test_prompt_ids_shared_by_two_families_stay_apart(make_plan: PlanFactory) -> None:
+    plan = make_plan(window={"repeats": 2})
+    directory = plan.parent
+    # Same ids in both families; prose is cut to the cell's 64 tokens, code is 60 tokens long (within tolerance).
+    for family, words in (("prose", ["alpha"] * 400), ("code", ["beta"] * 60)):
+        rows = [{"id": f"p-{i}", "text": " ".join(words)} for i in range(6)]
+        (directory / f"{family}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        order = {"schema": "fairwin.order/1", "family": family, "ids": [f"p-{i}" for i in range(6)]}
+        (directory / f"{family}.order.json").write_text(json.dumps(order))
+    text = plan.read_text()
+    from fairwin.receipts import sha256_file
+
+    for family in ("prose", "code"):
+        for suffix, key in ((".jsonl", "prompts_sha256"), (".order.json", "order_sha256")):
+            start = text.index(f'{key} = "', text.index(f'"{family}{suffix}"'))
+            old = text[start : text.index('"', start + len(key) + 4) + 1]
+            text = text.replace(old, f'{key} = "{sha256_file(directory / (family + suffix))}"')
+    plan.write_text(text)
+    loaded = load_plan(plan)
+    result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording([])))
+    prepared = read_jsonl(result.window.prompts)
+    by_family = {(p["family"], p["id"]): p["text"] for p in prepared}
+    assert by_family[("prose", "p-0")].startswith("alpha") and by_family[("code", "p-0")].startswith("beta")
+    streams = [s for s in read_jsonl(result.window.streams) if s["wave"] != "warmup"]
+    assert {(s["family"], s["prompt_tokens"]) for s in streams} == {("prose", 64), ("code", 60)}

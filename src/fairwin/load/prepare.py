@@ -22,6 +22,11 @@ from fairwin.plan.loading import Prompt
 PREPARED_FORMAT = "fairwin.prepared-prompt/1"
 
 
+def prompt_key(family: str, prompt_id: str) -> str:
+    """Prompt ids are unique within a family only, so a prepared prompt is found by both."""
+    return f"{family}/{prompt_id}"
+
+
 class PreparedPrompt(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from fairwin.errors import LoadError, MetricsError, PromptError, WindowError
-from fairwin.load.prepare import PreparedPrompt
+from fairwin.load.prepare import PreparedPrompt, prompt_key
 from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.metrics.scrape import Snapshot, delta, scrape
 from fairwin.plan.models import Cell
@@ -108,7 +108,7 @@ async def run_wave(
     records: list[StreamRecord] = []
     bodies = []
     for index, prompt in enumerate(spec.prompts):
-        ready = prepared[prompt.id]
+        ready = prepared[prompt_key(spec.family, prompt.id)]
         record = StreamRecord(
             start=target.start,
             role=target.role,

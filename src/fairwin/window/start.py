@@ -17,7 +17,7 @@ import aiohttp
 
 from fairwin.gates.runtime import check_running_env, check_speculative
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
-from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare
+from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare, prompt_key
 from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.load.wave import Target, WaveResult, endpoint_path, run_wave, salt
 from fairwin.metrics.pool import PooledRow, pool_repeat
@@ -60,7 +60,8 @@ class StartContext:
     window: WindowDir
     launcher: Launcher
     say: Callable[[str], None]
-    prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)  # cell -> prompt id -> prompt
+    # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
+    prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
 
 
 async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> None:
@@ -75,7 +76,7 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
             ready = await prepare(
                 tokenizer, cell_name, family, prompt, cell.prompt_tokens, cell.prompt_tokens_tolerance
             )
-            by_id[prompt.id] = ready
+            by_id[prompt_key(family, prompt.id)] = ready
             rows.append(ready)
         ctx.prepared[cell_name] = by_id
         ctx.say(f"  prepared {len(by_id)} prompts for {cell_name} at ~{cell.prompt_tokens} tokens")
@@ -88,7 +89,7 @@ async def _warm_up(ctx: StartContext, session: aiohttp.ClientSession, target: Ta
     cell_name = next(name for name, cell in plan.cells.items() if cell.decision)
     cell = plan.cells[cell_name]
     first = waves_for(ctx.loaded, cell_name)[0]
-    ready = ctx.prepared[cell_name][first.prompts[0].id]
+    ready = ctx.prepared[cell_name][prompt_key(first.family, first.prompts[0].id)]
     record = StreamRecord(
         start=target.start,
         role=target.role,
