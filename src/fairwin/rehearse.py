@@ -32,7 +32,6 @@ from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import ControlProbe
 from fairwin.receipts import canonical_json, write_text_atomic
 
 REHEARSAL_FORMAT = "fairwin.rehearsal/1"
@@ -257,4 +256,4 @@ def run_rehearsal(
     return asyncio.run(rehearse(loaded, target, out, model=name, headers=api_headers(api_key_env)))
 
 
-__all__ = ["ControlProbe", "Probe", "probes_for", "rehearse", "require_rehearsal", "run_rehearsal"]
+__all__ = ["Probe", "probes_for", "rehearse", "require_rehearsal", "run_rehearsal"]

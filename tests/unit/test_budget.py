@@ -30,7 +30,6 @@ def test_measured_costs_replace_assumed_ones(make_plan: PlanFactory) -> None:
         startup_s={role_key(plan.roles["A"]): [10.0, 30.0, 20.0]},
         stop_s={role_key(plan.roles["A"]): [2.0]},
         wave_s={cell_key(plan.cells["short-b1"]): [4.0, 5.0, 6.0]},
-        windows=2,
     )
     found = estimate(loaded, "controlled", resolve_mode(loaded, "controlled"), calibration)
     s1 = found.starts[0]

@@ -41,7 +41,6 @@ class Calibration:
     startup_s: dict[str, list[float]] = field(default_factory=dict)
     stop_s: dict[str, list[float]] = field(default_factory=dict)
     wave_s: dict[str, list[float]] = field(default_factory=dict)
-    windows: int = 0
 
 
 def calibrate(output_dir: Path) -> Calibration:
@@ -62,7 +61,6 @@ def calibrate(output_dir: Path) -> Calibration:
                 found.wave_s.setdefault(cell_key(plan.cells[wave["cell"]]), []).append(float(wave["seconds"]))
         except (OSError, ValueError, KeyError, PlanError):
             continue  # a window that cannot be read calibrates nothing; it is not this gate's to judge
-        found.windows += 1
     return found
 
 

@@ -18,11 +18,10 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from fairwin.decision.inputs import POOLED_FORMAT
 from fairwin.errors import MetricsError
 from fairwin.load.stream import StreamRecord
 from fairwin.metrics.scrape import Snapshot
-
-POOLED_FORMAT = "fairwin.pooled/1"
 
 GENERATION = "vllm:generation_tokens_total"
 DECODE_SUM = "vllm:request_decode_time_seconds_sum"
