@@ -119,7 +119,7 @@ def make_plan(tmp_path: Path) -> PlanFactory:
     ) -> Path:
         families = {"prose": write_family(tmp_path, "prose"), "code": write_family(tmp_path, "code")}
         data: dict[str, Any] = {
-            "window": {"output_dir": "windows", "repeats": 3, **(window or {})},
+            "window": {"output_dir": "windows", "repeats": 3, "idle_check_s": 0, **(window or {})},
             "budget": {"startup_s": 1, "stop_s": 1, "decode_ms_per_token": 2},
             "roles": roles
             or {

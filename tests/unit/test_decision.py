@@ -210,7 +210,7 @@ def test_missing_metric_or_repeat_is_inconclusive() -> None:
     rows = rows_for(FLAT, [103, 103, 103], FLAT, decode_tps={"s2": [100.0, None, 100.0]})
     cell = one(rows)
     assert cell.verdict == "INCONCLUSIVE"
-    assert "decode_tps is missing in some repeat; win2-v1 needs it" in cell.reasons
+    assert "decode_tps unobserved in s2 repeat 2; win2-v1 needs it" in cell.reasons
     # A reported metric missing only makes that metric INCONCLUSIVE.
     rows = rows_for(FLAT, [103.0, 103.1, 102.9], FLAT, ttft_s={"s1": [None, 1.0, 1.0]}, decode_tps={"s2": FLAT},
                     accepted_per_round={"s2": FLAT})  # fmt: skip

@@ -32,6 +32,7 @@ class ThreadSim:
         self.thread: threading.Thread | None = None
         spec_tokens = 4 if spec.role_name == "B" else 0
         self.config = SimConfig(model=spec.model, spec_tokens=spec_tokens, acceptance=(0.8, 0.6), ms_per_round=1)
+        self.scheduling: dict[str, object] | None = None
 
     def start(self) -> None:
         self.events.append(f"launch {self.spec.role_name}")

@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--fault", action="append", default=[], help="inject a fault (repeatable): see docs")
     sim.add_argument("--reject-param", action="append", default=[], help="answer 400 to requests with this key")
+    sim.add_argument(
+        "--per-request-metrics",
+        action="store_true",
+        help="put vLLM's per-request timing (`metrics`) on every usage chunk, as --enable-per-request-metrics does",
+    )
     sim.set_defaults(func=_window.sim)
 
     prompts = commands.add_parser("prompts", help="build prompt families and frozen order files from local text")

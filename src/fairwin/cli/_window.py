@@ -97,6 +97,7 @@ def sim(args: argparse.Namespace) -> int:
         seed=args.seed,
         faults=frozenset(args.fault),
         reject_params=frozenset(args.reject_param),
+        per_request_metrics=args.per_request_metrics,
     )
     serve(config, args.host, args.port)
     return 0

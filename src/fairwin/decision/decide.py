@@ -19,7 +19,7 @@ def _metric(procedure: Procedure, table: CellTable, metric: str, rule: RuleSpec)
     if table.missing(metric):
         return MetricResult(
             metric=metric, higher_is_better=higher, verdict="INCONCLUSIVE", estimate=None,
-            reasons=[f"{metric} is missing in some repeat"],
+            reasons=[table.why_missing(metric)],
         )  # fmt: skip
     try:
         estimate = procedure.estimate(table, metric, rule.confidence)
@@ -52,6 +52,11 @@ def _noise(table: CellTable, rule: RuleSpec, context: WindowContext) -> Noise:
     return Noise(metric=rule.primary, bar_pct=rule.bar_pct, off_off_spread_pct=spread, archive=archive, notes=notes)
 
 
+def guard_reason(guard: GuardResult) -> str:
+    """The cell reason a failed guard gives."""
+    return f"guard {guard.metric} FAILED: {guard.detail}"
+
+
 def _with_guards(verdict: Verdict, guards: Sequence[GuardResult], valid: bool) -> Verdict:
     if not valid:
         return "INCONCLUSIVE"
@@ -78,7 +83,7 @@ def decide_cell(rows: Sequence[DecisionRow], cell: str, rule: RuleSpec, context:
         return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=problems, **empty)
     missing = [m for m in (rule.primary, *rule.guards) if table.missing(m)]
     if missing:
-        reasons = [f"{m} is missing in some repeat; {rule.id} needs it" for m in missing]
+        reasons = [f"{table.why_missing(m)}; {rule.id} needs it" for m in missing]
         return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=reasons, **empty)
 
     procedure = procedure_for(rule, {a.metric: a for a in context.archive if a.cell == cell})
@@ -86,11 +91,7 @@ def decide_cell(rows: Sequence[DecisionRow], cell: str, rule: RuleSpec, context:
     primary = _metric(procedure, table, rule.primary, rule)
     guards = [procedure.guard(table, metric) for metric in rule.guards]
     verdict = _with_guards(primary.verdict, guards, validity.valid)
-    reasons = (
-        list(validity.conditions)
-        + primary.reasons
-        + [f"guard {g.metric} FAILED: {g.detail}" for g in guards if g.failed]
-    )
+    reasons = list(validity.conditions) + primary.reasons + [guard_reason(g) for g in guards if g.failed]
     checklist = None
     if rule.checklist_primary is not None:
         literal = _metric(procedure, table, rule.checklist_primary, rule)

@@ -39,6 +39,7 @@ class DecisionRow(BaseModel):
     ttft_s: float | None = None
     clock_cap_mhz: float | None = None
     thermal_events: int | None = None
+    client_problem: str | None = Field(None, description="Why the client-timed metrics are null, when they are.")
 
 
 class ArchiveNoise(BaseModel):

@@ -11,6 +11,8 @@ import numpy as np
 from fairwin.decision.inputs import ORDERS, DecisionRow
 
 STARTS = ("s1", "s2", "s3")
+#: Metrics timed by the client; a row's ``client_problem`` says why they are unobserved.
+CLIENT_METRICS = ("decode_tps", "ttft_s")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,20 @@ class CellTable:
 
     def missing(self, metric: str) -> bool:
         return any(v is None or not math.isfinite(v) for s in STARTS for v in self.values(s, metric))
+
+    def why_missing(self, metric: str) -> str:
+        """Where ``metric`` is unobserved, and the first cause a row gives (untrusted client timing)."""
+        where, causes = [], []
+        for start in STARTS:
+            for repeat in self.repeats:
+                row = self.rows[start][repeat]
+                value = getattr(row, metric)
+                if value is None or not math.isfinite(value):
+                    where.append(f"{start} repeat {repeat}")
+                    if row.client_problem and metric in CLIENT_METRICS:
+                        causes.append(f"{start} repeat {repeat}: {row.client_problem}")
+        cause = f" ({causes[0]}{'; and likewise elsewhere' if len(causes) > 1 else ''})" if causes else ""
+        return f"{metric} unobserved in {', '.join(where)}{cause}"
 
     def series(self, start: str, metric: str) -> np.ndarray:
         return np.asarray([float(v) for v in self.values(start, metric) if v is not None], dtype=float)

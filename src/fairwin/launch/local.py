@@ -24,6 +24,7 @@ import aiohttp
 from dotenv import dotenv_values
 
 from fairwin.errors import HealthTimeoutError, LaunchError, PlanError, ServerExitedError
+from fairwin.launch.scheduling import Scheduling
 from fairwin.plan.models import Role
 
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|env:[A-Za-z_][A-Za-z0-9_]*)\}")
@@ -69,6 +70,7 @@ class LaunchSpec:
     base_role: str | None = None
     base_env: dict[str, str] | None = None  # the base role's effective env, for the runtime check
     allowed_env_differences: tuple[str, ...] = ()
+    scheduling: Scheduling = field(default_factory=Scheduling)
 
 
 def _declared_env(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> dict[str, str]:
@@ -121,6 +123,7 @@ def make_spec(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> Laun
         base_role=role.base,
         base_env=base_env,
         allowed_env_differences=tuple(role.allowed_env_differences),
+        scheduling=Scheduling(cpus=role.cpus, nice=role.nice),
     )
 
 
@@ -151,13 +154,21 @@ class LocalServer:
     started_unix: float = 0.0
     healthy_after_s: float | None = None
     stop_record: StopRecord | None = field(default=None)
+    autogroup: str | None = None
+
+    @property
+    def scheduling(self) -> dict[str, object] | None:
+        """The CPU set and priority applied, read back from the kernel now (after start: the server's own)."""
+        pid = self.process.pid if self.process is not None else None
+        return self.spec.scheduling.record(pid, self.autogroup)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        prefix = self.spec.scheduling.command_prefix(self.spec.role_name)
         with self.log_path.open("ab") as log:
             try:
                 self.process = subprocess.Popen(
-                    self.spec.argv,
+                    [*prefix, *self.spec.argv],
                     env=self.spec.env,
                     cwd=self.spec.cwd,
                     stdin=subprocess.DEVNULL,
@@ -170,6 +181,7 @@ class LocalServer:
                     f"role {self.spec.role_name}: cannot run {self.spec.argv[0]!r}: {exc.strerror}; fix the role's argv"
                 ) from None
         self.started_unix = time.time()
+        self.autogroup = self.spec.scheduling.apply_to_session(self.process.pid)
 
     def process_env(self) -> dict[str, str] | None:
         return read_process_env(self.process.pid) if self.process is not None else None

@@ -5,6 +5,13 @@ to wall-clock steps; ``sent_unix`` anchors the stream in real time. The token co
 is the server's own ``usage.completion_tokens`` (requested with
 ``stream_options.include_usage``): a chunk may carry several tokens under speculative
 decoding, so counting chunks would be wrong.
+
+Beside the client's own clock, a record keeps what can check it: the chunk timeline's
+summary, the server's per-request timing when the server sends it on the usage chunk
+(vLLM with ``--enable-per-request-metrics``: ``metrics.generation_time_ms`` is the
+decode interval), and how long the client's event loop waited for a CPU while the
+stream ran. :mod:`fairwin.metrics.fidelity` judges from them whether the client's
+timing of the stream can be trusted.
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ import time
 from typing import Any, Literal
 
 import aiohttp
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from fairwin.errors import LoadError, StreamError
 from fairwin.load.http import status_error, transport_error
+from fairwin.load.runqueue import RunqueueClock
+from fairwin.load.timeline import Timeline, chunk_tokens
 
-STREAM_FORMAT = "fairwin.stream/1"
+STREAM_FORMAT = "fairwin.stream/2"
 
 
 class StreamRecord(BaseModel):
@@ -51,6 +60,24 @@ class StreamRecord(BaseModel):
     usage: dict[str, Any] | None = None
     ok: bool = False
     error: str | None = None
+    # Delivery, from the chunk timeline (the whole timeline is in starts/sN/chunks.jsonl).
+    text_chunks: int = 0
+    chunk_gaps_ms: dict[str, float] | None = None
+    largest_burst_chunks: int | None = None
+    done_gap_s: float | None = None
+    # The server's own timing of this request, as it sent it (vLLM: the usage chunk's `metrics`).
+    server_timing: dict[str, Any] | None = None
+    # Seconds the client's event loop waited for a CPU while this stream ran (Linux schedstat).
+    client_runqueue_wait_s: float | None = None
+    # Whether the client's timing of this stream can be trusted, and why not (fidelity.judge_stream).
+    client_timing_trusted: bool | None = None
+    client_timing_problem: str | None = None
+
+    _timeline: Timeline = PrivateAttr(default_factory=Timeline)
+
+    @property
+    def timeline(self) -> Timeline:
+        return self._timeline
 
     @property
     def ttft_s(self) -> float | None:
@@ -61,6 +88,19 @@ class StreamRecord(BaseModel):
         if self.first_token_s is None or self.last_token_s is None:
             return None
         return self.last_token_s - self.first_token_s
+
+    @property
+    def server_decode_s(self) -> float | None:
+        """The server's decode interval for this request (first to last token), when it reported one."""
+        value = (self.server_timing or {}).get("generation_time_ms")
+        return float(value) / 1000.0 if isinstance(value, int | float) and value > 0 else None
+
+    def summarize_timeline(self) -> None:
+        timeline = self._timeline
+        self.text_chunks = len(timeline.arrivals)
+        self.chunk_gaps_ms = timeline.gaps_ms()
+        self.largest_burst_chunks = timeline.largest_burst() if timeline.arrivals else None
+        self.done_gap_s = timeline.done_gap_s()
 
 
 def request_body(
@@ -101,6 +141,7 @@ def _absorb(record: StreamRecord, chunk: dict[str, Any], elapsed: float) -> None
             if record.first_token_s is None:
                 record.first_token_s = elapsed
             record.last_token_s = elapsed
+            record.timeline.add(elapsed, chunk_tokens(choice))
         if choice.get("finish_reason"):
             record.finish_reason = str(choice["finish_reason"])
     usage = chunk.get("usage")
@@ -108,6 +149,9 @@ def _absorb(record: StreamRecord, chunk: dict[str, Any], elapsed: float) -> None
         record.usage = usage
         record.completion_tokens = usage.get("completion_tokens")
         record.prompt_tokens = usage.get("prompt_tokens")
+    metrics = chunk.get("metrics")
+    if isinstance(metrics, dict):
+        record.server_timing = metrics
 
 
 def sse_payload(line: str) -> str | None:
@@ -130,6 +174,7 @@ async def _read_stream(response: aiohttp.ClientResponse, record: StreamRecord, t
             continue
         if data == "[DONE]":
             done = True
+            record.timeline.done_s = time.perf_counter() - t0
             break
         try:
             chunk = json.loads(data)
@@ -161,6 +206,7 @@ async def run_stream(
     """Send one streaming request; fill ``record`` in place, raising on any failure."""
     what = f"{record.start} {record.wave} stream {record.stream}"
     record.sent_unix = time.time()
+    runqueue = RunqueueClock()
     t0 = time.perf_counter()
     try:
         async with session.post(url, json=body) as response:
@@ -172,6 +218,9 @@ async def run_stream(
         raise transport_error(what, url, exc) from None
     except StreamError as exc:
         raise StreamError(f"{what}: {exc}") from None
+    finally:
+        record.client_runqueue_wait_s = runqueue.elapsed()
+        record.summarize_timeline()
     record.ok = True
     return record
 

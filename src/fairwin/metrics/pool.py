@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from fairwin.decision.inputs import POOLED_FORMAT
 from fairwin.errors import MetricsError
 from fairwin.load.stream import StreamRecord
+from fairwin.metrics.fidelity import trusted
 from fairwin.metrics.scrape import Snapshot
 
 GENERATION = "vllm:generation_tokens_total"
@@ -62,11 +63,15 @@ class PooledRow(BaseModel):
     pooled_rate_tps: float
     accepted_per_round: float
     ms_per_round: float
-    # Client side, over the repeat's streams: tokens after the first, and first-to-last-token seconds.
+    # Client side, over the repeat's trusted streams: tokens after the first, and first-to-last-token seconds.
     client_decode_tokens: float
     client_decode_s: float
-    ttft_s: float
-    decode_tps: float | None  # client_decode_tokens / client_decode_s; None when all arrived in one chunk
+    ttft_s: float | None  # None: too few streams' client timing could be trusted (client_problem says why)
+    decode_tps: float | None  # client_decode_tokens / client_decode_s; None when unobserved
+    client_streams: int | None = None  # streams whose client timing pooled (None: written before the rule)
+    client_problem: str | None = None
+    # The server's own per-request decode seconds over the same (pooled) streams, when it reported them.
+    server_stream_decode_s: float | None = None
     # Validity inputs: None means "not observed" (no GPU telemetry for this start).
     clock_cap_mhz: float | None = None
     thermal_events: int | None = None
@@ -113,10 +118,9 @@ def pool_repeat(
             f"{start} {cell} repeat {repeat}: the server counted {first:g} requests, the client sent "
             f"{len(streams)}; something else is using this server"
         )
-    # Pooled streams all passed check_complete, so each has a first token.
-    ttfts = [s.ttft_s for s in streams if s.ttft_s is not None]
-    client_tokens = sum((s.completion_tokens or 0) - 1 for s in streams)
-    client_decode_s = sum(s.decode_s or 0.0 for s in streams)
+    kept, client_problem = trusted(streams)
+    pooled = kept if client_problem is None else []
+    server_each = [s.server_decode_s for s in pooled]
     return PooledRow(
         window_id=window_id,
         start=start,
@@ -138,8 +142,23 @@ def pool_repeat(
         pooled_rate_tps=(steps + accepted) / decode_s,
         accepted_per_round=accepted / steps,
         ms_per_round=1000.0 * decode_s / steps,
-        client_decode_tokens=client_tokens,
-        client_decode_s=client_decode_s,
-        ttft_s=sum(ttfts) / len(ttfts),
-        decode_tps=client_tokens / client_decode_s if client_decode_s > 0 else None,
+        **_client_side(pooled),
+        client_streams=len(pooled),
+        client_problem=client_problem,
+        server_stream_decode_s=sum(s for s in server_each if s is not None)
+        if pooled and None not in server_each
+        else None,
     )
+
+
+def _client_side(streams: Sequence[StreamRecord]) -> dict[str, float | None]:
+    """The client's sums and rates over the given streams (each passed check_complete: it has a first token)."""
+    ttfts = [s.ttft_s for s in streams if s.ttft_s is not None]
+    tokens = float(sum((s.completion_tokens or 0) - 1 for s in streams))
+    seconds = sum(s.decode_s or 0.0 for s in streams)
+    return {
+        "client_decode_tokens": tokens,
+        "client_decode_s": seconds,
+        "ttft_s": sum(ttfts) / len(ttfts) if ttfts else None,
+        "decode_tps": tokens / seconds if seconds > 0 else None,
+    }

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fairwin.launch.scheduling import parse_cpu_list
+
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -52,6 +54,17 @@ class Role(StrictModel):
     speculative: dict[str, Any] | None = Field(
         None, description="The declared speculative config; {} means none. Checked at every start."
     )
+    cpus: str | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
+    nice: int | None = Field(
+        None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
+    )
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpu_list(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_cpu_list(value)
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -135,6 +148,19 @@ class WindowSettings(StrictModel):
         None, gt=0, description="Production's GPU clock cap; every start must have run at it."
     )
     archive: Path | None = Field(None, description="The control archive (default: OUTPUT_DIR/control-archive.jsonl).")
+    idle_check_s: float = Field(
+        0.5, ge=0, le=10, description="Before and after each start, sample the host's CPU use this long (0: off)."
+    )
+    client_cpus: str | None = Field(
+        None, description="CPU list fairwin's client (its event loop) runs on during the window, e.g. '1'."
+    )
+
+    @field_validator("client_cpus")
+    @classmethod
+    def _client_cpu_list(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_cpu_list(value)
+        return value
 
 
 class BudgetSettings(StrictModel):

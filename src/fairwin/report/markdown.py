@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.decision import CellDecision, Decision, MetricResult
+from fairwin.decision.decide import guard_reason
 from fairwin.report.errors import audited_rates
 
 
@@ -42,7 +43,8 @@ def decision_table(decision: Decision) -> list[str]:
 
 def cell_details(cell: CellDecision) -> list[str]:
     lines = [f"### {cell.cell}: {cell.verdict}", ""]
-    lines += [f"- {reason}" for reason in cell.reasons]
+    printed_below = {guard_reason(g) for g in cell.guards if g.failed}  # each guard has its own line
+    lines += [f"- {reason}" for reason in cell.reasons if reason not in printed_below]
     for guard in cell.guards:
         state = "FAILED" if guard.failed else "passed" if guard.failed is False else "not judged"
         lines.append(f"- guard `{guard.metric}` {state}: {guard.detail}")
@@ -87,27 +89,40 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     for r in sorted(rows, key=lambda r: (r["cell"], r["repeat"], r["start"])):
         lines.append(
             f"| {r['start']} | {r['kind']} | {r['role']} | {r['cell']} | {r['repeat']} | {r['pooled_rate_tps']:.2f} | "
-            f"{r['accepted_per_round']:.3f} | {r['ms_per_round']:.3f} | {r['ttft_s']:.4f} | {_num(r['decode_tps'])} |"
+            f"{r['accepted_per_round']:.3f} | {r['ms_per_round']:.3f} | {_num(r['ttft_s'], 4)} | "
+            f"{_num(r['decode_tps'])} |"
         )
     return lines
 
 
+def _fidelity_line(start: str, cell: str, group: Sequence[dict[str, Any]]) -> str:
+    # Ratios of sums over the start's repeats, like the pooling itself.
+    server = sum(r["decode_steps"] + r["accepted_tokens"] for r in group) / sum(r["decode_s"] for r in group)
+    client_s = sum(r["client_decode_s"] for r in group)
+    client = sum(r["client_decode_tokens"] for r in group) / client_s if client_s > 0 else None
+    ratio = None if client is None else client / server
+    own = [r.get("server_stream_decode_s") for r in group if r.get("client_streams")]
+    own_ratio = sum(o for o in own if o) / client_s if own and None not in own and client_s > 0 else None
+    streams = sum(r["streams"] for r in group)
+    kept = sum(r["client_streams"] for r in group) if all(r.get("client_streams") is not None for r in group) else None
+    problems = [f"repeat {r['repeat']}: {r['client_problem']}" for r in group if r.get("client_problem")]
+    return (
+        f"| {start} | {cell} | {'n/a' if kept is None else kept} of {streams} | {server:.2f} | {_num(client)} | "
+        f"{_num(ratio, 3)} | {_num(own_ratio, 3)} | {'; '.join(problems) or '-'} |"
+    )
+
+
 def fidelity_table(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Client-observed decode rate next to the server's for the same streams."""
+    """Client-observed decode rate next to the server's for the same streams, and what was not trusted."""
     lines = [
-        "| start | cell | server rate tok/s | client decode tok/s | client / server |",
-        "|---|---|---|---|---|",
+        "| start | cell | streams trusted | server rate tok/s | client decode tok/s | client / server counters "
+        "| client / server per request | unobserved |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["start"], r["cell"]), []).append(r)
-    for (start, cell), group in sorted(groups.items()):
-        # Ratios of sums over the start's repeats, like the pooling itself.
-        server = sum(r["decode_steps"] + r["accepted_tokens"] for r in group) / sum(r["decode_s"] for r in group)
-        client_s = sum(r["client_decode_s"] for r in group)
-        client = sum(r["client_decode_tokens"] for r in group) / client_s if client_s > 0 else None
-        ratio = None if client is None else client / server
-        lines.append(f"| {start} | {cell} | {server:.2f} | {_num(client)} | {_num(ratio, 3)} |")
+    lines += [_fidelity_line(start, cell, group) for (start, cell), group in sorted(groups.items())]
     return lines
 
 
@@ -136,10 +151,12 @@ def render_summary(plan_path: Path, plan_sha256: str, decision: Decision, rows: 
         "",
         "## Fidelity: client-observed vs server decode rate",
         "",
-        "The server's rate is (rounds + accepted) / decode seconds from its own counters; the client's is "
-        "the sum of (tokens - 1) over the sum of (last token - first token) for the same streams. A ratio "
-        "well above 1 means the client fell behind and read tokens in bursts (its clock, not the server's, "
-        "is off); well below 1 means delivery overhead the server cannot see.",
+        "The server's rate is (rounds + accepted) / decode seconds from its own counters over every stream; "
+        "the client's is the sum of (tokens - 1) over the sum of (last token - first token) over the streams "
+        "whose client timing was trusted (docs/fidelity.md). *Per request* holds the client's decode time "
+        "against the server's own decode time for exactly those streams, when the server reports it "
+        "(vLLM: --enable-per-request-metrics); 1.000 is perfect. A repeat with too few trusted streams has "
+        "no client metrics, and the decision says so.",
         "",
         *fidelity_table(rows),
         "",

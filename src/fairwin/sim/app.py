@@ -27,6 +27,7 @@ FAULTS = {
     "short-stream": "stop every stream at half its max_tokens, claiming finish_reason=length",
     "no-usage": "never send a usage chunk",
     "drop-connection": "close the connection in the middle of every stream",
+    "burst-delivery": "hold every chunk and send the whole stream at its end, as a client starved of CPU reads it",
 }
 SPEC_LOGIT_BIAS_MESSAGE = (
     "The min_p and logit_bias sampling parameters are not yet supported with speculative decoding."
@@ -168,9 +169,16 @@ async def generate(request: web.Request, kind: str) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
 
+    held: list[bytes] = []
+
     async def send(payload: dict[str, Any]) -> None:
-        if response is not None:
-            await response.write(f"data: {json.dumps(payload)}\n\n".encode())
+        if response is None:
+            return
+        data = f"data: {json.dumps(payload)}\n\n".encode()
+        if "burst-delivery" in config.faults:
+            held.append(data)
+        else:
+            await response.write(data)
 
     # Sleep to a schedule, not by increments, so decode time matches the model despite timer slack.
     clock = arrived + prompt_tokens * config.prefill_ms_per_token / 1000.0
@@ -204,7 +212,8 @@ async def generate(request: web.Request, kind: str) -> web.StreamResponse:
         if emitted < target:
             await send(_chunk(kind, rid, config.model, text, None))
     finish = "length" if emitted >= max_tokens or "short-stream" in config.faults else "stop"
-    counters.decode_time.labels(**labels).observe(time.monotonic() - first_at)
+    decode_s = time.monotonic() - first_at
+    counters.decode_time.labels(**labels).observe(decode_s)
     counters.request_success.labels(**labels, finished_reason=finish).inc()
     usage = {
         "prompt_tokens": prompt_tokens,
@@ -226,7 +235,16 @@ async def generate(request: web.Request, kind: str) -> web.StreamResponse:
         )
     await send(_chunk(kind, rid, config.model, pieces[-1] if rounds else None, finish))
     if include_usage:
-        await send({"id": rid, "object": "usage", "model": config.model, "choices": [], "usage": usage})
+        final: dict[str, Any] = {"id": rid, "object": "usage", "model": config.model, "choices": [], "usage": usage}
+        if config.per_request_metrics:  # vLLM's field names; generation_time_ms is first to last token
+            final["metrics"] = {
+                "time_to_first_token_ms": 1000.0 * (first_at - arrived),
+                "generation_time_ms": 1000.0 * decode_s,
+                "queue_time_ms": 0.0,
+            }
+        await send(final)
+    for data in held:
+        await response.write(data)
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response

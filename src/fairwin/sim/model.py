@@ -46,6 +46,7 @@ class SimConfig:
     max_model_len: int = 65536
     faults: frozenset[str] = field(default_factory=frozenset)
     reject_params: frozenset[str] = field(default_factory=frozenset)
+    per_request_metrics: bool = False
 
     def acceptance_at(self, position: int) -> float:
         if position < len(self.acceptance):

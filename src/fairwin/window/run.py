@@ -22,6 +22,7 @@ from fairwin.gates.power import power_warnings
 from fairwin.gates.runtime import check_declared_env, check_speculative
 from fairwin.gates.sequence import GateInputs, actual_times, run_gates
 from fairwin.launch.local import make_spec
+from fairwin.launch.scheduling import ClientAffinity
 from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
@@ -212,7 +213,7 @@ async def run_window(
         Step("budget", budget_step),
     ]
     try:
-        with http_errors_logged(window.path / "http-errors.log"):
+        with http_errors_logged(window.path / "http-errors.log"), ClientAffinity(plan.window.client_cpus):
             await _run_steps(window, steps)
     except asyncio.CancelledError:
         window.set_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); every server was stopped")

@@ -20,10 +20,12 @@ from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
 from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare, prompt_key
 from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.load.wave import Target, WaveResult, endpoint_path, run_wave, salt
-from fairwin.metrics.pool import PooledRow, pool_repeat
+from fairwin.metrics.fidelity import judge_wave
+from fairwin.metrics.pool import DECODE_SUM, PooledRow, pool_repeat
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.receipts import append_jsonl, write_json_atomic, write_jsonl_atomic
+from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -33,6 +35,10 @@ class ServerHandle(Protocol):
     """What the window needs of a launched server; tests inject their own."""
 
     spec: LaunchSpec
+
+    @property
+    def scheduling(self) -> dict[str, object] | None:
+        """What start() applied (CPU set, nice), for the receipt."""
 
     def start(self) -> None: ...
 
@@ -110,6 +116,7 @@ async def _warm_up(ctx: StartContext, session: aiohttp.ClientSession, target: Ta
         return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
     finally:
         append_jsonl(ctx.window.streams, [record])
+        append_jsonl(ctx.window.start_dir(target.start) / "chunks.jsonl", _timelines([record]))
 
 
 def _wave_row(result: WaveResult, target: Target) -> dict[str, Any]:
@@ -130,6 +137,10 @@ def _wave_row(result: WaveResult, target: Target) -> dict[str, Any]:
         "error": None if result.error is None else str(result.error),
         "deltas": result.deltas,
     }
+
+
+def _timelines(streams: list[StreamRecord]) -> list[dict[str, Any]]:
+    return [s.timeline.sidecar_row(s.start, s.wave, s.stream) for s in streams]
 
 
 def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveResult]) -> list[PooledRow]:
@@ -166,7 +177,9 @@ async def _run_waves(
             ctx.prepared[cell_name],
             plan.window.settle_timeout_s,
         )
+        judge_wave(result.streams, result.deltas.get(DECODE_SUM))
         append_jsonl(ctx.window.streams, result.streams)
+        append_jsonl(ctx.window.start_dir(target.start) / "chunks.jsonl", _timelines(result.streams))
         append_jsonl(ctx.window.waves, [_wave_row(result, target)])
         if result.error is not None:
             raise result.error
@@ -198,10 +211,15 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
     rows: list[PooledRow] = []
     try:
+        receipt["host_before"] = await condition(plan.window.idle_check_s)
+        warning = not_idle_warning(start.name, receipt["host_before"])
+        if warning:
+            ctx.say(f"  warning: {warning}")
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}")
         server.start()
         async with aiohttp.ClientSession(timeout=timeout) as session:
             receipt["healthy_after_s"] = await server.wait_healthy(session)
+            receipt["scheduling"] = server.scheduling
             ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
             if plan.runtime.check_env:
                 receipt["env_check"] = check_running_env(spec, server.process_env()) or ["matches the declaration"]
@@ -211,6 +229,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             for cell_name in plan.cells:
                 results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
                 rows.extend(_pool(ctx, target, cell_name, results))
+            receipt["host_after"] = await condition(plan.window.idle_check_s)
         append_jsonl(ctx.window.pooled, rows)
         return rows
     finally:

@@ -1,0 +1,75 @@
+"""The chunk timeline of one stream, and what it says about delivery.
+
+Every chunk's arrival is kept (seconds after the send) with its token count when the
+server says it (``token_ids`` on the choice, e.g. vLLM with ``return_token_ids``);
+otherwise the count is unknown and only the chunk is counted. The summary goes on
+the stream record; the whole timeline goes to a sidecar file per start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Chunks closer together than this arrived in one burst: a healthy server streams a
+#: decode step at a time, and no decode step on any hardware we know is this short.
+BURST_SPAN_S = 0.001
+TIMELINE_FORMAT = "fairwin.chunks/1"
+
+
+@dataclass
+class Timeline:
+    """Arrivals of the chunks that carried text, seconds after the request was sent."""
+
+    arrivals: list[float] = field(default_factory=list)
+    tokens: list[int | None] = field(default_factory=list)
+    done_s: float | None = None
+
+    def add(self, at: float, tokens: int | None) -> None:
+        self.arrivals.append(at)
+        self.tokens.append(tokens)
+
+    def gaps_ms(self) -> dict[str, float] | None:
+        """Percentiles of the gaps between consecutive text chunks, in ms."""
+        if len(self.arrivals) < 2:
+            return None
+        gaps = np.diff(np.asarray(self.arrivals)) * 1000.0
+        p50, p90, p99 = np.percentile(gaps, [50, 90, 99])
+        return {"p50": round(float(p50), 3), "p90": round(float(p90), 3), "p99": round(float(p99), 3),
+                "max": round(float(gaps.max()), 3)}  # fmt: skip
+
+    def largest_burst(self) -> int:
+        """The most chunks that arrived within any BURST_SPAN_S (1 for evenly streamed chunks)."""
+        times = self.arrivals
+        best, left = 0, 0
+        for right, now in enumerate(times):
+            while now - times[left] > BURST_SPAN_S:
+                left += 1
+            best = max(best, right - left + 1)
+        return best
+
+    def done_gap_s(self) -> float | None:
+        """From the last text chunk to ``[DONE]``: the usage chunk and the server's wrap-up."""
+        if self.done_s is None or not self.arrivals:
+            return None
+        return self.done_s - self.arrivals[-1]
+
+    def sidecar_row(self, start: str, wave: str, stream: int) -> dict[str, Any]:
+        known = all(t is not None for t in self.tokens)
+        return {
+            "format": TIMELINE_FORMAT,
+            "start": start,
+            "wave": wave,
+            "stream": stream,
+            "arrivals_ms": [round(t * 1000.0, 3) for t in self.arrivals],
+            "tokens": self.tokens if known else None,
+            "done_ms": None if self.done_s is None else round(self.done_s * 1000.0, 3),
+        }
+
+
+def chunk_tokens(choice: dict[str, Any]) -> int | None:
+    """Tokens in one streamed choice, when the server lists their ids; None when it does not say."""
+    ids = choice.get("token_ids")
+    return len(ids) if isinstance(ids, list) else None

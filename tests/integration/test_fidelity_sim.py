@@ -1,0 +1,88 @@
+"""Client timing that cannot be trusted is flagged, pooled out, and named in the decision; scheduling is applied."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fairwin.receipts import read_jsonl
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin, only_window, processes_with
+
+
+def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: PlanFactory) -> None:
+    # The sim holds every chunk and sends the stream at its end: what a client starved of CPU reads.
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "3", "--fault", "burst-delivery", model="burst-a")},
+        modes={"aa": {"control": "A", "candidate": "A"}},
+        window={"repeats": 2},
+    )
+    done = fairwin("run", str(plan), "--mode", "aa")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    streams = [s for s in read_jsonl(window / "streams.jsonl") if s["wave"] != "warmup"]
+    assert streams and all(s["client_timing_trusted"] is False for s in streams)
+    assert all("the server's counters imply" in s["client_timing_problem"] for s in streams)
+    # Chunks read back to back: the client parses ~0.1 ms a chunk, so a burst spans a few ms, not 1 ms.
+    assert all(s["largest_burst_chunks"] >= 10 for s in streams)
+    rows = read_jsonl(window / "pooled.jsonl")
+    assert all(r["decode_tps"] is None and r["ttft_s"] is None and r["client_streams"] == 0 for r in rows)
+    assert all(r["client_problem"].startswith(f"{r['streams']} of {r['streams']} streams' client timing") for r in rows)
+    decision = json.loads((window / "decision.json").read_text())
+    cell = decision["cells"][0]
+    assert decision["verdict"] == cell["verdict"] == "INCONCLUSIVE"  # never a silent pass, never a LOSS
+    places = ", ".join(f"s{s} repeat {r}" for s in (1, 2, 3) for r in (1, 2))
+    assert cell["reasons"][0].startswith(f"decode_tps unobserved in {places} (s1 repeat 1: 4 of 4 streams' client")
+    assert cell["reasons"][0].endswith("; win2-v1 needs it")
+    summary = (window / "summary.md").read_text()
+    assert "| s1 | short-b1 | 0 of 8 |" in summary
+    sidecar = read_jsonl(window / "starts" / "s1" / "chunks.jsonl")
+    assert len(sidecar) == 1 + len([s for s in streams if s["start"] == "s1"])  # the warm-up too
+    assert all(row["format"] == "fairwin.chunks/1" and row["arrivals_ms"] for row in sidecar)
+
+
+def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "3", "--per-request-metrics", model="own-a")},
+        modes={"aa": {"control": "A", "candidate": "A"}},
+        window={"repeats": 2},
+    )
+    done = fairwin("run", str(plan), "--mode", "aa")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    streams = [s for s in read_jsonl(window / "streams.jsonl") if s["wave"] != "warmup"]
+    for s in streams:
+        server_s = s["server_timing"]["generation_time_ms"] / 1000
+        client_s = s["last_token_s"] - s["first_token_s"]
+        assert client_s == pytest.approx(server_s, rel=0.10)
+        assert s["client_timing_trusted"] is True and s["client_runqueue_wait_s"] is not None
+        assert s["chunk_gaps_ms"]["p50"] > 0 and s["done_gap_s"] >= 0
+    rows = read_jsonl(window / "pooled.jsonl")
+    for r in rows:
+        assert r["client_streams"] == r["streams"] == 4 and r["client_problem"] is None
+        assert r["server_stream_decode_s"] == pytest.approx(r["client_decode_s"], rel=0.05)
+
+
+def test_a_role_runs_on_its_cpus_at_its_priority(make_plan: PlanFactory) -> None:
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "2", model="pinned-a", cpus=str(cpu), nice=7)},
+        modes={"aa": {"control": "A", "candidate": "A"}},
+        window={"repeats": 2, "idle_check_s": 0.1},
+    )
+    done = fairwin("run", str(plan), "--mode", "aa")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    start = json.loads((window / "starts" / "s1" / "start.json").read_text())
+    scheduling = start["scheduling"]
+    assert scheduling["cpus"] == str(cpu) and scheduling["server_cpus"] == str(cpu) and scheduling["nice"] == 7
+    autogroup_on = Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    expected = "autogroup nice 7" if autogroup_on else "autogroup off: the process nice applies"
+    assert scheduling["autogroup"] == expected
+    for reading in (start["host_before"], start["host_after"]):
+        assert isinstance(reading["idle"], bool) and reading["memory_available_gib"] > 0
+        assert reading["client_cpus"] and len(reading["load_average"]) == 3
+    assert processes_with("pinned-a") == []
