@@ -43,11 +43,12 @@ def engine() -> Engine:
 
 def vllm_argv(*extra: str, max_model_len: int = 8192) -> list[str]:
     # --enforce-eager: about 20 s to start instead of about 50 s; the tests measure fairwin, not the engine.
+    # --enable-per-request-metrics: every stream's own server decode time, to hold the client's against.
     return [
         "{env:FAIRWIN_ENGINE_PYTHON}", "-m", "vllm.entrypoints.openai.api_server",
         "--model", "{env:FAIRWIN_TINY_MODEL}", "--served-model-name", "tiny", "--load-format", "dummy",
         "--host", "127.0.0.1", "--port", "{port}", "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
-        "--seed", "0", "--enforce-eager", *extra,
+        "--seed", "0", "--enforce-eager", "--enable-per-request-metrics", *extra,
     ]  # fmt: skip
 
 
@@ -59,6 +60,8 @@ def vllm_role(*extra: str) -> dict[str, Any]:
         "port": "auto",
         "served_model": "tiny",
         "startup_timeout_s": 300,
+        # The server's busy threads otherwise keep the client off both cores for whole streams (docs/fidelity.md).
+        "nice": 10,
     }
 
 

@@ -101,3 +101,16 @@ def test_runqueue_clock_reads_the_kernel() -> None:
     assert start is not None and start >= 0  # Linux with schedstat, as CI is
     elapsed = RunqueueClock().elapsed()
     assert elapsed is not None and elapsed >= 0
+
+
+def test_cpu_lists_parse_or_refuse() -> None:
+    from fairwin.launch.scheduling import Scheduling, parse_cpu_list
+
+    assert parse_cpu_list("0-2,5") == {0, 1, 2, 5} and parse_cpu_list("3") == {3}
+    for bad in ("", "a", "0-", "1,,2", "0 1"):
+        with pytest.raises(ValueError, match="is not a CPU list"):
+            parse_cpu_list(bad)
+    prefix = Scheduling(cpus="1", nice=10).command_prefix("A")
+    assert prefix[0].endswith("taskset") and prefix[1:3] == ["--cpu-list", "1"]
+    assert prefix[3].endswith("nice") and prefix[4:] == ["-n", "10"]
+    assert Scheduling().command_prefix("A") == []

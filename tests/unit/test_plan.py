@@ -44,6 +44,9 @@ def one_line_error(exc: pytest.ExceptionInfo[BaseException]) -> str:
         ('families = ["prose", "code"]', 'families = ["poetry"]', "names 'poetry', which is not declared"),
         ('port = "auto"', "", "uses {port} but sets no `port`"),
         ("max_tokens = 48", "max_tokens = 48\nextra_body = { seed = 1 }", "sets seed, which fairwin controls"),
+        ('served_model = "tiny"', 'served_model = "tiny"\ncpus = "0 1"', "roles.A.cpus: '0 1' is not a CPU list"),
+        ('served_model = "tiny"', 'served_model = "tiny"\nnice = 25', "roles.A.nice: Input should be less than"),
+        ("repeats = 3", 'repeats = 3\nclient_cpus = "x"', "window.client_cpus: 'x' is not a CPU list"),
     ],
 )
 def test_bad_plans_give_one_line_naming_file_and_key(make_plan: PlanFactory, old: str, new: str, expected: str) -> None:
