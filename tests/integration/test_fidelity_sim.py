@@ -23,7 +23,7 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
     done = fairwin("run", str(plan), "--mode", "aa")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)
-    streams = [s for s in read_jsonl(window / "streams.jsonl") if s["wave"] != "warmup"]
+    streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
     assert streams and all(s["client_timing_trusted"] is False for s in streams)
     assert all("the server's counters imply" in s["client_timing_problem"] for s in streams)
     # Chunks read back to back: the client parses ~0.1 ms a chunk, so a burst spans a few ms, not 1 ms.
@@ -40,7 +40,8 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
     summary = (window / "summary.md").read_text()
     assert "| s1 | short-b1 | 0 of 8 |" in summary
     sidecar = read_jsonl(window / "starts" / "s1" / "chunks.jsonl")
-    assert len(sidecar) == 1 + len([s for s in streams if s["start"] == "s1"])  # the warm-up too
+    everything = read_jsonl(window / "streams.jsonl")  # the warm-up stream and waves too
+    assert len(sidecar) == len([s for s in everything if s["start"] == "s1"])
     assert all(row["format"] == "fairwin.chunks/1" and row["arrivals_ms"] for row in sidecar)
 
 
@@ -53,7 +54,7 @@ def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanF
     done = fairwin("run", str(plan), "--mode", "aa")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)
-    streams = [s for s in read_jsonl(window / "streams.jsonl") if s["wave"] != "warmup"]
+    streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
     for s in streams:
         server_s = s["server_timing"]["generation_time_ms"] / 1000
         client_s = s["last_token_s"] - s["first_token_s"]

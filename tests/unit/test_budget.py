@@ -10,11 +10,12 @@ from tests.conftest import PlanFactory
 
 def test_assumed_estimate_by_hand(make_plan: PlanFactory) -> None:
     # conftest budget: start 1 s, stop 1 s, 2 ms/token decode, 0.5 ms/token prefill (default);
-    # cell: 2 families x 3 repeats = 6 waves of 2 streams of (64 prompt + 48 decode) tokens.
+    # cell: 2 families x 3 repeats = 6 waves of 2 streams of (64 prompt + 48 decode) tokens; warm-up: one
+    # 16-token stream and at most 4 uncounted waves of that cell.
     loaded = load_plan(make_plan())
     found = estimate(loaded, "controlled", resolve_mode(loaded, "controlled"))
     stream = (64 * 0.5 + 48 * 2) / 1000
-    warmup = (64 * 0.5 + 16 * 2) / 1000
+    warmup = (64 * 0.5 + 16 * 2) / 1000 + 4 * 2 * stream
     per_start = 1 + warmup + 6 * 2 * stream + 1
     assert [c.start for c in found.starts] == ["s1", "s2", "s3"]
     assert found.measurement_end_s == pytest.approx(3 * per_start)

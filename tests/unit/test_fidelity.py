@@ -114,3 +114,16 @@ def test_cpu_lists_parse_or_refuse() -> None:
     assert prefix[0].endswith("taskset") and prefix[1:3] == ["--cpu-list", "1"]
     assert prefix[3].endswith("nice") and prefix[4:] == ["-n", "10"]
     assert Scheduling().command_prefix("A") == []
+
+
+def test_warm_up_stops_when_two_consecutive_rates_agree() -> None:
+    from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION
+    from fairwin.window.warmup import server_rate, steady
+
+    # 2 requests of 65 tokens: 128 tokens after the first in 0.1 s of decode.
+    assert server_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.1}) == pytest.approx(1280.0)
+    assert server_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.0}) is None
+    assert not steady([1387.0], 3.0)
+    assert not steady([1387.0, 1634.0], 3.0)  # +17.8 %: still climbing
+    assert steady([1387.0, 1634.0, 1680.0], 3.0)  # +2.8 %
+    assert not steady([1634.0, 1690.0], 3.0)  # +3.4 %

@@ -79,6 +79,9 @@ def launcher_recording(events: list[str], fail_role: str | None = None):  # type
     return launch
 
 
+STARTS = ("s1", "s2", "s3")
+
+
 def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactory) -> None:
     loaded = load_plan(make_plan(window={"repeats": 2}))
     events: list[str] = []
@@ -118,7 +121,11 @@ def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactor
     assert [(r["start"], r["repeat"]) for r in pooled] == [(s, r) for s in ("s1", "s2", "s3") for r in (1, 2)]
     streams = read_jsonl(result.window.streams)
     salts = [s["cache_salt"] for s in streams]
-    assert len(salts) == len(set(salts)) == 3 * (1 + 2 * 2 * 2)  # warm-up + repeats x families x streams
+    warmup_waves = [json.loads((result.window.path / f"starts/{s}/start.json").read_text())["warmup"] for s in STARTS]
+    assert all(w["steady"] and 2 <= w["waves"] <= 4 and len(w["rates_tps"]) == w["waves"] for w in warmup_waves)
+    # Per start: the warm-up stream, its uncounted waves of 2 streams, and repeats x families x streams.
+    assert len(salts) == len(set(salts)) == sum(1 + 2 * w["waves"] + 2 * 2 * 2 for w in warmup_waves)
+    assert len([s for s in streams if s["repeat"] > 0]) == 3 * 2 * 2 * 2
     assert all(s["ok"] and s["completion_tokens"] == s["max_tokens"] for s in streams)
     for name in ("plan.toml", "window.json", "decision.json", "summary.md", "prompts.jsonl", "waves.jsonl"):
         assert (result.window.path / name).is_file(), name
@@ -199,5 +206,5 @@ def test_prompt_ids_shared_by_two_families_stay_apart(make_plan: PlanFactory) ->
     prepared = read_jsonl(result.window.prompts)
     by_family = {(p["family"], p["id"]): p["text"] for p in prepared}
     assert by_family[("prose", "p-0")].startswith("alpha") and by_family[("code", "p-0")].startswith("beta")
-    streams = [s for s in read_jsonl(result.window.streams) if s["wave"] != "warmup"]
+    streams = [s for s in read_jsonl(result.window.streams) if s["repeat"] > 0]
     assert {(s["family"], s["prompt_tokens"]) for s in streams} == {("prose", 64), ("code", 60)}

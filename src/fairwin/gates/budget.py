@@ -116,21 +116,26 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
     sources: dict[str, str] = {}
     waves_s = 0.0
     waves = 0
+    one_wave: dict[str, float] = {}
     for name, cell in plan.cells.items():
         count = plan.window.repeats * len(cell.families)
         waves += count
         measured = _median(found.wave_s.get(cell_key(cell)))
         if measured is not None:
-            waves_s += count * measured
+            one_wave[name] = measured
             sources[f"cell {name}"] = (
                 f"measured: median wave {measured:.1f} s over {len(found.wave_s[cell_key(cell)])} waves"
             )
         else:
             batches = math.ceil(cell.streams_per_wave / cell.concurrency)
-            waves_s += count * batches * stream_seconds(loaded, cell.prompt_tokens, cell.max_tokens)
+            one_wave[name] = batches * stream_seconds(loaded, cell.prompt_tokens, cell.max_tokens)
             sources[f"cell {name}"] = "assumed: [budget] ms per token"
+        waves_s += count * one_wave[name]
     shortest = min(plan.cells.values(), key=lambda c: c.prompt_tokens)
+    warming = next(name for name, cell in plan.cells.items() if cell.decision)
+    # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
+    warmup += plan.window.warmup_waves_max * one_wave[warming]
     starts = []
     for start in starts_for(mode):
         key = role_key(plan.roles[start.role])

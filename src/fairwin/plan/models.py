@@ -142,6 +142,10 @@ class WindowSettings(StrictModel):
     repeats: int = Field(3, ge=1)
     base_seed: int = 42
     warmup_max_tokens: int = Field(16, ge=1)
+    warmup_waves_max: int = Field(
+        4, ge=0, le=20, description="Uncounted waves at most, until two consecutive server rates agree (0: none)."
+    )
+    warmup_tolerance_pct: float = Field(3.0, gt=0, description="How close two warm-up waves' rates must be.")
     request_timeout_s: float = Field(900.0, gt=0)
     settle_timeout_s: float = Field(10.0, gt=0, description="How long counters may lag a finished wave.")
     production_clock_cap_mhz: float | None = Field(

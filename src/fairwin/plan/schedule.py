@@ -34,10 +34,11 @@ class WaveSpec:
     family: str
     seed: int
     prompts: tuple[Prompt, ...]
+    label: str | None = None  # an uncounted wave's own key (warm-up), so its salts differ from every counted wave's
 
     @property
     def key(self) -> str:
-        return f"{self.cell}/r{self.repeat}/{self.family}"
+        return self.label or f"{self.cell}/r{self.repeat}/{self.family}"
 
 
 def resolve_mode(loaded: LoadedPlan, mode_name: str) -> Mode:

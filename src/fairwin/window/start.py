@@ -18,8 +18,8 @@ import aiohttp
 from fairwin.gates.runtime import check_running_env, check_speculative
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
 from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare, prompt_key
-from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
-from fairwin.load.wave import Target, WaveResult, endpoint_path, run_wave, salt
+from fairwin.load.stream import StreamRecord
+from fairwin.load.wave import Target, WaveResult, run_wave
 from fairwin.metrics.fidelity import judge_wave
 from fairwin.metrics.pool import DECODE_SUM, PooledRow, pool_repeat
 from fairwin.plan.loading import LoadedPlan
@@ -27,6 +27,7 @@ from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.receipts import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
+from fairwin.window.warmup import warm_up_stream, warm_up_waves
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
@@ -87,36 +88,6 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
         ctx.prepared[cell_name] = by_id
         ctx.say(f"  prepared {len(by_id)} prompts for {cell_name} at ~{cell.prompt_tokens} tokens")
     write_jsonl_atomic(ctx.window.prompts, rows)
-
-
-async def _warm_up(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:
-    """One uncounted stream, so no measured wave pays for first-request costs."""
-    plan = ctx.loaded.plan
-    cell_name = next(name for name, cell in plan.cells.items() if cell.decision)
-    cell = plan.cells[cell_name]
-    first = waves_for(ctx.loaded, cell_name)[0]
-    ready = ctx.prepared[cell_name][prompt_key(first.family, first.prompts[0].id)]
-    record = StreamRecord(
-        start=target.start,
-        role=target.role,
-        cell=cell_name,
-        wave="warmup",
-        repeat=0,
-        family=first.family,
-        stream=0,
-        prompt_id=ready.id,
-        prompt_tokens_expected=ready.tokens,
-        seed=plan.window.base_seed,
-        cache_salt=salt(ctx.window.window_id, target.start, "warmup", 0),
-        endpoint=cell.endpoint,
-        max_tokens=plan.window.warmup_max_tokens,
-    )
-    body = request_body(record, target.model, ready.text, cell.temperature, cell.top_p, cell.extra_body)
-    try:
-        return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
-    finally:
-        append_jsonl(ctx.window.streams, [record])
-        append_jsonl(ctx.window.start_dir(target.start) / "chunks.jsonl", _timelines([record]))
 
 
 def _wave_row(result: WaveResult, target: Target) -> dict[str, Any]:
@@ -225,7 +196,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 receipt["env_check"] = check_running_env(spec, server.process_env()) or ["matches the declaration"]
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            await _warm_up(ctx, session, target)
+            await warm_up_stream(ctx, session, target)
+            receipt["warmup"] = await warm_up_waves(ctx, session, target)
             for cell_name in plan.cells:
                 results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
                 rows.extend(_pool(ctx, target, cell_name, results))

@@ -1,0 +1,104 @@
+"""Warming a start up until the server's own rate is steady, before anything is counted.
+
+One short stream pays the first-request costs. It is not enough: within a start the
+server's rate climbs across repeats (e2e A/A: s1 1,387 -> 1,634 -> 1,761 tok/s), so
+the first repeat of every start would be measured on a server still warming up. After
+the stream, the first decision cell's first wave runs again, uncounted, until two
+consecutive waves' server rates (from the server's counters, as pooling computes them)
+agree within ``window.warmup_tolerance_pct``, at most ``window.warmup_waves_max``
+times. Every warm-up wave is recorded (repeat 0, salted apart from every counted wave)
+and the budget counts the maximum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from fairwin.load.prepare import prompt_key
+from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
+from fairwin.load.wave import Target, endpoint_path, run_wave, salt
+from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION
+from fairwin.plan.schedule import waves_for
+from fairwin.receipts import append_jsonl
+
+if TYPE_CHECKING:  # start.py imports this module; the context type is only needed for checking
+    from fairwin.window.start import StartContext
+
+
+def _first_decision_cell(ctx: StartContext) -> str:
+    return next(name for name, cell in ctx.loaded.plan.cells.items() if cell.decision)
+
+
+def _record(ctx: StartContext, streams: list[StreamRecord]) -> None:
+    append_jsonl(ctx.window.streams, streams)
+    rows = [s.timeline.sidecar_row(s.start, s.wave, s.stream) for s in streams]
+    append_jsonl(ctx.window.start_dir(streams[0].start) / "chunks.jsonl", rows)
+
+
+async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:
+    """One uncounted stream, so no measured wave pays for first-request costs."""
+    plan = ctx.loaded.plan
+    cell_name = _first_decision_cell(ctx)
+    cell = plan.cells[cell_name]
+    first = waves_for(ctx.loaded, cell_name)[0]
+    ready = ctx.prepared[cell_name][prompt_key(first.family, first.prompts[0].id)]
+    record = StreamRecord(
+        start=target.start, role=target.role, cell=cell_name, wave="warmup", repeat=0, family=first.family,
+        stream=0, prompt_id=ready.id, prompt_tokens_expected=ready.tokens, seed=plan.window.base_seed,
+        cache_salt=salt(ctx.window.window_id, target.start, "warmup", 0), endpoint=cell.endpoint,
+        max_tokens=plan.window.warmup_max_tokens,
+    )  # fmt: skip
+    body = request_body(record, target.model, ready.text, cell.temperature, cell.top_p, cell.extra_body)
+    try:
+        return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
+    finally:
+        _record(ctx, [record])
+
+
+def server_rate(deltas: dict[str, float]) -> float | None:
+    """Tokens after the first per decode second, from one wave's counter deltas (the pooled rate's formula)."""
+    decode_s = deltas.get(DECODE_SUM, 0.0)
+    if decode_s <= 0 or GENERATION not in deltas:
+        return None
+    return (deltas[GENERATION] - deltas.get(DECODE_COUNT, 0.0)) / decode_s
+
+
+def steady(rates: list[float], tolerance_pct: float) -> bool:
+    return len(rates) >= 2 and abs(rates[-1] / rates[-2] - 1.0) * 100.0 <= tolerance_pct
+
+
+async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> dict[str, Any]:
+    """Uncounted waves until the server's rate is steady; what happened, for the start receipt."""
+    settings = ctx.loaded.plan.window
+    cell_name = _first_decision_cell(ctx)
+    first = waves_for(ctx.loaded, cell_name)[0]
+    rates: list[float] = []
+    for number in range(1, settings.warmup_waves_max + 1):
+        spec = dataclasses.replace(first, repeat=0, label=f"warmup{number}/{first.family}")
+        result = await run_wave(
+            session, target, ctx.window.window_id, ctx.loaded.plan.cells[cell_name], spec,
+            ctx.prepared[cell_name], settings.settle_timeout_s,
+        )  # fmt: skip
+        _record(ctx, result.streams)
+        if result.error is not None:
+            raise result.error
+        rate = server_rate(result.deltas)
+        if rate is not None:
+            rates.append(rate)
+        if steady(rates, settings.warmup_tolerance_pct):
+            break
+    outcome = {
+        "cell": cell_name,
+        "waves": len(rates),
+        "rates_tps": [round(r, 2) for r in rates],
+        "tolerance_pct": settings.warmup_tolerance_pct,
+        "steady": steady(rates, settings.warmup_tolerance_pct),
+    }
+    if rates:
+        trail = " -> ".join(f"{r:.0f}" for r in rates)
+        state = "steady" if outcome["steady"] else f"NOT steady within {settings.warmup_tolerance_pct:g} %"
+        ctx.say(f"  warm-up: {len(rates)} uncounted waves of {cell_name}, server rate {trail} tok/s ({state})")
+    return outcome
