@@ -13,16 +13,21 @@ from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with
 
 
-def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: PlanFactory) -> None:
-    # The sim holds every chunk and sends the stream at its end: what a client starved of CPU reads.
+def aa_window(make_plan: PlanFactory, *flags: str, model: str) -> Path:
+    """A two-repeat A/A window on `fairwin sim` with these flags; its directory."""
     plan = make_plan(
-        roles={"A": sim_role("--ms-per-round", "3", "--fault", "burst-delivery", model="burst-a")},
+        roles={"A": sim_role("--ms-per-round", "3", *flags, model=model)},
         modes={"aa": {"control": "A", "candidate": "A"}},
         window={"repeats": 2},
     )
     done = fairwin("run", str(plan), "--mode", "aa")
     assert done.returncode == 0, done.stderr
-    window = only_window(plan)
+    return only_window(plan)
+
+
+def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: PlanFactory) -> None:
+    # The sim holds every chunk and sends the stream at its end: what a client starved of CPU reads.
+    window = aa_window(make_plan, "--fault", "burst-delivery", model="burst-a")
     streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
     assert streams and all(s["client_timing_trusted"] is False for s in streams)
     assert all("the server's counters imply" in s["client_timing_problem"] for s in streams)
@@ -46,14 +51,7 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
 
 
 def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanFactory) -> None:
-    plan = make_plan(
-        roles={"A": sim_role("--ms-per-round", "3", "--per-request-metrics", model="own-a")},
-        modes={"aa": {"control": "A", "candidate": "A"}},
-        window={"repeats": 2},
-    )
-    done = fairwin("run", str(plan), "--mode", "aa")
-    assert done.returncode == 0, done.stderr
-    window = only_window(plan)
+    window = aa_window(make_plan, "--per-request-metrics", model="own-a")
     streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
     for s in streams:
         server_s = s["server_timing"]["generation_time_ms"] / 1000

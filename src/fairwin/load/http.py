@@ -34,6 +34,16 @@ def transport_error(what: str, url: str, exc: BaseException) -> TransportError:
     return TransportError(f"{what}: no answer from {url}: {reason}")
 
 
+def client_session(timeout: aiohttp.ClientTimeout) -> aiohttp.ClientSession:
+    """The session a start streams through.
+
+    aiohttp pools at most 100 connections by default and queues every request past
+    that inside the client, where the wait would be timed as the stream's TTFT. A
+    wave's own semaphore bounds its concurrency, so the pool is left unbounded.
+    """
+    return aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0))
+
+
 async def get_text(session: aiohttp.ClientSession, url: str, *, what: str) -> str:
     try:
         async with session.get(url) as response:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fairwin.launch.scheduling import parse_cpu_list
 
@@ -24,6 +24,14 @@ REGISTERED_MODES: dict[str, tuple[str, str]] = {
     "controlled": ("A", "B"),
     "production-policy": ("P", "B"),
 }
+
+
+def _cpu_list(value: str) -> str:
+    parse_cpu_list(value)  # ValueError names what a CPU list looks like
+    return value
+
+
+CpuList = Annotated[str, AfterValidator(_cpu_list)]
 
 
 class StrictModel(BaseModel):
@@ -54,17 +62,10 @@ class Role(StrictModel):
     speculative: dict[str, Any] | None = Field(
         None, description="The declared speculative config; {} means none. Checked at every start."
     )
-    cpus: str | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
+    cpus: CpuList | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
     nice: int | None = Field(
         None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
     )
-
-    @field_validator("cpus")
-    @classmethod
-    def _cpu_list(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_cpu_list(value)
-        return value
 
     @field_validator("base_url")
     @classmethod
@@ -155,16 +156,9 @@ class WindowSettings(StrictModel):
     idle_check_s: float = Field(
         0.5, ge=0, le=10, description="Before and after each start, sample the host's CPU use this long (0: off)."
     )
-    client_cpus: str | None = Field(
+    client_cpus: CpuList | None = Field(
         None, description="CPU list fairwin's client (its event loop) runs on during the window, e.g. '1'."
     )
-
-    @field_validator("client_cpus")
-    @classmethod
-    def _client_cpu_list(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_cpu_list(value)
-        return value
 
 
 class BudgetSettings(StrictModel):

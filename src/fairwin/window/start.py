@@ -17,6 +17,7 @@ import aiohttp
 
 from fairwin.gates.runtime import check_running_env, check_speculative
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
+from fairwin.load.http import client_session
 from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare, prompt_key
 from fairwin.load.stream import StreamRecord
 from fairwin.load.wave import Target, WaveResult, run_wave
@@ -188,7 +189,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             ctx.say(f"  warning: {warning}")
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}")
         server.start()
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with client_session(timeout) as session:
             receipt["healthy_after_s"] = await server.wait_healthy(session)
             receipt["scheduling"] = server.scheduling
             ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
