@@ -12,8 +12,9 @@ from fairwin.errors import UsageError
 
 
 def plan_check(args: argparse.Namespace) -> int:
+    from fairwin.decision import get_rule
     from fairwin.plan import load_plan
-    from fairwin.window.run import preflight
+    from fairwin.window.run import error_rate_check, preflight
 
     loaded = load_plan(args.plan)
     modes = loaded.plan.all_modes()
@@ -23,6 +24,8 @@ def plan_check(args: argparse.Namespace) -> int:
         f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
         f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
     )
+    for warning in error_rate_check(loaded, get_rule(loaded.plan.window.rule)):
+        stderr.print(f"warning: {warning}", markup=False)
     return 0
 
 

@@ -15,9 +15,12 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from fairwin.decision import ArchiveNoise, RuleSpec
+from fairwin.decision import ArchiveNoise, RuleSpec, audit
 
 POWER = 0.8
+#: What a rule should hold at the archive's noise: false WIN and false LOSS in windows where nothing changed.
+FALSE_WIN_TARGET, FALSE_LOSS_TARGET = 0.025, 0.05
+AUDIT_TRIALS, AUDIT_SEED = 1000, 0
 
 
 @dataclass(frozen=True)
@@ -69,4 +72,30 @@ def power_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise], cell
         message = found.warning(rule.bar_pct) if found else None
         if message:
             warnings.append(message)
+    return warnings
+
+
+def error_rate_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise], cells: list[str]) -> list[str]:
+    """The rule's audited error rates at the archive's noise, for each deciding cell where they miss the targets.
+
+    Runs the rule's real code on simulated no-change windows (``fairwin rules audit``); a
+    rate counts as missed when it exceeds its target by more than two Monte Carlo errors.
+    """
+    warnings = []
+    for cell in cells:
+        mine = next((n for n in noise if n.cell == cell and n.metric == rule.primary), None)
+        if mine is None or mine.repeat_cv_pct is None or mine.launch_cv_pct is None:
+            continue
+        found = audit(rule, repeats=repeats, repeat_cv_pct=max(mine.repeat_cv_pct, 1e-6),
+                      launch_cv_pct=mine.launch_cv_pct, trials=AUDIT_TRIALS, seed=AUDIT_SEED,
+                      archive_starts=mine.starts)  # fmt: skip
+        false_win, false_loss, margin = found.false_win or 0.0, found.false_loss or 0.0, 2 * found.mc_error
+        if false_win > FALSE_WIN_TARGET + margin or false_loss > FALSE_LOSS_TARGET + margin:
+            warnings.append(
+                f"cell {cell}: at the archive's noise (repeat cv {mine.repeat_cv_pct:.2f} %, launch cv "
+                f"{mine.launch_cv_pct:.2f} % over {mine.starts} control starts) {rule.id} calls a no-change window "
+                f"WIN {100 * false_win:.1f} % and LOSS {100 * false_loss:.1f} % of the time (targets: at most "
+                f"{100 * FALSE_WIN_TARGET:g} % and {100 * FALSE_LOSS_TARGET:g} %; {AUDIT_TRIALS} simulated windows); "
+                f"compare the registered rules: `fairwin rules audit RULE --noise-from ARCHIVE --cell {cell}`"
+            )
     return warnings

@@ -93,6 +93,10 @@ class WindowDir:
     def summary(self) -> Path:
         return self.path / "summary.md"
 
+    def chunks(self, start: str) -> Path:
+        """The start's chunk timelines (``fairwin.chunks/1``), one row per stream."""
+        return self.start_dir(start) / "chunks.jsonl"
+
     def start_dir(self, start: str) -> Path:
         path = self.path / "starts" / start
         path.mkdir(parents=True, exist_ok=True)

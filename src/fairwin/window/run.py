@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fairwin.decision import Decision, RuleSpec, get_rule
 from fairwin.errors import FairwinError, Interrupted
-from fairwin.gates.power import power_warnings
+from fairwin.gates.power import error_rate_warnings, power_warnings
 from fairwin.gates.runtime import check_declared_env, check_speculative
 from fairwin.gates.sequence import GateInputs, actual_times, run_gates
 from fairwin.launch.local import make_spec
@@ -91,6 +91,16 @@ def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: s
     noise = archive_noise(archive, plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
     deciding = [name for name, cell in plan.cells.items() if cell.decision]
     return power_warnings(rule, plan.window.repeats, noise, deciding)
+
+
+def error_rate_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
+    """Warnings when the plan's rule misses its error-rate targets at the control archive's noise."""
+    plan = loaded.plan
+    out = output_dir or loaded.resolve(plan.window.output_dir)
+    commit = capture(loaded.base_dir).get("git", {}).get("commit")
+    noise = archive_noise(archive_path(loaded, out), plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
+    deciding = [name for name, cell in plan.cells.items() if cell.decision]
+    return error_rate_warnings(rule, plan.window.repeats, noise, deciding)
 
 
 def power_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:

@@ -19,7 +19,6 @@ from fairwin.gates.runtime import check_running_env, check_speculative
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
 from fairwin.load.http import client_session
 from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare, prompt_key
-from fairwin.load.stream import StreamRecord
 from fairwin.load.wave import Target, WaveResult, run_wave
 from fairwin.metrics.fidelity import judge_wave
 from fairwin.metrics.pool import DECODE_SUM, PooledRow, pool_repeat
@@ -28,6 +27,7 @@ from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.receipts import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
+from fairwin.window.records import append_streams
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -111,10 +111,6 @@ def _wave_row(result: WaveResult, target: Target) -> dict[str, Any]:
     }
 
 
-def _timelines(streams: list[StreamRecord]) -> list[dict[str, Any]]:
-    return [s.timeline.sidecar_row(s.start, s.wave, s.stream) for s in streams]
-
-
 def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveResult]) -> list[PooledRow]:
     rows = []
     for repeat in range(1, ctx.loaded.plan.window.repeats + 1):
@@ -150,8 +146,7 @@ async def _run_waves(
             plan.window.settle_timeout_s,
         )
         judge_wave(result.streams, result.deltas.get(DECODE_SUM))
-        append_jsonl(ctx.window.streams, result.streams)
-        append_jsonl(ctx.window.start_dir(target.start) / "chunks.jsonl", _timelines(result.streams))
+        append_streams(ctx.window, target.start, result.streams)
         append_jsonl(ctx.window.waves, [_wave_row(result, target)])
         if result.error is not None:
             raise result.error

@@ -22,7 +22,7 @@ from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.load.wave import Target, endpoint_path, run_wave, salt
 from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION
 from fairwin.plan.schedule import waves_for
-from fairwin.receipts import append_jsonl
+from fairwin.window.records import append_streams
 
 if TYPE_CHECKING:  # start.py imports this module; the context type is only needed for checking
     from fairwin.window.start import StartContext
@@ -30,12 +30,6 @@ if TYPE_CHECKING:  # start.py imports this module; the context type is only need
 
 def _first_decision_cell(ctx: StartContext) -> str:
     return next(name for name, cell in ctx.loaded.plan.cells.items() if cell.decision)
-
-
-def _record(ctx: StartContext, streams: list[StreamRecord]) -> None:
-    append_jsonl(ctx.window.streams, streams)
-    rows = [s.timeline.sidecar_row(s.start, s.wave, s.stream) for s in streams]
-    append_jsonl(ctx.window.start_dir(streams[0].start) / "chunks.jsonl", rows)
 
 
 async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:
@@ -55,7 +49,7 @@ async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, targ
     try:
         return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
     finally:
-        _record(ctx, [record])
+        append_streams(ctx.window, target.start, [record])
 
 
 def server_rate(deltas: dict[str, float]) -> float | None:
@@ -82,7 +76,7 @@ async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, targe
             session, target, ctx.window.window_id, ctx.loaded.plan.cells[cell_name], spec,
             ctx.prepared[cell_name], settings.settle_timeout_s,
         )  # fmt: skip
-        _record(ctx, result.streams)
+        append_streams(ctx.window, target.start, result.streams)
         if result.error is not None:
             raise result.error
         rate = server_rate(result.deltas)

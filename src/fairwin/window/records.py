@@ -1,0 +1,14 @@
+"""Appending a wave's streams to the window: their records, and their chunk timelines beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fairwin.load.stream import StreamRecord
+from fairwin.receipts import append_jsonl
+from fairwin.window.layout import WindowDir
+
+
+def append_streams(window: WindowDir, start: str, streams: Sequence[StreamRecord]) -> None:
+    append_jsonl(window.streams, streams)
+    append_jsonl(window.chunks(start), [s.timeline.sidecar_row(s.start, s.wave, s.stream) for s in streams])
