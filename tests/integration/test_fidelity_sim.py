@@ -85,3 +85,13 @@ def test_a_role_runs_on_its_cpus_at_its_priority(make_plan: PlanFactory) -> None
         assert isinstance(reading["idle"], bool) and reading["memory_available_gib"] > 0
         assert reading["client_cpus"] and len(reading["load_average"]) == 3
     assert processes_with("pinned-a") == []
+
+
+def test_cpus_the_machine_does_not_offer_are_refused_before_anything_starts(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={"A": sim_role(model="nocpu-a", cpus="4096")}, modes={"aa": {"control": "A", "candidate": "A"}}
+    )
+    done = fairwin("run", str(plan), "--mode", "aa")
+    assert done.returncode == 2, done.stderr
+    assert "roles.A.cpus = '4096' names CPU(s) [4096] that this machine does not offer" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (plan.parent / "windows").exists()

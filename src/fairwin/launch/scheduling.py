@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairwin.errors import LaunchError
+from fairwin.errors import LaunchError, PlanError
 
 CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 AUTOGROUP_SWITCH = Path("/proc/sys/kernel/sched_autogroup_enabled")
@@ -77,6 +77,17 @@ class Scheduling:
             "autogroup": autogroup,
             "server_cpus": None if leader_pid is None else allowed_cpus(leader_pid),
         }
+
+
+def check_cpus_exist(key: str, cpus: str | None) -> None:
+    """Refuse, before anything starts, a CPU list naming CPUs this process may not use."""
+    if cpus is None:
+        return
+    usable = os.sched_getaffinity(0)
+    missing = sorted(parse_cpu_list(cpus) - usable)
+    if missing:
+        raise PlanError(f"{key} = {cpus!r} names CPU(s) {missing} that this machine does not offer; usable: "
+                        f"{','.join(str(c) for c in sorted(usable))}")  # fmt: skip
 
 
 def _tool(name: str, role: str, key: str) -> str:

@@ -22,7 +22,7 @@ from fairwin.gates.power import error_rate_warnings, power_warnings
 from fairwin.gates.runtime import check_declared_env, check_speculative
 from fairwin.gates.sequence import GateInputs, actual_times, run_gates
 from fairwin.launch.local import make_spec
-from fairwin.launch.scheduling import ClientAffinity
+from fairwin.launch.scheduling import ClientAffinity, check_cpus_exist
 from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
@@ -47,10 +47,12 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
     """Everything that can be refused before a directory is made or a server started."""
     mode = resolve_mode(loaded, mode_name)
     plan = loaded.plan
+    check_cpus_exist("window.client_cpus", plan.window.client_cpus)
     for role in sorted({mode.control, mode.candidate}):
         spec = make_spec(role, plan.roles, loaded.base_dir)  # env files and {env:NAME} must resolve
         check_declared_env(spec)
         check_speculative(role, plan.roles[role].speculative, spec.argv, plan.runtime.standard_verification)
+        check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
     return Preflight(mode_name=mode_name, mode=mode, rule=get_rule(plan.window.rule))
 
 

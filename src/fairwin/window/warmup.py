@@ -89,7 +89,7 @@ async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, targe
         "waves": len(rates),
         "rates_tps": [round(r, 2) for r in rates],
         "tolerance_pct": settings.warmup_tolerance_pct,
-        "steady": steady(rates, settings.warmup_tolerance_pct),
+        "steady": steady(rates, settings.warmup_tolerance_pct) if settings.warmup_waves_max else None,
     }
     if rates:
         trail = " -> ".join(f"{r:.0f}" for r in rates)
