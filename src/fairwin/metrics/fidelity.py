@@ -57,7 +57,8 @@ def judge_stream(record: StreamRecord, implied_decode_s: float | None) -> str | 
     if waited is not None and on_wire > 0 and waited > RUNQUEUE_CEILING * on_wire:
         problems.append(
             f"the client's event loop waited {waited * 1000:.1f} ms for a CPU during the stream's "
-            f"{on_wire * 1000:.1f} ms (CPU starvation: pin the server and the client to separate cores)"
+            f"{on_wire * 1000:.1f} ms (CPU starvation: lower the server's priority with the role's `nice`, or "
+            "give it and the client separate `cpus`)"
         )
     return "; ".join(problems) or None
 
