@@ -43,7 +43,7 @@ from fairwin.launch.local import free_port
 from fairwin.load.http import client_session, post_json
 from fairwin.load.prepare import PreparedPrompt, prompt_key
 from fairwin.load.wave import Target, run_wave
-from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION
+from fairwin.metrics.pool import decode_rate
 from fairwin.metrics.scrape import Snapshot, delta, scrape
 from fairwin.plan.loading import Prompt
 from fairwin.plan.models import Cell
@@ -53,7 +53,10 @@ PROMPT_TOKENS, OUTPUT_TOKENS, MODEL = 1024, 512, "tiny"
 
 
 def server_rate(deltas: Snapshot) -> float:
-    return (deltas[GENERATION] - deltas[DECODE_COUNT]) / deltas[DECODE_SUM]
+    rate = decode_rate(deltas)
+    if rate is None:
+        raise SystemExit("the server's counters show no decode time for this run")
+    return rate
 
 
 async def count_tokens(session: aiohttp.ClientSession, url: str, text: str) -> int:

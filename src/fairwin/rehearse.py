@@ -78,7 +78,7 @@ def probes_for(loaded: LoadedPlan, model: str) -> list[Probe]:
         body.update({"messages": [{"role": "user", "content": PROBE_TEXT}], "add_generation_prompt": True}
                     if endpoint == "chat" else {"prompt": PROBE_TEXT})  # fmt: skip
         probes.append(Probe(f"tokenize-{endpoint}", "POST", "/tokenize", body))
-    warm = next(name for name, cell in plan.cells.items() if cell.decision)
+    warm = plan.first_decision_cell
     probes.append(
         Probe("warmup", "POST", endpoint_path(plan.cells[warm]),
               priced(_stream_body(loaded, warm, model, tokens, f"{stamp}.warmup")), True, expect_tokens=tokens)

@@ -117,12 +117,12 @@ def test_cpu_lists_parse_or_refuse() -> None:
 
 
 def test_warm_up_stops_when_two_consecutive_rates_agree() -> None:
-    from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION
-    from fairwin.window.warmup import server_rate, steady
+    from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION, decode_rate
+    from fairwin.window.warmup import steady
 
     # 2 requests of 65 tokens: 128 tokens after the first in 0.1 s of decode.
-    assert server_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.1}) == pytest.approx(1280.0)
-    assert server_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.0}) is None
+    assert decode_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.1}) == pytest.approx(1280.0)
+    assert decode_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.0}) is None
     assert not steady([1387.0], 3.0)
     assert not steady([1387.0, 1634.0], 3.0)  # +17.8 %: still climbing
     assert steady([1387.0, 1634.0, 1680.0], 3.0)  # +2.8 %

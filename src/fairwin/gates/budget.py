@@ -132,10 +132,9 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
             sources[f"cell {name}"] = "assumed: [budget] ms per token"
         waves_s += count * one_wave[name]
     shortest = min(plan.cells.values(), key=lambda c: c.prompt_tokens)
-    warming = next(name for name, cell in plan.cells.items() if cell.decision)
     # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
-    warmup += plan.window.warmup_waves_max * one_wave[warming]
+    warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
     starts = []
     for start in starts_for(mode):
         key = role_key(plan.roles[start.role])

@@ -77,6 +77,18 @@ class PooledRow(BaseModel):
     thermal_events: int | None = None
 
 
+def decode_rate(deltas: Snapshot) -> float | None:
+    """Tokens after each request's first, per decode second: the pooled rate, from one set of deltas.
+
+    (rounds + accepted) / decode seconds, with rounds = generation - first - accepted, is
+    (generation - first) / decode seconds. None when the deltas hold no decode time.
+    """
+    decode_s = deltas.get(DECODE_SUM, 0.0)
+    if decode_s <= 0 or GENERATION not in deltas:
+        return None
+    return (deltas[GENERATION] - deltas.get(DECODE_COUNT, 0.0)) / decode_s
+
+
 def sum_deltas(deltas: Iterable[Snapshot]) -> Snapshot:
     total: Snapshot = {}
     for one in deltas:

@@ -273,6 +273,11 @@ class Plan(StrictModel):
             raise ValueError("no cell has decision = true; a window needs at least one decision cell")
         return self
 
+    @property
+    def first_decision_cell(self) -> str:
+        """The cell warm-ups use: the first that decides (the plan guarantees one)."""
+        return next(name for name, cell in self.cells.items() if cell.decision)
+
     def all_modes(self) -> dict[str, Mode]:
         """Declared modes plus the registered defaults whose roles this plan declares."""
         modes = {

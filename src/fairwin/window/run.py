@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairwin.decision import Decision, RuleSpec, get_rule
+from fairwin.decision import ArchiveNoise, Decision, RuleSpec, get_rule
 from fairwin.errors import FairwinError, Interrupted
 from fairwin.gates.power import error_rate_warnings, power_warnings
 from fairwin.gates.runtime import check_declared_env, check_speculative
@@ -87,29 +87,36 @@ async def _run_steps(window: WindowDir, steps: list[Step]) -> None:
         window.journal_event(step.name, "end")
 
 
-def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None) -> list[str]:
-    """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
+def _deciding_noise(
+    loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None
+) -> tuple[list[ArchiveNoise], list[str]]:
+    """The archive's noise for the plan's cells, and the cells that decide."""
     plan = loaded.plan
     noise = archive_noise(archive, plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
-    deciding = [name for name, cell in plan.cells.items() if cell.decision]
-    return power_warnings(rule, plan.window.repeats, noise, deciding)
+    return noise, [name for name, cell in plan.cells.items() if cell.decision]
+
+
+def _archive_and_commit(loaded: LoadedPlan, output_dir: Path | None) -> tuple[Path, str | None]:
+    """Where a run of this plan would find its archive, and the commit it would run at."""
+    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
+    return archive_path(loaded, out), capture(loaded.base_dir).get("git", {}).get("commit")
+
+
+def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None) -> list[str]:
+    """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
+    noise, deciding = _deciding_noise(loaded, rule, archive, commit)
+    return power_warnings(rule, loaded.plan.window.repeats, noise, deciding)
 
 
 def error_rate_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
     """Warnings when the plan's rule misses its error-rate targets at the control archive's noise."""
-    plan = loaded.plan
-    out = output_dir or loaded.resolve(plan.window.output_dir)
-    commit = capture(loaded.base_dir).get("git", {}).get("commit")
-    noise = archive_noise(archive_path(loaded, out), plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
-    deciding = [name for name, cell in plan.cells.items() if cell.decision]
-    return error_rate_warnings(rule, plan.window.repeats, noise, deciding)
+    noise, deciding = _deciding_noise(loaded, rule, *_archive_and_commit(loaded, output_dir))
+    return error_rate_warnings(rule, loaded.plan.window.repeats, noise, deciding)
 
 
 def power_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
     """The power warnings a run of this plan would print, without running it."""
-    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
-    commit = capture(loaded.base_dir).get("git", {}).get("commit")
-    return preflight_power(loaded, rule, archive_path(loaded, out), commit)
+    return preflight_power(loaded, rule, *_archive_and_commit(loaded, output_dir))
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ import aiohttp
 from fairwin.load.prepare import prompt_key
 from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.load.wave import Target, endpoint_path, run_wave, salt
-from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION
+from fairwin.metrics.pool import decode_rate
 from fairwin.plan.schedule import waves_for
 from fairwin.window.records import append_streams
 
@@ -28,14 +28,10 @@ if TYPE_CHECKING:  # start.py imports this module; the context type is only need
     from fairwin.window.start import StartContext
 
 
-def _first_decision_cell(ctx: StartContext) -> str:
-    return next(name for name, cell in ctx.loaded.plan.cells.items() if cell.decision)
-
-
 async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:
     """One uncounted stream, so no measured wave pays for first-request costs."""
     plan = ctx.loaded.plan
-    cell_name = _first_decision_cell(ctx)
+    cell_name = ctx.loaded.plan.first_decision_cell
     cell = plan.cells[cell_name]
     first = waves_for(ctx.loaded, cell_name)[0]
     ready = ctx.prepared[cell_name][prompt_key(first.family, first.prompts[0].id)]
@@ -52,14 +48,6 @@ async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, targ
         append_streams(ctx.window, target.start, [record])
 
 
-def server_rate(deltas: dict[str, float]) -> float | None:
-    """Tokens after the first per decode second, from one wave's counter deltas (the pooled rate's formula)."""
-    decode_s = deltas.get(DECODE_SUM, 0.0)
-    if decode_s <= 0 or GENERATION not in deltas:
-        return None
-    return (deltas[GENERATION] - deltas.get(DECODE_COUNT, 0.0)) / decode_s
-
-
 def steady(rates: list[float], tolerance_pct: float) -> bool:
     return len(rates) >= 2 and abs(rates[-1] / rates[-2] - 1.0) * 100.0 <= tolerance_pct
 
@@ -67,7 +55,7 @@ def steady(rates: list[float], tolerance_pct: float) -> bool:
 async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> dict[str, Any]:
     """Uncounted waves until the server's rate is steady; what happened, for the start receipt."""
     settings = ctx.loaded.plan.window
-    cell_name = _first_decision_cell(ctx)
+    cell_name = ctx.loaded.plan.first_decision_cell
     first = waves_for(ctx.loaded, cell_name)[0]
     rates: list[float] = []
     for number in range(1, settings.warmup_waves_max + 1):
@@ -79,7 +67,7 @@ async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, targe
         append_streams(ctx.window, target.start, result.streams)
         if result.error is not None:
             raise result.error
-        rate = server_rate(result.deltas)
+        rate = decode_rate(result.deltas)
         if rate is not None:
             rates.append(rate)
         if steady(rates, settings.warmup_tolerance_pct):
