@@ -83,7 +83,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None) + "}"
     raise TypeError(value)
 
 
@@ -95,7 +95,7 @@ def to_toml(data: dict[str, Any]) -> str:
         tables = {k: v for k, v in body.items() if k not in scalars}
         if scalars:
             lines.append(f"[{section}]")
-            lines += [f"{k} = {_toml_value(v)}" for k, v in scalars.items()]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in scalars.items() if v is not None]
         for name, table in tables.items():
             lines.append(f'[{section}."{name}"]')
             lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
@@ -119,7 +119,8 @@ def make_plan(tmp_path: Path) -> PlanFactory:
     ) -> Path:
         families = {"prose": write_family(tmp_path, "prose"), "code": write_family(tmp_path, "code")}
         data: dict[str, Any] = {
-            "window": {"output_dir": "windows", "repeats": 3, "idle_check_s": 0, **(window or {})},
+            # win2-v1 unless a test asks otherwise: three starts keep the window tests quick; rule=None: the default.
+            "window": {"output_dir": "windows", "repeats": 3, "idle_check_s": 0, "rule": "win2-v1", **(window or {})},
             "budget": {"startup_s": 1, "stop_s": 1, "decode_ms_per_token": 2},
             "roles": roles
             or {

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fairwin.metrics.pool import ACCEPTED, DECODE_COUNT, DECODE_SUM, DRAFTS, GENERATION, PREFIX_HITS
-from tests.e2e.conftest import Window
+from tests.e2e.conftest import Engine, Window, run_window
 
 pytestmark = pytest.mark.e2e
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e
 def test_every_stream_is_exactly_max_tokens_with_prompts_at_target_length(spec_window: Window) -> None:
     plan_cells = {"short-b1": 256, "long-b1": 4096}
     streams = [s for s in spec_window.jsonl("streams.jsonl") if s["repeat"] > 0]
-    assert len(streams) == 3 * 3 * (2 * 2 + 2 * 1)  # starts x repeats x (families x streams per wave)
+    assert len(streams) == 7 * 3 * (2 * 2 + 2 * 1)  # starts x repeats x (families x streams per wave)
     for s in streams:
         assert s["ok"] and s["completion_tokens"] == s["max_tokens"] == 128, s
         assert s["finish_reason"] == "length"
@@ -39,7 +39,7 @@ def test_speculative_counters_move_only_for_the_speculative_role(spec_window: Wi
 def test_pooled_rate_recomputes_from_the_stored_raw_deltas(spec_window: Window) -> None:
     waves = spec_window.jsonl("waves.jsonl")
     rows = spec_window.jsonl("pooled.jsonl")
-    assert len(rows) == 3 * 2 * 3  # starts x cells x repeats
+    assert len(rows) == 7 * 2 * 3  # starts x cells x repeats
     for row in rows:
         mine = [
             w["deltas"]
@@ -66,14 +66,31 @@ def test_no_prefix_cache_hits_across_starts(spec_window: Window) -> None:
 def test_the_speculative_candidate_wins_at_temperature_zero(spec_window: Window) -> None:
     decision = spec_window.json("decision.json")
     assert spec_window.json("status.json")["state"] == "complete"
+    assert decision["rule_id"] == "win2-alt7-v1" and len(spec_window.json("window.json")["starts"]) == 7
     assert decision["verdict"] == "WIN", [c["reasons"] for c in decision["cells"]]
     assert "verdict: WIN" in spec_window.stdout
 
 
-def test_an_identical_candidate_does_not_win(aa_window: Window) -> None:
+NOT_A_CALL = ("NEUTRAL", "NO-CHANGE")
+
+
+def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
+    engine: Engine, aa_window: Window, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # The standing A/A check: under the default rule an A/A window on a real server is NEUTRAL or
+    # NO-CHANGE. The rule calls a true A/A cell WIN or LOSS by chance at its audited rates (at most
+    # about 2.5 % each at this machine's noise, docs/decision.md), so with two deciding cells a window
+    # is miscalled a few times in a hundred. A miscalled window is followed by a second one, which
+    # decides: a systematic fault (the client's timing, the pooling, the fit) miscalls both, chance
+    # both only about once in a thousand runs.
     decision = aa_window.json("decision.json")
-    assert decision["verdict"] != "WIN", [c["reasons"] for c in decision["cells"]]
-    assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B", "B", "B"]
+    assert decision["rule_id"] == "win2-alt7-v1"
+    assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B"] * 7
+    verdicts = [decision["verdict"]]
+    if verdicts[0] not in NOT_A_CALL:
+        again = run_window(engine, tmp_path_factory.mktemp("aa-again"), "spec-vs-spec")
+        verdicts.append(again.json("decision.json")["verdict"])
+    assert verdicts[-1] in NOT_A_CALL, (verdicts, [c["reasons"] for c in decision["cells"]])
 
 
 #: How far a start's client decode time may be from vLLM's own for the same streams. At 4,096-token prompts

@@ -24,7 +24,9 @@ def docs_rows(tmp_path: Path) -> Path:
 
 
 def test_the_documented_example_gives_the_documented_decision(tmp_path: Path) -> None:
-    done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--json")
+    done = fairwin(
+        "decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1", "--json"
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["format"] == "fairwin.decision/2" and doc["verdict"] == "WIN"
@@ -50,10 +52,17 @@ def test_two_rules_side_by_side(tmp_path: Path) -> None:
     assert "verdict: WIN" in table.stdout and "verdict: NEUTRAL" in table.stdout
 
 
+def test_pooled_rows_of_a_bracket_need_a_rule_that_decides_three_starts(tmp_path: Path) -> None:
+    done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "the rows come from 3 starts and the default rule win2-alt7-v1 registers 7" in done.stderr
+    assert "--rule (win2-launch-v1, win2-v1 decides 3)" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ('{"start": "s4", "cell": "c", "repeat": 1}', ":1: start: Input should be 's1', 's2' or 's3'"),
+        ('{"start": "S1", "cell": "c", "repeat": 1}', ":1: start: Value error, a start is named s1, s2, ..."),
         ('{"start": "s1", "repeat": 1}', ":1: cell: Field required"),
         ('{"start": "s1", "cell": "c", "repeat": 0}', ":1: repeat: Input should be greater than or equal to 1"),
         ("not json", ":1: (row): Invalid JSON"),

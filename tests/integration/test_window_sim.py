@@ -55,6 +55,36 @@ def test_identical_candidate_does_not_win(make_plan: PlanFactory) -> None:
     assert abs(decision["cells"][0]["primary"]["estimate"]["point_pct"]) < 2
 
 
+def test_the_default_rule_runs_seven_alternating_starts(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={
+            "A": sim_role("--ms-per-round", "3", model="alt-a"),
+            "B": sim_role("--ms-per-round", "3", "--spec-tokens", "3", "--acceptance", "0.8,0.7,0.6", model="alt-a"),
+        },
+        window={"rule": None, "repeats": 2},
+    )
+    shown = fairwin("plan", "show", str(plan), "--mode", "controlled")
+    assert "rule win2-alt7-v1 (7 starts, kinds alternating, first kind drawn at random)" in shown.stdout
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    manifest = json.loads((window / "window.json").read_text())
+    assert manifest["rule_id"] == "win2-alt7-v1"
+    first, second = ("A", "B") if manifest["order"] == "control-first" else ("B", "A")
+    assert [s["start"] for s in manifest["starts"]] == [f"s{i}" for i in range(1, 8)]
+    assert [s["role"] for s in manifest["starts"]] == [first, second] * 3 + [first]
+    steps = [e["step"] for e in read_jsonl(window / "journal.jsonl") if e["event"] == "begin"]
+    assert steps == ["open", *(f"start s{i}" for i in range(1, 8)), "decide", "archive", "budget"]
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["verdict"] == "WIN", decision["cells"][0]["reasons"]
+    estimate = decision["cells"][0]["primary"]["estimate"]
+    assert estimate["method"] == "alternating" and estimate["df"] == 4 and estimate["point_pct"] > 20
+    controls = [s["start"] for s in manifest["starts"] if s["kind"] == "control"]
+    archived = read_jsonl(plan.parent / "windows" / "control-archive.jsonl")
+    assert sorted(r["start"] for r in archived) == sorted(controls)  # one cell: one row per control start
+    assert processes_with("alt-a") == []
+
+
 def test_plan_show_prints_the_dry_plan(make_plan: PlanFactory) -> None:
     plan = make_plan()
     done = fairwin("plan", "show", str(plan), "--mode", "controlled")

@@ -22,8 +22,8 @@ from fairwin.errors import FairwinError
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairwin",
-        description="Decide fairly whether a serving change wins: bracketed OFF/ON/OFF windows, the server's own "
-        "counters pooled per repeat, and a registered decision rule.",
+        description="Decide fairly whether a serving change wins: windows where control and candidate take turns, "
+        "the server's own counters pooled per repeat, and a registered decision rule.",
     )
     parser.add_argument("--version", action="version", version=f"fairwin {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log HTTP errors and details to stderr")
@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--mode", default="controlled", help="mode to show (default: controlled)")
     show.set_defaults(func=_window.plan_show)
 
-    run = commands.add_parser("run", help="run one bracketed window (control, candidate, control)")
+    run = commands.add_parser(
+        "run", help="run one window: control and candidate take turns, as many starts as the rule registers"
+    )
     run.add_argument("plan", type=Path)
     run.add_argument("--mode", default="controlled", help="mode to run (default: controlled)")
     run.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
@@ -139,7 +141,10 @@ def _decision_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     decide.add_argument("--mode", help="with --pooled: the mode the rows were measured in")
     decide.add_argument("--clock-cap-mhz", type=float, help="with --pooled: production's clock cap")
     decide.add_argument("--reported", action="append", default=[], help="with --pooled: a cell that never decides")
-    decide.add_argument("--rule", action="append", default=[], help="rule id (repeatable: several rules side by side)")
+    decide.add_argument(
+        "--rule", action="append", default=[],
+        help="rule id, repeatable for several side by side (default: the window's own; for --pooled, the default rule)",
+    )  # fmt: skip
     decide.add_argument("--archive", help="with a window: use this archive's noise as it is now")
     decide.add_argument("--json", action="store_true", help="print the decision document as JSON")
     decide.set_defaults(func=_decision.decide)
@@ -154,6 +159,9 @@ def _decision_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     audit.add_argument("rule")
     audit.add_argument("--cv", type=float, help="relative s.d. of one repeat, in %%")
     audit.add_argument("--launch-cv", type=float, default=0.0, help="relative s.d. of one launch, in %% (default 0)")
+    audit.add_argument(
+        "--drift", type=float, default=0.0, help="the level's change from one start to the next, in %% (default 0)"
+    )
     audit.add_argument("--noise-from", help="take both from this control archive (with --cell)")
     audit.add_argument("--cell", help="with --noise-from: the cell whose noise to use")
     audit.add_argument("--effect", type=float, default=0.0, help="a true effect in %% for the power (e.g. 5)")

@@ -26,7 +26,7 @@ def decide(args: argparse.Namespace) -> int:
         decisions = decide_pooled(
             Path(args.pooled),
             mode=args.mode,
-            rules=rules or [get_rule("win2-v1")],
+            rules=rules,
             clock_cap_mhz=args.clock_cap_mhz,
             reported=args.reported,
         )
@@ -92,7 +92,7 @@ def rules_audit(args: argparse.Namespace) -> int:
     if repeat_cv <= 0 or launch_cv < 0:
         raise UsageError("noise must be positive: --cv > 0 and --launch-cv >= 0")
     common = {"repeats": args.repeats, "repeat_cv_pct": repeat_cv, "launch_cv_pct": launch_cv,
-              "trials": args.trials, "seed": args.seed, "archive_starts": starts}  # fmt: skip
+              "trials": args.trials, "seed": args.seed, "archive_starts": starts, "drift_pct": args.drift}  # fmt: skip
     null = audit(rule, effect_pct=0.0, **common)
     powered = audit(rule, effect_pct=args.effect, **common) if args.effect else None
     if args.json:
@@ -114,8 +114,8 @@ def rules_audit(args: argparse.Namespace) -> int:
     table.add_row("Monte Carlo error (1 s.e., worst case)", f"{100 * null.mc_error:.2f} points")
     stdout.print(table)
     stdout.print(
-        f"noise: repeat cv {repeat_cv:.3f} %, launch cv {launch_cv:.3f} %, {args.repeats} repeats"
-        + (f", archive of {starts} starts" if starts else ""),
+        f"noise: repeat cv {repeat_cv:.3f} %, launch cv {launch_cv:.3f} %, drift {args.drift:+g} % a start, "
+        f"{args.repeats} repeats, {rule.start_count} starts" + (f", archive of {starts} starts" if starts else ""),
         markup=False,
     )
     return 0

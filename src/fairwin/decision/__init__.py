@@ -5,10 +5,12 @@ from fairwin.decision.decide import decide, decide_cell, window_verdict
 from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
-from fairwin.decision.rules import RULES, WIN2_LAUNCH_V1, WIN2_V1, RuleSpec, get_rule
+from fairwin.decision.rules import DEFAULT_RULE, RULES, WIN2_ALT7_V1, WIN2_LAUNCH_V1, WIN2_V1, RuleSpec, get_rule
 
 __all__ = [
+    "DEFAULT_RULE",
     "RULES",
+    "WIN2_ALT7_V1",
     "WIN2_LAUNCH_V1",
     "WIN2_V1",
     "ArchiveNoise",

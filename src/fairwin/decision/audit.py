@@ -19,8 +19,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.decision.decide import decide_cell
-from fairwin.decision.inputs import ORDERS, ArchiveNoise, DecisionRow, WindowContext
+from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.rules import RuleSpec
+from fairwin.turns import order_kinds
 
 CELL = "audit"
 LEVEL = 100.0
@@ -36,6 +37,7 @@ class AuditResult(BaseModel):
     repeat_cv_pct: float
     launch_cv_pct: float
     effect_pct: float
+    drift_pct: float = 0.0
     trials: int
     seed: int
     rates: dict[str, float]  # verdict -> share of trials
@@ -47,17 +49,18 @@ class AuditResult(BaseModel):
 
 
 def _rows(rng: np.random.Generator, rule: RuleSpec, repeats: int, repeat_cv: float, launch_cv: float,
-          effect: float, order: str) -> list[DecisionRow]:  # fmt: skip
+          effect: float, order: str, drift: float) -> list[DecisionRow]:  # fmt: skip
     checklist = {rule.checklist_primary} if rule.checklist_primary else set()
     metrics = sorted({rule.primary, *rule.guards, *rule.reported} | checklist)
-    kinds = ORDERS[order]
+    kinds = order_kinds(order, rule.start_count)
     rows = []
-    launch = {(s, m): rng.normal(0.0, launch_cv / 100.0) for s in ("s1", "s2", "s3") for m in metrics}
-    for start in ("s1", "s2", "s3"):
+    launch = {(s, m): rng.normal(0.0, launch_cv / 100.0) for s in kinds for m in metrics}
+    for position, start in enumerate(kinds):
         for repeat in range(1, repeats + 1):
             values: dict[str, Any] = {}
             for metric in metrics:
-                value = LEVEL * (1.0 + launch[(start, metric)] + rng.normal(0.0, repeat_cv / 100.0))
+                noise = 1.0 + launch[(start, metric)] + rng.normal(0.0, repeat_cv / 100.0)
+                value = LEVEL * (1.0 + drift / 100.0) ** position * noise
                 if kinds[start] == "candidate" and metric == rule.primary:
                     value *= 1.0 + effect / 100.0
                 values[metric] = value
@@ -81,8 +84,13 @@ def audit(
     trials: int = 2000,
     seed: int = 0,
     archive_starts: int = 0,
+    drift_pct: float = 0.0,
 ) -> AuditResult:
-    """``archive_starts`` > 1 lets a launch-aware rule use an archive of that many starts at ``launch_cv_pct``."""
+    """``archive_starts`` > 1 lets a launch-aware rule use an archive of that many starts at ``launch_cv_pct``.
+
+    ``drift_pct`` moves every metric's level by that many % from one start to the next (the slow fall
+    measured on shared machines), compounding, with the launch and repeat noise relative to that level.
+    """
     rng = np.random.default_rng(seed)
     archive = []
     if archive_starts > 1:
@@ -99,8 +107,8 @@ def audit(
         order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
         context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order,
                                 archive=archive)  # fmt: skip
-        decision = decide_cell(_rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order), CELL, rule,
-                               context)  # fmt: skip
+        rows = _rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order, drift_pct)
+        decision = decide_cell(rows, CELL, rule, context)
         counts[decision.verdict] = counts.get(decision.verdict, 0) + 1
         for guard in decision.guards:
             if guard.failed:
@@ -114,6 +122,7 @@ def audit(
         repeat_cv_pct=repeat_cv_pct,
         launch_cv_pct=launch_cv_pct,
         effect_pct=effect_pct,
+        drift_pct=drift_pct,
         trials=trials,
         seed=seed,
         rates=rates,

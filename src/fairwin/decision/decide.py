@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fairwin.decision.alternating import Alternating
 from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise
-from fairwin.decision.inputs import DecisionRow, WindowContext
+from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict, verdict_for
-from fairwin.decision.procedures import Procedure, procedure_for
+from fairwin.decision.procedures import Procedure, TwoLevel, Win2
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable, arrange, off_off_spread_pct
 from fairwin.decision.validity import check_validity
+
+
+def procedure_for(rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> Procedure:
+    if rule.kind == "win2":
+        return Win2(rule)
+    return TwoLevel(rule, archive) if rule.kind == "launch" else Alternating(rule, archive)
 
 
 def _metric(procedure: Procedure, table: CellTable, metric: str, rule: RuleSpec) -> MetricResult:
@@ -48,7 +55,8 @@ def _noise(table: CellTable, rule: RuleSpec, context: WindowContext) -> Noise:
             "bar: launch-to-launch noise alone can cross it"
         )
     if spread and max(spread) > rule.bar_pct:
-        notes.append(f"the bracketing starts disagree by up to {max(spread):.2f} %, more than the bar")
+        outer = "bracketing starts" if len(table.starts) == 3 else f"{table.kinds['s1']} starts"
+        notes.append(f"the {outer} disagree by up to {max(spread):.2f} %, more than the bar")
     return Noise(metric=rule.primary, bar_pct=rule.bar_pct, off_off_spread_pct=spread, archive=archive, notes=notes)
 
 
@@ -67,7 +75,7 @@ def _with_guards(verdict: Verdict, guards: Sequence[GuardResult], valid: bool) -
 
 def decide_cell(rows: Sequence[DecisionRow], cell: str, rule: RuleSpec, context: WindowContext) -> CellDecision:
     decides = cell not in context.reported
-    table = arrange(rows, cell, context.order)
+    table = arrange(rows, cell, context.order, rule.start_count)
     empty: dict[str, Any] = {
         "validity": None,
         "primary": None,

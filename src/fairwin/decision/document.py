@@ -33,7 +33,8 @@ class GuardResult(Frozen):
 
 
 class Noise(Frozen):
-    """The in-window OFF/OFF spread next to the archive's day-to-day spread, and the bar."""
+    """The in-window spread of the first kind's starts (OFF/OFF in a control-first bracket), next to the
+    archive's day-to-day spread and the bar."""
 
     metric: str
     bar_pct: float

@@ -7,18 +7,24 @@ full ``pooled.jsonl`` and a file written by hand both load.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from fairwin.turns import Kind, Order
 
 POOLED_FORMAT = "fairwin.pooled/1"
-Start = Literal["s1", "s2", "s3"]
-Kind = Literal["control", "candidate"]
-#: The bracket orders a window can run.
-ORDERS: dict[str, dict[str, Kind]] = {
-    "control-first": {"s1": "control", "s2": "candidate", "s3": "control"},
-    "candidate-first": {"s1": "candidate", "s2": "control", "s3": "candidate"},
-}
+
+
+def _start_name(value: str) -> str:
+    if not re.fullmatch(r"s[1-9][0-9]?", value):
+        raise ValueError(f"a start is named s1, s2, ... in the order the starts ran, not {value!r}")
+    return value
+
+
+#: A start's name: s1, s2, ... in the order the starts ran.
+Start = Annotated[str, AfterValidator(_start_name)]
 
 
 class DecisionRow(BaseModel):
@@ -28,7 +34,7 @@ class DecisionRow(BaseModel):
 
     format: str = POOLED_FORMAT
     start: Start
-    kind: Kind | None = Field(None, description="Omitted: s1 and s3 are control, s2 candidate.")
+    kind: Kind | None = Field(None, description="Omitted: taken from the window's order (control-first: s1 control).")
     role: str = ""
     cell: str
     repeat: int = Field(ge=1)
@@ -72,7 +78,7 @@ class WindowContext(BaseModel):
     cells: list[str] = Field(min_length=1, description="Every cell, in the plan's order.")
     reported: list[str] = Field(default_factory=list, description="Cells that are measured but never decide.")
     production_clock_cap_mhz: float | None = None
-    order: Literal["control-first", "candidate-first"] = "control-first"
+    order: Order = "control-first"
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
 
     def noise(self, cell: str, metric: str) -> ArchiveNoise | None:

@@ -19,7 +19,7 @@ class Estimate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     metric: str
-    method: Literal["paired-t", "two-level"]
+    method: Literal["paired-t", "two-level", "alternating"]
     n: int
     control: list[float]
     candidate: list[float]
@@ -34,6 +34,7 @@ class Estimate(BaseModel):
     equivalence_low_pct: float | None = None
     equivalence_high_pct: float | None = None
     equivalence_confidence: float | None = None
+    launch_cv_pct: float | None = None  # two-level, alternating: one launch's s.d. as used, % of the control mean
 
 
 def check_control(metric: str, control: np.ndarray, candidate: np.ndarray) -> float:
@@ -48,17 +49,19 @@ def check_control(metric: str, control: np.ndarray, candidate: np.ndarray) -> fl
 
 def make_estimate(
     metric: str,
-    method: Literal["paired-t", "two-level"],
+    method: Literal["paired-t", "two-level", "alternating"],
     control: np.ndarray,
     candidate: np.ndarray,
     interval: tuple[float, float],
     confidence: float,
     df: float,
     equivalence: tuple[float, float, float] | None = None,
+    launch_sd: float | None = None,
 ) -> Estimate:
     """An Estimate from per-repeat values and intervals of mean(d) in the metric's own units.
 
-    ``equivalence`` is (low, high, level) of a second, narrower interval, when the rule has one.
+    ``equivalence`` is (low, high, level) of a second, narrower interval, when the rule has one;
+    ``launch_sd`` one launch's standard deviation in the metric's units, when the procedure models it.
     """
     control_mean = check_control(metric, control, candidate)
     deltas = candidate - control
@@ -81,6 +84,7 @@ def make_estimate(
         equivalence_low_pct=None if eq_low is None else eq_low * scale,
         equivalence_high_pct=None if eq_high is None else eq_high * scale,
         equivalence_confidence=eq_level,
+        launch_cv_pct=None if launch_sd is None else launch_sd * scale,
     )
 
 

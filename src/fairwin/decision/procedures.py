@@ -11,6 +11,9 @@ or the mean of two against one) has variance 1.5 tau^2. tau^2 is estimated from 
 in-window bracketing pair ((x1 - x3)^2 / 2, 1 degree of freedom) pooled with the
 archive's launch-to-launch spread (starts - 1 degrees of freedom), and never below
 the within-launch repeat variance over n.
+
+``alternating`` (win2-alt7-v1) lives in :mod:`fairwin.decision.alternating`, built on
+this module's pooling and interval guard.
 """
 
 from __future__ import annotations
@@ -63,6 +66,18 @@ def pooled_variance(table: CellTable, metric: str) -> tuple[float, float, float]
     return pair, repeat_var, float(df_repeat)
 
 
+def pooled_tau2(
+    window_var: float, window_df: float, archive: ArchiveNoise | None, control_mean: float
+) -> tuple[float, float]:
+    """One launch's variance, the window's estimate pooled with the archive's by degrees of freedom."""
+    weight_archive, archive_var = 0.0, 0.0
+    if archive is not None and archive.launch_cv_pct is not None and archive.starts >= 2:
+        weight_archive = float(archive.starts - 1)
+        archive_var = (archive.launch_cv_pct / 100.0 * control_mean) ** 2
+    df = window_df + weight_archive
+    return (window_df * window_var + weight_archive * archive_var) / df, df
+
+
 class TwoLevel:
     def __init__(self, rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> None:
         self.rule = rule
@@ -70,15 +85,8 @@ class TwoLevel:
 
     def tau2(self, table: CellTable, metric: str, control_mean: float) -> tuple[float, float]:
         pair, repeat_var, _ = pooled_variance(table, metric)
-        n = len(table.repeats)
-        weight_window, weight_archive, archive_var = 1.0, 0.0, 0.0
-        archive = self.archive.get(metric)
-        if archive is not None and archive.launch_cv_pct is not None and archive.starts >= 2:
-            weight_archive = float(archive.starts - 1)
-            archive_var = (archive.launch_cv_pct / 100.0 * control_mean) ** 2
-        df = weight_window + weight_archive
-        tau2 = (weight_window * pair + weight_archive * archive_var) / df
-        return max(tau2, repeat_var / n), df
+        tau2, df = pooled_tau2(pair, 1.0, self.archive.get(metric), control_mean)
+        return max(tau2, repeat_var / len(table.repeats)), df
 
     def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate:
         control, candidate = table.control_candidate(metric)
@@ -93,21 +101,25 @@ class TwoLevel:
 
         eq_level = self.rule.equivalence_confidence
         equivalence = (*interval(eq_level), eq_level) if eq_level is not None else None
-        return make_estimate(metric, "two-level", control, candidate, interval(confidence), confidence, df, equivalence)
+        return make_estimate(metric, "two-level", control, candidate, interval(confidence), confidence, df, equivalence,
+                             float(np.sqrt(tau2)))  # fmt: skip
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
         try:
-            estimate = self.estimate(table, metric, self.rule.confidence)
-        except ValueError as exc:  # e.g. a control with no speculation has accepted_per_round = 0
-            return GuardResult(metric=metric, failed=None, detail=f"not judged: {exc}")
-        tolerance = self.rule.guard_tolerance_pct or 0.0
-        failed = estimate.ci_high_pct < -tolerance
-        detail = (
-            f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}]; "
-            f"fails when the whole interval is below -{tolerance:g} %"
-        )
-        return GuardResult(metric=metric, failed=failed, detail=detail, estimate=estimate)
+            estimate: Estimate | str = self.estimate(table, metric, self.rule.confidence)
+        except ValueError as exc:
+            estimate = str(exc)
+        return interval_guard(self.rule, metric, estimate)
 
 
-def procedure_for(rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> Procedure:
-    return Win2(rule) if rule.kind == "win2" else TwoLevel(rule, archive)
+def interval_guard(rule: RuleSpec, metric: str, estimate: Estimate | str) -> GuardResult:
+    """A guard judged on its own interval: it fails when the whole interval lies below -tolerance."""
+    if isinstance(estimate, str):  # e.g. a control with no speculation has accepted_per_round = 0
+        return GuardResult(metric=metric, failed=None, detail=f"not judged: {estimate}")
+    tolerance = rule.guard_tolerance_pct or 0.0
+    failed = estimate.ci_high_pct < -tolerance
+    detail = (
+        f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}] "
+        f"({estimate.confidence:.0%}); fails when the whole interval is below -{tolerance:g} %"
+    )
+    return GuardResult(metric=metric, failed=failed, detail=detail, estimate=estimate)

@@ -9,20 +9,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fairwin.errors import InputError
 from fairwin.receipts import canonical_json, sha256_bytes
+from fairwin.turns import BRACKET_STARTS
 
 #: Metrics where a smaller value is better; every other metric is higher-is-better.
 LOWER_IS_BETTER = ("ms_per_round", "ttft_s")
+#: Parameters added after the first rules were registered. Left unset they stay out of a
+#: rule's canonical JSON, so every rule registered before them keeps its sha256.
+ADDED_PARAMETERS = ("starts", "guard_confidence")
 
 
 class RuleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
-    kind: Literal["win2", "launch"] = Field(description="The decision procedure the parameters feed.")
+    kind: Literal["win2", "launch", "alternating"] = Field(description="The decision procedure the parameters feed.")
     description: str
     primary: str = Field(description="Pooled-row field the verdict is decided on.")
     guards: tuple[str, ...] = Field(description="Higher-is-better fields that can only cause LOSS.")
@@ -41,12 +45,35 @@ class RuleSpec(BaseModel):
         None, description="launch: NO-CHANGE when this interval lies within +-bar (two one-sided tests)."
     )
     order: Literal["control-first", "random"] = Field(
-        description="control-first: s1, s3 control; random: control-candidate-control or candidate-control-candidate."
+        description="control-first: s1 is a control; random: the first start's kind is drawn per window."
     )
+    starts: int | None = Field(
+        None, ge=3, le=99, description="Starts per window, kinds alternating (unset: 3, the bracket)."
+    )
+    guard_confidence: float | None = Field(
+        None, gt=0, lt=1, description="alternating: the level of a guard's interval (unset: confidence)."
+    )
+
+    @model_validator(mode="after")
+    def _starts_fit_the_kind(self) -> RuleSpec:
+        if self.kind == "alternating":
+            if self.starts is None or self.starts < 5 or self.starts % 2 == 0:
+                raise ValueError("an alternating rule needs an odd number of starts, at least 5")
+        elif self.starts not in (None, BRACKET_STARTS):
+            raise ValueError(f"a {self.kind} rule decides a bracket of {BRACKET_STARTS} starts")
+        return self
+
+    @property
+    def start_count(self) -> int:
+        return self.starts or BRACKET_STARTS
 
     @property
     def sha256(self) -> str:
-        return sha256_bytes(canonical_json(self.model_dump(mode="json")).encode("utf-8"))
+        data = self.model_dump(mode="json")
+        for name in ADDED_PARAMETERS:
+            if data[name] is None:
+                del data[name]
+        return sha256_bytes(canonical_json(data).encode("utf-8"))
 
     def higher_is_better(self, metric: str) -> bool:
         return metric not in self.lower_is_better
@@ -96,10 +123,41 @@ WIN2_LAUNCH_V1 = RuleSpec(
     order="random",
 )
 
-RULES: dict[str, RuleSpec] = {rule.id: rule for rule in (WIN2_V1, WIN2_LAUNCH_V1)}
+WIN2_ALT7_V1 = RuleSpec(
+    id="win2-alt7-v1",
+    kind="alternating",
+    description=(
+        "win2-v1's question over seven starts, control and candidate taking turns (the first kind drawn at "
+        "random per window), each start one launch. The primary's interval comes from each start's mean over "
+        "its repeats, fitted with a level, a linear drift across the window and the candidate's effect; the "
+        "launch variance is estimated from the residuals (4 degrees of freedom), pooled with the control "
+        "archive's launch spread, and never below the within-launch repeat variance over n. WIN/LOSS beyond "
+        "+-2 % with the 95 % interval excluding 0; NO-CHANGE when the 90 % interval lies within +-2 %; a guard "
+        "fails only when its own 99 % interval lies wholly below -3 %."
+    ),
+    primary="pooled_rate_tps",
+    guards=("accepted_per_round", "decode_tps"),
+    reported=("ms_per_round", "ttft_s"),
+    checklist_primary="ms_per_round",
+    bar_pct=2.0,
+    confidence=0.95,
+    guard_tolerance_pct=3.0,
+    equivalence_confidence=0.90,
+    order="random",
+    starts=7,
+    guard_confidence=0.99,
+)
+
+RULES: dict[str, RuleSpec] = {rule.id: rule for rule in (WIN2_V1, WIN2_LAUNCH_V1, WIN2_ALT7_V1)}
+#: The rule a plan gets when it names none: the registered rule whose audited error rates
+#: hold at the noise measured on shared machines and which still has the power to decide.
+DEFAULT_RULE = WIN2_ALT7_V1.id
 
 
-def get_rule(rule_id: str) -> RuleSpec:
+def get_rule(rule_id: str | None) -> RuleSpec:
+    """The registered rule ``rule_id``; None (a plan naming no rule) is the default rule."""
+    if rule_id is None:
+        return RULES[DEFAULT_RULE]
     try:
         return RULES[rule_id]
     except KeyError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.decision.table import STARTS, CellTable
+from fairwin.decision.table import CellTable
 
 
 class Validity(BaseModel):
@@ -25,7 +25,7 @@ class Validity(BaseModel):
 def check_validity(table: CellTable, production_cap_mhz: float | None) -> Validity:
     caps: dict[str, float | None] = {}
     thermal: dict[str, int | None] = {}
-    for start in STARTS:
+    for start in table.starts:
         rows = list(table.rows[start].values())
         start_caps = {row.clock_cap_mhz for row in rows}
         caps[start] = next(iter(start_caps)) if len(start_caps) == 1 else None

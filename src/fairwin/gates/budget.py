@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fairwin.decision.rules import get_rule
 from fairwin.errors import GateRefused, PlanError
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.plan.models import Cell, Mode, Role
@@ -136,7 +137,7 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
     warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
     starts = []
-    for start in starts_for(mode):
+    for start in starts_for(mode, count=get_rule(plan.window.rule).start_count):
         key = role_key(plan.roles[start.role])
         startup, stop = _median(found.startup_s.get(key)), _median(found.stop_s.get(key))
         sources[f"role {start.role} start"] = (

@@ -2,8 +2,10 @@
 
 The interval's half-width is t x SE, with the SE the rule would use: for win2-v1,
 repeats within one launch (SE = cv x sqrt(1.5 / n), n - 1 degrees of freedom); for
-the launch-aware rule, launch-to-launch spread (SE = cv_launch x sqrt(1.5), with
-1 + (archived starts - 1) degrees of freedom). When the half-width exceeds the bar,
+the launch-aware rules, launch-to-launch spread (win2-launch-v1: SE = cv_launch x
+sqrt(1.5), with 1 + (archived starts - 1) degrees of freedom; alternating rules over S
+starts: SE = cv_launch x sqrt(1/controls + 1/candidates), with S - 3 + (archived
+starts - 1)). When the half-width exceeds the bar,
 an effect at the bar can never be significant, and the window would be spent for
 nothing: the user is warned before anything starts.
 """
@@ -51,7 +53,11 @@ def detectability(rule: RuleSpec, cell: str, repeats: int, noise: ArchiveNoise |
     else:
         if noise is None or noise.launch_cv_pct is None or noise.starts < 2:
             return None
-        se, df = noise.launch_cv_pct * math.sqrt(1.5), float(noise.starts)
+        count = rule.start_count
+        # delta's variance in launches: 1.5 for a bracket; 1/n_control + 1/n_candidate when kinds alternate.
+        factor = 1.5 if rule.kind == "launch" else 1.0 / ((count + 1) // 2) + 1.0 / (count // 2)
+        window_df = 1 if rule.kind == "launch" else count - 3
+        se, df = noise.launch_cv_pct * math.sqrt(factor), float(window_df + noise.starts - 1)
         source = f"the archive's launch-to-launch cv of {noise.launch_cv_pct:.2f} % over {noise.starts} control starts"
     half = float(stats.t.ppf(0.5 + rule.confidence / 2.0, df)) * se
     mde = max(rule.bar_pct, half) + float(stats.t.ppf(POWER, df)) * se

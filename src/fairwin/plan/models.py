@@ -139,7 +139,7 @@ class Cell(StrictModel):
 
 class WindowSettings(StrictModel):
     output_dir: Path = Path("windows")
-    rule: str = "win2-v1"
+    rule: str | None = Field(None, description="A registered decision rule (`fairwin rules list`); unset: the default.")
     repeats: int = Field(3, ge=1)
     base_seed: int = 42
     warmup_max_tokens: int = Field(16, ge=1)

@@ -11,17 +11,12 @@ from dataclasses import dataclass
 from fairwin.errors import PlanError
 from fairwin.plan.loading import LoadedPlan, Prompt
 from fairwin.plan.models import REGISTERED_MODES, Mode
-
-#: The brackets a window can run: control first (control, candidate, control) or candidate first.
-BRACKETS: dict[str, tuple[str, str, str]] = {
-    "control-first": ("control", "candidate", "control"),
-    "candidate-first": ("candidate", "control", "candidate"),
-}
+from fairwin.turns import BRACKET_STARTS, order_kinds
 
 
 @dataclass(frozen=True)
 class StartSpec:
-    name: str  # s1, s2, s3
+    name: str  # s1, s2, ... in run order
     kind: str  # control | candidate
     role: str
 
@@ -56,9 +51,10 @@ def resolve_mode(loaded: LoadedPlan, mode_name: str) -> Mode:
     raise PlanError(f"{loaded.path}: no mode {mode_name!r}; the plan's modes are: {known}")
 
 
-def starts_for(mode: Mode, order: str = "control-first") -> list[StartSpec]:
+def starts_for(mode: Mode, order: str = "control-first", count: int = BRACKET_STARTS) -> list[StartSpec]:
+    """The window's starts: ``count`` of them (the rule's), kinds alternating from the one ``order`` names."""
     return [
-        StartSpec(name=f"s{i}", kind=kind, role=getattr(mode, kind)) for i, kind in enumerate(BRACKETS[order], start=1)
+        StartSpec(name=name, kind=kind, role=getattr(mode, kind)) for name, kind in order_kinds(order, count).items()
     ]
 
 

@@ -14,11 +14,12 @@ def render_dry_plan(loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSp
     lines = [
         f"plan {loaded.path} (sha256 {loaded.sha256})",
         f"mode {mode_name}: control {mode.control}, candidate {mode.candidate}; rule {rule.id} "
-        f"({'order drawn at random' if rule.order == 'random' else 'control first'})",
+        f"({rule.start_count} starts, kinds alternating, "
+        f"{'first kind drawn at random' if rule.order == 'random' else 'control first'})",
         "",
         "starts, in order (each: launch, health, 1 warm-up stream, every cell's waves, stop):",
     ]
-    for start in starts_for(mode):
+    for start in starts_for(mode, count=rule.start_count):
         role = plan.roles[start.role]
         lines.append(f"  {start.name}  {start.kind:<9}  role {start.role}: {' '.join(role.argv)}")
     for cell_name, cell in plan.cells.items():

@@ -31,7 +31,10 @@ def window_noise(decision: Decision) -> tuple[float, float, int] | None:
             repeat_cv = math.sqrt(sum(s * s for s in spread) / len(spread) / 2.0)
         else:
             continue
-        launch_cv = archive.launch_cv_pct if archive is not None and archive.launch_cv_pct is not None else 0.0
+        if archive is not None and archive.launch_cv_pct is not None:
+            launch_cv = archive.launch_cv_pct
+        else:  # a launch-aware rule's own estimate from this window's starts; none for win2-v1
+            launch_cv = estimate.launch_cv_pct or 0.0
         return max(repeat_cv, 1e-6), launch_cv, estimate.n
     return None
 

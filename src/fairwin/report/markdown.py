@@ -65,7 +65,8 @@ def cell_details(cell: CellDecision) -> list[str]:
         archive = cell.noise.archive
         day = "n/a" if archive is None or archive.launch_cv_pct is None else f"{archive.launch_cv_pct:.2f} %"
         lines.append(
-            f"- noise next to the {cell.noise.bar_pct:g} % bar: in-window OFF/OFF spread per repeat [{spread}] %; "
+            f"- noise next to the {cell.noise.bar_pct:g} % bar: in-window spread of the first kind's starts per repeat "
+            f"[{spread}] %; "
             f"archive day-to-day spread {day}"
             + (
                 f" over {archive.starts} control starts in {archive.windows} windows"

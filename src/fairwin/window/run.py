@@ -1,4 +1,4 @@
-"""The window as explicit, journaled steps: open, start s1, start s2, start s3, decide, archive, budget.
+"""The window as explicit, journaled steps: open, start s1, start s2, ... (the rule's starts), decide, archive, budget.
 
 Each step is journaled as it begins and as it ends or fails, so a reader (or, later,
 crash recovery and chained windows) knows exactly how far a window got. Taking
@@ -164,7 +164,7 @@ async def run_window(
     for warning in warnings:
         say(f"warning: {warning}")
     chosen_order = order or draw_order(checked.rule)
-    starts = starts_for(checked.mode, chosen_order)
+    starts = starts_for(checked.mode, chosen_order, checked.rule.start_count)
     window = WindowDir.create(out, mode_name)
     ctx = StartContext(loaded=loaded, window=window, launcher=launcher, say=say)
     rows: list[PooledRow] = []

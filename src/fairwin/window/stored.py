@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fairwin.decision import Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
+from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
 from fairwin.errors import InputError
 from fairwin.plan.loading import parse_plan
 from fairwin.receipts import read_jsonl
@@ -82,10 +82,25 @@ def load_pooled(path: Path) -> list[DecisionRow]:
     return rows
 
 
+def default_rule_for(path: Path, rows: list[DecisionRow]) -> RuleSpec:
+    """The default rule, when it registers as many starts as the rows come from; else a clear refusal."""
+    rule = get_rule(None)
+    ran = len({row.start for row in rows})
+    if ran == rule.start_count:
+        return rule
+    fitting = sorted(r.id for r in RULES.values() if r.start_count == ran)
+    raise InputError(
+        f"{path}: the rows come from {ran} start{'s' if ran != 1 else ''} and the default rule {rule.id} registers "
+        f"{rule.start_count}; "
+        f"name the rule with --rule ({', '.join(fitting) or 'no registered rule'} decides {ran})"
+    )
+
+
 def decide_pooled(
     path: Path, *, mode: str, rules: list[RuleSpec], clock_cap_mhz: float | None, reported: list[str]
 ) -> list[Decision]:
     rows = load_pooled(path)
+    rules = rules or [default_rule_for(path, rows)]
     cells = list(dict.fromkeys(row.cell for row in rows))
     unknown = sorted(set(reported) - set(cells))
     if unknown:
