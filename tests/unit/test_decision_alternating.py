@@ -129,12 +129,19 @@ def test_rows_of_a_bracket_are_refused_with_the_count() -> None:
     assert seven.reasons[0] == "the rows come from 7 starts (s1 to s7); the rule registers 3 per window"
 
 
-def test_starts_must_fit_the_kind() -> None:
+def test_parameters_must_fit_the_kind() -> None:
     base = WIN2_ALT7_V1.model_dump()
     with pytest.raises(ValueError, match="odd number of starts, at least 5"):
         RuleSpec(**{**base, "starts": 6})
-    with pytest.raises(ValueError, match="decides a bracket of 3 starts"):
+    with pytest.raises(ValueError, match="starts mean nothing to a rule of kind win2"):
         RuleSpec(**{**WIN2_V1.model_dump(), "starts": 5})
+    # A win2 rule without its guard count once registered, and then every guard failed.
+    with pytest.raises(ValueError, match="a rule of kind win2 needs guard_fail_repeats"):
+        RuleSpec(**{**WIN2_V1.model_dump(), "guard_fail_repeats": None})
+    with pytest.raises(ValueError, match="a rule of kind launch needs guard_tolerance_pct"):
+        RuleSpec(**{**WIN2_LAUNCH_V1.model_dump(), "guard_tolerance_pct": None})
+    with pytest.raises(ValueError, match="guard_fail_repeats mean nothing to a rule of kind alternating"):
+        RuleSpec(**{**base, "guard_fail_repeats": 2})
 
 
 def test_earlier_rules_keep_their_sha256() -> None:

@@ -108,7 +108,7 @@ def test_a_guard_with_a_zero_control_is_not_judged() -> None:
     zero = {"s1": [0.0, 0.0, 0.0], "s2": [3.9, 3.9, 3.9], "s3": [0.0, 0.0, 0.0]}
     cell = decide(rows(S1, S2, S3, accepted_per_round=zero), archive=archive(cv=1.0, starts=11))
     guard = {g.metric: g for g in cell.guards}["accepted_per_round"]
-    assert guard.failed is None and "not judged" in guard.detail
+    assert guard.failed is None and "a percentage needs a positive control" in guard.detail
     assert cell.verdict == "WIN"
 
 

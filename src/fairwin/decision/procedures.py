@@ -47,7 +47,8 @@ class Win2:
     def guard(self, table: CellTable, metric: str) -> GuardResult:
         first, middle, last = table.bracket(metric)
         below = [r for r, s1, s2, s3 in zip(table.repeats, first, middle, last, strict=True) if s2 < min(s1, s3)]
-        need = self.rule.guard_fail_repeats or 0
+        need = self.rule.guard_fail_repeats
+        assert need is not None  # every win2 rule registers it (RuleSpec's validation)
         failed = len(below) >= need
         detail = (
             f"candidate below both controls in {len(below)} of {len(table.repeats)} repeats "
@@ -115,7 +116,7 @@ class TwoLevel:
 def interval_guard(rule: RuleSpec, metric: str, estimate: Estimate | str) -> GuardResult:
     """A guard judged on its own interval: it fails when the whole interval lies below -tolerance."""
     if isinstance(estimate, str):  # e.g. a control with no speculation has accepted_per_round = 0
-        return GuardResult(metric=metric, failed=None, detail=f"not judged: {estimate}")
+        return GuardResult(metric=metric, failed=None, detail=estimate)
     tolerance = rule.guard_tolerance_pct or 0.0
     failed = estimate.ci_high_pct < -tolerance
     detail = (

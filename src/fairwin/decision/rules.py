@@ -36,7 +36,7 @@ class RuleSpec(BaseModel):
     bar_pct: float = Field(description="WIN needs point > +bar, LOSS point < -bar.")
     confidence: float = Field(description="Two-sided interval level for WIN and LOSS.")
     guard_fail_repeats: int | None = Field(
-        None, description="win2: a guard fails when the candidate is below both controls in this many repeats."
+        None, ge=1, description="win2: a guard fails when the candidate is below both controls in this many repeats."
     )
     guard_tolerance_pct: float | None = Field(
         None, description="launch: a guard fails when its whole interval lies below -tolerance."
@@ -55,12 +55,27 @@ class RuleSpec(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _starts_fit_the_kind(self) -> RuleSpec:
-        if self.kind == "alternating":
-            if self.starts is None or self.starts < 5 or self.starts % 2 == 0:
-                raise ValueError("an alternating rule needs an odd number of starts, at least 5")
-        elif self.starts not in (None, BRACKET_STARTS):
-            raise ValueError(f"a {self.kind} rule decides a bracket of {BRACKET_STARTS} starts")
+    def _parameters_fit_the_kind(self) -> RuleSpec:
+        """Each kind's procedure reads its own parameters: a rule missing one, or carrying another
+        kind's, cannot register (a win2 rule without guard_fail_repeats once failed every guard)."""
+        needs = {
+            "win2": ("guard_fail_repeats",),
+            "launch": ("guard_tolerance_pct",),
+            "alternating": ("guard_tolerance_pct", "starts"),
+        }[self.kind]
+        foreign = {
+            "win2": ("guard_tolerance_pct", "equivalence_confidence", "guard_confidence", "starts"),
+            "launch": ("guard_fail_repeats", "guard_confidence", "starts"),
+            "alternating": ("guard_fail_repeats",),
+        }[self.kind]
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a rule of kind {self.kind} needs {', '.join(missing)}")
+        stray = [name for name in foreign if getattr(self, name) is not None]
+        if stray:
+            raise ValueError(f"{', '.join(stray)} mean nothing to a rule of kind {self.kind}")
+        if self.kind == "alternating" and (self.start_count < 5 or self.start_count % 2 == 0):
+            raise ValueError("an alternating rule needs an odd number of starts, at least 5")
         return self
 
     @property
