@@ -11,7 +11,8 @@ escaping is a bug and keeps its traceback.
     │   ├── PlanError                          a plan file that does not load or validate
     │   ├── PinMismatchError                   a pinned file's sha256 differs from the plan's pin
     │   ├── OutputDirError                     the output directory cannot be created or written
-    │   └── UsageError                         a command-line value that makes no sense
+    │   ├── UsageError                         a command-line value that makes no sense
+    │   └── CorruptRecordError                 a stored file is torn, not JSON, of an unread format, or invalid
     ├── WindowError                   exit 3   a window started and could not finish
     │   ├── LaunchError                        a server did not come up
     │   │   ├── ServerExitedError              its process exited before it was healthy
@@ -66,6 +67,11 @@ class OutputDirError(InputError):
 
 class UsageError(InputError):
     """A command-line value that makes no sense."""
+
+
+class CorruptRecordError(InputError):
+    """A file fairwin wrote earlier is torn, not JSON, of a format this version does not read, fails
+    validation, or was changed since it was sealed. The message names the file; nothing is written."""
 
 
 class WindowError(FairwinError):

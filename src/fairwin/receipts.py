@@ -15,9 +15,11 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+
+from fairwin.errors import CorruptRecordError, InputError
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -107,7 +109,11 @@ def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every whole JSON-object line, and a problem for each line that is not one (torn or corrupt)."""
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    try:
+        handle = path.open(encoding="utf-8", errors="replace")
+    except IsADirectoryError:
+        raise CorruptRecordError(f"{path} is a directory, not the file fairwin wrote there") from None
+    with handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -129,9 +135,69 @@ def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, problems
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSONL file fairwin wrote; any torn or corrupt line raises ValueError naming it."""
+def _check_format(path: Path, where: str, value: dict[str, Any], formats: tuple[str, ...]) -> None:
+    found = value.get("format")
+    if found not in formats:
+        raise CorruptRecordError(
+            f"{where}: format {found!r}; this fairwin reads {', '.join(formats)} (a newer fairwin wrote it, or it "
+            "is not the file fairwin wrote there)"
+        )
+
+
+def read_jsonl(path: Path, formats: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """A JSONL file fairwin wrote, every line whole; with ``formats``, every row one of them.
+
+    A torn or corrupt line, a directory in the file's place or a format not in ``formats``
+    raises :class:`CorruptRecordError` naming the file and line.
+    """
+    if not path.exists():
+        raise InputError(f"{path} does not exist")
     rows, problems = scan_jsonl(path)
     if problems:
-        raise ValueError(problems[0])
+        raise CorruptRecordError(problems[0])
+    if formats:
+        for number, row in enumerate(rows, 1):
+            _check_format(path, f"{path} row {number}", row, formats)
     return rows
+
+
+def read_json(path: Path, formats: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A JSON object fairwin wrote; with ``formats``, its ``format`` must be one of them.
+
+    Missing: :class:`InputError`; a directory, not JSON, not an object or another format:
+    :class:`CorruptRecordError`, naming the file.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise CorruptRecordError(f"{path} is a directory, not the file fairwin wrote there") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        what = "empty" if not text.strip() else f"not JSON ({exc.msg} at line {exc.lineno})"
+        raise CorruptRecordError(f"{path}: {what}; it is torn or was edited") from None
+    if not isinstance(value, dict):
+        raise CorruptRecordError(f"{path}: not a JSON object; it is not the file fairwin wrote there")
+    if formats:
+        _check_format(path, str(path), value, formats)
+    return value
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def first_problem(exc: ValidationError) -> str:
+    """A validation error as one line: where, and what."""
+    error = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in error['loc']) or '(record)'}: {error['msg']}"
+
+
+def read_model(path: Path, model: type[Model], formats: tuple[str, ...] = ()) -> Model:
+    """A JSON document fairwin wrote, validated as ``model``; any damage is a :class:`CorruptRecordError`."""
+    value = read_json(path, formats)
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise CorruptRecordError(f"{path}: {first_problem(exc)}") from None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.errors import CorruptRecordError
 from fairwin.receipts import append_jsonl, canonical_json, read_jsonl, sha256_bytes, write_json_atomic
 
 
@@ -49,7 +50,7 @@ def test_torn_last_line_is_reported_not_dropped(tmp_path: Path) -> None:
     append_jsonl(path, [{"a": 1}])
     with path.open("a") as handle:
         handle.write('{"a": 2')
-    with pytest.raises(ValueError, match=r"log.jsonl:2: torn line"):
+    with pytest.raises(CorruptRecordError, match=r"log.jsonl:2: torn line"):
         read_jsonl(path)
 
 

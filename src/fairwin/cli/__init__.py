@@ -1,8 +1,9 @@
 """The ``fairwin`` command. Thin: parse, call the library, print, map errors to exit codes.
 
 Exit codes: 0 done (whatever the verdict), 1 other fairwin error, 2 bad input (nothing
-was started), 3 a window failed (its directory is marked failed), 4 a gate refused
-(nothing was started), 130 interrupted.
+was started; a stored file torn, edited or of another format included), 3 a window
+failed (its directory is marked failed), 4 a gate refused (nothing was started), 5 the
+API rehearsal did not pass, 130 interrupted.
 """
 
 from __future__ import annotations

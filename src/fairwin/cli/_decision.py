@@ -18,6 +18,7 @@ def decide(args: argparse.Namespace) -> int:
     from fairwin.window.stored import decide_pooled, decide_window_dir
 
     rules = [get_rule(rule_id) for rule_id in args.rule]
+    notes: list[str] = []
     if args.pooled:
         if args.window:
             raise UsageError("give a WINDOW directory or --pooled FILE, not both")
@@ -33,9 +34,12 @@ def decide(args: argparse.Namespace) -> int:
     elif args.window:
         if args.mode or args.clock_cap_mhz is not None or args.reported:
             raise UsageError("--mode, --clock-cap-mhz and --reported are for --pooled; a window records its own")
-        decisions = decide_window_dir(Path(args.window), rules, Path(args.archive) if args.archive else None)
+        recomputed = decide_window_dir(Path(args.window), rules, Path(args.archive) if args.archive else None)
+        decisions, notes = recomputed.decisions, recomputed.notes
     else:
         raise UsageError("give a WINDOW directory, or --pooled FILE --mode MODE")
+    for note in notes:
+        stderr.print(f"note: {note}", markup=False)
     if args.json:
         documents = [d.model_dump(mode="json") for d in decisions]
         stdout.print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2), markup=False)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from rich.table import Table
 
 from fairwin.cli._console import stdout
-from fairwin.errors import InputError
 
 
 def qualify_carry(args: argparse.Namespace) -> int:
@@ -44,21 +42,14 @@ def gate_run(args: argparse.Namespace) -> int:
 
 
 def budget_history(args: argparse.Namespace) -> int:
+    from fairwin.gates.budget import history
+
     directory = Path(args.dir)
-    if not directory.is_dir():
-        raise InputError(f"{directory}: no such directory of windows")
     table = Table(title=f"budget history in {directory}")
     for column in ("window", "estimated min", "actual min", "actual / estimated"):
         table.add_column(column, justify="left" if column == "window" else "right")
-    rows = 0
-    for path in sorted(directory.glob("*/budget.json")):
-        record = json.loads(path.read_text())
-        estimated = record["estimate"]["measurement_end_s"] / 60
-        last_start = max(v for k, v in record["actual_s"].items() if k.startswith("start "))
-        actual = last_start / 60
-        table.add_row(path.parent.name, f"{estimated:.2f}", f"{actual:.2f}", f"{actual / estimated:.2f}")
-        rows += 1
-    if not rows:
-        raise InputError(f"{directory}: no finished window has a budget.json yet")
+    for window_id, record in history(directory):
+        estimated, actual = record.estimate.measurement_end_s / 60, record.measured_s / 60
+        table.add_row(window_id, f"{estimated:.2f}", f"{actual:.2f}", f"{actual / estimated:.2f}")
     stdout.print(table)
     return 0

@@ -2,7 +2,7 @@
 
 from fairwin.decision.audit import AuditResult, audit
 from fairwin.decision.decide import decide, decide_cell, window_verdict
-from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise
+from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise, SealedInputs
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
 from fairwin.decision.rules import DEFAULT_RULE, RULES, WIN2_ALT7_V1, WIN2_LAUNCH_V1, WIN2_V1, RuleSpec, get_rule
@@ -23,6 +23,7 @@ __all__ = [
     "MetricResult",
     "Noise",
     "RuleSpec",
+    "SealedInputs",
     "Verdict",
     "WindowContext",
     "audit",

@@ -56,6 +56,14 @@ class CellDecision(Frozen):
     noise: Noise | None
 
 
+class SealedInputs(Frozen):
+    """The sha256 of the stored files a window's decision was computed from (``fairwin decide`` checks them)."""
+
+    pooled_sha256: str
+    context_sha256: str
+    manifest_sha256: str  # window.json: the rule, order and starts the window ran
+
+
 class Decision(Frozen):
     format: str = DECISION_FORMAT
     window_id: str
@@ -67,3 +75,4 @@ class Decision(Frozen):
     verdict: Verdict
     reasons: list[str]
     cells: list[CellDecision]
+    inputs: SealedInputs | None = None  # set when a window's decision is written; None for rows decided alone

@@ -16,13 +16,16 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision.rules import get_rule
-from fairwin.errors import GateRefused, PlanError
+from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanError
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.plan.models import Cell, Mode, Role
 from fairwin.plan.schedule import starts_for
-from fairwin.receipts import read_jsonl
+from fairwin.receipts import read_jsonl, read_model
 
 
 def cell_key(cell: Cell) -> str:
@@ -60,7 +63,7 @@ def calibrate(output_dir: Path) -> Calibration:
                 found.stop_s.setdefault(key, []).append(float(start["stop"]["seconds"]))
             for wave in read_jsonl(window / "waves.jsonl"):
                 found.wave_s.setdefault(cell_key(plan.cells[wave["cell"]]), []).append(float(wave["seconds"]))
-        except (OSError, ValueError, KeyError, PlanError):
+        except (OSError, ValueError, KeyError, PlanError, CorruptRecordError):
             continue  # a window that cannot be read calibrates nothing; it is not this gate's to judge
     return found
 
@@ -181,3 +184,42 @@ def render_table(estimates: list[Estimate], loaded: LoadedPlan) -> list[str]:
             f"{found.dry_bound_s / 60:.1f} min{fits} |"
         )
     return lines
+
+
+BUDGET_FORMAT = "fairwin.budget/1"
+
+
+class _Estimated(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    measurement_end_s: float = Field(gt=0)
+
+
+class BudgetRecord(BaseModel):
+    """A finished window's ``budget.json``: the estimate it was admitted on, and the journal's step times."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.budget/1"]
+    estimate: _Estimated
+    actual_s: dict[str, float]
+
+    @property
+    def measured_s(self) -> float:
+        """When the last start ended, from the window's open: what ``measurement_end_s`` estimated."""
+        return max(seconds for step, seconds in self.actual_s.items() if step.startswith("start "))
+
+
+def history(directory: Path) -> list[tuple[str, BudgetRecord]]:
+    """Every finished window's budget record under ``directory``, oldest first; a damaged one is refused."""
+    if not directory.is_dir():
+        raise InputError(f"{directory}: no such directory of windows")
+    found = []
+    for path in sorted(directory.glob("*/budget.json")):
+        record = read_model(path, BudgetRecord, (BUDGET_FORMAT,))
+        if not any(step.startswith("start ") for step in record.actual_s):
+            raise CorruptRecordError(f"{path}: actual_s names no finished start")
+        found.append((path.parent.name, record))
+    if not found:
+        raise InputError(f"{directory}: no finished window has a budget.json yet")
+    return found

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.archive import append_controls, control_rows, noise, read_archive, select
-from fairwin.decision import ArchiveNoise, Decision, DecisionRow, RuleSpec, WindowContext, decide
+from fairwin.decision import ArchiveNoise, Decision, DecisionRow, RuleSpec, SealedInputs, WindowContext, decide
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Cell
-from fairwin.receipts import read_jsonl, write_json_atomic, write_text_atomic
+from fairwin.receipts import read_jsonl, sha256_file, write_json_atomic, write_text_atomic
 from fairwin.report.markdown import render_summary
 from fairwin.window.layout import WindowDir
 
@@ -58,6 +58,15 @@ def context_for(
     )
 
 
+def seal(window: WindowDir) -> SealedInputs:
+    """The digests of the files the decision reads, so a later edit of either is seen, not decided."""
+    return SealedInputs(
+        pooled_sha256=sha256_file(window.pooled),
+        context_sha256=sha256_file(window.context),
+        manifest_sha256=sha256_file(window.manifest),
+    )
+
+
 def close(
     loaded: LoadedPlan,
     window: WindowDir,
@@ -71,8 +80,8 @@ def close(
     pooled = read_jsonl(window.pooled)
     noise_now = archive_noise(archive, loaded.plan.cells, rule, commit, loaded.plan.window.production_clock_cap_mhz)
     context = context_for(loaded, window, mode, order, noise_now)
-    write_json_atomic(window.path / "context.json", {"format": CONTEXT_FORMAT, **context.model_dump(mode="json")})
-    decision = decide(decision_rows(pooled), rule=rule, context=context)
+    write_json_atomic(window.context, {"format": CONTEXT_FORMAT, **context.model_dump(mode="json")})
+    decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)
     write_text_atomic(window.summary, render_summary(loaded.path, loaded.sha256, decision, pooled))
     return decision

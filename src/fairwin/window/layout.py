@@ -20,6 +20,7 @@ from fairwin.receipts import append_jsonl, write_json_atomic
 
 State = Literal["running", "complete", "failed", "interrupted"]
 STATUS_FORMAT = "fairwin.status/1"
+WINDOW_FORMAT = "fairwin.window/1"
 
 
 def new_window_id(mode: str) -> str:
@@ -51,6 +52,10 @@ class WindowDir:
         window = cls(path=path, window_id=window_id)
         window.set_status("running")
         return window
+
+    @property
+    def context(self) -> Path:
+        return self.path / "context.json"
 
     # Files, in the order the flow writes them.
     @property

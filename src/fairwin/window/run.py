@@ -27,13 +27,11 @@ from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode, starts_for
-from fairwin.receipts import write_json_atomic
+from fairwin.receipts import sha256_file, write_json_atomic
 from fairwin.window.close import archive_controls, archive_noise, archive_path, close
 from fairwin.window.environment import capture
-from fairwin.window.layout import WindowDir
+from fairwin.window.layout import WINDOW_FORMAT, WindowDir
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
-
-WINDOW_FORMAT = "fairwin.window/1"
 
 
 @dataclass(frozen=True)
@@ -246,5 +244,6 @@ async def run_window(
     except BaseException as exc:
         window.set_status("failed", error=repr(exc), error_type=type(exc).__name__)
         raise
-    window.set_status("complete", verdict=decisions[0].verdict)
+    # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
+    window.set_status("complete", verdict=decisions[0].verdict, decision_sha256=sha256_file(window.decision))
     return WindowResult(window=window, decision=decisions[0], rows=rows)

@@ -2,56 +2,146 @@
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
-from fairwin.errors import InputError
+from fairwin.decision.document import DECISION_FORMAT
+from fairwin.decision.inputs import POOLED_FORMAT
+from fairwin.errors import CorruptRecordError, InputError
 from fairwin.plan.loading import parse_plan
-from fairwin.receipts import read_jsonl
-from fairwin.window.close import archive_noise
+from fairwin.receipts import first_problem, read_json, read_jsonl, read_model, sha256_file
+from fairwin.window.close import CONTEXT_FORMAT, archive_noise
+from fairwin.window.layout import STATUS_FORMAT, WINDOW_FORMAT, WindowDir
 
 
-def _json(path: Path) -> Any:
+class StoredStatus(BaseModel):
+    """The fields of ``status.json`` every state carries (a failed window's also name its error)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: str
+    window_id: str
+    state: str
+    time: float
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """Decisions recomputed from a window directory, and what the check against its record found."""
+
+    decisions: list[Decision]
+    notes: list[str]
+
+
+def _rows(path: Path) -> list[DecisionRow]:
+    stored = read_jsonl(path, (POOLED_FORMAT,))
+    if not stored:
+        raise CorruptRecordError(f"{path} has no rows; a complete window has one per start, cell and repeat")
+    rows = []
+    for number, row in enumerate(stored, 1):
+        try:
+            rows.append(DecisionRow.model_validate(row))
+        except ValidationError as exc:
+            raise CorruptRecordError(f"{path} row {number}: {first_problem(exc)}") from None
+    return rows
+
+
+def _context(path: Path) -> WindowContext:
+    stored = read_json(path, (CONTEXT_FORMAT,))
+    stored.pop("format")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist; is this a fairwin window directory?") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        return WindowContext.model_validate(stored)
+    except ValidationError as exc:
+        raise CorruptRecordError(f"{path}: {first_problem(exc)}") from None
 
 
-def decide_window_dir(window: Path, rules: list[RuleSpec], archive: Path | None = None) -> list[Decision]:
-    """Recompute a complete window's decision; with ``archive``, against that archive's noise as it is now."""
-    status = _json(window / "status.json")
+def _recorded(window: WindowDir) -> Decision | None:
+    return read_model(window.decision, Decision, (DECISION_FORMAT,)) if window.decision.exists() else None
+
+
+def _check_sealed(window: WindowDir, status: dict[str, Any], recorded: Decision | None) -> list[str]:
+    """Refuses any sealed file changed since the decision was written; says when nothing was sealed."""
+    if recorded is None or recorded.inputs is None:
+        return [f"{window.decision.name} records no digest of its inputs (written before fairwin sealed them)"]
+    sealed = recorded.inputs
+    files = [
+        (window.decision, status.get("decision_sha256"), window.status),
+        (window.pooled, sealed.pooled_sha256, window.decision),
+        (window.context, sealed.context_sha256, window.decision),
+        (window.manifest, sealed.manifest_sha256, window.decision),
+    ]
+    for path, digest, where in files:
+        if not isinstance(digest, str):
+            raise CorruptRecordError(f"{where}: no digest of {path.name}; it is torn or was edited")
+        try:
+            now = sha256_file(path)
+        except OSError as exc:
+            raise CorruptRecordError(f"{path} cannot be read ({exc.strerror}); not the file fairwin wrote") from None
+        if now != digest:
+            raise CorruptRecordError(
+                f"{path} is not the file window {recorded.window_id} was decided with (sha256 {now[:16]}..., "
+                f"sealed in {where.name} as {digest[:16]}...): it was edited or damaged, so it is not a result"
+            )
+    return []
+
+
+def _compared(recorded: Decision | None, recomputed: Decision) -> str:
+    if recorded is None:
+        return "no recorded decision.json to compare with"
+    before = recorded.model_dump(mode="json", exclude={"inputs"})
+    if before == recomputed.model_dump(mode="json", exclude={"inputs"}):
+        return f"recomputed: identical to the recorded decision ({recorded.verdict})"
+    return (
+        f"recomputed: DIFFERS from the recorded decision (recorded {recorded.verdict}, now {recomputed.verdict}); "
+        "the inputs are the sealed ones, so the deciding code changed"
+    )
+
+
+def decide_window_dir(path: Path, rules: list[RuleSpec], archive: Path | None = None) -> Recomputed:
+    """Recompute a complete window's decision; with ``archive``, against that archive's noise as it is now.
+
+    The rows and context are checked against the digests sealed in ``decision.json``; with the
+    window's own rule and archive, the recomputation is compared with the recorded decision.
+    """
+    window = WindowDir(path=path, window_id=path.name)
+    read_model(window.status, StoredStatus, (STATUS_FORMAT,))
+    status = read_json(window.status)
     if status.get("state") != "complete":
         raise InputError(
-            f"{window} is {status.get('state')!r}, not complete: its rows are not a result "
+            f"{path} is {status.get('state')!r}, not complete: its rows are not a result "
             f"({status.get('error', 'no error recorded')})"
         )
-    manifest = _json(window / "window.json")
-    stored = _json(window / "context.json")
-    stored.pop("format", None)
-    context = WindowContext.model_validate(stored)
-    rows = [DecisionRow.model_validate(row) for row in read_jsonl(window / "pooled.jsonl")]
-    chosen = rules or [_rule_from(manifest)]
+    manifest = read_json(window.manifest, (WINDOW_FORMAT,))
+    recorded = _recorded(window)
+    notes = _check_sealed(window, status, recorded)
+    context = _context(window.context)
+    rows = _rows(window.pooled)
+    chosen = rules or [_rule_from(window.manifest, manifest)]
     decisions = []
     for rule in chosen:
         ctx = context
         if archive is not None:
-            _, plan = parse_plan(window / "plan.toml")
+            _, plan = parse_plan(window.plan_copy)
             commit = manifest.get("environment", {}).get("git", {}).get("commit")
             noise = archive_noise(archive, plan.cells, rule, commit, context.production_clock_cap_mhz)
             ctx = context.model_copy(update={"archive": noise})
-        decisions.append(decide(rows, rule=rule, context=ctx))
-    return decisions
+        # The same sealed files: the recomputation carries their digests, as the record does.
+        sealed = recorded.inputs if recorded is not None and archive is None else None
+        decisions.append(decide(rows, rule=rule, context=ctx).model_copy(update={"inputs": sealed}))
+    if archive is None and recorded is not None and [d.rule_id for d in decisions] == [recorded.rule_id]:
+        notes.append(_compared(recorded, decisions[0]))
+    return Recomputed(decisions=decisions, notes=notes)
 
 
-def _rule_from(manifest: dict[str, Any]) -> RuleSpec:
-    rule = get_rule(manifest["rule_id"])
+def _rule_from(path: Path, manifest: dict[str, Any]) -> RuleSpec:
+    rule_id = manifest.get("rule_id")
+    if not isinstance(rule_id, str):
+        raise CorruptRecordError(f"{path}: no rule_id; it is not the file fairwin wrote there")
+    rule = get_rule(rule_id)
     if rule.sha256 != manifest.get("rule_sha256"):
         raise InputError(
             f"rule {rule.id} is registered with sha256 {rule.sha256}, but the window was decided by "

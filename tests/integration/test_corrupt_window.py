@@ -1,0 +1,136 @@
+"""Every way a stored window's files can be damaged reaches the user as one line and exit 2, never a verdict.
+
+One real window (against `fairwin sim`), then, for each file `fairwin decide WINDOW`
+reads and each kind of damage, a copy of the directory is damaged and decided
+in-process: exit 2, one line naming the file, no traceback, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairwin.cli import main
+from fairwin.receipts import sha256_file
+from tests.conftest import sim_role, to_toml, write_family
+from tests.integration.helpers import fairwin
+
+FILES = ("status.json", "window.json", "context.json", "pooled.jsonl", "decision.json")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("corrupt")
+    families = {"prose": write_family(directory, "prose"), "code": write_family(directory, "code")}
+    plan = {
+        "window": {"output_dir": "windows", "repeats": 2, "idle_check_s": 0, "rule": "win2-v1"},
+        "budget": {"startup_s": 1, "stop_s": 1, "decode_ms_per_token": 2},
+        "roles": {"A": sim_role("--ms-per-round", "2", model="corrupt-a")},
+        "modes": {"aa": {"control": "A", "candidate": "A"}},
+        "families": families,
+        "cells": {"c": {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
+    }
+    (directory / "plan.toml").write_text(to_toml(plan))
+    done = fairwin("run", str(directory / "plan.toml"), "--mode", "aa", "--quiet")
+    assert done.returncode == 0, done.stderr
+    (window,) = [p for p in (directory / "windows").iterdir() if p.is_dir()]
+    return window
+
+
+def _first_object(path: Path) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
+    """The file's (first) JSON object, and how to write it back in place."""
+    if path.suffix == ".jsonl":
+        lines = path.read_text().splitlines()
+        row = json.loads(lines[0])
+        return row, lambda new: path.write_text("\n".join([json.dumps(new), *lines[1:]]) + "\n")
+    return json.loads(path.read_text()), lambda new: path.write_text(json.dumps(new))
+
+
+def truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def drop_a_field(path: Path) -> None:
+    value, write = _first_object(path)
+    value.pop(sorted(value)[-1])
+    write(value)
+
+
+def unknown_format(path: Path) -> None:
+    value, write = _first_object(path)
+    write({**value, "format": "fairwin.from-the-future/99"})
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def directory_in_place(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+DAMAGE = (truncate, flip_a_byte, drop_a_field, unknown_format, empty, directory_in_place)
+
+
+def digests(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): sha256_file(p) for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_the_undamaged_window_recomputes_to_its_record(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decide", str(finished), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == json.loads((finished / "decision.json").read_text())
+    assert "note: recomputed: identical to the recorded decision" in err
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("name", FILES)
+def test_damage_is_one_line_and_exit_2(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, damage: Callable[[Path], None]
+) -> None:
+    copy = tmp_path / finished.name
+    shutil.copytree(finished, copy)
+    damage(copy / name)
+    before = digests(copy)
+    code = main(["decide", str(copy)])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("fairwin: error: "), err
+    assert name in err or "not complete" in err, err
+    assert digests(copy) == before  # nothing written or changed
+
+
+def test_budget_history_reads_the_window(finished: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["budget", "history", "--dir", str(finished.parent)]) == 0
+    out, _ = capsys.readouterr()
+    assert finished.name in out
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda d: d.__name__)
+def test_a_damaged_budget_record_is_one_line_and_exit_2(
+    finished: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Callable[[Path], None]
+) -> None:
+    copy = tmp_path / "windows" / finished.name
+    shutil.copytree(finished, copy)
+    damage(copy / "budget.json")
+    code = main(["budget", "history", "--dir", str(copy.parent)])
+    out, err = capsys.readouterr()
+    if damage is flip_a_byte and code == 0:
+        # A flipped digit in a step time is still a valid record (nothing seals budget.json); it must still print.
+        assert finished.name in out and err == ""
+        return
+    assert code == 2 and out == "" and err.count("\n") == 1 and "budget.json" in err, (code, err)
