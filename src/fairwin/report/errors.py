@@ -1,7 +1,7 @@
 """The rule's own error rates at the window's noise, shown next to its verdict.
 
-A user deserves to know that a guard can fail by chance: win2-v1's two guards,
-judged on three exchangeable repeats, fail together about 45 % of the time when
+A user deserves to know that a guard can fail by chance: of win2-v1's two guards,
+judged on three exchangeable repeats, at least one fails about 45 % of the time when
 nothing changed. The audit runs the rule's real code on simulated windows with the
 noise this window (and the archive) showed.
 """

@@ -1,0 +1,57 @@
+"""Docs that cannot drift: every plan key is in docs/plan.md, every command-line flag in README.md or docs/."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from fairwin.plan import models
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def plan_sections() -> list[tuple[str, type[BaseModel]]]:
+    found = []
+    for name, field in models.Plan.model_fields.items():
+        annotation = field.annotation
+        # A section is a model, or a table of models (roles, modes, families, cells).
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        for candidate in candidates:
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                found.append((name, candidate))
+    return found
+
+
+@pytest.mark.parametrize(("section", "model"), plan_sections(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_plan_key_is_documented(section: str, model: type[BaseModel]) -> None:
+    text = (DOCS / "plan.md").read_text()
+    missing = [key for key in model.model_fields if f"`{key}`" not in text and f"`{section}.{key}`" not in text]
+    assert not missing, f"[{section}] keys not in docs/plan.md: {missing}"
+
+
+def cli_flags() -> list[tuple[str, str]]:
+    """(command, --flag) for every long option of every command and subcommand."""
+    from fairwin.cli import build_parser
+
+    found: list[tuple[str, str]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:  # argparse keeps its actions here; it has no public listing
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}".strip())
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag not in ("--help", "--version"):
+                    found.append((path or "(global)", flag))
+
+    walk(build_parser(), "")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize(("command", "flag"), cli_flags())
+def test_every_cli_flag_is_documented(command: str, flag: str) -> None:
+    text = (DOCS.parent / "README.md").read_text() + "".join(p.read_text() for p in sorted(DOCS.glob("*.md")))
+    assert flag in text, f"`fairwin {command} {flag}` is documented in neither README.md nor docs/"
