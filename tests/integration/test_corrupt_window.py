@@ -11,13 +11,13 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fairwin.cli import main
 from fairwin.receipts import sha256_file
 from tests.conftest import sim_role, to_toml, write_family
+from tests.damage import DAMAGE, flip_a_byte
 from tests.integration.helpers import fairwin
 
 FILES = ("status.json", "window.json", "context.json", "pooled.jsonl", "decision.json")
@@ -40,50 +40,6 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr
     (window,) = [p for p in (directory / "windows").iterdir() if p.is_dir()]
     return window
-
-
-def _first_object(path: Path) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
-    """The file's (first) JSON object, and how to write it back in place."""
-    if path.suffix == ".jsonl":
-        lines = path.read_text().splitlines()
-        row = json.loads(lines[0])
-        return row, lambda new: path.write_text("\n".join([json.dumps(new), *lines[1:]]) + "\n")
-    return json.loads(path.read_text()), lambda new: path.write_text(json.dumps(new))
-
-
-def truncate(path: Path) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-def flip_a_byte(path: Path) -> None:
-    data = bytearray(path.read_bytes())
-    middle = len(data) // 2
-    data[middle] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
-def drop_a_field(path: Path) -> None:
-    value, write = _first_object(path)
-    value.pop(sorted(value)[-1])
-    write(value)
-
-
-def unknown_format(path: Path) -> None:
-    value, write = _first_object(path)
-    write({**value, "format": "fairwin.from-the-future/99"})
-
-
-def empty(path: Path) -> None:
-    path.write_bytes(b"")
-
-
-def directory_in_place(path: Path) -> None:
-    path.unlink()
-    path.mkdir()
-
-
-DAMAGE = (truncate, flip_a_byte, drop_a_field, unknown_format, empty, directory_in_place)
 
 
 def digests(directory: Path) -> dict[str, str]:

@@ -28,7 +28,7 @@ def test_builtin_families_and_their_pins(tmp_path: Path, capsys: pytest.CaptureF
         prompts = rows(out / f"{name}.jsonl")
         assert len(prompts) == 3 and all(len(str(p["text"])) >= 5000 for p in prompts)
         order = json.loads((out / f"{name}.order.json").read_text())
-        assert order["schema"] == "fairwin.order/1" and sorted(order["ids"]) == [p["id"] for p in prompts]
+        assert order["format"] == "fairwin.order/1" and sorted(order["ids"]) == [p["id"] for p in prompts]
         assert f'order_sha256 = "{sha256_file(out / f"{name}.order.json")}"' in printed
         assert f'prompts = "prompts/{name}.jsonl"' in printed
     code, prose = str(rows(out / "code.jsonl")[0]["text"]), str(rows(out / "prose.jsonl")[0]["text"])

@@ -182,7 +182,7 @@ def test_ctrl_c_or_sigterm_stops_the_server_and_marks_the_window(make_plan: Plan
 
 def test_order_file_tampering_refuses_before_anything_runs(make_plan: PlanFactory, tmp_path: Path) -> None:
     plan = make_plan()
-    (tmp_path / "code.order.json").write_text('{"schema": "fairwin.order/1", "ids": ["code-1"]}')
+    (tmp_path / "code.order.json").write_text('{"format": "fairwin.order/1", "ids": ["code-1"]}')
     done = fairwin("run", str(plan), "--mode", "controlled")
     assert done.returncode == 2
     assert "families.code.order_sha256" in done.stderr

@@ -8,7 +8,7 @@ import pytest
 from fairwin.errors import PinMismatchError, PlanError
 from fairwin.plan import load_plan, resolve_mode, starts_for, waves_for
 from fairwin.receipts import sha256_file
-from tests.conftest import PlanFactory
+from tests.conftest import PlanFactory, sim_role, to_toml
 
 
 def edit(path: Path, old: str, new: str) -> None:
@@ -104,7 +104,7 @@ def test_order_naming_unknown_prompt(make_plan: PlanFactory) -> None:
     path = make_plan()
     order = path.parent / "code.order.json"
     old_sha = sha256_file(order)
-    order.write_text(json.dumps({"schema": "fairwin.order/1", "family": "code", "ids": ["code-0", "ghost"]}))
+    order.write_text(json.dumps({"format": "fairwin.order/1", "family": "code", "ids": ["code-0", "ghost"]}))
     edit(path, old_sha, sha256_file(order))
     with pytest.raises(PlanError, match=r"ids not in .*: ghost"):
         load_plan(path)
@@ -149,3 +149,34 @@ def test_waves_wrap_around_a_short_family(make_plan: PlanFactory) -> None:
     order = [p.id for p in loaded.families["prose"].ordered]
     waves = waves_for(loaded, "c")
     assert [p.id for p in waves[1].prompts] == [order[4], order[5], order[0], order[1]]
+
+
+@pytest.mark.parametrize("name", ["sim-window.toml", "vllm-cpu.toml"])
+def test_the_shipped_example_plans_load_with_their_pins(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIRWIN_ENGINE_PYTHON", "/usr/bin/python3")
+    monkeypatch.setenv("FAIRWIN_TINY_MODEL", "/nonexistent/model")
+    loaded = load_plan(Path(__file__).resolve().parents[2] / "examples" / name)
+    assert loaded.notices == []  # the shipped order files spell their format as `format`
+
+
+def test_an_order_file_spelling_format_as_schema_still_reads_with_a_notice(tmp_path: Path) -> None:
+    from tests.conftest import write_family
+
+    table = write_family(tmp_path, "prose")
+    order = tmp_path / table["order"]
+    document = json.loads(order.read_text())
+    order.write_text(json.dumps({"schema": document.pop("format"), **document}))
+    table["order_sha256"] = sha256_file(order)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        to_toml(
+            {
+                "roles": {"A": sim_role()},
+                "families": {"prose": table},
+                "cells": {"c": {"families": ["prose"], "prompt_tokens": 64}},
+            }
+        )
+    )
+    loaded = load_plan(plan)
+    assert loaded.families["prose"].ordered and len(loaded.notices) == 1
+    assert "names its format as 'schema'" in loaded.notices[0]

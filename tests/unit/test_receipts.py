@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from fairwin.errors import CorruptRecordError
+from fairwin.errors import CorruptRecordError, InputError
+from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.receipts import append_jsonl, canonical_json, read_jsonl, sha256_bytes, write_json_atomic
+from tests.damage import DAMAGE, drop_the_seal
 
 
 def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
@@ -57,3 +60,18 @@ def test_torn_last_line_is_reported_not_dropped(tmp_path: Path) -> None:
 def test_canonical_json_is_order_independent() -> None:
     assert canonical_json({"b": 1, "a": 2}) == canonical_json({"a": 2, "b": 1}) == '{"a":2,"b":1}'
     assert sha256_bytes(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+@pytest.mark.parametrize("damage", [*DAMAGE, drop_the_seal], ids=lambda d: d.__name__)
+def test_a_damaged_receipt_is_a_corrupt_record(tmp_path: Path, damage: Callable[[Path], None]) -> None:
+    path = tmp_path / "receipt.json"
+    write_receipt(path, {"format": "fairwin.gate-run/1", "name": "rng", "verdict": "PASS", "exit_status": 0})
+    assert read_receipt(path, "fairwin.gate-run/1")["verdict"] == "PASS"
+    damage(path)
+    with pytest.raises(CorruptRecordError, match=r"receipt\.json"):
+        read_receipt(path, "fairwin.gate-run/1")
+
+
+def test_a_missing_receipt_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such receipt"):
+        read_receipt(tmp_path / "absent.json", "fairwin.gate-run/1")

@@ -190,7 +190,7 @@ def test_prompt_ids_shared_by_two_families_stay_apart(make_plan: PlanFactory) ->
     for family, words in (("prose", ["alpha"] * 400), ("code", ["beta"] * 60)):
         rows = [{"id": f"p-{i}", "text": " ".join(words)} for i in range(6)]
         (directory / f"{family}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        order = {"schema": "fairwin.order/1", "family": family, "ids": [f"p-{i}" for i in range(6)]}
+        order = {"format": "fairwin.order/1", "family": family, "ids": [f"p-{i}" for i in range(6)]}
         (directory / f"{family}.order.json").write_text(json.dumps(order))
     text = plan.read_text()
     from fairwin.receipts import sha256_file

@@ -6,9 +6,18 @@ import argparse
 import asyncio
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import UsageError
+
+if TYPE_CHECKING:
+    from fairwin.plan.loading import LoadedPlan
+
+
+def print_notices(loaded: LoadedPlan) -> None:
+    for notice in loaded.notices:
+        stderr.print(f"note: {notice}", markup=False)
 
 
 def plan_check(args: argparse.Namespace) -> int:
@@ -17,6 +26,7 @@ def plan_check(args: argparse.Namespace) -> int:
     from fairwin.window.run import error_rate_check, preflight
 
     loaded = load_plan(args.plan)
+    print_notices(loaded)
     modes = loaded.plan.all_modes()
     for mode in modes:
         preflight(loaded, mode)
@@ -36,6 +46,7 @@ def plan_show(args: argparse.Namespace) -> int:
     from fairwin.window.run import power_check, preflight
 
     loaded = load_plan(args.plan)
+    print_notices(loaded)
     checked = preflight(loaded, args.mode)
     budgets = estimates(loaded, loaded.resolve(loaded.plan.window.output_dir))
     stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
@@ -56,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from fairwin.window.run import WindowResult, run_window
 
     loaded = load_plan(args.plan)
+    print_notices(loaded)
     output = Path(args.out) if args.out else None
     say = (lambda _msg: None) if args.quiet else (lambda msg: stderr.print(msg, markup=False))
     gates = GateInputs(
@@ -148,6 +160,7 @@ def rehearse(args: argparse.Namespace) -> int:
     from fairwin.rehearse import run_rehearsal
 
     loaded = load_plan(args.plan)
+    print_notices(loaded)
     document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env)
     for probe in document["probes"]:
         state = "ok" if probe["ok"] else probe["reading"]

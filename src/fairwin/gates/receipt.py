@@ -6,12 +6,11 @@ anyone can check that a receipt was not edited after it was written.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from fairwin.errors import GateRefused
-from fairwin.receipts import canonical_json, sha256_bytes, write_json_atomic
+from fairwin.errors import CorruptRecordError, InputError
+from fairwin.receipts import canonical_json, read_json, sha256_bytes, write_json_atomic
 
 
 def seal(document: dict[str, Any]) -> dict[str, Any]:
@@ -26,17 +25,21 @@ def write_receipt(path: Path, document: dict[str, Any]) -> dict[str, Any]:
     return sealed
 
 
-def read_receipt(path: Path, expected_format: str) -> dict[str, Any]:
-    """A receipt whose seal holds and whose format is the expected one; refuses otherwise."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GateRefused(f"{path}: no such receipt") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise GateRefused(f"{path}: not a JSON receipt") from None
-    if not isinstance(document, dict) or document.get("format") != expected_format:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise GateRefused(f"{path}: a {found!r} document, not a {expected_format} receipt")
-    if "sha256" in document and seal(document)["sha256"] != document["sha256"]:
-        raise GateRefused(f"{path}: its sha256 does not match its contents; the receipt was edited after writing")
+def read_receipt(path: Path, expected_format: str, *, sealed: bool = True) -> dict[str, Any]:
+    """A receipt whose seal holds and whose format is the expected one.
+
+    Missing: :class:`InputError`. Torn, not JSON, another format, unsealed or edited after
+    writing: :class:`CorruptRecordError`. Both exit 2; a gate's refusal of a sound receipt
+    (a FAIL verdict, another commit) is the caller's :class:`GateRefused`. ``sealed=False``
+    is for receipts another tool writes (the admission): their seal is checked when present.
+    """
+    if not path.exists():
+        raise InputError(f"{path}: no such receipt")
+    document = read_json(path, (expected_format,))
+    if not sealed and "sha256" not in document:
+        return document
+    if not isinstance(document.get("sha256"), str):
+        raise CorruptRecordError(f"{path}: the receipt carries no sha256 seal; it was not written by fairwin as is")
+    if seal(document)["sha256"] != document["sha256"]:
+        raise CorruptRecordError(f"{path}: its sha256 does not match its contents; it was edited after writing")
     return document

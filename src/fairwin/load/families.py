@@ -19,7 +19,7 @@ from pathlib import Path
 
 from fairwin.errors import InputError
 from fairwin.load.prepare import TokenCounter, cut_to_tokens
-from fairwin.plan.loading import ORDER_SCHEMA
+from fairwin.plan.loading import ORDER_FORMAT
 from fairwin.receipts import sha256_file, write_text_atomic
 
 BUILTIN = ("prose", "code")
@@ -166,7 +166,7 @@ async def build_family(
     write_text_atomic(prompts_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts))
     order = [str(p["id"]) for p in prompts]
     random.Random(seed).shuffle(order)
-    order_doc = {"schema": ORDER_SCHEMA, "family": name, "seed": seed, "ids": order}
+    order_doc = {"format": ORDER_FORMAT, "family": name, "seed": seed, "ids": order}
     write_text_atomic(order_path, json.dumps(order_doc, indent=2) + "\n")
     return BuiltFamily(
         name=name,

@@ -20,7 +20,7 @@ from fairwin.errors import PinMismatchError, PlanError
 from fairwin.plan.models import Family, Plan
 from fairwin.receipts import sha256_bytes, sha256_file
 
-ORDER_SCHEMA = "fairwin.order/1"
+ORDER_FORMAT = "fairwin.order/1"
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class LoadedFamily:
     ordered: tuple[Prompt, ...]
     prompts_sha256: str
     order_sha256: str
+    notice: str | None = None  # the order file spelt its format the old way
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class LoadedPlan:
     sha256: str
     plan: Plan
     families: dict[str, LoadedFamily]
+
+    @property
+    def notices(self) -> list[str]:
+        """What loading noticed and accepted (an old spelling), for the CLI to print."""
+        return [family.notice for family in self.families.values() if family.notice]
 
     @property
     def base_dir(self) -> Path:
@@ -121,19 +127,27 @@ def _read_prompts(path: Path, key: str) -> dict[str, Prompt]:
     return prompts
 
 
-def _read_order(path: Path, family: str) -> list[str]:
+def _read_order(path: Path, family: str) -> tuple[list[str], str | None]:
+    """The frozen order's ids, and a notice when the file names its format the old way (``schema``)."""
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise PlanError(f"{path}: not a JSON order file; write one with `fairwin prompts`") from None
-    if not isinstance(data, dict) or data.get("schema") != ORDER_SCHEMA or not isinstance(data.get("ids"), list):
-        raise PlanError(f"{path}: not a {ORDER_SCHEMA} file with an 'ids' list; write one with `fairwin prompts`")
+    notice = None
+    if isinstance(data, dict) and "format" not in data and data.get("schema") == ORDER_FORMAT:
+        notice = (
+            f"{path} names its format as 'schema', as earlier fairwin wrote it; read the same "
+            "(`fairwin prompts` now writes 'format')"
+        )
+        data = {**data, "format": data["schema"]}
+    if not isinstance(data, dict) or data.get("format") != ORDER_FORMAT or not isinstance(data.get("ids"), list):
+        raise PlanError(f"{path}: not a {ORDER_FORMAT} file with an 'ids' list; write one with `fairwin prompts`")
     if data.get("family") not in (None, family):
         raise PlanError(f"{path}: order file is for family {data['family']!r}, not {family!r}")
     ids = [str(item) for item in data["ids"]]
     if not ids:
         raise PlanError(f"{path}: order file lists no ids")
-    return ids
+    return ids, notice
 
 
 def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> LoadedFamily:
@@ -155,7 +169,7 @@ def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> Lo
             f"{key}.prompts_sha256: {prompts_path} has sha256 {prompts_sha}, the plan pins "
             f"{family.prompts_sha256}; restore the prompts, or pin the new file deliberately"
         )
-    ids = _read_order(order_path, name)
+    ids, notice = _read_order(order_path, name)
     missing = [pid for pid in ids if pid not in prompts]
     if missing:
         raise PlanError(f"{order_path}: ids not in {prompts_path}: {', '.join(missing[:5])}")
@@ -164,6 +178,7 @@ def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> Lo
         ordered=tuple(prompts[pid] for pid in ids),
         prompts_sha256=prompts_sha,
         order_sha256=order_sha,
+        notice=notice,
     )
 
 
