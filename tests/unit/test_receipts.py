@@ -21,13 +21,20 @@ def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["doc.json"]
 
 
-def test_atomic_write_failure_keeps_old_file(tmp_path: Path) -> None:
+def test_atomic_write_failure_keeps_old_file_and_leaves_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "doc.json"
     write_json_atomic(target, {"ok": True})
-    with pytest.raises(TypeError):
-        write_json_atomic(target, {"bad": object()})
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")  # after the temp file was created and written
+
+    monkeypatch.setattr("fairwin.receipts.os.fsync", failing_fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        write_json_atomic(target, {"ok": False})
     assert json.loads(target.read_text()) == {"ok": True}
-    assert [p.name for p in tmp_path.iterdir()] == ["doc.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["doc.json"]  # the temp file was removed
 
 
 def _append_many(path: str, writer: int) -> None:

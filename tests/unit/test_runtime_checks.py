@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.errors import GateRefused, RuntimeCheckError
+from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
 from fairwin.gates.runtime import check_declared_env, check_running_env, check_speculative, effective_speculative
 from fairwin.launch.local import make_spec
 from fairwin.plan.models import Role
@@ -29,7 +29,7 @@ def test_speculative_config_from_vllm_and_sim_arguments() -> None:
     }
     assert effective_speculative(["fairwin", "sim", "--spec-tokens", "0"]) == {}
     assert effective_speculative(["vllm", "--model", "m"]) == {}
-    with pytest.raises(GateRefused, match="is not JSON"):
+    with pytest.raises(PlanError, match="is not JSON"):
         effective_speculative(["vllm", "--speculative-config", "{method: ngram"])
 
 
@@ -74,3 +74,9 @@ def test_running_env_must_equal_the_declared_one(tmp_path: Path) -> None:
     with pytest.raises(RuntimeCheckError, match="in X;"):
         check_running_env(spec, {k: v for k, v in spec.env.items() if k != "X"})
     assert "not checked" in check_running_env(spec, None)[0]
+
+
+@pytest.mark.parametrize("value", ["four", "", "-1", "2.5"])
+def test_spec_tokens_that_are_not_a_count_are_refused_in_one_line(value: str) -> None:
+    with pytest.raises(PlanError, match="--spec-tokens must be a whole number of draft tokens"):
+        effective_speculative(["fairwin", "sim", "--spec-tokens", value])

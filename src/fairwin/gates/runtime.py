@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fairwin.errors import GateRefused, RuntimeCheckError
+from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
 from fairwin.launch.local import LaunchSpec
 
 SPEC_FLAGS = ("--speculative-config", "--speculative_config")
@@ -76,12 +76,14 @@ def effective_speculative(argv: Sequence[str]) -> dict[str, Any]:
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError:
-                raise GateRefused(f"{name} is not JSON: {value!r}") from None
+                raise PlanError(f"a role's argv: {name} is not JSON: {value!r}") from None
             if not isinstance(parsed, dict):
-                raise GateRefused(f"{name} must be a JSON object, got {value!r}")
+                raise PlanError(f"a role's argv: {name} must be a JSON object, got {value!r}")
             return parsed
         if name == "--spec-tokens":  # fairwin sim
             value = inline if eq else (argv[index + 1] if index + 1 < len(argv) else "0")
+            if not value.strip().isdigit():
+                raise PlanError(f"a role's argv: --spec-tokens must be a whole number of draft tokens, got {value!r}")
             tokens = int(value)
             return {"method": "sim", "num_speculative_tokens": tokens} if tokens > 0 else {}
     return {}

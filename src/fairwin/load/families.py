@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairwin.errors import InputError
+from fairwin.errors import InputError, PromptError
 from fairwin.load.prepare import TokenCounter, cut_to_tokens
 from fairwin.plan.loading import ORDER_FORMAT
 from fairwin.receipts import sha256_file, write_text_atomic
@@ -145,7 +145,10 @@ async def build_family(
                 "text": "\n\n".join(pieces),
             }
             if counter is not None and tokens is not None:
-                prompt["text"], prompt["tokens"] = await cut_to_tokens(counter, str(prompt["text"]), tokens)
+                try:
+                    prompt["text"], prompt["tokens"] = await cut_to_tokens(counter, str(prompt["text"]), tokens)
+                except PromptError as exc:  # no window here: the tokenizer given on the command line is wrong
+                    raise InputError(f"family {name}: {exc}") from None
                 if prompt["tokens"] != tokens:
                     raise InputError(
                         f"family {name}: prompt {prompt['id']} has only {prompt['tokens']} tokens, not {tokens}; "
