@@ -7,7 +7,7 @@ any parameter means registering a new id: the bar is never moved silently.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -94,6 +94,16 @@ class RuleSpec(BaseModel):
         return metric not in self.lower_is_better
 
 
+#: What every win2 rule asks: the primary, the guards, the reported metrics and the bar, at 95 %.
+WIN2_QUESTION: dict[str, Any] = {
+    "primary": "pooled_rate_tps",
+    "guards": ("accepted_per_round", "decode_tps"),
+    "reported": ("ms_per_round", "ttft_s"),
+    "checklist_primary": "ms_per_round",
+    "bar_pct": 2.0,
+    "confidence": 0.95,
+}
+
 WIN2_V1 = RuleSpec(
     id="win2-v1",
     kind="win2",
@@ -105,12 +115,7 @@ WIN2_V1 = RuleSpec(
         "reported with their own verdict. INCONCLUSIVE on mixed or non-production clock caps, a thermal "
         "dial-back, or a missing metric."
     ),
-    primary="pooled_rate_tps",
-    guards=("accepted_per_round", "decode_tps"),
-    reported=("ms_per_round", "ttft_s"),
-    checklist_primary="ms_per_round",
-    bar_pct=2.0,
-    confidence=0.95,
+    **WIN2_QUESTION,
     guard_fail_repeats=2,
     order="control-first",
 )
@@ -127,12 +132,7 @@ WIN2_LAUNCH_V1 = RuleSpec(
         "interval lies wholly below -3 %. The order (control-candidate-control or candidate-control-"
         "candidate) is drawn at random per window."
     ),
-    primary="pooled_rate_tps",
-    guards=("accepted_per_round", "decode_tps"),
-    reported=("ms_per_round", "ttft_s"),
-    checklist_primary="ms_per_round",
-    bar_pct=2.0,
-    confidence=0.95,
+    **WIN2_QUESTION,
     guard_tolerance_pct=3.0,
     equivalence_confidence=0.90,
     order="random",
@@ -144,18 +144,13 @@ WIN2_ALT7_V1 = RuleSpec(
     description=(
         "win2-v1's question over seven starts, control and candidate taking turns (the first kind drawn at "
         "random per window), each start one launch. The primary's interval comes from each start's mean over "
-        "its repeats, fitted with a level, a linear drift across the window and the candidate's effect; the "
+        "its repeats, on a log scale, fitted with a level, a linear drift and the candidate's effect; the "
         "launch variance is estimated from the residuals (4 degrees of freedom), pooled with the control "
         "archive's launch spread, and never below the within-launch repeat variance over n. WIN/LOSS beyond "
         "+-2 % with the 95 % interval excluding 0; NO-CHANGE when the 90 % interval lies within +-2 %; a guard "
         "fails only when its own 99 % interval lies wholly below -3 %."
     ),
-    primary="pooled_rate_tps",
-    guards=("accepted_per_round", "decode_tps"),
-    reported=("ms_per_round", "ttft_s"),
-    checklist_primary="ms_per_round",
-    bar_pct=2.0,
-    confidence=0.95,
+    **WIN2_QUESTION,
     guard_tolerance_pct=3.0,
     equivalence_confidence=0.90,
     order="random",
