@@ -58,7 +58,8 @@ def verdicts(window: Path) -> dict[str, str]:
         done = fairwin("decide", "--pooled", str(bracket), "--mode", "spec-vs-spec", "--rule", rule, "--json")
         if done.returncode != 0:
             raise SystemExit(f"fairwin decide failed: {done.stderr.strip()}")
-        called[f"{rule} (s1-s3)"] = json.loads(done.stdout)["verdict"]
+        (decision,) = json.loads(done.stdout)["decisions"]
+        called[f"{rule} (s1-s3)"] = decision["verdict"]
     return called
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -39,7 +39,7 @@ class ArchivedRepeat(BaseModel):
 class ArchiveRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: str = ARCHIVE_FORMAT
+    format: Literal["fairwin.archive/1"] = ARCHIVE_FORMAT  # a row of another version is reported, not used
     window_id: str
     time: float
     commit: str | None

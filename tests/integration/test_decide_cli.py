@@ -28,7 +28,9 @@ def test_the_documented_example_gives_the_documented_decision(tmp_path: Path) ->
         "decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1", "--json"
     )
     assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
+    printed = json.loads(done.stdout)
+    assert printed["format"] == "fairwin.decisions/1" and printed["notes"] == []
+    (doc,) = printed["decisions"]
     assert doc["format"] == "fairwin.decision/2" and doc["verdict"] == "WIN"
     cell = doc["cells"][0]
     estimate = cell["primary"]["estimate"]
@@ -45,7 +47,7 @@ def test_two_rules_side_by_side(tmp_path: Path) -> None:
     done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1",
                    "--rule", "win2-launch-v1", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    docs = json.loads(done.stdout)
+    docs = json.loads(done.stdout)["decisions"]
     assert [(d["rule_id"], d["verdict"]) for d in docs] == [("win2-v1", "WIN"), ("win2-launch-v1", "NEUTRAL")]
     table = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1",
                     "--rule", "win2-launch-v1")  # fmt: skip
@@ -107,7 +109,9 @@ def test_window_decision_recomputes_exactly_and_the_archive_grows(make_plan: Pla
     for window in windows:
         done = fairwin("decide", str(window), "--json")
         assert done.returncode == 0, done.stderr
-        recomputed = json.loads(done.stdout)
+        printed = json.loads(done.stdout)
+        (recomputed,) = printed["decisions"]
+        assert printed["notes"] == [f"recomputed: identical to the recorded decision ({recomputed['verdict']})"]
         assert recomputed == json.loads((window / "decision.json").read_text())
         assert [(c["cell"], c["decides"]) for c in recomputed["cells"]] == [("short-b1", True), ("a-long", False)]
     archive = plan.parent / "windows" / "control-archive.jsonl"
@@ -123,7 +127,7 @@ def test_window_decision_recomputes_exactly_and_the_archive_grows(make_plan: Pla
     assert no_change["repeat_cv_pct"] == pytest.approx(rate["repeat_cv_pct"])
     assert no_change["launch_cv_pct"] == pytest.approx(rate["launch_cv_pct"])
     # Against the archive as it is now, the first window sees the second one's starts too.
-    now = json.loads(fairwin("decide", str(windows[0]), "--archive", str(archive), "--json").stdout)
+    (now,) = json.loads(fairwin("decide", str(windows[0]), "--archive", str(archive), "--json").stdout)["decisions"]
     assert now["cells"][0]["noise"]["archive"]["starts"] == 4
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -61,3 +62,12 @@ def test_foreign_rows_are_reported(tmp_path: Path) -> None:
     path.write_text('{"hello": 1}\n')
     rows, problems = read_archive(path)
     assert rows == [] and "is not a fairwin.archive/1 row" in problems[0]
+
+
+def test_a_row_of_another_format_version_is_reported_not_used(tmp_path: Path) -> None:
+    path = tmp_path / "archive.jsonl"
+    row = {"format": "fairwin.archive/2", "window_id": "w", "time": 0.0, "commit": None, "mode": "m", "role": "A",
+           "start": "s1", "cell": "c", "max_tokens": 8, "clock_cap_mhz": None, "repeats": []}  # fmt: skip
+    path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "format": "fairwin.archive/1"}) + "\n")
+    rows, problems = read_archive(path)
+    assert len(rows) == 1 and "row 1 is not a fairwin.archive/1 row" in problems[0]

@@ -11,6 +11,9 @@ from rich.table import Table
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import InputError, UsageError
 
+#: What `fairwin decide --json` prints: {"format", "decisions": [fairwin.decision/2 ...], "notes": [...]}.
+DECISIONS_FORMAT = "fairwin.decisions/1"
+
 
 def decide(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
@@ -41,8 +44,10 @@ def decide(args: argparse.Namespace) -> int:
     for note in notes:
         stderr.print(f"note: {note}", markup=False)
     if args.json:
-        documents = [d.model_dump(mode="json") for d in decisions]
-        stdout.print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2), markup=False)
+        # One shape whatever the number of rules: the decisions in the order the rules were named.
+        payload = {"format": DECISIONS_FORMAT, "decisions": [d.model_dump(mode="json") for d in decisions],
+                   "notes": notes}  # fmt: skip
+        stdout.print(json.dumps(payload, indent=2), markup=False)
         return 0
     for decision in decisions:
         print_decision(stdout, decision)
