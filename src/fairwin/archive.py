@@ -39,7 +39,8 @@ class ArchivedRepeat(BaseModel):
 class ArchiveRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["fairwin.archive/1"] = ARCHIVE_FORMAT  # a row of another version is reported, not used
+    # ARCHIVE_FORMAT, spelt out as a literal: a row of another version is reported, not used.
+    format: Literal["fairwin.archive/1"] = "fairwin.archive/1"
     window_id: str
     time: float
     commit: str | None
