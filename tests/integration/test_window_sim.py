@@ -167,13 +167,20 @@ def test_ctrl_c_or_sigterm_stops_the_server_and_marks_the_window(make_plan: Plan
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As at a terminal: a shell script's background job (CI's, say) inherits SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 60
-    while not processes_with("ctrlc-a") or not list((plan.parent / "windows").glob("*/streams.jsonl")):
-        assert time.monotonic() < deadline, "the window never started streaming"
-        time.sleep(0.1)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 60
+        while not processes_with("ctrlc-a") or not list((plan.parent / "windows").glob("*/streams.jsonl")):
+            assert time.monotonic() < deadline, "the window never started streaming"
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed run must not leave its server to the next test
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     window = only_window(plan)
