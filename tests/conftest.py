@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from fairwin.durable import sha256_file
 from fairwin.plan.loading import ORDER_FORMAT
-from fairwin.receipts import sha256_file
 
 WORDS = [
     "the",

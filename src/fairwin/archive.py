@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairwin.decision.inputs import ArchiveNoise
+from fairwin.durable import append_jsonl, scan_jsonl
 from fairwin.errors import InputError
-from fairwin.receipts import append_jsonl, scan_jsonl
 
 ARCHIVE_FORMAT = "fairwin.archive/1"
 ARCHIVED_METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")

@@ -27,12 +27,12 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.durable import canonical_json, write_text_atomic
 from fairwin.errors import GateRefused, InputError
 from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
-from fairwin.receipts import canonical_json, write_text_atomic
 
 REHEARSAL_FORMAT = "fairwin.rehearsal/1"
 MAX_PROBE_TOKENS = 8

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.durable import sha256_file
 from fairwin.errors import GateRefused
 from fairwin.gates.sequence import GateInputs
 from fairwin.plan import load_plan
-from fairwin.receipts import sha256_file
 from fairwin.window.run import run_window
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin

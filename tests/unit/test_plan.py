@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.durable import sha256_file
 from fairwin.errors import PinMismatchError, PlanError
 from fairwin.plan import load_plan, resolve_mode, starts_for, waves_for
-from fairwin.receipts import sha256_file
 from tests.conftest import PlanFactory, sim_role, to_toml
 
 

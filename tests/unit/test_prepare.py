@@ -5,12 +5,12 @@ import asyncio
 import pytest
 
 from fairwin.errors import PromptError
-from fairwin.load.prepare import Tokenizer, cut_to_tokens, prepare
+from fairwin.load.prepare import TokenizeClient, cut_to_tokens, prepare
 from fairwin.plan.loading import Prompt
 from fairwin.sim.model import tokenize
 
 
-class WordTokenizer(Tokenizer):
+class WordTokenizer(TokenizeClient):
     """The simulator's tokenizer, counted locally; records how many calls the cut needed."""
 
     def __init__(self) -> None:

@@ -122,7 +122,7 @@ def prompts(args: argparse.Namespace) -> int:
     import aiohttp
 
     from fairwin.load.families import BuiltFamily, build_family
-    from fairwin.load.prepare import LocalTokenizer, TokenCounter, Tokenizer
+    from fairwin.load.prepare import LocalTokenizer, TokenCounter, TokenizeClient
 
     if (args.tokens is None) != (args.tokenize_url is None and args.tokenizer is None):
         raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE, and they need it")
@@ -133,7 +133,7 @@ def prompts(args: argparse.Namespace) -> int:
         async with aiohttp.ClientSession() as session:
             counter: TokenCounter | None = None
             if args.tokenize_url:
-                counter = Tokenizer(session, args.tokenize_url.rstrip("/"), args.model, "completions")
+                counter = TokenizeClient(session, args.tokenize_url.rstrip("/"), args.model, "completions")
             elif args.tokenizer:
                 counter = LocalTokenizer(Path(args.tokenizer))
             built = []

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fairwin.durable import canonical_json, sha256_bytes
 from fairwin.errors import InputError
-from fairwin.receipts import canonical_json, sha256_bytes
 from fairwin.turns import BRACKET_STARTS
 
 #: Metrics where a smaller value is better; every other metric is higher-is-better.

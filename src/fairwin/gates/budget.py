@@ -21,11 +21,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision.rules import get_rule
+from fairwin.durable import read_jsonl, read_model
 from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanError
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.plan.models import Cell, Mode, Role
 from fairwin.plan.schedule import starts_for
-from fairwin.receipts import read_jsonl, read_model
 
 
 def cell_key(cell: Cell) -> str:
@@ -83,7 +83,7 @@ class StartCost:
 
 
 @dataclass(frozen=True)
-class Estimate:
+class TimeEstimate:
     mode: str
     starts: list[StartCost]
     restore_s: float
@@ -114,7 +114,7 @@ def _median(values: list[float] | None) -> float | None:
     return statistics.median(values) if values else None
 
 
-def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibration | None = None) -> Estimate:
+def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibration | None = None) -> TimeEstimate:
     plan, budget = loaded.plan, loaded.plan.budget
     found = calibration or Calibration()
     sources: dict[str, str] = {}
@@ -151,10 +151,12 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
             StartCost(start.name, start.role, startup if startup is not None else budget.startup_s, warmup, waves_s,
                       stop if stop is not None else budget.stop_s)
         )  # fmt: skip
-    return Estimate(mode_name, starts, budget.restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves)
+    return TimeEstimate(
+        mode_name, starts, budget.restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves
+    )
 
 
-def check_budget(loaded: LoadedPlan, found: Estimate) -> None:
+def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
     budget = loaded.plan.budget
     end_min, dry_min = found.measurement_end_s / 60.0, found.dry_bound_s / 60.0
     if end_min > budget.measurement_limit_min:
@@ -170,7 +172,7 @@ def check_budget(loaded: LoadedPlan, found: Estimate) -> None:
         )
 
 
-def render_table(estimates: list[Estimate], loaded: LoadedPlan) -> list[str]:
+def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]:
     budget = loaded.plan.budget
     lines = [
         f"| mode | {budget.pair_reserve_s:g} s pair reserve | measurement ends "

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fairwin.durable import sha256_file
 from fairwin.errors import GateRefused
 from fairwin.gates.qualify import git
 from fairwin.gates.receipt import read_receipt, write_receipt
-from fairwin.receipts import sha256_file
 
 GATE_FORMAT = "fairwin.gate-run/1"
 TAIL_CHARS = 4000

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fairwin.durable import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.errors import CorruptRecordError, InputError
-from fairwin.receipts import canonical_json, read_json, sha256_bytes, write_json_atomic
 
 
 def seal(document: dict[str, Any]) -> dict[str, Any]:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fairwin.gates.budget import Estimate, calibrate, check_budget, estimate
+from fairwin.durable import read_jsonl
+from fairwin.gates.budget import TimeEstimate, calibrate, check_budget, estimate
 from fairwin.gates.correctness import require_gate
 from fairwin.gates.qualify import require_carry, resolve
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
-from fairwin.receipts import read_jsonl
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class GateInputs:
     rehearsal: Path | None = None
 
 
-def estimates(loaded: LoadedPlan, output_dir: Path) -> list[Estimate]:
+def estimates(loaded: LoadedPlan, output_dir: Path) -> list[TimeEstimate]:
     """The budget of every mode the plan can run, calibrated from the windows already in ``output_dir``."""
     found = calibrate(output_dir)
     return [estimate(loaded, name, mode, found) for name, mode in loaded.plan.all_modes().items()]
@@ -61,7 +61,7 @@ def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs
     return summary
 
 
-def budget_record(found: Estimate) -> dict[str, Any]:
+def budget_record(found: TimeEstimate) -> dict[str, Any]:
     return {
         "measurement_end_s": found.measurement_end_s,
         "reserve_total_s": found.reserve_total_s,

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fairwin.durable import sha256_file, write_text_atomic
 from fairwin.errors import InputError, PromptError
 from fairwin.load.prepare import TokenCounter, cut_to_tokens
 from fairwin.plan.loading import ORDER_FORMAT
-from fairwin.receipts import sha256_file, write_text_atomic
 
 BUILTIN = ("prose", "code")
 

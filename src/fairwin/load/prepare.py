@@ -72,7 +72,7 @@ class LocalTokenizer:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-class Tokenizer:
+class TokenizeClient:
     """Counts tokens with a server's /tokenize, caching by text."""
 
     def __init__(self, session: aiohttp.ClientSession, base_url: str, model: str, endpoint: str) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from fairwin.durable import sha256_bytes, sha256_file
 from fairwin.errors import PinMismatchError, PlanError
 from fairwin.plan.models import Family, Plan
-from fairwin.receipts import sha256_bytes, sha256_file
 
 ORDER_FORMAT = "fairwin.order/1"
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from fairwin.decision import RuleSpec
-from fairwin.gates.budget import Estimate, render_table
+from fairwin.gates.budget import TimeEstimate, render_table
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import starts_for, waves_for
 
 
-def render_dry_plan(loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSpec, estimates: list[Estimate]) -> str:
+def render_dry_plan(
+    loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSpec, estimates: list[TimeEstimate]
+) -> str:
     plan = loaded.plan
     lines = [
         f"plan {loaded.path} (sha256 {loaded.sha256})",

@@ -8,7 +8,7 @@ from typing import Any
 
 from fairwin.decision import CellDecision, Decision, MetricResult
 from fairwin.decision.decide import guard_reason
-from fairwin.report.errors import audited_rates
+from fairwin.report.error_rates import audited_rates
 
 
 def _num(value: float | None, digits: int = 2) -> str:

@@ -14,9 +14,9 @@ from typing import Any
 
 from fairwin.archive import append_controls, control_rows, noise, read_archive, select
 from fairwin.decision import ArchiveNoise, Decision, DecisionRow, RuleSpec, SealedInputs, WindowContext, decide
+from fairwin.durable import read_jsonl, sha256_file, write_json_atomic, write_text_atomic
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Cell
-from fairwin.receipts import read_jsonl, sha256_file, write_json_atomic, write_text_atomic
 from fairwin.report.markdown import render_summary
 from fairwin.window.layout import WindowDir
 
@@ -67,7 +67,7 @@ def seal(window: WindowDir) -> SealedInputs:
     )
 
 
-def close(
+def decide_and_report(
     loaded: LoadedPlan,
     window: WindowDir,
     *,

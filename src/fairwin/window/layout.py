@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from fairwin.durable import append_jsonl, write_json_atomic
 from fairwin.errors import OutputDirError
-from fairwin.receipts import append_jsonl, write_json_atomic
 
 State = Literal["running", "complete", "failed", "interrupted"]
 STATUS_FORMAT = "fairwin.status/1"

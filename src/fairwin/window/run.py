@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairwin.decision import ArchiveNoise, Decision, RuleSpec, get_rule
+from fairwin.durable import sha256_file, write_json_atomic
 from fairwin.errors import FairwinError, Interrupted
 from fairwin.gates.power import error_rate_warnings, power_warnings
 from fairwin.gates.runtime import check_declared_env, check_speculative
@@ -27,8 +28,7 @@ from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode, starts_for
-from fairwin.receipts import sha256_file, write_json_atomic
-from fairwin.window.close import archive_controls, archive_noise, archive_path, close
+from fairwin.window.close import archive_controls, archive_noise, archive_path, decide_and_report
 from fairwin.window.environment import capture
 from fairwin.window.layout import WINDOW_FORMAT, WindowDir
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
@@ -206,7 +206,9 @@ async def run_window(
 
     async def decide_step() -> None:
         decisions.append(
-            close(loaded, window, mode=mode_name, order=chosen_order, rule=checked.rule, archive=archive, commit=commit)
+            decide_and_report(
+                loaded, window, mode=mode_name, order=chosen_order, rule=checked.rule, archive=archive, commit=commit
+            )
         )
 
     async def archive_step() -> None:

@@ -15,16 +15,16 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from fairwin.durable import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.gates.runtime import check_running_env, check_speculative
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
 from fairwin.load.http import client_session
-from fairwin.load.prepare import PreparedPrompt, Tokenizer, prepare, prompt_key
+from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.load.wave import Target, WaveResult, run_wave
 from fairwin.metrics.fidelity import judge_wave
 from fairwin.metrics.pool import DECODE_SUM, PooledRow, pool_repeat
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
-from fairwin.receipts import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
 from fairwin.window.records import append_streams
@@ -77,7 +77,7 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
     plan = ctx.loaded.plan
     rows: list[PreparedPrompt] = []
     for cell_name, cell in plan.cells.items():
-        tokenizer = Tokenizer(session, target.url, target.model, cell.endpoint)
+        tokenizer = TokenizeClient(session, target.url, target.model, cell.endpoint)
         needed = {(w.family, p.id): p for w in waves_for(ctx.loaded, cell_name) for p in w.prompts}
         by_id: dict[str, PreparedPrompt] = {}
         for (family, _), prompt in needed.items():

@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
 from fairwin.decision.document import DECISION_FORMAT
 from fairwin.decision.inputs import POOLED_FORMAT
+from fairwin.durable import first_problem, read_json, read_jsonl, read_model, sha256_file
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.plan.loading import parse_plan
-from fairwin.receipts import first_problem, read_json, read_jsonl, read_model, sha256_file
 from fairwin.window.close import CONTEXT_FORMAT, archive_noise
 from fairwin.window.layout import STATUS_FORMAT, WINDOW_FORMAT, WindowDir
 
