@@ -79,10 +79,10 @@ def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
 ) -> None:
     # The standing A/A check: under the default rule an A/A window on a real server is NEUTRAL or
     # NO-CHANGE. The rule calls a true A/A cell WIN or LOSS by chance at its audited rates (at most
-    # about 2.5 % each at this machine's noise, docs/decision.md), so with two deciding cells a window
-    # is miscalled a few times in a hundred. A miscalled window is followed by a second one, which
+    # about 2.5 % each way at this machine's noise, docs/decision.md), so with two deciding cells
+    # about one window in twenty is miscalled. A miscalled window is followed by a second one, which
     # decides: a systematic fault (the client's timing, the pooling, the fit) miscalls both, chance
-    # both only about once in a thousand runs.
+    # both about three runs in a thousand.
     decision = aa_window.json("decision.json")
     assert decision["rule_id"] == "win2-alt7-v1"
     assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B"] * 7
