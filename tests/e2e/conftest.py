@@ -86,7 +86,10 @@ def e2e_plan(directory: Path) -> Path:
         "modes": {"spec-vs-spec": {"control": "B", "candidate": "B"}},
         "families": families,
         "cells": {
-            "short-b1": {**cell, "prompt_tokens": 256, "streams_per_wave": 2},
+            # 256 tokens: vLLM's API server delivers a stream's first chunk 0.3 to 7 ms later, against its
+            # engine's clock, than later ones; over 128 tokens (~80 ms of decode) that alone moved a start's
+            # client/server ratio by 2.4 %, over 256 it is about half (docs/fidelity.md).
+            "short-b1": {**cell, "prompt_tokens": 256, "streams_per_wave": 2, "max_tokens": 256},
             "long-b1": {**cell, "prompt_tokens": 4096, "streams_per_wave": 1},
         },
     }
