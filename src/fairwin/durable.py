@@ -188,10 +188,10 @@ def read_json(path: Path, formats: tuple[str, ...] = ()) -> dict[str, Any]:
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def first_problem(exc: ValidationError) -> str:
-    """A validation error as one line: where, and what."""
+def first_problem(exc: ValidationError, whole: str = "(record)") -> str:
+    """A validation error as one line: where (``whole`` when it is the whole record), and what."""
     error = exc.errors()[0]
-    return f"{'.'.join(str(p) for p in error['loc']) or '(record)'}: {error['msg']}"
+    return f"{'.'.join(str(p) for p in error['loc']) or whole}: {error['msg']}"
 
 
 def read_model(path: Path, model: type[Model], formats: tuple[str, ...] = ()) -> Model:

@@ -104,9 +104,4 @@ class Alternating:
         )  # fmt: skip
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
-        try:
-            level = self.rule.guard_confidence or self.rule.confidence
-            estimate: Estimate | str = self.estimate(table, metric, level)
-        except ValueError as exc:
-            estimate = str(exc)
-        return interval_guard(self.rule, metric, estimate)
+        return interval_guard(self, self.rule, table, metric)

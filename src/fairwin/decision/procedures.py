@@ -106,17 +106,16 @@ class TwoLevel:
                              float(np.sqrt(tau2)))  # fmt: skip
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
-        try:
-            estimate: Estimate | str = self.estimate(table, metric, self.rule.confidence)
-        except ValueError as exc:
-            estimate = str(exc)
-        return interval_guard(self.rule, metric, estimate)
+        return interval_guard(self, self.rule, table, metric)
 
 
-def interval_guard(rule: RuleSpec, metric: str, estimate: Estimate | str) -> GuardResult:
-    """A guard judged on its own interval: it fails when the whole interval lies below -tolerance."""
-    if isinstance(estimate, str):  # e.g. a control with no speculation has accepted_per_round = 0
-        return GuardResult(metric=metric, failed=None, detail=estimate)
+def interval_guard(procedure: Procedure, rule: RuleSpec, table: CellTable, metric: str) -> GuardResult:
+    """A guard judged on its own interval (at ``guard_confidence``, else ``confidence``): it fails when
+    the whole interval lies below -tolerance."""
+    try:
+        estimate = procedure.estimate(table, metric, rule.guard_confidence or rule.confidence)
+    except ValueError as exc:  # e.g. a control with no speculation has accepted_per_round = 0
+        return GuardResult(metric=metric, failed=None, detail=str(exc))
     tolerance = rule.guard_tolerance_pct or 0.0
     failed = estimate.ci_high_pct < -tolerance
     detail = (

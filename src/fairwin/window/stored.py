@@ -108,8 +108,7 @@ def decide_window_dir(path: Path, rules: list[RuleSpec], archive: Path | None = 
     window's own rule and archive, the recomputation is compared with the recorded decision.
     """
     window = WindowDir(path=path, window_id=path.name)
-    read_model(window.status, StoredStatus, (STATUS_FORMAT,))
-    status = read_json(window.status)
+    status = read_model(window.status, StoredStatus, (STATUS_FORMAT,)).model_dump()  # extras kept: verdict, error
     if status.get("state") != "complete":
         raise InputError(
             f"{path} is {status.get('state')!r}, not complete: its rows are not a result "
@@ -162,10 +161,8 @@ def load_pooled(path: Path) -> list[DecisionRow]:
         try:
             rows.append(DecisionRow.model_validate_json(line))
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"]) or "(row)"
             raise InputError(
-                f"{path}:{number}: {where}: {error['msg']}; see docs/decision.md for the pooled-row schema"
+                f"{path}:{number}: {first_problem(exc, '(row)')}; see docs/decision.md for the pooled-row schema"
             ) from None
     if not rows:
         raise InputError(f"{path}: no rows")
