@@ -26,14 +26,14 @@ from typing import Any
 import aiohttp
 
 from fairwin.launch.local import free_port
-from fairwin.load.http import client_session
 from fairwin.load.prepare import PreparedPrompt, prompt_key
 from fairwin.load.wave import Target, run_wave
-from fairwin.metrics.fidelity import judge_wave
-from fairwin.metrics.pool import DECODE_SUM
 from fairwin.plan.loading import Prompt
 from fairwin.plan.models import Cell
 from fairwin.plan.schedule import WaveSpec
+from fairwin.pooling.fidelity import judge_wave
+from fairwin.pooling.pool import DECODE_SUM
+from fairwin.transport import client_session
 
 LAG_TICK_S = 0.010
 

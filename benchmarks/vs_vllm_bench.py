@@ -40,14 +40,14 @@ from typing import Any
 import aiohttp
 
 from fairwin.launch.local import free_port
-from fairwin.load.http import client_session, post_json
 from fairwin.load.prepare import PreparedPrompt, prompt_key
 from fairwin.load.wave import Target, run_wave
-from fairwin.metrics.pool import decode_rate
 from fairwin.metrics.scrape import Snapshot, delta, scrape
 from fairwin.plan.loading import Prompt
 from fairwin.plan.models import Cell
 from fairwin.plan.schedule import WaveSpec
+from fairwin.pooling.pool import decode_rate
+from fairwin.transport import client_session, post_json
 
 PROMPT_TOKENS, OUTPUT_TOKENS, MODEL = 1024, 512, "tiny"
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fairwin.durable import sha256_file
-from fairwin.plan.loading import ORDER_FORMAT
+from fairwin.vocabulary import ORDER
 
 WORDS = [
     "the",
@@ -51,7 +51,7 @@ def write_family(directory: Path, name: str, count: int = 6, words: int = 1500, 
     order = directory / f"{name}.order.json"
     ids = [f"{name}-{i}" for i in range(count)]
     rng.shuffle(ids)
-    order.write_text(json.dumps({"format": ORDER_FORMAT, "family": name, "ids": ids}))
+    order.write_text(json.dumps({"format": ORDER.id, "family": name, "ids": ids}))
     return {
         "prompts": prompts.name,
         "prompts_sha256": sha256_file(prompts),

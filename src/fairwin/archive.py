@@ -20,26 +20,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.durable import append_jsonl, scan_jsonl
 from fairwin.errors import InputError
-
-ARCHIVE_FORMAT = "fairwin.archive/1"
-ARCHIVED_METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
+from fairwin.vocabulary import ARCHIVE, METRICS, MetricValues
 
 
-class ArchivedRepeat(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ArchivedRepeat(MetricValues):
     repeat: int
-    pooled_rate_tps: float | None = None
-    accepted_per_round: float | None = None
-    decode_tps: float | None = None
-    ms_per_round: float | None = None
-    ttft_s: float | None = None
 
 
 class ArchiveRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # ARCHIVE_FORMAT, spelt out as a literal: a row of another version is reported, not used.
+    # ARCHIVE.id spelt out (a Literal needs one): a row of another version is reported, not used.
     format: Literal["fairwin.archive/1"] = "fairwin.archive/1"
     window_id: str
     time: float
@@ -84,7 +75,7 @@ def control_rows(
                 ArchiveRow(
                     window_id=window_id, time=now, commit=commit, mode=mode, role=role, start=start, cell=cell,
                     max_tokens=tokens, clock_cap_mhz=caps.pop() if len(caps) == 1 else None,
-                    repeats=[ArchivedRepeat(**{k: p.get(k) for k in ("repeat", *ARCHIVED_METRICS)}) for p in mine],
+                    repeats=[ArchivedRepeat(**{k: p.get(k) for k in ("repeat", *METRICS)}) for p in mine],
                 )
             )  # fmt: skip
     return rows
@@ -102,7 +93,7 @@ def read_archive(path: Path) -> tuple[list[ArchiveRow], list[str]]:
         try:
             rows.append(ArchiveRow.model_validate(item))
         except ValidationError as exc:
-            problems.append(f"{path}: row {number} is not a {ARCHIVE_FORMAT} row ({exc.errors()[0]['msg']}); not used")
+            problems.append(f"{path}: row {number} is not a {ARCHIVE.id} row ({exc.errors()[0]['msg']}); not used")
     return rows, problems
 
 

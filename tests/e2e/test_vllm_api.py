@@ -11,9 +11,9 @@ import aiohttp
 import pytest
 
 from fairwin.launch.local import LocalServer, make_spec
-from fairwin.metrics.pool import PREFIX_HITS
 from fairwin.metrics.scrape import scrape
 from fairwin.plan.models import Role
+from fairwin.pooling.pool import PREFIX_HITS
 from tests.e2e.conftest import ROLES, Engine
 
 pytestmark = pytest.mark.e2e

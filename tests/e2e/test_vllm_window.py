@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from fairwin.metrics.pool import ACCEPTED, DECODE_COUNT, DECODE_SUM, DRAFTS, GENERATION, PREFIX_HITS
+from fairwin.profiles import VLLM
 from tests.e2e.conftest import Engine, Window, run_window
 
 pytestmark = pytest.mark.e2e
@@ -31,9 +31,9 @@ def test_speculative_counters_move_only_for_the_speculative_role(spec_window: Wi
     for wave in waves:
         deltas = wave["deltas"]
         if wave["role"] == "B":
-            assert deltas[DRAFTS] > 0 and deltas[ACCEPTED] > 0, wave["wave"]
+            assert deltas[VLLM.drafts] > 0 and deltas[VLLM.accepted] > 0, wave["wave"]
         else:
-            assert deltas.get(DRAFTS, 0) == 0 and deltas.get(ACCEPTED, 0) == 0, wave["wave"]
+            assert deltas.get(VLLM.drafts, 0) == 0 and deltas.get(VLLM.accepted, 0) == 0, wave["wave"]
 
 
 def test_pooled_rate_recomputes_from_the_stored_raw_deltas(spec_window: Window) -> None:
@@ -47,10 +47,10 @@ def test_pooled_rate_recomputes_from_the_stored_raw_deltas(spec_window: Window) 
             if (w["start"], w["cell"], w["repeat"]) == (row["start"], row["cell"], row["repeat"])
         ]
         assert len(mine) == 2  # one wave per family
-        generation = sum(d[GENERATION] for d in mine)
-        first = sum(d[DECODE_COUNT] for d in mine)
-        accepted = sum(d.get(ACCEPTED, 0.0) for d in mine)
-        decode_s = sum(d[DECODE_SUM] for d in mine)
+        generation = sum(d[VLLM.generation] for d in mine)
+        first = sum(d[VLLM.requests] for d in mine)
+        accepted = sum(d.get(VLLM.accepted, 0.0) for d in mine)
+        decode_s = sum(d[VLLM.decode_sum] for d in mine)
         rounds = generation - first - accepted
         assert row["rounds"] == pytest.approx(rounds)
         assert row["pooled_rate_tps"] == pytest.approx((rounds + accepted) / decode_s, rel=1e-12)
@@ -59,8 +59,8 @@ def test_pooled_rate_recomputes_from_the_stored_raw_deltas(spec_window: Window) 
 
 def test_no_prefix_cache_hits_across_starts(spec_window: Window) -> None:
     waves = spec_window.jsonl("waves.jsonl")
-    assert all(PREFIX_HITS in w["deltas"] for w in waves)  # vLLM exposes it; the salts must keep it at zero
-    assert sum(w["deltas"][PREFIX_HITS] for w in waves) == 0
+    assert all(VLLM.prefix_hits in w["deltas"] for w in waves)  # vLLM exposes it; the salts must keep it at zero
+    assert sum(w["deltas"][VLLM.prefix_hits] for w in waves) == 0
 
 
 def test_the_speculative_candidate_wins_at_temperature_zero(spec_window: Window) -> None:

@@ -242,3 +242,35 @@ def test_a_wrong_speculative_declaration_refuses_before_anything_starts(make_pla
     assert done.returncode == 4
     assert "field 'num_speculative_tokens' is 4 at launch, the role declares 5" in done.stderr
     assert not (plan.parent / "windows").exists()
+
+
+def test_a_server_without_counters_is_measured_client_only(make_plan: PlanFactory) -> None:
+    # window.counters = "none": /metrics is never read, the primary is the client's decode rate,
+    # and the decision says where its primary came from.
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "4", model="co-a"), "B": sim_role("--ms-per-round", "2", model="co-a")},
+        window={"rule": "win2-alt7-client-v1", "repeats": 2, "counters": "none"},
+    )
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 0, done.stderr
+    assert "measured by fairwin's client" in done.stdout
+    window = only_window(plan)
+    decision = json.loads((window / "decision.json").read_text())
+    assert (decision["verdict"], decision["primary_source"]) == ("WIN", "client")
+    assert decision["cells"][0]["primary"]["metric"] == "decode_tps"
+    assert decision["cells"][0]["primary"]["estimate"]["point_pct"] > 50  # rounds twice as fast
+    assert all(w["deltas"] == {} for w in read_jsonl(window / "waves.jsonl"))
+    rows = read_jsonl(window / "pooled.jsonl")
+    assert len(rows) == 14 and all(r["pooled_rate_tps"] is None and r["decode_s"] is None for r in rows)
+    assert all(r["decode_tps"] > 0 for r in rows)
+    assert "primary measured by: fairwin's client" in (window / "summary.md").read_text()
+    assert fairwin("decide", str(window)).returncode == 0
+
+
+def test_a_rule_needing_server_counters_is_refused_when_none_are_read(make_plan: PlanFactory) -> None:
+    plan = make_plan(roles={"A": sim_role(model="co-b"), "B": sim_role(model="co-b")}, window={"counters": "none"})
+    done = fairwin("plan", "check", str(plan))
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line and "reads no server counters" in line and "win2-alt7-client-v1" in line
+    assert processes_with("co-b") == []

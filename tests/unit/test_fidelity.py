@@ -7,8 +7,8 @@ import pytest
 from fairwin.load.runqueue import RunqueueClock, runqueue_wait_s
 from fairwin.load.stream import StreamRecord
 from fairwin.load.timeline import Timeline, chunk_tokens
-from fairwin.metrics.fidelity import implied_decode_times, judge_stream, judge_wave, trusted
-from fairwin.metrics.pool import pool_repeat
+from fairwin.pooling.fidelity import implied_decode_times, judge_stream, judge_wave, trusted
+from fairwin.pooling.pool import pool_repeat
 from tests.unit.test_pool import stream, wave
 
 
@@ -117,12 +117,15 @@ def test_cpu_lists_parse_or_refuse() -> None:
 
 
 def test_warm_up_stops_when_two_consecutive_rates_agree() -> None:
-    from fairwin.metrics.pool import DECODE_COUNT, DECODE_SUM, GENERATION, decode_rate
+    from fairwin.pooling.pool import decode_rate
+    from fairwin.profiles import CLIENT_ONLY, VLLM
     from fairwin.window.warmup import steady
 
     # 2 requests of 65 tokens: 128 tokens after the first in 0.1 s of decode.
-    assert decode_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.1}) == pytest.approx(1280.0)
-    assert decode_rate({GENERATION: 130.0, DECODE_COUNT: 2.0, DECODE_SUM: 0.0}) is None
+    deltas = {VLLM.generation: 130.0, VLLM.requests: 2.0, VLLM.decode_sum: 0.1}
+    assert decode_rate(deltas) == pytest.approx(1280.0)
+    assert decode_rate(deltas, CLIENT_ONLY) is None  # a profile reading no counters has no server rate
+    assert decode_rate({**deltas, VLLM.decode_sum: 0.0}) is None
     assert not steady([1387.0], 3.0)
     assert not steady([1387.0, 1634.0], 3.0)  # +17.8 %: still climbing
     assert steady([1387.0, 1634.0, 1680.0], 3.0)  # +2.8 %

@@ -4,7 +4,7 @@ import pytest
 
 from fairwin.errors import MetricsError
 from fairwin.load.stream import StreamRecord
-from fairwin.metrics.pool import PooledRow, pool_repeat
+from fairwin.pooling.pool import PooledRow, pool_repeat
 
 
 def stream(first: float, last: float, tokens: int = 9) -> StreamRecord:

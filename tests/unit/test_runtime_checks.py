@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
-from fairwin.gates.runtime import check_declared_env, check_running_env, check_speculative, effective_speculative
 from fairwin.launch.local import make_spec
 from fairwin.plan.models import Role
+from fairwin.window.runtime import check_declared_env, check_running_env, check_speculative, effective_speculative
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fairwin import __version__
+from fairwin._version import __version__
 from fairwin.cli import _decision, _gates, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError

@@ -10,9 +10,7 @@ from rich.table import Table
 
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import InputError, UsageError
-
-#: What `fairwin decide --json` prints: {"format", "decisions": [fairwin.decision/2 ...], "notes": [...]}.
-DECISIONS_FORMAT = "fairwin.decisions/1"
+from fairwin.vocabulary import DECISIONS
 
 
 def decide(args: argparse.Namespace) -> int:
@@ -45,7 +43,7 @@ def decide(args: argparse.Namespace) -> int:
         stderr.print(f"note: {note}", markup=False)
     if args.json:
         # One shape whatever the number of rules: the decisions in the order the rules were named.
-        payload = {"format": DECISIONS_FORMAT, "decisions": [d.model_dump(mode="json") for d in decisions],
+        payload = {"format": DECISIONS.id, "decisions": [d.model_dump(mode="json") for d in decisions],
                    "notes": notes}  # fmt: skip
         stdout.print(json.dumps(payload, indent=2), markup=False)
         return 0
@@ -131,7 +129,8 @@ def rules_audit(args: argparse.Namespace) -> int:
 
 
 def archive_stats(args: argparse.Namespace) -> int:
-    from fairwin.archive import ARCHIVED_METRICS, noise, read_archive, select
+    from fairwin.archive import noise, read_archive, select
+    from fairwin.vocabulary import METRICS
 
     path = Path(args.archive)
     if not path.exists():
@@ -141,7 +140,7 @@ def archive_stats(args: argparse.Namespace) -> int:
         stderr.print(f"warning: {problem}", markup=False)
     chosen = select(rows, cell=args.cell, commit=args.commit, clock_cap_mhz=args.clock_cap_mhz,
                     max_tokens=args.max_tokens)  # fmt: skip
-    results = [noise(chosen, args.cell, metric, problems) for metric in ARCHIVED_METRICS]
+    results = [noise(chosen, args.cell, metric, problems) for metric in METRICS]
     if args.json:
         stdout.print(json.dumps([r.model_dump(mode="json") for r in results], indent=2), markup=False)
         return 0

@@ -156,8 +156,8 @@ def prompts(args: argparse.Namespace) -> int:
 
 def rehearse(args: argparse.Namespace) -> int:
     from fairwin.errors import RehearsalFailed
+    from fairwin.gates.rehearsal import run_rehearsal
     from fairwin.plan import load_plan
-    from fairwin.rehearse import run_rehearsal
 
     loaded = load_plan(args.plan)
     print_notices(loaded)

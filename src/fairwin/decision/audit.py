@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from fairwin.decision.decide import decide_cell
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.rules import RuleSpec
-from fairwin.turns import order_kinds
+from fairwin.vocabulary import AUDIT, order_kinds
 
 CELL = "audit"
 LEVEL = 100.0
@@ -30,7 +30,7 @@ LEVEL = 100.0
 class AuditResult(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: str = "fairwin.audit/1"
+    format: str = AUDIT.id
     rule_id: str
     rule_sha256: str
     repeats: int

@@ -13,6 +13,7 @@ from fairwin.decision.procedures import Procedure, TwoLevel, Win2
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable, arrange, off_off_spread_pct
 from fairwin.decision.validity import check_validity
+from fairwin.vocabulary import metric_source
 
 
 def procedure_for(rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> Procedure:
@@ -146,6 +147,7 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
         rule_id=rule.id,
         rule=rule,
         rule_sha256=rule.sha256,
+        primary_source=metric_source(rule.primary),
         verdict=verdict,
         reasons=reasons,
         cells=cells,

@@ -8,8 +8,7 @@ from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, Verdict
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import Validity
-
-DECISION_FORMAT = "fairwin.decision/2"
+from fairwin.vocabulary import DECISION, MetricSource
 
 
 class Frozen(BaseModel):
@@ -65,13 +64,16 @@ class SealedInputs(Frozen):
 
 
 class Decision(Frozen):
-    format: str = DECISION_FORMAT
+    format: str = DECISION.id
     window_id: str
     mode: str
     order: str
     rule_id: str
     rule: RuleSpec
     rule_sha256: str
+    # Who measured the primary: the server's counters, or fairwin's client (a server whose counters
+    # fairwin does not read). Derived from the rule, so a recomputation always agrees with the record.
+    primary_source: MetricSource = "server"
     verdict: Verdict
     reasons: list[str]
     cells: list[CellDecision]

@@ -1,51 +1,16 @@
 """What a decision is made from: pooled rows, the window's context, and archived noise.
 
-:class:`DecisionRow` is the documented input schema (``docs/decision.md``): the fields
-of a ``fairwin.pooled/1`` row the rules read. Other fields are ignored, so a window's
-full ``pooled.jsonl`` and a file written by hand both load.
+The rows themselves (:class:`~fairwin.vocabulary.DecisionRow`, the documented input
+schema) belong to the shared vocabulary; this module adds what only decisions read.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated
+from pydantic import BaseModel, ConfigDict, Field
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from fairwin.vocabulary import DecisionRow, Order
 
-from fairwin.turns import Kind, Order
-
-POOLED_FORMAT = "fairwin.pooled/1"
-
-
-def _start_name(value: str) -> str:
-    if not re.fullmatch(r"s[1-9][0-9]?", value):
-        raise ValueError(f"a start is named s1, s2, ... in the order the starts ran, not {value!r}")
-    return value
-
-
-#: A start's name: s1, s2, ... in the order the starts ran.
-Start = Annotated[str, AfterValidator(_start_name)]
-
-
-class DecisionRow(BaseModel):
-    """One start x cell x repeat. Metrics may be null: a rule that needs one is then INCONCLUSIVE."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    format: str = POOLED_FORMAT
-    start: Start
-    kind: Kind | None = Field(None, description="Omitted: taken from the window's order (control-first: s1 control).")
-    role: str = ""
-    cell: str
-    repeat: int = Field(ge=1)
-    pooled_rate_tps: float | None = None
-    accepted_per_round: float | None = None
-    decode_tps: float | None = None
-    ms_per_round: float | None = None
-    ttft_s: float | None = None
-    clock_cap_mhz: float | None = None
-    thermal_events: int | None = None
-    client_problem: str | None = Field(None, description="Why the client-timed metrics are null, when they are.")
+__all__ = ["ArchiveNoise", "DecisionRow", "WindowContext"]
 
 
 class ArchiveNoise(BaseModel):

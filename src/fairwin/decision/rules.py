@@ -13,10 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fairwin.durable import canonical_json, sha256_bytes
 from fairwin.errors import InputError
-from fairwin.turns import BRACKET_STARTS
+from fairwin.vocabulary import BRACKET_STARTS, LOWER_IS_BETTER, METRICS, metric_source
 
-#: Metrics where a smaller value is better; every other metric is higher-is-better.
-LOWER_IS_BETTER = ("ms_per_round", "ttft_s")
 #: Parameters added after the first rules were registered. Left unset they stay out of a
 #: rule's canonical JSON, so every rule registered before them keeps its sha256.
 ADDED_PARAMETERS = ("starts", "guard_confidence")
@@ -76,6 +74,9 @@ class RuleSpec(BaseModel):
             raise ValueError(f"{', '.join(stray)} mean nothing to a rule of kind {self.kind}")
         if self.kind == "alternating" and (self.start_count < 5 or self.start_count % 2 == 0):
             raise ValueError("an alternating rule needs an odd number of starts, at least 5")
+        unknown = [m for m in self.metrics if m not in METRICS]
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)}: not a pooled-row metric ({', '.join(METRICS)})")
         return self
 
     @property
@@ -92,6 +93,17 @@ class RuleSpec(BaseModel):
 
     def higher_is_better(self, metric: str) -> bool:
         return metric not in self.lower_is_better
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric the rule reads: primary, guards, reported and the checklist's."""
+        checklist = (self.checklist_primary,) if self.checklist_primary else ()
+        return tuple(dict.fromkeys((self.primary, *self.guards, *self.reported, *checklist)))
+
+    @property
+    def server_metrics(self) -> tuple[str, ...]:
+        """The metrics it reads that only a server's counters give."""
+        return tuple(m for m in self.metrics if metric_source(m) == "server")
 
 
 #: What every win2 rule asks: the primary, the guards, the reported metrics and the bar, at 95 %.
@@ -158,7 +170,30 @@ WIN2_ALT7_V1 = RuleSpec(
     guard_confidence=0.99,
 )
 
-RULES: dict[str, RuleSpec] = {rule.id: rule for rule in (WIN2_V1, WIN2_LAUNCH_V1, WIN2_ALT7_V1)}
+WIN2_ALT7_CLIENT_V1 = RuleSpec(
+    id="win2-alt7-client-v1",
+    kind="alternating",
+    description=(
+        "win2-alt7-v1's procedure for a server whose counters fairwin does not read (window.counters = "
+        '"none"): the primary is the client\'s decode rate, decode_tps (tokens after the first over first-to-'
+        "last-token seconds, trusted streams only), with ttft_s reported. Seven alternating starts, log-scale "
+        "fit with level, drift and effect; WIN/LOSS beyond +-2 % with the 95 % interval excluding 0; NO-CHANGE "
+        "when the 90 % interval lies within +-2 %. No guard: accepted tokens per round need the server's counters."
+    ),
+    primary="decode_tps",
+    guards=(),
+    reported=("ttft_s",),
+    checklist_primary=None,
+    bar_pct=2.0,
+    confidence=0.95,
+    guard_tolerance_pct=3.0,
+    equivalence_confidence=0.90,
+    order="random",
+    starts=7,
+    guard_confidence=0.99,
+)
+
+RULES: dict[str, RuleSpec] = {rule.id: rule for rule in (WIN2_V1, WIN2_LAUNCH_V1, WIN2_ALT7_V1, WIN2_ALT7_CLIENT_V1)}
 #: The rule a plan gets when it names none: the registered rule whose audited error rates
 #: hold at the noise measured on shared machines and which still has the power to decide.
 DEFAULT_RULE = WIN2_ALT7_V1.id

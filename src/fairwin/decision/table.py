@@ -8,11 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairwin.decision.inputs import DecisionRow
-from fairwin.turns import BRACKET_STARTS, ORDER_NAMES, Kind, order_kinds, start_names
-
-#: Metrics timed by the client; a row's ``client_problem`` says why they are unobserved.
-CLIENT_METRICS = ("decode_tps", "ttft_s")
+from fairwin.vocabulary import BRACKET_STARTS, CLIENT_METRICS, ORDER_NAMES, DecisionRow, Kind, order_kinds, start_names
 
 
 @dataclass(frozen=True)

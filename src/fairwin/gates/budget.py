@@ -26,6 +26,7 @@ from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanErro
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.plan.models import Cell, Mode, Role
 from fairwin.plan.schedule import starts_for
+from fairwin.vocabulary import BUDGET, WAVE
 
 
 def cell_key(cell: Cell) -> str:
@@ -61,7 +62,7 @@ def calibrate(output_dir: Path) -> Calibration:
                 key = role_key(plan.roles[start["role"]])
                 found.startup_s.setdefault(key, []).append(float(start["healthy_after_s"]))
                 found.stop_s.setdefault(key, []).append(float(start["stop"]["seconds"]))
-            for wave in read_jsonl(window / "waves.jsonl"):
+            for wave in read_jsonl(window / "waves.jsonl", WAVE.readable):
                 found.wave_s.setdefault(cell_key(plan.cells[wave["cell"]]), []).append(float(wave["seconds"]))
         except (OSError, ValueError, KeyError, PlanError, CorruptRecordError):
             continue  # a window that cannot be read calibrates nothing; it is not this gate's to judge
@@ -188,9 +189,6 @@ def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]
     return lines
 
 
-BUDGET_FORMAT = "fairwin.budget/1"
-
-
 class _Estimated(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -218,7 +216,7 @@ def history(directory: Path) -> list[tuple[str, BudgetRecord]]:
         raise InputError(f"{directory}: no such directory of windows")
     found = []
     for path in sorted(directory.glob("*/budget.json")):
-        record = read_model(path, BudgetRecord, (BUDGET_FORMAT,))
+        record = read_model(path, BudgetRecord, BUDGET.readable)
         if not any(step.startswith("start ") for step in record.actual_s):
             raise CorruptRecordError(f"{path}: actual_s names no finished start")
         found.append((path.parent.name, record))

@@ -19,8 +19,8 @@ from fairwin.durable import sha256_file
 from fairwin.errors import GateRefused
 from fairwin.gates.qualify import git
 from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.vocabulary import GATE_RUN
 
-GATE_FORMAT = "fairwin.gate-run/1"
 TAIL_CHARS = 4000
 
 
@@ -42,7 +42,7 @@ def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[P
     missing = [p for p, digest in hashes.items() if digest is None]
     verdict = "PASS" if status == 0 and not missing else "FAIL"
     document = {
-        "format": GATE_FORMAT,
+        "format": GATE_RUN.id,
         "name": name,
         "verdict": verdict,
         "command": list(command),
@@ -64,7 +64,7 @@ def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[P
 
 def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | None) -> dict[str, Any]:
     """Refuse unless the receipt is PASS at ``head`` and its artifacts are the qualified ones."""
-    receipt = read_receipt(path, GATE_FORMAT)
+    receipt = read_receipt(path, GATE_RUN.id)
     name = receipt.get("name")
     if receipt.get("verdict") != "PASS":
         raise GateRefused(f"gate {name}: receipt {path} is {receipt.get('verdict')}, not PASS")

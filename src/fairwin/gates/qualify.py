@@ -19,9 +19,8 @@ from typing import Any
 from fairwin.errors import GateRefused
 from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.plan.models import Qualification
+from fairwin.vocabulary import ADMISSION, CARRY
 
-ADMISSION_FORMAT = "fairwin.admission/1"
-CARRY_FORMAT = "fairwin.carry/1"
 SHOWN = 10
 
 
@@ -108,7 +107,7 @@ def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str
 
 def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, head: str, out: Path) -> dict[str, Any]:
     """Write the carry receipt; raise GateRefused (after writing it) when the qualification does not carry."""
-    admission = read_receipt(receipt_path, ADMISSION_FORMAT, sealed=False)  # the team's own qualification wrote it
+    admission = read_receipt(receipt_path, ADMISSION.id, sealed=False)  # the team's own qualification wrote it
     q, h = resolve(repo, qualified), resolve(repo, head)
     problems: list[str] = []
     if admission.get("verdict") != "QUALIFIED":
@@ -126,7 +125,7 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
     units, unit_problems = _check_units(repo, q, h, rules.carried_units)
     problems += unit_problems
     document = {
-        "format": CARRY_FORMAT,
+        "format": CARRY.id,
         "verdict": "REFUSED" if problems else "CARRIED",
         "reasons": problems,
         "qualified_commit": q,
@@ -146,7 +145,7 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
 
 def require_carry(path: Path, head: str) -> dict[str, Any]:
     """Refuse unless the carry receipt is CARRIED, to exactly the commit under test."""
-    carried = read_receipt(path, CARRY_FORMAT)
+    carried = read_receipt(path, CARRY.id)
     if carried.get("verdict") != "CARRIED":
         raise GateRefused(f"qualification {path} is {carried.get('verdict')}, not CARRIED")
     if carried.get("head") != head:

@@ -51,7 +51,7 @@ def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs
             {"path": str(path), "sha256": require_gate(path, head, artifacts).get("sha256")} for path in inputs.gates
         ]
     if inputs.rehearsal is not None:
-        from fairwin.rehearse import require_rehearsal  # the rehearsal module imports the gates' receipts
+        from fairwin.gates.rehearsal import require_rehearsal  # the rehearsal module imports the gates' receipts
 
         document = require_rehearsal(inputs.rehearsal, loaded)
         summary["rehearsal"] = {"path": str(inputs.rehearsal), "sha256": document.get("sha256")}

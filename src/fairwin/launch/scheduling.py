@@ -22,27 +22,15 @@ race with the server spawning its workers.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fairwin.errors import LaunchError, PlanError
+from fairwin.plan.models import parse_cpu_list
 
-CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 AUTOGROUP_SWITCH = Path("/proc/sys/kernel/sched_autogroup_enabled")
-
-
-def parse_cpu_list(text: str) -> set[int]:
-    """'0-2,5' -> {0, 1, 2, 5}; ValueError when it is not a CPU list."""
-    if not CPU_LIST.match(text):
-        raise ValueError(f"{text!r} is not a CPU list such as '0', '0-3' or '0,2'")
-    cpus: set[int] = set()
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 @dataclass(frozen=True)

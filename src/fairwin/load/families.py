@@ -20,7 +20,7 @@ from pathlib import Path
 from fairwin.durable import sha256_file, write_text_atomic
 from fairwin.errors import InputError, PromptError
 from fairwin.load.prepare import TokenCounter, cut_to_tokens
-from fairwin.plan.loading import ORDER_FORMAT
+from fairwin.vocabulary import ORDER
 
 BUILTIN = ("prose", "code")
 
@@ -169,7 +169,7 @@ async def build_family(
     write_text_atomic(prompts_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts))
     order = [str(p["id"]) for p in prompts]
     random.Random(seed).shuffle(order)
-    order_doc = {"format": ORDER_FORMAT, "family": name, "seed": seed, "ids": order}
+    order_doc = {"format": ORDER.id, "family": name, "seed": seed, "ids": order}
     write_text_atomic(order_path, json.dumps(order_doc, indent=2) + "\n")
     return BuiltFamily(
         name=name,

@@ -16,10 +16,9 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.errors import InputError, PromptError
-from fairwin.load.http import post_json
 from fairwin.plan.loading import Prompt
-
-PREPARED_FORMAT = "fairwin.prepared-prompt/1"
+from fairwin.transport import post_json
+from fairwin.vocabulary import PREPARED_PROMPT
 
 
 def prompt_key(family: str, prompt_id: str) -> str:
@@ -30,7 +29,7 @@ def prompt_key(family: str, prompt_id: str) -> str:
 class PreparedPrompt(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: str = PREPARED_FORMAT
+    format: str = PREPARED_PROMPT.id
     cell: str
     family: str
     id: str

@@ -10,7 +10,7 @@ Beside the client's own clock, a record keeps what can check it: the chunk timel
 summary, the server's per-request timing when the server sends it on the usage chunk
 (vLLM with ``--enable-per-request-metrics``: ``metrics.generation_time_ms`` is the
 decode interval), and how long the client's event loop waited for a CPU while the
-stream ran. :mod:`fairwin.metrics.fidelity` judges from them whether the client's
+stream ran. :mod:`fairwin.pooling.fidelity` judges from them whether the client's
 timing of the stream can be trusted.
 """
 
@@ -24,11 +24,10 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from fairwin.errors import LoadError, StreamError
-from fairwin.load.http import status_error, transport_error
 from fairwin.load.runqueue import RunqueueClock
 from fairwin.load.timeline import Timeline, chunk_tokens
-
-STREAM_FORMAT = "fairwin.stream/2"
+from fairwin.transport import status_error, transport_error
+from fairwin.vocabulary import STREAM
 
 
 class StreamRecord(BaseModel):
@@ -36,7 +35,7 @@ class StreamRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    format: str = STREAM_FORMAT
+    format: str = STREAM.id
     start: str
     role: str
     cell: str

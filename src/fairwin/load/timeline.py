@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from fairwin.vocabulary import CHUNKS
+
 #: Chunks closer together than this arrived in one burst: a healthy server streams a
 #: decode step at a time, and no decode step on any hardware we know is this short.
 BURST_SPAN_S = 0.001
-TIMELINE_FORMAT = "fairwin.chunks/1"
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Timeline:
     def sidecar_row(self, start: str, wave: str, stream: int) -> dict[str, Any]:
         known = all(t is not None for t in self.tokens)
         return {
-            "format": TIMELINE_FORMAT,
+            "format": CHUNKS.id,
             "start": start,
             "wave": wave,
             "stream": stream,

@@ -21,9 +21,9 @@ from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.metrics.scrape import Snapshot, delta, scrape
 from fairwin.plan.models import Cell
 from fairwin.plan.schedule import WaveSpec
+from fairwin.profiles import VLLM, ServerProfile
+from fairwin.vocabulary import Kind
 
-#: Counts one finished request per stream; the settle loop waits for it.
-REQUESTS_KEY = "vllm:request_decode_time_seconds_count"
 SETTLE_POLL_S = 0.05
 
 
@@ -32,10 +32,11 @@ class Target:
     """Where a start's server answers and what it calls its model."""
 
     start: str
-    kind: str
+    kind: Kind
     role: str
     base_url: str
     model: str
+    profile: ServerProfile = VLLM
 
     @property
     def url(self) -> str:
@@ -76,22 +77,30 @@ async def _settled_after(
     session: aiohttp.ClientSession, target: Target, before: Snapshot, expected: int, timeout_s: float
 ) -> Snapshot:
     deadline = time.monotonic() + timeout_s
+    requests = target.profile.requests  # one finished request per stream; the loop waits for all of them
     while True:
-        after = await scrape(session, target.url, target.model)
-        if REQUESTS_KEY not in after:
+        after = await _scrape(session, target)
+        if requests not in after:
             raise MetricsError(
-                f"{target.start}: {target.url}/metrics has no {REQUESTS_KEY}; fairwin pools vLLM's "
-                "server counters, so the server must expose them (vLLM does by default)"
+                f"{target.start}: {target.url}/metrics has no {requests}; the {target.profile.name} profile pools "
+                'those counters, so the server must expose them (or set window.counters = "none": client-only)'
             )
-        if after[REQUESTS_KEY] - before.get(REQUESTS_KEY, 0.0) >= expected:
+        if after[requests] - before.get(requests, 0.0) >= expected:
             return after
         if time.monotonic() >= deadline:
-            got = after[REQUESTS_KEY] - before.get(REQUESTS_KEY, 0.0)
+            got = after[requests] - before.get(requests, 0.0)
             raise MetricsError(
                 f"{target.start}: counters did not settle: {got:g} of {expected} requests counted after "
                 f"{timeout_s:g} s; raise window.settle_timeout_s or check the server"
             )
         await asyncio.sleep(SETTLE_POLL_S)
+
+
+async def _scrape(session: aiohttp.ClientSession, target: Target) -> Snapshot:
+    """The server's counters, or nothing when the profile reads none."""
+    if not target.profile.reads_counters:
+        return {}
+    return await scrape(session, target.url, target.model, target.profile.prefix or "")
 
 
 async def run_wave(
@@ -133,7 +142,7 @@ async def run_wave(
         async with gate:
             return await run_stream_recorded(session, url, record, body)
 
-    before = await scrape(session, target.url, target.model)
+    before = await _scrape(session, target)
     started_unix = time.time()
     t0 = time.perf_counter()
     outcomes = await asyncio.gather(*(one(r, b) for r, b in zip(records, bodies, strict=True)), return_exceptions=True)
@@ -152,5 +161,7 @@ async def run_wave(
                 "share one tokenizer"
             )
             return WaveResult(spec, records, {}, started_unix, seconds, error=mismatch)
+    if not target.profile.reads_counters:
+        return WaveResult(spec, records, {}, started_unix, seconds)
     after = await _settled_after(session, target, before, len(records), settle_timeout_s)
     return WaveResult(spec, records, delta(before, after), started_unix, seconds)

@@ -1,1 +1,1 @@
-"""metrics"""
+"""The server's own counters: Prometheus scrapes and their deltas."""

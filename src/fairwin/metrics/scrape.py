@@ -1,7 +1,7 @@
 """Prometheus scrapes of the server's own counters, and their deltas.
 
 A snapshot keeps every counter and histogram ``_sum``/``_count`` sample whose name
-starts with ``vllm:``, summed over the labels that only say *where* it was counted
+starts with the server profile's prefix (``vllm:``), summed over the labels that only say *where* it was counted
 (``engine``, ``model_name``) and keyed by the labels that say *what* was counted
 (``position``, ``finished_reason``, ...). Histogram buckets and ``_created``
 timestamps are dropped: pooling never needs them and they would bloat every wave.
@@ -15,11 +15,10 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from fairwin.errors import HTTPStatusError, MetricsError
-from fairwin.load.http import get_text
+from fairwin.transport import get_text
 
 Snapshot = dict[str, float]
 
-PREFIX = "vllm:"
 #: Labels that locate a sample (summed over) rather than classify it (kept in the key).
 LOCATION_LABELS = frozenset({"engine", "model_name"})
 
@@ -31,7 +30,7 @@ def _sample_key(name: str, labels: Mapping[str, str]) -> str:
     return name + "{" + ",".join(f'{k}="{v}"' for k, v in kept) + "}"
 
 
-def parse_snapshot(text: str, model: str | None = None) -> Snapshot:
+def parse_snapshot(text: str, model: str | None = None, prefix: str = "vllm:") -> Snapshot:
     """Parse exposition text into a snapshot; ``model`` keeps only that model_name's samples."""
     snapshot: Snapshot = {}
     try:
@@ -42,7 +41,7 @@ def parse_snapshot(text: str, model: str | None = None) -> Snapshot:
         if family.type not in ("counter", "histogram", "summary", "untyped", "unknown"):
             continue
         for sample in family.samples:
-            if not sample.name.startswith(PREFIX) or sample.name.endswith(("_created", "_bucket")):
+            if not sample.name.startswith(prefix) or sample.name.endswith(("_created", "_bucket")):
                 continue
             if model is not None and sample.labels.get("model_name", model) != model:
                 continue
@@ -65,7 +64,9 @@ def delta(before: Snapshot, after: Snapshot) -> Snapshot:
     return result
 
 
-async def scrape(session: aiohttp.ClientSession, base_url: str, model: str | None = None) -> Snapshot:
+async def scrape(
+    session: aiohttp.ClientSession, base_url: str, model: str | None = None, prefix: str = "vllm:"
+) -> Snapshot:
     try:
         text = await get_text(session, base_url + "/metrics", what="scrape /metrics")
     except HTTPStatusError as exc:
@@ -73,4 +74,4 @@ async def scrape(session: aiohttp.ClientSession, base_url: str, model: str | Non
             f"{base_url}/metrics answered HTTP {exc.status}; fairwin pools the server's Prometheus counters, "
             "so metrics must be enabled (vLLM serves them by default)"
         ) from None
-    return parse_snapshot(text, model)
+    return parse_snapshot(text, model, prefix)

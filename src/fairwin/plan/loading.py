@@ -19,8 +19,7 @@ from pydantic_core import ErrorDetails
 from fairwin.durable import sha256_bytes, sha256_file
 from fairwin.errors import PinMismatchError, PlanError
 from fairwin.plan.models import Family, Plan
-
-ORDER_FORMAT = "fairwin.order/1"
+from fairwin.vocabulary import ORDER
 
 
 @dataclass(frozen=True)
@@ -134,14 +133,14 @@ def _read_order(path: Path, family: str) -> tuple[list[str], str | None]:
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise PlanError(f"{path}: not a JSON order file; write one with `fairwin prompts`") from None
     notice = None
-    if isinstance(data, dict) and "format" not in data and data.get("schema") == ORDER_FORMAT:
+    if isinstance(data, dict) and "format" not in data and data.get("schema") == ORDER.id:
         notice = (
             f"{path} names its format as 'schema', as earlier fairwin wrote it; read the same "
             "(`fairwin prompts` now writes 'format')"
         )
         data = {**data, "format": data["schema"]}
-    if not isinstance(data, dict) or data.get("format") != ORDER_FORMAT or not isinstance(data.get("ids"), list):
-        raise PlanError(f"{path}: not a {ORDER_FORMAT} file with an 'ids' list; write one with `fairwin prompts`")
+    if not isinstance(data, dict) or data.get("format") != ORDER.id or not isinstance(data.get("ids"), list):
+        raise PlanError(f"{path}: not a {ORDER.id} file with an 'ids' list; write one with `fairwin prompts`")
     if data.get("family") not in (None, family):
         raise PlanError(f"{path}: order file is for family {data['family']!r}, not {family!r}")
     ids = [str(item) for item in data["ids"]]

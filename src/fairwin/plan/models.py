@@ -14,10 +14,23 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fairwin.launch.scheduling import parse_cpu_list
+from fairwin.profiles import ProfileName
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """'0-2,5' -> {0, 1, 2, 5}; ValueError when it is not a CPU list."""
+    if not CPU_LIST.match(text):
+        raise ValueError(f"{text!r} is not a CPU list such as '0', '0-3' or '0,2'")
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
 
 #: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
 REGISTERED_MODES: dict[str, tuple[str, str]] = {
@@ -158,6 +171,10 @@ class WindowSettings(StrictModel):
     )
     client_cpus: CpuList | None = Field(
         None, description="CPU list fairwin's client (its event loop) runs on during the window, e.g. '1'."
+    )
+    counters: ProfileName = Field(
+        "vllm",
+        description="The server's counters fairwin pools: vllm, or none (any OpenAI-compatible server, client-only).",
     )
 
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from fairwin.errors import PlanError
 from fairwin.plan.loading import LoadedPlan, Prompt
 from fairwin.plan.models import REGISTERED_MODES, Mode
-from fairwin.turns import BRACKET_STARTS, order_kinds
+from fairwin.vocabulary import BRACKET_STARTS, Kind, order_kinds
 
 
 @dataclass(frozen=True)
 class StartSpec:
     name: str  # s1, s2, ... in run order
-    kind: str  # control | candidate
+    kind: Kind
     role: str
 
 

@@ -61,4 +61,6 @@ def print_decision(console: Console, decision: Decision) -> None:
                 console.print(f"  {cell.cell}: {condition}", markup=False)
         for note in cell.noise.notes if cell.noise else []:
             console.print(f"  {cell.cell}: {note}", markup=False)
+    if decision.primary_source == "client":
+        console.print(f"  primary {decision.rule.primary} measured by fairwin's client (no server counters read)")
     console.print(f"verdict: {_styled(decision.verdict)} ({'; '.join(decision.reasons)})")

@@ -89,26 +89,32 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     ]
     for r in sorted(rows, key=lambda r: (r["cell"], r["repeat"], r["start"])):
         lines.append(
-            f"| {r['start']} | {r['kind']} | {r['role']} | {r['cell']} | {r['repeat']} | {r['pooled_rate_tps']:.2f} | "
-            f"{r['accepted_per_round']:.3f} | {r['ms_per_round']:.3f} | {_num(r['ttft_s'], 4)} | "
+            f"| {r['start']} | {r['kind']} | {r['role']} | {r['cell']} | {r['repeat']} | "
+            f"{_num(r['pooled_rate_tps'])} | "
+            f"{_num(r['accepted_per_round'], 3)} | {_num(r['ms_per_round'], 3)} | {_num(r['ttft_s'], 4)} | "
             f"{_num(r['decode_tps'])} |"
         )
     return lines
 
 
 def _fidelity_line(start: str, cell: str, group: Sequence[dict[str, Any]]) -> str:
-    # Ratios of sums over the start's repeats, like the pooling itself.
-    server = sum(r["decode_steps"] + r["accepted_tokens"] for r in group) / sum(r["decode_s"] for r in group)
+    # Ratios of sums over the start's repeats, like the pooling itself; no server rate when no counters were read.
+    counted = all(r.get("decode_s") for r in group)
+    server = (
+        sum(r["decode_steps"] + r["accepted_tokens"] for r in group) / sum(r["decode_s"] for r in group)
+        if counted
+        else None
+    )
     client_s = sum(r["client_decode_s"] for r in group)
     client = sum(r["client_decode_tokens"] for r in group) / client_s if client_s > 0 else None
-    ratio = None if client is None else client / server
+    ratio = None if client is None or server is None else client / server
     own = [r.get("server_stream_decode_s") for r in group if r.get("client_streams")]
     own_ratio = sum(o for o in own if o) / client_s if own and None not in own and client_s > 0 else None
     streams = sum(r["streams"] for r in group)
     kept = sum(r["client_streams"] for r in group) if all(r.get("client_streams") is not None for r in group) else None
     problems = [f"repeat {r['repeat']}: {r['client_problem']}" for r in group if r.get("client_problem")]
     return (
-        f"| {start} | {cell} | {'n/a' if kept is None else kept} of {streams} | {server:.2f} | {_num(client)} | "
+        f"| {start} | {cell} | {'n/a' if kept is None else kept} of {streams} | {_num(server)} | {_num(client)} | "
         f"{_num(ratio, 3)} | {_num(own_ratio, 3)} | {'; '.join(problems) or '-'} |"
     )
 
@@ -127,6 +133,12 @@ def fidelity_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+_SOURCE = {
+    "server": "the server's own counters",
+    "client": "fairwin's client (the server's counters are not read: window.counters = \"none\")",
+}
+
+
 def render_summary(plan_path: Path, plan_sha256: str, decision: Decision, rows: Sequence[dict[str, Any]]) -> str:
     rule = decision.rule
     rates = audited_rates(decision)
@@ -139,7 +151,9 @@ def render_summary(plan_path: Path, plan_sha256: str, decision: Decision, rows: 
         f"- mode: `{decision.mode}`, order: {decision.order}",
         f"- plan: `{plan_path}` (sha256 `{plan_sha256}`)",
         f"- rule: `{rule.id}` (sha256 `{decision.rule_sha256}`): primary `{rule.primary}`, bar {rule.bar_pct:g} %, "
-        f"{rule.confidence:.0%} interval; guards {', '.join(rule.guards)}; reported {', '.join(rule.reported)}",
+        f"{rule.confidence:.0%} interval; guards {', '.join(rule.guards) or 'none'}; "
+        f"reported {', '.join(rule.reported) or 'none'}",
+        f"- primary measured by: {_SOURCE[decision.primary_source]}",
         "",
         "## Decision by cell",
         "",

@@ -18,9 +18,8 @@ from fairwin.durable import read_jsonl, sha256_file, write_json_atomic, write_te
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Cell
 from fairwin.report.markdown import render_summary
+from fairwin.vocabulary import CONTEXT, POOLED
 from fairwin.window.layout import WindowDir
-
-CONTEXT_FORMAT = "fairwin.decision-context/1"
 
 
 def archive_path(loaded: LoadedPlan, output_dir: Path) -> Path:
@@ -77,10 +76,10 @@ def decide_and_report(
     archive: Path,
     commit: str | None,
 ) -> Decision:
-    pooled = read_jsonl(window.pooled)
+    pooled = read_jsonl(window.pooled, POOLED.readable)
     noise_now = archive_noise(archive, loaded.plan.cells, rule, commit, loaded.plan.window.production_clock_cap_mhz)
     context = context_for(loaded, window, mode, order, noise_now)
-    write_json_atomic(window.context, {"format": CONTEXT_FORMAT, **context.model_dump(mode="json")})
+    write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)
     write_text_atomic(window.summary, render_summary(loaded.path, loaded.sha256, decision, pooled))
@@ -96,7 +95,7 @@ def archive_controls(
         mode=mode,
         control_starts=controls,
         max_tokens={name: cell.max_tokens for name, cell in loaded.plan.cells.items()},
-        pooled=read_jsonl(window.pooled),
+        pooled=read_jsonl(window.pooled, POOLED.readable),
     )
     append_controls(archive, rows)
     return len(rows)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fairwin import __version__
+from fairwin._version import __version__
 
 
 def _git(directory: Path, *args: str) -> str:

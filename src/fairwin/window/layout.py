@@ -17,10 +17,9 @@ from typing import Any, Literal
 
 from fairwin.durable import append_jsonl, write_json_atomic
 from fairwin.errors import OutputDirError
+from fairwin.vocabulary import STATUS
 
 State = Literal["running", "complete", "failed", "interrupted"]
-STATUS_FORMAT = "fairwin.status/1"
-WINDOW_FORMAT = "fairwin.window/1"
 
 
 def new_window_id(mode: str) -> str:
@@ -111,7 +110,7 @@ class WindowDir:
         write_json_atomic(
             self.status,
             {
-                "format": STATUS_FORMAT,
+                "format": STATUS.id,
                 "window_id": self.window_id,
                 "state": state,
                 "time": time.time(),

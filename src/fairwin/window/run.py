@@ -16,21 +16,23 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairwin.decision import ArchiveNoise, Decision, RuleSpec, get_rule
+from fairwin.decision import RULES, ArchiveNoise, Decision, RuleSpec, get_rule
 from fairwin.durable import sha256_file, write_json_atomic
-from fairwin.errors import FairwinError, Interrupted
+from fairwin.errors import FairwinError, Interrupted, PlanError
 from fairwin.gates.power import error_rate_warnings, power_warnings
-from fairwin.gates.runtime import check_declared_env, check_speculative
 from fairwin.gates.sequence import GateInputs, actual_times, run_gates
 from fairwin.launch.local import make_spec
 from fairwin.launch.scheduling import ClientAffinity, check_cpus_exist
-from fairwin.metrics.pool import PooledRow
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode, starts_for
+from fairwin.pooling.pool import PooledRow
+from fairwin.profiles import PROFILES
+from fairwin.vocabulary import BUDGET, WINDOW
 from fairwin.window.close import archive_controls, archive_noise, archive_path, decide_and_report
 from fairwin.window.environment import capture
-from fairwin.window.layout import WINDOW_FORMAT, WindowDir
+from fairwin.window.layout import WindowDir
+from fairwin.window.runtime import check_declared_env, check_speculative
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
 
 
@@ -51,7 +53,21 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
         check_declared_env(spec)
         check_speculative(role, plan.roles[role].speculative, spec.argv, plan.runtime.standard_verification)
         check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
-    return Preflight(mode_name=mode_name, mode=mode, rule=get_rule(plan.window.rule))
+    rule = get_rule(plan.window.rule)
+    check_counters(plan.window.counters, rule)
+    return Preflight(mode_name=mode_name, mode=mode, rule=rule)
+
+
+def check_counters(profile: str, rule: RuleSpec) -> None:
+    """A rule reading server metrics needs a profile that reads the server's counters."""
+    if PROFILES[profile].reads_counters or not rule.server_metrics:
+        return
+    fitting = sorted(r.id for r in RULES.values() if not r.server_metrics)
+    raise PlanError(
+        f'window.counters = "{profile}" reads no server counters, but rule {rule.id} decides on '
+        f"{', '.join(rule.server_metrics)}, which come from them; set window.rule to one whose metrics the "
+        f"client measures ({', '.join(fitting)})"
+    )
 
 
 @dataclass
@@ -173,7 +189,7 @@ async def run_window(
         write_json_atomic(
             window.manifest,
             {
-                "format": WINDOW_FORMAT,
+                "format": WINDOW.id,
                 "window_id": window.window_id,
                 "mode": mode_name,
                 "control_role": checked.mode.control,
@@ -218,7 +234,7 @@ async def run_window(
 
     async def budget_step() -> None:
         record = {
-            "format": "fairwin.budget/1",
+            "format": BUDGET.id,
             "estimate": gate_summary["budget"],
             "actual_s": actual_times(window.journal),
         }

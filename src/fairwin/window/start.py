@@ -16,18 +16,20 @@ from typing import Any, Protocol
 import aiohttp
 
 from fairwin.durable import append_jsonl, write_json_atomic, write_jsonl_atomic
-from fairwin.gates.runtime import check_running_env, check_speculative
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
-from fairwin.load.http import client_session
 from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.load.wave import Target, WaveResult, run_wave
-from fairwin.metrics.fidelity import judge_wave
-from fairwin.metrics.pool import DECODE_SUM, PooledRow, pool_repeat
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
+from fairwin.pooling.fidelity import judge_wave
+from fairwin.pooling.pool import pool_repeat
+from fairwin.profiles import PROFILES
+from fairwin.transport import client_session
+from fairwin.vocabulary import START, WAVE, PooledRow
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
 from fairwin.window.records import append_streams
+from fairwin.window.runtime import check_running_env, check_speculative
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -93,7 +95,7 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
 
 def _wave_row(result: WaveResult, target: Target) -> dict[str, Any]:
     return {
-        "format": "fairwin.wave/1",
+        "format": WAVE.id,
         "start": target.start,
         "role": target.role,
         "cell": result.spec.cell,
@@ -125,6 +127,7 @@ def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveR
                 repeat=repeat,
                 deltas=[r.deltas for r in mine],
                 streams=[s for r in mine for s in r.streams],
+                profile=target.profile,
             )
         )
     return rows
@@ -145,7 +148,7 @@ async def _run_waves(
             ctx.prepared[cell_name],
             plan.window.settle_timeout_s,
         )
-        judge_wave(result.streams, result.deltas.get(DECODE_SUM))
+        judge_wave(result.streams, result.deltas.get(target.profile.decode_sum))
         append_streams(ctx.window, target.start, result.streams)
         append_jsonl(ctx.window.waves, [_wave_row(result, target)])
         if result.error is not None:
@@ -164,7 +167,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
     )
     receipt: dict[str, Any] = {
-        "format": "fairwin.start/1",
+        "format": START.id,
         "start": start.name,
         "kind": start.kind,
         "role": start.role,
@@ -174,7 +177,10 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         "model": spec.model,
         "speculative": speculative,
     }
-    target = Target(start=start.name, kind=start.kind, role=start.role, base_url=spec.base_url, model=spec.model)
+    target = Target(
+        start=start.name, kind=start.kind, role=start.role, base_url=spec.base_url, model=spec.model,
+        profile=PROFILES[plan.window.counters],
+    )  # fmt: skip
     timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
     rows: list[PooledRow] = []
     try:

@@ -9,13 +9,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
-from fairwin.decision.document import DECISION_FORMAT
-from fairwin.decision.inputs import POOLED_FORMAT
 from fairwin.durable import first_problem, read_json, read_jsonl, read_model, sha256_file
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.plan.loading import parse_plan
-from fairwin.window.close import CONTEXT_FORMAT, archive_noise
-from fairwin.window.layout import STATUS_FORMAT, WINDOW_FORMAT, WindowDir
+from fairwin.vocabulary import CONTEXT, DECISION, POOLED, STATUS, WINDOW
+from fairwin.window.close import archive_noise
+from fairwin.window.layout import WindowDir
 
 
 class StoredStatus(BaseModel):
@@ -38,7 +37,7 @@ class Recomputed:
 
 
 def _rows(path: Path) -> list[DecisionRow]:
-    stored = read_jsonl(path, (POOLED_FORMAT,))
+    stored = read_jsonl(path, POOLED.readable)
     if not stored:
         raise CorruptRecordError(f"{path} has no rows; a complete window has one per start, cell and repeat")
     rows = []
@@ -51,7 +50,7 @@ def _rows(path: Path) -> list[DecisionRow]:
 
 
 def _context(path: Path) -> WindowContext:
-    stored = read_json(path, (CONTEXT_FORMAT,))
+    stored = read_json(path, CONTEXT.readable)
     stored.pop("format")
     try:
         return WindowContext.model_validate(stored)
@@ -60,7 +59,7 @@ def _context(path: Path) -> WindowContext:
 
 
 def _recorded(window: WindowDir) -> Decision | None:
-    return read_model(window.decision, Decision, (DECISION_FORMAT,)) if window.decision.exists() else None
+    return read_model(window.decision, Decision, DECISION.readable) if window.decision.exists() else None
 
 
 def _check_sealed(window: WindowDir, status: dict[str, Any], recorded: Decision | None) -> list[str]:
@@ -108,13 +107,13 @@ def decide_window_dir(path: Path, rules: list[RuleSpec], archive: Path | None = 
     window's own rule and archive, the recomputation is compared with the recorded decision.
     """
     window = WindowDir(path=path, window_id=path.name)
-    status = read_model(window.status, StoredStatus, (STATUS_FORMAT,)).model_dump()  # extras kept: verdict, error
+    status = read_model(window.status, StoredStatus, STATUS.readable).model_dump()  # extras kept: verdict, error
     if status.get("state") != "complete":
         raise InputError(
             f"{path} is {status.get('state')!r}, not complete: its rows are not a result "
             f"({status.get('error', 'no error recorded')})"
         )
-    manifest = read_json(window.manifest, (WINDOW_FORMAT,))
+    manifest = read_json(window.manifest, WINDOW.readable)
     recorded = _recorded(window)
     notes = _check_sealed(window, status, recorded)
     context = _context(window.context)

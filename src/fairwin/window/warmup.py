@@ -5,7 +5,8 @@ server's rate climbs across repeats (e2e A/A: s1 1,387 -> 1,634 -> 1,761 tok/s),
 the first repeat of every start would be measured on a server still warming up. After
 the stream, the first decision cell's first wave runs again, uncounted, until two
 consecutive waves' server rates (from the server's counters, as pooling computes them)
-agree within ``window.warmup_tolerance_pct``, at most ``window.warmup_waves_max``
+agree within ``window.warmup_tolerance_pct`` (the client's rates, when the server
+profile reads no counters), at most ``window.warmup_waves_max``
 times. Every warm-up wave is recorded (repeat 0, salted apart from every counted wave)
 and the budget counts the maximum.
 """
@@ -20,8 +21,8 @@ import aiohttp
 from fairwin.load.prepare import prompt_key
 from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.load.wave import Target, endpoint_path, run_wave, salt
-from fairwin.metrics.pool import decode_rate
 from fairwin.plan.schedule import waves_for
+from fairwin.pooling.pool import client_rate, decode_rate
 from fairwin.window.records import append_streams
 
 if TYPE_CHECKING:  # start.py imports this module; the context type is only needed for checking
@@ -67,7 +68,8 @@ async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, targe
         append_streams(ctx.window, target.start, result.streams)
         if result.error is not None:
             raise result.error
-        rate = decode_rate(result.deltas)
+        profile = target.profile
+        rate = decode_rate(result.deltas, profile) if profile.reads_counters else client_rate(result.streams)
         if rate is not None:
             rates.append(rate)
         if steady(rates, settings.warmup_tolerance_pct):

@@ -33,8 +33,8 @@ from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
+from fairwin.vocabulary import REHEARSAL
 
-REHEARSAL_FORMAT = "fairwin.rehearsal/1"
 MAX_PROBE_TOKENS = 8
 PROBE_TEXT = "The rehearsal sends a short prompt with the window's own parameters."
 READING_4XX = "4xx: the probe is wrong for this server; fix the request shape before any window"
@@ -202,7 +202,7 @@ async def rehearse(loaded: LoadedPlan, url: str, out: Path, *, model: str, heade
     controls = [r for p, r in zip(probes, results, strict=True) if p.expect_status is not None]
     cause_confirmed = bool(controls) and all(r["ok"] for r in controls)
     document = {
-        "format": REHEARSAL_FORMAT,
+        "format": REHEARSAL.id,
         "verdict": "PASS" if not failures and cause_confirmed else "FAIL",
         "cause_confirmed": cause_confirmed,
         "url": url.rstrip("/"),
@@ -220,7 +220,7 @@ async def rehearse(loaded: LoadedPlan, url: str, out: Path, *, model: str, heade
 
 def require_rehearsal(directory: Path, loaded: LoadedPlan) -> dict[str, Any]:
     settings = loaded.plan.rehearsal
-    document = read_receipt(directory / "rehearsal.json", REHEARSAL_FORMAT)
+    document = read_receipt(directory / "rehearsal.json", REHEARSAL.id)
     if document.get("verdict") != "PASS":
         raise GateRefused(f"rehearsal {directory} is {document.get('verdict')}, not PASS: {document.get('failures')}")
     if settings.url is None:

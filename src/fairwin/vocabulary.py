@@ -1,0 +1,174 @@
+"""The words every layer shares: record formats, metric names, the starts' kinds and order, the pooled row.
+
+This is the bottom layer: it imports nothing from fairwin, and every other module takes
+these names from here, so a format id, a metric name or a start's kind is spelt once.
+
+Starts: control and candidate take turns, beginning with the kind the order names. A
+bracket (three starts) is control, candidate, control or candidate, control, candidate;
+a rule may register more starts, which alternate the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# -- Starts ------------------------------------------------------------------------------------------
+
+Kind = Literal["control", "candidate"]
+Order = Literal["control-first", "candidate-first"]
+ORDER_NAMES: tuple[Order, ...] = ("control-first", "candidate-first")
+#: Starts in a window unless its rule registers more.
+BRACKET_STARTS = 3
+
+
+def start_names(count: int) -> tuple[str, ...]:
+    return tuple(f"s{i}" for i in range(1, count + 1))
+
+
+def order_kinds(order: str, count: int = BRACKET_STARTS) -> dict[str, Kind]:
+    """Each start's kind, in run order: they alternate, the first one named by ``order``."""
+    first: Kind = "control" if order == "control-first" else "candidate"
+    second: Kind = "candidate" if first == "control" else "control"
+    return {name: (first if i % 2 == 0 else second) for i, name in enumerate(start_names(count))}
+
+
+def _start_name(value: str) -> str:
+    if not re.fullmatch(r"s[1-9][0-9]?", value):
+        raise ValueError(f"a start is named s1, s2, ... in the order the starts ran, not {value!r}")
+    return value
+
+
+#: A start's name: s1, s2, ... in the order the starts ran.
+Start = Annotated[str, AfterValidator(_start_name)]
+
+# -- Record formats ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    """A stored record's format: the id fairwin writes, and every id this fairwin reads."""
+
+    name: str
+    version: int
+    reads: tuple[int, ...] = ()  # versions read besides ``version`` (older ones still understood)
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}/{self.version}"
+
+    @property
+    def readable(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}/{v}" for v in sorted({*self.reads, self.version}))
+
+
+# A window directory.
+WINDOW = RecordFormat("fairwin.window", 1)
+STATUS = RecordFormat("fairwin.status", 1)
+START = RecordFormat("fairwin.start", 1)
+WAVE = RecordFormat("fairwin.wave", 1)
+STREAM = RecordFormat("fairwin.stream", 2, reads=(1,))
+CHUNKS = RecordFormat("fairwin.chunks", 1)
+PREPARED_PROMPT = RecordFormat("fairwin.prepared-prompt", 1)
+POOLED = RecordFormat("fairwin.pooled", 1)
+CONTEXT = RecordFormat("fairwin.decision-context", 1)
+DECISION = RecordFormat("fairwin.decision", 2)
+BUDGET = RecordFormat("fairwin.budget", 1)
+# Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
+DECISIONS = RecordFormat("fairwin.decisions", 1)
+AUDIT = RecordFormat("fairwin.audit", 1)
+# Receipts, prompt orders and the control archive.
+ADMISSION = RecordFormat("fairwin.admission", 1)
+CARRY = RecordFormat("fairwin.carry", 1)
+GATE_RUN = RecordFormat("fairwin.gate-run", 1)
+REHEARSAL = RecordFormat("fairwin.rehearsal", 1)
+ORDER = RecordFormat("fairwin.order", 1)
+ARCHIVE = RecordFormat("fairwin.archive", 1)
+
+# -- Metrics -----------------------------------------------------------------------------------------
+
+#: The metrics a pooled row carries and a rule may read, in the order reports list them.
+METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
+#: Computed from the server's own counters; need a server profile with counters.
+SERVER_METRICS = ("pooled_rate_tps", "accepted_per_round", "ms_per_round")
+#: Timed by fairwin's client; every OpenAI-compatible server has them.
+CLIENT_METRICS = ("decode_tps", "ttft_s")
+#: Metrics where a smaller value is better; every other metric is higher-is-better.
+LOWER_IS_BETTER = ("ms_per_round", "ttft_s")
+#: What a metric does in a rule.
+MetricRole = Literal["primary", "guard", "reported"]
+MetricSource = Literal["server", "client"]
+
+
+def metric_source(metric: str) -> MetricSource:
+    """Who measured a metric: the server's counters or fairwin's client."""
+    return "client" if metric in CLIENT_METRICS else "server"
+
+
+# -- The pooled row ----------------------------------------------------------------------------------
+
+
+class MetricValues(BaseModel):
+    """The metrics a repeat is measured by (``METRICS``, one field each); null when unobserved."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pooled_rate_tps: float | None = None
+    accepted_per_round: float | None = None
+    decode_tps: float | None = None
+    ms_per_round: float | None = None
+    ttft_s: float | None = None
+
+
+class DecisionRow(MetricValues):
+    """One start x cell x repeat as a rule reads it; other fields of a pooled row are ignored.
+
+    Metrics may be null: a rule that needs one is then INCONCLUSIVE. This is the documented
+    input schema (docs/decision.md), so a file written by hand loads too.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    format: str = POOLED.id
+    start: Start
+    kind: Kind | None = Field(None, description="Omitted: taken from the window's order (control-first: s1 control).")
+    role: str = ""
+    cell: str
+    repeat: int = Field(ge=1)
+    clock_cap_mhz: float | None = None
+    thermal_events: int | None = None
+    client_problem: str | None = Field(None, description="Why the client-timed metrics are null, when they are.")
+
+
+class PooledRow(DecisionRow):
+    """A row as a window writes it to pooled.jsonl: the decision's fields and the sums they come from.
+
+    The server's sums and the metrics made of them are null when the window's server
+    profile reads no counters (``window.counters = "none"``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window_id: str
+    kind: Kind | None
+    waves: int
+    streams: int
+    # Server counter sums over the repeat's waves.
+    generation_tokens: float | None
+    first_tokens: float | None
+    accepted_tokens: float | None
+    drafts: float | None
+    draft_tokens: float | None
+    decode_steps: float | None
+    rounds: float | None
+    decode_s: float | None
+    prefix_cache_hits: float | None
+    # Client side, over the repeat's trusted streams: tokens after the first, and first-to-last-token seconds.
+    client_decode_tokens: float
+    client_decode_s: float
+    client_streams: int | None = None  # streams whose client timing pooled (None: written before the rule)
+    # The server's own per-request decode seconds over the same (pooled) streams, when it reported them.
+    server_stream_decode_s: float | None = None
