@@ -36,3 +36,20 @@ def test_launch_rule_uses_the_launch_spread_and_warns_without_an_archive() -> No
     assert power_warnings(WIN2_LAUNCH_V1, 3, [noise(0.4, 0.2, starts=20)], ["c"]) == []
     (warning,) = power_warnings(WIN2_LAUNCH_V1, 3, [noise(3.0, 0.2, starts=20)], ["c"])
     assert "launch-to-launch cv of 3.00 % over 20 control starts" in warning
+
+
+def test_the_power_check_uses_each_procedures_own_standard_error() -> None:
+    # Seven alternating starts: the fit's variance factor for the effect is 1/4 + 1/3 (drift is
+    # orthogonal to the kinds), S - 3 = 4 window degrees of freedom plus the archive's starts - 1.
+    from fairwin.decision import RULES, ArchiveNoise, procedure_for
+
+    noise = ArchiveNoise(metric="pooled_rate_tps", cell="c", starts=9, windows=3, launch_cv_pct=2.0,
+                         repeat_cv_pct=0.5, range_pct=None)  # fmt: skip
+    alternating = procedure_for(RULES["win2-alt7-v1"], {}).planned_error(noise, 2)
+    assert alternating is not None
+    assert alternating.se_pct == pytest.approx(2.0 * (1 / 4 + 1 / 3) ** 0.5)
+    assert alternating.df == 4 + 8
+    bracket = procedure_for(RULES["win2-launch-v1"], {}).planned_error(noise, 2)
+    assert bracket is not None and (bracket.se_pct, bracket.df) == (pytest.approx(2.0 * 1.5**0.5), 1 + 8)
+    repeats = procedure_for(RULES["win2-v1"], {}).planned_error(noise, 4)
+    assert repeats is not None and (repeats.se_pct, repeats.df) == (pytest.approx(0.5 * (1.5 / 4) ** 0.5), 3)

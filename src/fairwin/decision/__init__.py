@@ -1,15 +1,26 @@
 """Decisions: registered rules and pure functions from pooled rows to a decision document."""
 
 from fairwin.decision.audit import AuditResult, audit
-from fairwin.decision.decide import decide, decide_cell, window_verdict
+from fairwin.decision.decide import decide, decide_cell, procedure_for, window_verdict
 from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise, SealedInputs
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
-from fairwin.decision.rules import DEFAULT_RULE, RULES, WIN2_ALT7_V1, WIN2_LAUNCH_V1, WIN2_V1, RuleSpec, get_rule
+from fairwin.decision.procedures import PlannedError, Procedure
+from fairwin.decision.rules import (
+    DEFAULT_RULE,
+    RULES,
+    WIN2_ALT7_CLIENT_V1,
+    WIN2_ALT7_V1,
+    WIN2_LAUNCH_V1,
+    WIN2_V1,
+    RuleSpec,
+    get_rule,
+)
 
 __all__ = [
     "DEFAULT_RULE",
     "RULES",
+    "WIN2_ALT7_CLIENT_V1",
     "WIN2_ALT7_V1",
     "WIN2_LAUNCH_V1",
     "WIN2_V1",
@@ -22,6 +33,8 @@ __all__ = [
     "GuardResult",
     "MetricResult",
     "Noise",
+    "PlannedError",
+    "Procedure",
     "RuleSpec",
     "SealedInputs",
     "Verdict",
@@ -31,6 +44,7 @@ __all__ = [
     "decide_cell",
     "get_rule",
     "paired_t",
+    "procedure_for",
     "verdict_for",
     "window_verdict",
 ]

@@ -30,9 +30,10 @@ from scipy import stats
 from fairwin.decision.document import GuardResult
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, check_control, make_estimate
-from fairwin.decision.procedures import interval_guard, pooled_tau2
+from fairwin.decision.procedures import PlannedError, interval_guard, launch_error, pooled_tau2
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
+from fairwin.vocabulary import order_kinds
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,13 @@ class LaunchFit:
     repeat_var: float  # within-launch variance of one repeat's log
 
 
+def design_matrix(candidate: np.ndarray) -> np.ndarray:
+    """Level, centred position (the drift) and the candidate flag, one row per start in run order."""
+    starts = len(candidate)
+    position = np.arange(starts, dtype=float) - (starts - 1) / 2.0
+    return np.column_stack([np.ones(starts), position, candidate.astype(float)])
+
+
 def fit_launches(values: np.ndarray, candidate: np.ndarray) -> LaunchFit:
     """``values``: starts x repeats, all positive, in run order; ``candidate``: one flag per start.
 
@@ -53,8 +61,7 @@ def fit_launches(values: np.ndarray, candidate: np.ndarray) -> LaunchFit:
     """
     starts, repeats = values.shape
     log_means = np.log(values.mean(axis=1))
-    position = np.arange(starts, dtype=float) - (starts - 1) / 2.0
-    design = np.column_stack([np.ones(starts), position, candidate.astype(float)])
+    design = design_matrix(candidate)
     coefficients, residual_ss, rank, _ = np.linalg.lstsq(design, log_means, rcond=None)
     df = starts - rank
     residual_var = float(residual_ss[0]) / df if df > 0 and residual_ss.size else 0.0
@@ -105,3 +112,10 @@ class Alternating:
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
         return interval_guard(self, self.rule, table, metric)
+
+    def planned_error(self, noise: ArchiveNoise | None, repeats: int) -> PlannedError | None:
+        """The fit's own variance factor for the rule's starts (either order gives the same one)."""
+        kinds = order_kinds("control-first", self.rule.start_count)
+        design = design_matrix(np.asarray([kind == "candidate" for kind in kinds.values()]))
+        factor = float(np.linalg.inv(design.T @ design)[2, 2])
+        return launch_error(noise, factor, float(self.rule.start_count - design.shape[1]))

@@ -18,6 +18,8 @@ this module's pooling and interval guard.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -30,10 +32,22 @@ from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
 
 
+@dataclass(frozen=True)
+class PlannedError:
+    """The standard error a procedure would give its primary, in %, at a given noise: for the power check."""
+
+    se_pct: float
+    df: float
+    source: str  # which noise it rests on, in words
+
+
 class Procedure(Protocol):
     def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate: ...
 
     def guard(self, table: CellTable, metric: str) -> GuardResult: ...
+
+    def planned_error(self, noise: ArchiveNoise | None, repeats: int) -> PlannedError | None:
+        """The SE this procedure's interval would have at ``noise`` (None: the noise does not say)."""
 
 
 class Win2:
@@ -55,6 +69,16 @@ class Win2:
             f"(fails at {need}): repeats {below}"
         )
         return GuardResult(metric=metric, failed=failed, detail=detail, repeats_below=below)
+
+    def planned_error(self, noise: ArchiveNoise | None, repeats: int) -> PlannedError | None:
+        # Repeats within one launch: candidate minus the mean of two controls has 1.5 repeat variances over n.
+        if noise is None or noise.repeat_cv_pct is None or repeats < 2:
+            return None
+        return PlannedError(
+            se_pct=noise.repeat_cv_pct * math.sqrt(1.5 / repeats),
+            df=float(repeats - 1),
+            source=f"the archive's within-launch repeat cv of {noise.repeat_cv_pct:.2f} % and {repeats} repeats",
+        )
 
 
 def pooled_variance(table: CellTable, metric: str) -> tuple[float, float, float]:
@@ -79,21 +103,37 @@ def pooled_tau2(
     return (window_df * window_var + weight_archive * archive_var) / df, df
 
 
+def launch_error(noise: ArchiveNoise | None, variance_factor: float, window_df: float) -> PlannedError | None:
+    """SE of an effect whose variance is ``variance_factor`` launch variances, at the archive's launch cv."""
+    if noise is None or noise.launch_cv_pct is None or noise.starts < 2:
+        return None
+    return PlannedError(
+        se_pct=noise.launch_cv_pct * math.sqrt(variance_factor),
+        df=window_df + noise.starts - 1,
+        source=f"the archive's launch-to-launch cv of {noise.launch_cv_pct:.2f} % over {noise.starts} control starts",
+    )
+
+
 class TwoLevel:
+    #: var(candidate - control) in launch variances: one launch against the mean of two.
+    VARIANCE_FACTOR = 1.5
+    #: Degrees of freedom the window's own bracketing pair gives the launch variance.
+    WINDOW_DF = 1.0
+
     def __init__(self, rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> None:
         self.rule = rule
         self.archive = archive  # by metric, for this cell
 
     def tau2(self, table: CellTable, metric: str, control_mean: float) -> tuple[float, float]:
         pair, repeat_var, _ = pooled_variance(table, metric)
-        tau2, df = pooled_tau2(pair, 1.0, self.archive.get(metric), control_mean)
+        tau2, df = pooled_tau2(pair, self.WINDOW_DF, self.archive.get(metric), control_mean)
         return max(tau2, repeat_var / len(table.repeats)), df
 
     def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate:
         control, candidate = table.control_candidate(metric)
         control_mean = check_control(metric, control, candidate)
         tau2, df = self.tau2(table, metric, control_mean)
-        se = float(np.sqrt(1.5 * tau2))
+        se = float(np.sqrt(self.VARIANCE_FACTOR * tau2))
         point = float((candidate - control).mean())
 
         def interval(level: float) -> tuple[float, float]:
@@ -107,6 +147,9 @@ class TwoLevel:
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
         return interval_guard(self, self.rule, table, metric)
+
+    def planned_error(self, noise: ArchiveNoise | None, repeats: int) -> PlannedError | None:
+        return launch_error(noise, self.VARIANCE_FACTOR, self.WINDOW_DF)
 
 
 def interval_guard(procedure: Procedure, rule: RuleSpec, table: CellTable, metric: str) -> GuardResult:

@@ -1,23 +1,19 @@
 """Power before running: can this window detect the bar at all, given the archive's noise?
 
-The interval's half-width is t x SE, with the SE the rule would use: for win2-v1,
-repeats within one launch (SE = cv x sqrt(1.5 / n), n - 1 degrees of freedom); for
-the launch-aware rules, launch-to-launch spread (win2-launch-v1: SE = cv_launch x
-sqrt(1.5), with 1 + (archived starts - 1) degrees of freedom; alternating rules over S
-starts: SE = cv_launch x sqrt(1/controls + 1/candidates), with S - 3 + (archived
-starts - 1)). When the half-width exceeds the bar,
-an effect at the bar can never be significant, and the window would be spent for
-nothing: the user is warned before anything starts.
+The interval's half-width is t x SE, with the SE and degrees of freedom the rule's own
+procedure gives at the archive's noise (``planned_error``: within-launch repeats for
+win2-v1, the launch-to-launch spread for the launch-aware rules). When the half-width
+exceeds the bar, an effect at the bar can never be significant, and the window would
+be spent for nothing: the user is warned before anything starts.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from scipy import stats
 
-from fairwin.decision import ArchiveNoise, RuleSpec, audit
+from fairwin.decision import ArchiveNoise, RuleSpec, audit, procedure_for
 
 POWER = 0.8
 #: What a rule should hold at the archive's noise: false WIN and false LOSS in windows where nothing changed.
@@ -45,20 +41,10 @@ class Detectability:
 
 
 def detectability(rule: RuleSpec, cell: str, repeats: int, noise: ArchiveNoise | None) -> Detectability | None:
-    if rule.kind == "win2":
-        if noise is None or noise.repeat_cv_pct is None or repeats < 2:
-            return None
-        se, df = noise.repeat_cv_pct * math.sqrt(1.5 / repeats), float(repeats - 1)
-        source = f"the archive's within-launch repeat cv of {noise.repeat_cv_pct:.2f} % and {repeats} repeats"
-    else:
-        if noise is None or noise.launch_cv_pct is None or noise.starts < 2:
-            return None
-        count = rule.start_count
-        # delta's variance in launches: 1.5 for a bracket; 1/n_control + 1/n_candidate when kinds alternate.
-        factor = 1.5 if rule.kind == "launch" else 1.0 / ((count + 1) // 2) + 1.0 / (count // 2)
-        window_df = 1 if rule.kind == "launch" else count - 3
-        se, df = noise.launch_cv_pct * math.sqrt(factor), float(window_df + noise.starts - 1)
-        source = f"the archive's launch-to-launch cv of {noise.launch_cv_pct:.2f} % over {noise.starts} control starts"
+    planned = procedure_for(rule, {}).planned_error(noise, repeats)
+    if planned is None:
+        return None
+    se, df, source = planned.se_pct, planned.df, planned.source
     half = float(stats.t.ppf(0.5 + rule.confidence / 2.0, df)) * se
     mde = max(rule.bar_pct, half) + float(stats.t.ppf(POWER, df)) * se
     return Detectability(cell=cell, se_pct=se, df=df, half_width_pct=half, mde_pct=mde, source=source)
