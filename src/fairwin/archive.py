@@ -141,3 +141,18 @@ def noise(rows: Sequence[ArchiveRow], cell: str, metric: str, problems: Sequence
         range_pct=spread,
         problems=list(problems),
     )
+
+
+def cell_noise(path: Path, cell: str, metric: str) -> ArchiveNoise:
+    """The archive's noise of ``metric`` in ``cell`` over every archived control start, for an audit.
+
+    Lines that are not archive rows are listed in ``problems``; an archive with no control
+    start measured in repeats for the cell is an :class:`InputError`.
+    """
+    if not path.exists():
+        raise InputError(f"{path}: no archive there; finished windows append to it")
+    rows, problems = read_archive(path)
+    found = noise(select(rows, cell=cell), cell, metric, problems)
+    if found.repeat_cv_pct is None:
+        raise InputError(f"{path}: no archived control starts with repeats for cell {cell!r}")
+    return found

@@ -6,8 +6,6 @@ import argparse
 import json
 from pathlib import Path
 
-from rich.table import Table
-
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import InputError, UsageError
 from fairwin.vocabulary import DECISIONS
@@ -54,15 +52,9 @@ def decide(args: argparse.Namespace) -> int:
 
 def rules_list(args: argparse.Namespace) -> int:
     from fairwin.decision import RULES
+    from fairwin.report.tables import rules_table
 
-    table = Table(title="registered rules")
-    for column in ("id", "kind", "primary", "bar %", "confidence", "order", "sha256"):
-        table.add_column(column)
-    for rule in RULES.values():
-        table.add_row(
-            rule.id, rule.kind, rule.primary, f"{rule.bar_pct:g}", f"{rule.confidence:g}", rule.order, rule.sha256[:16]
-        )
-    stdout.print(table)
+    stdout.print(rules_table(list(RULES.values())))
     return 0
 
 
@@ -75,27 +67,22 @@ def rules_show(args: argparse.Namespace) -> int:
 
 
 def rules_audit(args: argparse.Namespace) -> int:
-    from fairwin.archive import noise, read_archive, select
+    from fairwin.archive import cell_noise
     from fairwin.decision import audit, get_rule
+    from fairwin.report.tables import audit_table
 
     rule = get_rule(args.rule)
     if (args.cv is None) == (args.noise_from is None):
         raise UsageError("give the noise as --cv PCT or --noise-from ARCHIVE (with --cell), one of the two")
-    launch_cv, starts = args.launch_cv, 0
+    repeat_cv, launch_cv, starts = args.cv, args.launch_cv, 0
     if args.noise_from:
         if not args.cell:
             raise UsageError("--noise-from needs --cell: the archive's noise is per cell")
-        rows, problems = read_archive(Path(args.noise_from))
-        for problem in problems:
+        found = cell_noise(Path(args.noise_from), args.cell, rule.primary)
+        for problem in found.problems:
             stderr.print(f"warning: {problem}", markup=False)
-        found = noise(select(rows, cell=args.cell), args.cell, rule.primary)
-        if found.repeat_cv_pct is None:
-            raise InputError(f"{args.noise_from}: no archived control starts with repeats for cell {args.cell!r}")
-        repeat_cv = found.repeat_cv_pct
+        repeat_cv, starts = found.repeat_cv_pct, found.starts
         launch_cv = found.launch_cv_pct if found.launch_cv_pct is not None else launch_cv
-        starts = found.starts
-    else:
-        repeat_cv = args.cv
     if repeat_cv <= 0 or launch_cv < 0:
         raise UsageError("noise must be positive: --cv > 0 and --launch-cv >= 0")
     common = {"repeats": args.repeats, "repeat_cv_pct": repeat_cv, "launch_cv_pct": launch_cv,
@@ -107,19 +94,7 @@ def rules_audit(args: argparse.Namespace) -> int:
                    "effect": powered.model_dump(mode="json") if powered else None}  # fmt: skip
         stdout.print(json.dumps(payload, indent=2), markup=False)
         return 0
-    table = Table(title=f"{rule.id}: error rates by simulation ({args.trials} trials, seed {args.seed})")
-    table.add_column("rate")
-    table.add_column("value", justify="right")
-    table.add_row("false WIN (no change)", f"{100 * (null.false_win or 0):.2f} %")
-    table.add_row("false LOSS (no change)", f"{100 * (null.false_loss or 0):.2f} %")
-    for guard, rate in null.guard_failure_rates.items():
-        table.add_row(f"  guard {guard} fails (no change)", f"{100 * rate:.2f} %")
-    for verdict, rate in null.rates.items():
-        table.add_row(f"  {verdict} (no change)", f"{100 * rate:.2f} %")
-    if powered is not None:
-        table.add_row(f"power: WIN at a true {args.effect:+g} %", f"{100 * (powered.power or 0):.2f} %")
-    table.add_row("Monte Carlo error (1 s.e., worst case)", f"{100 * null.mc_error:.2f} points")
-    stdout.print(table)
+    stdout.print(audit_table(rule, null, powered, args.effect))
     stdout.print(
         f"noise: repeat cv {repeat_cv:.3f} %, launch cv {launch_cv:.3f} %, drift {args.drift:+g} % a start, "
         f"{args.repeats} repeats, {rule.start_count} starts" + (f", archive of {starts} starts" if starts else ""),
@@ -130,6 +105,7 @@ def rules_audit(args: argparse.Namespace) -> int:
 
 def archive_stats(args: argparse.Namespace) -> int:
     from fairwin.archive import noise, read_archive, select
+    from fairwin.report.tables import archive_table
     from fairwin.vocabulary import METRICS
 
     path = Path(args.archive)
@@ -144,15 +120,5 @@ def archive_stats(args: argparse.Namespace) -> int:
     if args.json:
         stdout.print(json.dumps([r.model_dump(mode="json") for r in results], indent=2), markup=False)
         return 0
-    table = Table(title=f"archive {path}: cell {args.cell}, {len(chosen)} control starts")
-    for column in ("metric", "starts", "windows", "day-to-day cv %", "repeat cv %", "range %"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-
-    def pct(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
-
-    for r in results:
-        table.add_row(r.metric, str(r.starts), str(r.windows), pct(r.launch_cv_pct), pct(r.repeat_cv_pct),
-                      pct(r.range_pct))  # fmt: skip
-    stdout.print(table)
+    stdout.print(archive_table(path, args.cell, len(chosen), results))
     return 0

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.table import Table
-
 from fairwin.cli._console import stdout
 
 
@@ -43,13 +41,8 @@ def gate_run(args: argparse.Namespace) -> int:
 
 def budget_history(args: argparse.Namespace) -> int:
     from fairwin.gates.budget import history
+    from fairwin.report.tables import budget_table
 
     directory = Path(args.dir)
-    table = Table(title=f"budget history in {directory}")
-    for column in ("window", "estimated min", "actual min", "actual / estimated"):
-        table.add_column(column, justify="left" if column == "window" else "right")
-    for window_id, record in history(directory):
-        estimated, actual = record.estimate.measurement_end_s / 60, record.measured_s / 60
-        table.add_row(window_id, f"{estimated:.2f}", f"{actual:.2f}", f"{actual / estimated:.2f}")
-    stdout.print(table)
+    stdout.print(budget_table(directory, history(directory)))
     return 0

@@ -119,37 +119,21 @@ def sim(args: argparse.Namespace) -> int:
 
 
 def prompts(args: argparse.Namespace) -> int:
-    import aiohttp
-
-    from fairwin.load.families import BuiltFamily, build_family
-    from fairwin.load.prepare import LocalTokenizer, TokenCounter, TokenizeClient
+    from fairwin.load.families import Tokenization, build_families
 
     if (args.tokens is None) != (args.tokenize_url is None and args.tokenizer is None):
         raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE, and they need it")
     if args.tokenize_url and args.tokenizer:
         raise UsageError("give --tokenize-url or --tokenizer, not both")
-
-    async def build_all() -> list[BuiltFamily]:
-        async with aiohttp.ClientSession() as session:
-            counter: TokenCounter | None = None
-            if args.tokenize_url:
-                counter = TokenizeClient(session, args.tokenize_url.rstrip("/"), args.model, "completions")
-            elif args.tokenizer:
-                counter = LocalTokenizer(Path(args.tokenizer))
-            built = []
-            for spec in args.family:
-                name, _, source = spec.partition("=")
-                built.append(
-                    await build_family(
-                        name, source or name, Path(args.out), count=args.count, min_chars=args.min_chars,
-                        seed=args.seed, counter=counter, tokens=args.tokens,
-                    )
-                )  # fmt: skip
-            return built
-
-    for family in asyncio.run(build_all()):
-        cut = f", each cut to {args.tokens} tokens" if args.tokens else ""
-        stdout.print(f"# {family.count} prompts{cut} -> {family.prompts_path}", markup=False)
+    cut = None
+    if args.tokens is not None:
+        tokenizer = Path(args.tokenizer) if args.tokenizer else None
+        cut = Tokenization(tokens=args.tokens, tokenize_url=args.tokenize_url, model=args.model, tokenizer=tokenizer)
+    built = build_families(args.family, Path(args.out), count=args.count, min_chars=args.min_chars, seed=args.seed,
+                           cut=cut)  # fmt: skip
+    for family in asyncio.run(built):
+        cut_note = f", each cut to {args.tokens} tokens" if args.tokens else ""
+        stdout.print(f"# {family.count} prompts{cut_note} -> {family.prompts_path}", markup=False)
         stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
     return 0
 

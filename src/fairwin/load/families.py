@@ -13,13 +13,15 @@ import ast
 import json
 import random
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
+
 from fairwin.durable import sha256_file, write_text_atomic
 from fairwin.errors import InputError, PromptError
-from fairwin.load.prepare import TokenCounter, cut_to_tokens
+from fairwin.load.prepare import LocalTokenizer, TokenCounter, TokenizeClient, cut_to_tokens
 from fairwin.vocabulary import ORDER
 
 BUILTIN = ("prose", "code")
@@ -132,37 +134,47 @@ async def build_family(
     as that counter counts them (a server's /tokenize or a local tokenizer.json).
     """
     texts = _builtin_texts(str(source)) if str(source) in BUILTIN else _user_texts(Path(source))
-    prompts: list[dict[str, str | int]] = []
-    ids: list[str] = []
-    pieces: list[str] = []
-    for text_id, text in texts:
-        pieces.append(text)
-        ids.append(text_id)
-        if sum(len(p) for p in pieces) >= min_chars:
-            prompt: dict[str, str | int] = {
-                "id": f"{name}-{len(prompts):03d}",
-                "source": "+".join(ids),
-                "text": "\n\n".join(pieces),
-            }
-            if counter is not None and tokens is not None:
-                try:
-                    prompt["text"], prompt["tokens"] = await cut_to_tokens(counter, str(prompt["text"]), tokens)
-                except PromptError as exc:  # no window here: the tokenizer given on the command line is wrong
-                    raise InputError(f"family {name}: {exc}") from None
-                if prompt["tokens"] != tokens:
-                    raise InputError(
-                        f"family {name}: prompt {prompt['id']} has only {prompt['tokens']} tokens, not {tokens}; "
-                        "raise --min-chars"
-                    )
-            prompts.append(prompt)
-            pieces, ids = [], []
-            if len(prompts) == count:
-                break
+    prompts = []
+    for prompt in _joined(name, texts, min_chars):
+        if counter is not None and tokens is not None:
+            await _cut(name, prompt, counter, tokens)
+        prompts.append(prompt)
+        if len(prompts) == count:
+            break
     if len(prompts) < count:
         raise InputError(
             f"family {name}: only {len(prompts)} prompts of >= {min_chars} characters could be made from "
             f"{source}; lower --count or --min-chars, or add text"
         )
+    return _write_family(name, out_dir, prompts, seed)
+
+
+def _joined(name: str, texts: Iterator[tuple[str, str]], min_chars: int) -> Iterator[dict[str, str | int]]:
+    """Prompts of at least ``min_chars``, each from neighbouring texts joined in order."""
+    ids: list[str] = []
+    pieces: list[str] = []
+    number = 0
+    for text_id, text in texts:
+        pieces.append(text)
+        ids.append(text_id)
+        if sum(len(p) for p in pieces) >= min_chars:
+            yield {"id": f"{name}-{number:03d}", "source": "+".join(ids), "text": "\n\n".join(pieces)}
+            number += 1
+            pieces, ids = [], []
+
+
+async def _cut(name: str, prompt: dict[str, str | int], counter: TokenCounter, tokens: int) -> None:
+    try:
+        prompt["text"], prompt["tokens"] = await cut_to_tokens(counter, str(prompt["text"]), tokens)
+    except PromptError as exc:  # no window here: the tokenizer given on the command line is wrong
+        raise InputError(f"family {name}: {exc}") from None
+    if prompt["tokens"] != tokens:
+        raise InputError(
+            f"family {name}: prompt {prompt['id']} has only {prompt['tokens']} tokens, not {tokens}; raise --min-chars"
+        )
+
+
+def _write_family(name: str, out_dir: Path, prompts: list[dict[str, str | int]], seed: int) -> BuiltFamily:
     out_dir.mkdir(parents=True, exist_ok=True)
     prompts_path = out_dir / f"{name}.jsonl"
     order_path = out_dir / f"{name}.order.json"
@@ -179,3 +191,35 @@ async def build_family(
         order_sha256=sha256_file(order_path),
         count=len(prompts),
     )
+
+
+@dataclass(frozen=True)
+class Tokenization:
+    """How ``fairwin prompts`` counts tokens, when it cuts prompts to a length: a server or a local file."""
+
+    tokens: int
+    tokenize_url: str | None = None  # a server's base URL (its /tokenize)
+    model: str = ""
+    tokenizer: Path | None = None  # a local tokenizer.json
+
+
+async def build_families(
+    specs: Sequence[str], out_dir: Path, *, count: int, min_chars: int, seed: int, cut: Tokenization | None
+) -> list[BuiltFamily]:
+    """Each ``NAME`` or ``NAME=SOURCE`` of ``specs`` built into ``out_dir``, cut to ``cut.tokens`` when given."""
+    async with aiohttp.ClientSession() as session:
+        counter: TokenCounter | None = None
+        if cut is not None and cut.tokenize_url:
+            counter = TokenizeClient(session, cut.tokenize_url.rstrip("/"), cut.model, "completions")
+        elif cut is not None and cut.tokenizer is not None:
+            counter = LocalTokenizer(cut.tokenizer)
+        built = []
+        for spec in specs:
+            name, _, source = spec.partition("=")
+            built.append(
+                await build_family(
+                    name, source or name, out_dir, count=count, min_chars=min_chars, seed=seed, counter=counter,
+                    tokens=cut.tokens if cut else None,
+                )
+            )  # fmt: skip
+        return built

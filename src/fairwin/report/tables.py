@@ -1,0 +1,63 @@
+"""Terminal tables for the commands that are not a window: rules, audits, the archive, budget history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.table import Table
+
+from fairwin.decision import ArchiveNoise, AuditResult, RuleSpec
+from fairwin.gates.budget import BudgetRecord
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def rules_table(rules: Sequence[RuleSpec]) -> Table:
+    table = Table(title="registered rules")
+    for column in ("id", "kind", "primary", "bar %", "confidence", "order", "sha256"):
+        table.add_column(column)
+    for rule in rules:
+        table.add_row(
+            rule.id, rule.kind, rule.primary, f"{rule.bar_pct:g}", f"{rule.confidence:g}", rule.order, rule.sha256[:16]
+        )
+    return table
+
+
+def audit_table(rule: RuleSpec, null: AuditResult, powered: AuditResult | None, effect_pct: float | None) -> Table:
+    """A rule's simulated error rates under no change, and its power at ``effect_pct`` when given."""
+    table = Table(title=f"{rule.id}: error rates by simulation ({null.trials} trials, seed {null.seed})")
+    table.add_column("rate")
+    table.add_column("value", justify="right")
+    table.add_row("false WIN (no change)", f"{100 * (null.false_win or 0):.2f} %")
+    table.add_row("false LOSS (no change)", f"{100 * (null.false_loss or 0):.2f} %")
+    for guard, rate in null.guard_failure_rates.items():
+        table.add_row(f"  guard {guard} fails (no change)", f"{100 * rate:.2f} %")
+    for verdict, rate in null.rates.items():
+        table.add_row(f"  {verdict} (no change)", f"{100 * rate:.2f} %")
+    if powered is not None:
+        table.add_row(f"power: WIN at a true {effect_pct:+g} %", f"{100 * (powered.power or 0):.2f} %")
+    table.add_row("Monte Carlo error (1 s.e., worst case)", f"{100 * null.mc_error:.2f} points")
+    return table
+
+
+def archive_table(path: Path, cell: str, starts: int, results: Sequence[ArchiveNoise]) -> Table:
+    table = Table(title=f"archive {path}: cell {cell}, {starts} control starts")
+    for column in ("metric", "starts", "windows", "day-to-day cv %", "repeat cv %", "range %"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for r in results:
+        table.add_row(r.metric, str(r.starts), str(r.windows), _pct(r.launch_cv_pct), _pct(r.repeat_cv_pct),
+                      _pct(r.range_pct))  # fmt: skip
+    return table
+
+
+def budget_table(directory: Path, history: Sequence[tuple[str, BudgetRecord]]) -> Table:
+    table = Table(title=f"budget history in {directory}")
+    for column in ("window", "estimated min", "actual min", "actual / estimated"):
+        table.add_column(column, justify="left" if column == "window" else "right")
+    for window_id, record in history:
+        estimated, actual = record.estimate.measurement_end_s / 60, record.measured_s / 60
+        table.add_row(window_id, f"{estimated:.2f}", f"{actual:.2f}", f"{actual / estimated:.2f}")
+    return table
