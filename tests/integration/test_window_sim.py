@@ -77,7 +77,7 @@ def test_the_default_rule_runs_seven_alternating_starts(make_plan: PlanFactory) 
     assert [s["start"] for s in manifest["starts"]] == [f"s{i}" for i in range(1, 8)]
     assert [s["role"] for s in manifest["starts"]] == [first, second] * 3 + [first]
     steps = [e["step"] for e in read_jsonl(window / "journal.jsonl") if e["event"] == "begin"]
-    assert steps == ["open", *(f"start s{i}" for i in range(1, 8)), "decide", "archive", "budget"]
+    assert steps == ["open", *(f"start s{i}" for i in range(1, 8)), "decide", "archive", "budget", "close"]
     decision = json.loads((window / "decision.json").read_text())
     assert decision["verdict"] == "WIN", decision["cells"][0]["reasons"]
     estimate = decision["cells"][0]["primary"]["estimate"]

@@ -113,7 +113,10 @@ def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactor
         ("archive", "end"),
         ("budget", "begin"),
         ("budget", "end"),
+        ("close", "begin"),
+        ("close", "end"),
     ]
+    assert read_jsonl(result.window.journal)[-1]["state"] == "complete"
     status = json.loads(result.window.status.read_text())
     assert status["state"] == "complete"
     assert status["verdict"] == result.decision.verdict, result.decision.cells[0].reasons
@@ -145,7 +148,8 @@ def test_failed_start_stops_its_server_marks_window_and_launches_nothing_after(m
     assert not (window / "decision.json").exists()
     assert not (window / "summary.md").exists()
     journal = [(e["step"], e["event"]) for e in read_jsonl(window / "journal.jsonl")]
-    assert journal[-1] == ("start s2", "failed")
+    assert journal[-3:] == [("start s2", "failed"), ("close", "begin"), ("close", "end")]
+    assert read_jsonl(window / "journal.jsonl")[-1]["state"] == "ServerExitedError"
     # s1's measurements were saved before s2 failed.
     assert {r["start"] for r in read_jsonl(window / "pooled.jsonl")} == {"s1"}
 

@@ -23,7 +23,7 @@ def print_notices(loaded: LoadedPlan) -> None:
 def plan_check(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
     from fairwin.plan import load_plan
-    from fairwin.window.run import error_rate_check, preflight
+    from fairwin.window.preflight import error_rate_check, preflight
 
     loaded = load_plan(args.plan)
     print_notices(loaded)
@@ -43,7 +43,7 @@ def plan_show(args: argparse.Namespace) -> int:
     from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
     from fairwin.report.dryplan import render_dry_plan
-    from fairwin.window.run import power_check, preflight
+    from fairwin.window.preflight import power_check, preflight
 
     loaded = load_plan(args.plan)
     print_notices(loaded)

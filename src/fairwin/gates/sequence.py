@@ -3,7 +3,7 @@
 1. qualification carry (``--qualification CARRIED.json``): CARRIED, to the commit under test;
 2. correctness receipts (``--require-gate R``): PASS at that commit, for the qualified artifacts;
    the API rehearsal (``--require-rehearsal DIR``): PASS, for the plan's URL and sha256, recent enough;
-3. runtime declarations (in :func:`fairwin.window.run.preflight`): derived environments, speculative configs;
+3. runtime declarations (in :func:`fairwin.window.preflight.preflight`): derived environments, speculative configs;
 4. the budget: the estimate must fit the plan's limits.
 
 Any refusal raises :class:`GateRefused` (exit 4) and nothing has been started.

@@ -1,8 +1,9 @@
-"""The window as explicit, journaled steps: open, start s1, start s2, ... (the rule's starts), decide, archive, budget.
+"""The window as an object with one method per journaled step: open, each start, decide, archive, budget, close.
 
 Each step is journaled as it begins and as it ends or fails, so a reader (or, later,
 crash recovery and chained windows) knows exactly how far a window got. Taking
-production down and restoring it will hook in as steps around the starts.
+production down and restoring it become steps of their own around the starts, not
+branches inside one long function.
 """
 
 from __future__ import annotations
@@ -10,64 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import shutil
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from fairwin.decision import RULES, ArchiveNoise, Decision, RuleSpec, get_rule
+from fairwin.decision import Decision
 from fairwin.durable import sha256_file, write_json_atomic
-from fairwin.errors import FairwinError, Interrupted, PlanError
-from fairwin.gates.power import error_rate_warnings, power_warnings
+from fairwin.errors import FairwinError, Interrupted
 from fairwin.gates.sequence import GateInputs, actual_times, run_gates
-from fairwin.launch.local import make_spec
-from fairwin.launch.scheduling import ClientAffinity, check_cpus_exist
+from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import Mode
-from fairwin.plan.schedule import resolve_mode, starts_for
-from fairwin.pooling.pool import PooledRow
-from fairwin.profiles import PROFILES
-from fairwin.vocabulary import BUDGET, WINDOW
-from fairwin.window.close import archive_controls, archive_noise, archive_path, decide_and_report
+from fairwin.plan.schedule import StartSpec, starts_for
+from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
+from fairwin.window.close import archive_controls, archive_path, decide_and_report
 from fairwin.window.environment import capture
 from fairwin.window.layout import WindowDir
-from fairwin.window.runtime import check_declared_env, check_speculative
+from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
-
-
-@dataclass(frozen=True)
-class Preflight:
-    mode_name: str
-    mode: Mode
-    rule: RuleSpec
-
-
-def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
-    """Everything that can be refused before a directory is made or a server started."""
-    mode = resolve_mode(loaded, mode_name)
-    plan = loaded.plan
-    check_cpus_exist("window.client_cpus", plan.window.client_cpus)
-    for role in sorted({mode.control, mode.candidate}):
-        spec = make_spec(role, plan.roles, loaded.base_dir)  # env files and {env:NAME} must resolve
-        check_declared_env(spec)
-        check_speculative(role, plan.roles[role].speculative, spec.argv, plan.runtime.standard_verification)
-        check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
-    rule = get_rule(plan.window.rule)
-    check_counters(plan.window.counters, rule)
-    return Preflight(mode_name=mode_name, mode=mode, rule=rule)
-
-
-def check_counters(profile: str, rule: RuleSpec) -> None:
-    """A rule reading server metrics needs a profile that reads the server's counters."""
-    if PROFILES[profile].reads_counters or not rule.server_metrics:
-        return
-    fitting = sorted(r.id for r in RULES.values() if not r.server_metrics)
-    raise PlanError(
-        f'window.counters = "{profile}" reads no server counters, but rule {rule.id} decides on '
-        f"{', '.join(rule.server_metrics)}, which come from them; set window.rule to one whose metrics the "
-        f"client measures ({', '.join(fitting)})"
-    )
 
 
 @dataclass
@@ -87,52 +50,6 @@ def _quiet(_: str) -> None:
     return None
 
 
-async def _run_steps(window: WindowDir, steps: list[Step]) -> None:
-    for step in steps:
-        window.journal_event(step.name, "begin")
-        try:
-            await step.action()
-        except asyncio.CancelledError:
-            window.journal_event(step.name, "interrupted")
-            raise
-        except BaseException as exc:
-            window.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
-            raise
-        window.journal_event(step.name, "end")
-
-
-def _deciding_noise(
-    loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None
-) -> tuple[list[ArchiveNoise], list[str]]:
-    """The archive's noise for the plan's cells, and the cells that decide."""
-    plan = loaded.plan
-    noise = archive_noise(archive, plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
-    return noise, [name for name, cell in plan.cells.items() if cell.decision]
-
-
-def _archive_and_commit(loaded: LoadedPlan, output_dir: Path | None) -> tuple[Path, str | None]:
-    """Where a run of this plan would find its archive, and the commit it would run at."""
-    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
-    return archive_path(loaded, out), capture(loaded.base_dir).get("git", {}).get("commit")
-
-
-def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None) -> list[str]:
-    """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
-    noise, deciding = _deciding_noise(loaded, rule, archive, commit)
-    return power_warnings(rule, loaded.plan.window.repeats, noise, deciding)
-
-
-def error_rate_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
-    """Warnings when the plan's rule misses its error-rate targets at the control archive's noise."""
-    noise, deciding = _deciding_noise(loaded, rule, *_archive_and_commit(loaded, output_dir))
-    return error_rate_warnings(rule, loaded.plan.window.repeats, noise, deciding)
-
-
-def power_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
-    """The power warnings a run of this plan would print, without running it."""
-    return preflight_power(loaded, rule, *_archive_and_commit(loaded, output_dir))
-
-
 @contextlib.contextmanager
 def http_errors_logged(path: Path) -> Iterator[None]:
     """Every HTTP error during the window, with the server's whole body, in the window's own log."""
@@ -148,11 +65,171 @@ def http_errors_logged(path: Path) -> Iterator[None]:
         handler.close()
 
 
-def draw_order(rule: RuleSpec) -> str:
-    """control-first unless the rule asks for a random order; then a fair coin from the OS."""
-    if rule.order == "control-first":
-        return "control-first"
-    return secrets.choice(("control-first", "candidate-first"))
+@dataclass
+class Window:
+    """One window of a plan and mode, past its gates, with a directory of its own; ``run`` runs its steps."""
+
+    loaded: LoadedPlan
+    checked: Preflight
+    directory: WindowDir
+    order: str
+    starts: list[StartSpec]
+    gate_summary: dict[str, Any]
+    environment: dict[str, Any]
+    archive_file: Path
+    power_warnings: list[str]
+    launcher: Launcher
+    say: Callable[[str], None]
+    rows: list[PooledRow] = field(default_factory=list)
+    decision: Decision | None = None
+    # One context for every start: it carries the prompts the first start prepared.
+    context: StartContext = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say)
+
+    @property
+    def commit(self) -> str | None:
+        commit = self.environment.get("git", {}).get("commit")
+        return commit if isinstance(commit, str) else None
+
+    def steps(self) -> list[Step]:
+        return [
+            Step("open", self.open),
+            *(Step(f"start {start.name}", partial(self.start, start)) for start in self.starts),
+            Step("decide", self.decide),
+            Step("archive", self.archive),
+            Step("budget", self.budget),
+        ]
+
+    async def open(self) -> None:
+        """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
+        shutil.copyfile(self.loaded.path, self.directory.plan_copy)
+        write_json_atomic(self.directory.manifest, self._manifest())
+        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
+
+    def _manifest(self) -> dict[str, Any]:
+        mode, rule = self.checked.mode, self.checked.rule
+        return {
+            "format": WINDOW.id,
+            "window_id": self.directory.window_id,
+            "mode": self.checked.mode_name,
+            "control_role": mode.control,
+            "candidate_role": mode.candidate,
+            "order": self.order,
+            "starts": [{"start": s.name, "kind": s.kind, "role": s.role} for s in self.starts],
+            "plan_path": str(self.loaded.path),
+            "plan_sha256": self.loaded.sha256,
+            "rule_id": rule.id,
+            "rule_sha256": rule.sha256,
+            "archive": str(self.archive_file),
+            "power_warnings": self.power_warnings,
+            "gates": self.gate_summary,
+            "families": {
+                name: {"prompts_sha256": fam.prompts_sha256, "order_sha256": fam.order_sha256}
+                for name, fam in self.loaded.families.items()
+            },
+            "environment": self.environment,
+        }
+
+    async def start(self, start: StartSpec) -> None:
+        self.rows.extend(await run_start(self.context, start))
+
+    async def decide(self) -> None:
+        self.decision = decide_and_report(
+            self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
+            archive=self.archive_file, commit=self.commit,
+        )  # fmt: skip
+
+    async def archive(self) -> None:
+        controls = {s.name: s.role for s in self.starts if s.kind == "control"}
+        count = archive_controls(
+            self.loaded, self.directory, mode=self.checked.mode_name, archive=self.archive_file, commit=self.commit,
+            controls=controls,
+        )  # fmt: skip
+        self.say(f"archived {count} control rows in {self.archive_file}")
+
+    async def budget(self) -> None:
+        record = {"format": BUDGET.id, "estimate": self.gate_summary["budget"],
+                  "actual_s": actual_times(self.directory.journal)}  # fmt: skip
+        write_json_atomic(self.directory.path / "budget.json", record)
+
+    async def run(self) -> WindowResult:
+        """Every step in order, journaled; then close: the window's final status, whatever happened."""
+        try:
+            with (
+                http_errors_logged(self.directory.path / "http-errors.log"),
+                ClientAffinity(self.loaded.plan.window.client_cpus),
+            ):
+                for step in self.steps():
+                    await self._journaled(step)
+        except asyncio.CancelledError:
+            interrupted = Interrupted("interrupted; every server was stopped")
+            self.close(interrupted)
+            raise interrupted from None
+        except BaseException as exc:
+            self.close(exc)
+            raise
+        self.close(None)
+        assert self.decision is not None  # the decide step ran
+        return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
+
+    async def _journaled(self, step: Step) -> None:
+        self.directory.journal_event(step.name, "begin")
+        try:
+            await step.action()
+        except asyncio.CancelledError:
+            self.directory.journal_event(step.name, "interrupted")
+            raise
+        except BaseException as exc:
+            self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
+            raise
+        self.directory.journal_event(step.name, "end")
+
+    def close(self, error: BaseException | None) -> None:
+        """The final status, journaled: complete with the verdict and decision.json's digest, or why not."""
+        self.directory.journal_event("close", "begin")
+        if error is None:
+            assert self.decision is not None  # the decide step ran
+            # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
+            digest = sha256_file(self.directory.decision)
+            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest)
+        elif isinstance(error, Interrupted):
+            self.directory.set_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); every server was stopped")
+        else:
+            message = str(error) if isinstance(error, FairwinError) else repr(error)
+            self.directory.set_status("failed", error=message, error_type=type(error).__name__)
+        if isinstance(error, FairwinError):
+            error.window_path = self.directory.path
+        self.directory.journal_event("close", "end", state="complete" if error is None else type(error).__name__)
+
+
+def open_window(
+    loaded: LoadedPlan,
+    mode_name: str,
+    *,
+    launcher: Launcher = local_launcher,
+    say: Callable[[str], None] = _quiet,
+    output_dir: Path | None = None,
+    order: str | None = None,
+    gates: GateInputs | None = None,
+) -> Window:
+    """Preflight and gates, then a new window directory: everything before the first journaled step."""
+    checked = preflight(loaded, mode_name)
+    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
+    gate_summary = run_gates(loaded, mode_name, checked.mode, gates or GateInputs(), out)
+    say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
+    environment = capture(loaded.base_dir)
+    archive = archive_path(loaded, out)
+    warnings = preflight_power(loaded, checked.rule, archive, environment.get("git", {}).get("commit"))
+    for warning in warnings:
+        say(f"warning: {warning}")
+    chosen_order = order or draw_order(checked.rule)
+    return Window(
+        loaded=loaded, checked=checked, directory=WindowDir.create(out, mode_name), order=chosen_order,
+        starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
+        environment=environment, archive_file=archive, power_warnings=warnings, launcher=launcher, say=say,
+    )  # fmt: skip
 
 
 async def run_window(
@@ -166,102 +243,5 @@ async def run_window(
     gates: GateInputs | None = None,
 ) -> WindowResult:
     """Run one window. ``order`` overrides the rule's (tests; chained windows that balance orders)."""
-    checked = preflight(loaded, mode_name)
-    plan = loaded.plan
-    out = output_dir or loaded.resolve(plan.window.output_dir)
-    gate_summary = run_gates(loaded, mode_name, checked.mode, gates or GateInputs(), out)
-    say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
-    environment = capture(loaded.base_dir)
-    commit = environment.get("git", {}).get("commit")
-    archive = archive_path(loaded, out)
-    warnings = preflight_power(loaded, checked.rule, archive, commit)
-    for warning in warnings:
-        say(f"warning: {warning}")
-    chosen_order = order or draw_order(checked.rule)
-    starts = starts_for(checked.mode, chosen_order, checked.rule.start_count)
-    window = WindowDir.create(out, mode_name)
-    ctx = StartContext(loaded=loaded, window=window, launcher=launcher, say=say)
-    rows: list[PooledRow] = []
-    decisions: list[Decision] = []
-
-    async def open_window() -> None:
-        shutil.copyfile(loaded.path, window.plan_copy)
-        write_json_atomic(
-            window.manifest,
-            {
-                "format": WINDOW.id,
-                "window_id": window.window_id,
-                "mode": mode_name,
-                "control_role": checked.mode.control,
-                "candidate_role": checked.mode.candidate,
-                "order": chosen_order,
-                "starts": [{"start": s.name, "kind": s.kind, "role": s.role} for s in starts],
-                "plan_path": str(loaded.path),
-                "plan_sha256": loaded.sha256,
-                "rule_id": checked.rule.id,
-                "rule_sha256": checked.rule.sha256,
-                "archive": str(archive),
-                "power_warnings": warnings,
-                "gates": gate_summary,
-                "families": {
-                    name: {"prompts_sha256": fam.prompts_sha256, "order_sha256": fam.order_sha256}
-                    for name, fam in loaded.families.items()
-                },
-                "environment": environment,
-            },
-        )
-        say(f"window {window.window_id} opened at {window.path} ({chosen_order})")
-
-    def start_step(index: int) -> Step:
-        start = starts[index]
-
-        async def action() -> None:
-            rows.extend(await run_start(ctx, start))
-
-        return Step(f"start {start.name}", action)
-
-    async def decide_step() -> None:
-        decisions.append(
-            decide_and_report(
-                loaded, window, mode=mode_name, order=chosen_order, rule=checked.rule, archive=archive, commit=commit
-            )
-        )
-
-    async def archive_step() -> None:
-        controls = {s.name: s.role for s in starts if s.kind == "control"}
-        count = archive_controls(loaded, window, mode=mode_name, archive=archive, commit=commit, controls=controls)
-        say(f"archived {count} control rows in {archive}")
-
-    async def budget_step() -> None:
-        record = {
-            "format": BUDGET.id,
-            "estimate": gate_summary["budget"],
-            "actual_s": actual_times(window.journal),
-        }
-        write_json_atomic(window.path / "budget.json", record)
-
-    steps = [
-        Step("open", open_window),
-        *(start_step(i) for i in range(len(starts))),
-        Step("decide", decide_step),
-        Step("archive", archive_step),
-        Step("budget", budget_step),
-    ]
-    try:
-        with http_errors_logged(window.path / "http-errors.log"), ClientAffinity(plan.window.client_cpus):
-            await _run_steps(window, steps)
-    except asyncio.CancelledError:
-        window.set_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); every server was stopped")
-        interrupted = Interrupted("interrupted; every server was stopped")
-        interrupted.window_path = window.path
-        raise interrupted from None
-    except FairwinError as exc:
-        window.set_status("failed", error=str(exc), error_type=type(exc).__name__)
-        exc.window_path = window.path
-        raise
-    except BaseException as exc:
-        window.set_status("failed", error=repr(exc), error_type=type(exc).__name__)
-        raise
-    # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
-    window.set_status("complete", verdict=decisions[0].verdict, decision_sha256=sha256_file(window.decision))
-    return WindowResult(window=window, decision=decisions[0], rows=rows)
+    window = open_window(loaded, mode_name, launcher=launcher, say=say, output_dir=output_dir, order=order, gates=gates)
+    return await window.run()

@@ -1,0 +1,98 @@
+"""Everything a window can refuse, or warn about, before a directory is made or a server started.
+
+The runtime declarations (derived environments, speculative configs), CPU lists, the
+rule and whether the server profile gives the counters it needs; then the power and
+error-rate warnings from the control archive's noise, and the draw of the order.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
+from fairwin.errors import PlanError
+from fairwin.gates.power import error_rate_warnings, power_warnings
+from fairwin.launch.local import make_spec
+from fairwin.launch.scheduling import check_cpus_exist
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.models import Mode
+from fairwin.plan.schedule import resolve_mode
+from fairwin.profiles import PROFILES
+from fairwin.window.close import archive_noise, archive_path
+from fairwin.window.environment import capture
+from fairwin.window.runtime import check_declared_env, check_speculative
+
+
+@dataclass(frozen=True)
+class Preflight:
+    mode_name: str
+    mode: Mode
+    rule: RuleSpec
+
+
+def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
+    """Everything that can be refused before a directory is made or a server started."""
+    mode = resolve_mode(loaded, mode_name)
+    plan = loaded.plan
+    check_cpus_exist("window.client_cpus", plan.window.client_cpus)
+    for role in sorted({mode.control, mode.candidate}):
+        spec = make_spec(role, plan.roles, loaded.base_dir)  # env files and {env:NAME} must resolve
+        check_declared_env(spec)
+        check_speculative(role, plan.roles[role].speculative, spec.argv, plan.runtime.standard_verification)
+        check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
+    rule = get_rule(plan.window.rule)
+    check_counters(plan.window.counters, rule)
+    return Preflight(mode_name=mode_name, mode=mode, rule=rule)
+
+
+def check_counters(profile: str, rule: RuleSpec) -> None:
+    """A rule reading server metrics needs a profile that reads the server's counters."""
+    if PROFILES[profile].reads_counters or not rule.server_metrics:
+        return
+    fitting = sorted(r.id for r in RULES.values() if not r.server_metrics)
+    raise PlanError(
+        f'window.counters = "{profile}" reads no server counters, but rule {rule.id} decides on '
+        f"{', '.join(rule.server_metrics)}, which come from them; set window.rule to one whose metrics the "
+        f"client measures ({', '.join(fitting)})"
+    )
+
+
+def _deciding_noise(
+    loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None
+) -> tuple[list[ArchiveNoise], list[str]]:
+    """The archive's noise for the plan's cells, and the cells that decide."""
+    plan = loaded.plan
+    noise = archive_noise(archive, plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
+    return noise, [name for name, cell in plan.cells.items() if cell.decision]
+
+
+def _archive_and_commit(loaded: LoadedPlan, output_dir: Path | None) -> tuple[Path, str | None]:
+    """Where a run of this plan would find its archive, and the commit it would run at."""
+    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
+    return archive_path(loaded, out), capture(loaded.base_dir).get("git", {}).get("commit")
+
+
+def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None) -> list[str]:
+    """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
+    noise, deciding = _deciding_noise(loaded, rule, archive, commit)
+    return power_warnings(rule, loaded.plan.window.repeats, noise, deciding)
+
+
+def error_rate_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
+    """Warnings when the plan's rule misses its error-rate targets at the control archive's noise."""
+    noise, deciding = _deciding_noise(loaded, rule, *_archive_and_commit(loaded, output_dir))
+    return error_rate_warnings(rule, loaded.plan.window.repeats, noise, deciding)
+
+
+def power_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
+    """The power warnings a run of this plan would print, without running it."""
+    return preflight_power(loaded, rule, *_archive_and_commit(loaded, output_dir))
+
+
+def draw_order(rule: RuleSpec) -> str:
+    """control-first unless the rule asks for a random order; then a fair coin from the OS."""
+    if rule.order == "control-first":
+        return "control-first"
+    return secrets.choice(("control-first", "candidate-first"))
