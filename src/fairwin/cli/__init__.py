@@ -13,11 +13,15 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fairwin._version import __version__
 from fairwin.cli import _decision, _gates, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
+
+if TYPE_CHECKING:  # argparse's subparsers type is subscriptable only for type checkers
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,7 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"fairwin {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log HTTP errors and details to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _plan_parsers(commands)
+    _run_parser(commands)
+    _sim_parser(commands)
+    _prompts_parser(commands)
+    _rehearse_parser(commands)
+    _decision_parsers(commands)
+    _gate_parsers(commands)
+    return parser
 
+
+def _plan_parsers(commands: Commands) -> None:
     plan = commands.add_parser("plan", help="check a plan file or show its dry plan")
     plan_commands = plan.add_subparsers(dest="plan_command", required=True, metavar="SUBCOMMAND")
     check = plan_commands.add_parser("check", help="validate a plan and every file it pins")
@@ -40,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--mode", default="controlled", help="mode to show (default: controlled)")
     show.set_defaults(func=_window.plan_show)
 
+
+def _run_parser(commands: Commands) -> None:
     run = commands.add_parser(
         "run", help="run one window: control and candidate take turns, as many starts as the rule registers"
     )
@@ -47,8 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", default="controlled", help="mode to run (default: controlled)")
     run.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    run.add_argument("--qualification", help="a CARRIED receipt from `fairwin qualify carry`")
+    run.add_argument(
+        "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"
+    )
+    run.add_argument("--require-rehearsal", help="a PASS rehearsal directory from `fairwin rehearse`")
     run.set_defaults(func=_window.run)
 
+
+def _sim_parser(commands: Commands) -> None:
     sim = commands.add_parser("sim", help="run the reference server (OpenAI-compatible, vLLM's metrics)")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000)
@@ -70,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.set_defaults(func=_window.sim)
 
+
+def _prompts_parser(commands: Commands) -> None:
     prompts = commands.add_parser("prompts", help="build prompt families and frozen order files from local text")
     prompts.add_argument(
         "--family",
@@ -89,11 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     prompts.add_argument("--model", default="", help="model name for --tokenize-url")
     prompts.add_argument("--tokenizer", help="count tokens with this local tokenizer.json instead of a server")
     prompts.set_defaults(func=_window.prompts)
-    run.add_argument("--qualification", help="a CARRIED receipt from `fairwin qualify carry`")
-    run.add_argument(
-        "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"
-    )
-    run.add_argument("--require-rehearsal", help="a PASS rehearsal directory from `fairwin rehearse`")
+
+
+def _rehearse_parser(commands: Commands) -> None:
     rehearse = commands.add_parser("rehearse", help="try every request shape of a window, tiny, against production")
     rehearse.add_argument("plan", type=Path)
     rehearse.add_argument("--url", help="production's base URL (default: the plan's rehearsal.url)")
@@ -101,12 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     rehearse.add_argument("--model", help="production's served model (default: rehearsal.model or the first role's)")
     rehearse.add_argument("--api-key-env", help="send Authorization: Bearer $NAME (the key is never recorded)")
     rehearse.set_defaults(func=_window.rehearse)
-    _decision_parsers(commands)
-    _gate_parsers(commands)
-    return parser
 
 
-def _gate_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _gate_parsers(commands: Commands) -> None:
     qualify = commands.add_parser("qualify", help="carry a qualification from commit Q to the commit under test")
     qualify_commands = qualify.add_subparsers(dest="qualify_command", required=True, metavar="SUBCOMMAND")
     carry = qualify_commands.add_parser("carry", help="check nothing outside the measurement layer changed")
@@ -135,7 +155,7 @@ def _gate_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     history.set_defaults(func=_gates.budget_history)
 
 
-def _decision_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _decision_parsers(commands: Commands) -> None:
     decide = commands.add_parser("decide", help="recompute a decision from a window directory or a pooled file")
     decide.add_argument("window", nargs="?", help="a window directory (uses its stored rows and context)")
     decide.add_argument("--pooled", help="decide from this pooled JSONL file alone (schema: docs/decision.md)")

@@ -114,6 +114,34 @@ async def run_wave(
 ) -> WaveResult:
     """Run every stream of the wave; a failed stream fails the wave but its evidence is returned."""
     url = target.url + endpoint_path(cell)
+    records, bodies = _streams(target, window_id, cell, spec, prepared)
+    gate = asyncio.Semaphore(cell.concurrency)
+
+    async def one(record: StreamRecord, body: dict[str, object]) -> StreamRecord:
+        async with gate:
+            return await run_stream_recorded(session, url, record, body)
+
+    before = await _scrape(session, target)
+    started_unix = time.time()
+    t0 = time.perf_counter()
+    outcomes = await asyncio.gather(*(one(r, b) for r, b in zip(records, bodies, strict=True)), return_exceptions=True)
+    seconds = time.perf_counter() - t0
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, LoadError):
+            raise outcome
+    failure = next((o for o in outcomes if isinstance(o, LoadError)), None) or _tokenizer_mismatch(target, records)
+    if failure is not None:
+        return WaveResult(spec, records, {}, started_unix, seconds, error=failure)
+    if not target.profile.reads_counters:
+        return WaveResult(spec, records, {}, started_unix, seconds)
+    after = await _settled_after(session, target, before, len(records), settle_timeout_s)
+    return WaveResult(spec, records, delta(before, after), started_unix, seconds)
+
+
+def _streams(
+    target: Target, window_id: str, cell: Cell, spec: WaveSpec, prepared: dict[str, PreparedPrompt]
+) -> tuple[list[StreamRecord], list[dict[str, object]]]:
+    """Each stream's record (salted apart from every other stream) and its request body."""
     records: list[StreamRecord] = []
     bodies = []
     for index, prompt in enumerate(spec.prompts):
@@ -135,33 +163,16 @@ async def run_wave(
         )
         records.append(record)
         bodies.append(request_body(record, target.model, ready.text, cell.temperature, cell.top_p, cell.extra_body))
+    return records, bodies
 
-    gate = asyncio.Semaphore(cell.concurrency)
 
-    async def one(record: StreamRecord, body: dict[str, object]) -> StreamRecord:
-        async with gate:
-            return await run_stream_recorded(session, url, record, body)
-
-    before = await _scrape(session, target)
-    started_unix = time.time()
-    t0 = time.perf_counter()
-    outcomes = await asyncio.gather(*(one(r, b) for r, b in zip(records, bodies, strict=True)), return_exceptions=True)
-    seconds = time.perf_counter() - t0
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException) and not isinstance(outcome, LoadError):
-            raise outcome
-    failure = next((o for o in outcomes if isinstance(o, LoadError)), None)
-    if failure is not None:
-        return WaveResult(spec, records, {}, started_unix, seconds, error=failure)
+def _tokenizer_mismatch(target: Target, records: list[StreamRecord]) -> PromptError | None:
+    """A prompt the server counted differently than when it was prepared: roles do not share a tokenizer."""
     for record in records:
         if record.prompt_tokens is not None and record.prompt_tokens != record.prompt_tokens_expected:
-            mismatch = PromptError(
+            return PromptError(
                 f"{target.start}: prompt {record.family}/{record.prompt_id} counted {record.prompt_tokens} "
                 f"tokens here but {record.prompt_tokens_expected} when prepared; every role of a window must "
                 "share one tokenizer"
             )
-            return WaveResult(spec, records, {}, started_unix, seconds, error=mismatch)
-    if not target.profile.reads_counters:
-        return WaveResult(spec, records, {}, started_unix, seconds)
-    after = await _settled_after(session, target, before, len(records), settle_timeout_s)
-    return WaveResult(spec, records, delta(before, after), started_unix, seconds)
+    return None
