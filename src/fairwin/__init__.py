@@ -1,8 +1,135 @@
 """fairwin: did this change really make inference faster?
 
 Windows where control and candidate take turns on one server's hardware, the
-server's own counters pooled per repeat, and a registered decision rule. The public API is what this package and its
-subpackages export in ``__all__``; modules whose names start with ``_`` are private.
+server's own counters pooled per repeat, and a registered decision rule.
+
+The public API is what this module exports (``__all__``, documented in docs/api.md)::
+
+    import asyncio, fairwin
+
+    loaded = fairwin.load_plan("plan.toml")
+    result = asyncio.run(fairwin.run_window(loaded, "controlled"))
+    print(result.decision.verdict)                  # WIN, LOSS, NEUTRAL, NO-CHANGE or INCONCLUSIVE
+    again = fairwin.decide_window(result.window.path)  # recompute it from the sealed files
+
+Everything else (the subpackages ``plan``, ``gates``, ``window``, ...) is internal:
+it may change between releases without notice. Names load on first use, so
+``import fairwin`` stays cheap and the layers below never import this module.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from fairwin._version import __version__
+from fairwin.errors import (
+    CorruptRecordError,
+    FairwinError,
+    GateRefused,
+    InputError,
+    Interrupted,
+    LaunchError,
+    LoadError,
+    MetricsError,
+    PlanError,
+    RehearsalFailed,
+    UsageError,
+    WindowError,
+)
+
+if TYPE_CHECKING:
+    from fairwin.archive import read_archive
+    from fairwin.decision import (
+        RULES,
+        AuditResult,
+        Decision,
+        DecisionRow,
+        RuleSpec,
+        WindowContext,
+        audit,
+        decide,
+        get_rule,
+    )
+    from fairwin.gates.sequence import GateInputs
+    from fairwin.plan import LoadedPlan, Plan, load_plan
+    from fairwin.vocabulary import PooledRow
+    from fairwin.window.run import Window, WindowResult, open_window, run_window
+    from fairwin.window.stored import Recomputed
+    from fairwin.window.stored import decide_window_dir as decide_window
+
+#: Public name -> "module:attribute" it is loaded from.
+_LAZY = {
+    "LoadedPlan": "fairwin.plan:LoadedPlan",
+    "Plan": "fairwin.plan:Plan",
+    "load_plan": "fairwin.plan:load_plan",
+    "GateInputs": "fairwin.gates.sequence:GateInputs",
+    "Window": "fairwin.window.run:Window",
+    "WindowResult": "fairwin.window.run:WindowResult",
+    "open_window": "fairwin.window.run:open_window",
+    "run_window": "fairwin.window.run:run_window",
+    "decide_window": "fairwin.window.stored:decide_window_dir",
+    "Recomputed": "fairwin.window.stored:Recomputed",
+    "RULES": "fairwin.decision:RULES",
+    "RuleSpec": "fairwin.decision:RuleSpec",
+    "get_rule": "fairwin.decision:get_rule",
+    "decide": "fairwin.decision:decide",
+    "Decision": "fairwin.decision:Decision",
+    "DecisionRow": "fairwin.decision:DecisionRow",
+    "WindowContext": "fairwin.decision:WindowContext",
+    "audit": "fairwin.decision:audit",
+    "AuditResult": "fairwin.decision:AuditResult",
+    "PooledRow": "fairwin.vocabulary:PooledRow",
+    "read_archive": "fairwin.archive:read_archive",
+}
+
+__all__ = [
+    "RULES",
+    "AuditResult",
+    "CorruptRecordError",
+    "Decision",
+    "DecisionRow",
+    "FairwinError",
+    "GateInputs",
+    "GateRefused",
+    "InputError",
+    "Interrupted",
+    "LaunchError",
+    "LoadError",
+    "LoadedPlan",
+    "MetricsError",
+    "Plan",
+    "PlanError",
+    "PooledRow",
+    "Recomputed",
+    "RehearsalFailed",
+    "RuleSpec",
+    "UsageError",
+    "Window",
+    "WindowContext",
+    "WindowError",
+    "WindowResult",
+    "__version__",
+    "audit",
+    "decide",
+    "decide_window",
+    "get_rule",
+    "load_plan",
+    "open_window",
+    "read_archive",
+    "run_window",
+]
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'fairwin' has no attribute {name!r}")
+    module, _, attribute = target.partition(":")
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # loaded once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

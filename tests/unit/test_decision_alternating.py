@@ -148,6 +148,8 @@ def test_earlier_rules_keep_their_sha256() -> None:
     # Recorded in every window those rules decided; a new parameter must not move them.
     assert WIN2_V1.sha256 == "cc766148a94042febbd83568f80e68cf6045f83441e40a520427f1945ed5b12b"
     assert WIN2_LAUNCH_V1.sha256 == "2d604cdf07412a5eeca9e4d16ee47f098b1165ed48012f3c9bec8c9a31b26c53"
+    assert WIN2_ALT7_V1.sha256 == "2c7df7998e9deca5115fdf0e38303b30ac19ce3d1508ba5ea2fe81ec4fc634b2"
+    assert RULES["win2-alt7-client-v1"].sha256 == "e8c047357b4453912ef17f82dccafd0c24d0d165bef50e789336228654c3a67b"
     assert "starts" in WIN2_ALT7_V1.model_dump() and len({r.sha256 for r in RULES.values()}) == len(RULES)
 
 

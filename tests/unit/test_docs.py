@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,15 @@ def cli_flags() -> list[tuple[str, str]]:
 def test_every_cli_flag_is_documented(command: str, flag: str) -> None:
     text = (DOCS.parent / "README.md").read_text() + "".join(p.read_text() for p in sorted(DOCS.glob("*.md")))
     assert flag in text, f"`fairwin {command} {flag}` is documented in neither README.md nor docs/"
+
+
+def test_the_public_api_loads_and_docs_api_lists_exactly_it() -> None:
+    import fairwin
+
+    for name in fairwin.__all__:
+        assert getattr(fairwin, name) is not None, name
+    text = (DOCS / "api.md").read_text()
+    documented = set(re.findall(r"`([A-Za-z_]+)(?:\(|`)", text)) & (set(dir(fairwin)) | set(fairwin.__all__))
+    assert documented == set(fairwin.__all__), sorted(set(fairwin.__all__) ^ documented)
+    with pytest.raises(AttributeError, match="no attribute 'internal_thing'"):
+        _ = fairwin.internal_thing  # type: ignore[attr-defined]

@@ -25,11 +25,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from fairwin.decision.document import GuardResult
 from fairwin.decision.inputs import ArchiveNoise
-from fairwin.decision.paired import Estimate, check_control, make_estimate
+from fairwin.decision.paired import Estimate, check_control, make_estimate, t_quantile
 from fairwin.decision.procedures import PlannedError, interval_guard, launch_error, pooled_tau2
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
@@ -95,7 +94,7 @@ class Alternating:
         delta = found.delta
 
         def interval(level: float) -> tuple[float, float]:
-            half = float(stats.t.ppf(0.5 + level / 2.0, df)) * se
+            half = t_quantile(0.5 + level / 2.0, df) * se
             return 100.0 * math.expm1(delta - half), 100.0 * math.expm1(delta + half)
 
         eq_level = self.rule.equivalence_confidence

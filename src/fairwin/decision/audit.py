@@ -103,12 +103,16 @@ def audit(
         ]  # fmt: skip
     counts: dict[str, int] = {}
     guard_fails = dict.fromkeys(rule.guards, 0)
+    # A cell's verdict reads only the primary, the guards and validity: reported metrics and the
+    # checklist's literal primary are left undecided here (half of every trial's intervals). The rows
+    # still carry them, so the random draws, and so every audited rate, are those of the whole rule.
+    deciding = rule.model_copy(update={"reported": (), "checklist_primary": None})
     for _ in range(trials):
         order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
         context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order,
                                 archive=archive)  # fmt: skip
         rows = _rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order, drift_pct)
-        decision = decide_cell(rows, CELL, rule, context)
+        decision = decide_cell(rows, CELL, deciding, context)
         counts[decision.verdict] = counts.get(decision.verdict, 0) + 1
         for guard in decision.guards:
             if guard.failed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -11,6 +12,12 @@ from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
 Verdict = Literal["WIN", "LOSS", "NEUTRAL", "NO-CHANGE", "INCONCLUSIVE"]
+
+
+@functools.lru_cache(maxsize=1024)
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile, remembered: an audit asks for the same few thousands of times (scipy's is slow)."""
+    return float(stats.t.ppf(q, df))
 
 
 class Estimate(BaseModel):

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from scipy import stats
 
 from fairwin.decision.document import GuardResult
 from fairwin.decision.inputs import ArchiveNoise
-from fairwin.decision.paired import Estimate, check_control, make_estimate, paired_t
+from fairwin.decision.paired import Estimate, check_control, make_estimate, paired_t, t_quantile
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
 
@@ -137,7 +136,7 @@ class TwoLevel:
         point = float((candidate - control).mean())
 
         def interval(level: float) -> tuple[float, float]:
-            half = float(stats.t.ppf(0.5 + level / 2.0, df)) * se
+            half = t_quantile(0.5 + level / 2.0, df) * se
             return point - half, point + half
 
         eq_level = self.rule.equivalence_confidence

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,12 +101,13 @@ def _compared(recorded: Decision | None, recomputed: Decision) -> str:
     )
 
 
-def decide_window_dir(path: Path, rules: list[RuleSpec], archive: Path | None = None) -> Recomputed:
+def decide_window_dir(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Path | None = None) -> Recomputed:
     """Recompute a complete window's decision; with ``archive``, against that archive's noise as it is now.
 
     The rows and context are checked against the digests sealed in ``decision.json``; with the
     window's own rule and archive, the recomputation is compared with the recorded decision.
     """
+    path = Path(path)
     window = WindowDir(path=path, window_id=path.name)
     status = read_model(window.status, StoredStatus, STATUS.readable).model_dump()  # extras kept: verdict, error
     if status.get("state") != "complete":
@@ -118,7 +120,7 @@ def decide_window_dir(path: Path, rules: list[RuleSpec], archive: Path | None = 
     notes = _check_sealed(window, status, recorded)
     context = _context(window.context)
     rows = _rows(window.pooled)
-    chosen = rules or [_rule_from(window.manifest, manifest)]
+    chosen = list(rules) or [_rule_from(window.manifest, manifest)]
     decisions = []
     for rule in chosen:
         ctx = context
