@@ -10,6 +10,7 @@ import pytest
 from fairwin.durable import append_jsonl, canonical_json, read_jsonl, sha256_bytes, write_json_atomic
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.vocabulary import GATE_RUN
 from tests.damage import DAMAGE, drop_the_seal
 
 
@@ -73,12 +74,12 @@ def test_canonical_json_is_order_independent() -> None:
 def test_a_damaged_receipt_is_a_corrupt_record(tmp_path: Path, damage: Callable[[Path], None]) -> None:
     path = tmp_path / "receipt.json"
     write_receipt(path, {"format": "fairwin.gate-run/1", "name": "rng", "verdict": "PASS", "exit_status": 0})
-    assert read_receipt(path, "fairwin.gate-run/1")["verdict"] == "PASS"
+    assert read_receipt(path, GATE_RUN)["verdict"] == "PASS"
     damage(path)
     with pytest.raises(CorruptRecordError, match=r"receipt\.json"):
-        read_receipt(path, "fairwin.gate-run/1")
+        read_receipt(path, GATE_RUN)
 
 
 def test_a_missing_receipt_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such receipt"):
-        read_receipt(tmp_path / "absent.json", "fairwin.gate-run/1")
+        read_receipt(tmp_path / "absent.json", GATE_RUN)

@@ -64,7 +64,7 @@ def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[P
 
 def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | None) -> dict[str, Any]:
     """Refuse unless the receipt is PASS at ``head`` and its artifacts are the qualified ones."""
-    receipt = read_receipt(path, GATE_RUN.id)
+    receipt = read_receipt(path, GATE_RUN)
     name = receipt.get("name")
     if receipt.get("verdict") != "PASS":
         raise GateRefused(f"gate {name}: receipt {path} is {receipt.get('verdict')}, not PASS")

@@ -16,7 +16,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from fairwin.errors import GateRefused
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fairwin.durable import first_problem
+from fairwin.errors import CorruptRecordError, GateRefused
 from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.plan.models import Qualification
 from fairwin.vocabulary import ADMISSION, CARRY
@@ -105,14 +108,44 @@ def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str
     return results, problems
 
 
+class Admission(BaseModel):
+    """What fairwin reads of an admission receipt, which the team's own qualification writes (unsealed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    verdict: str
+    commit: str | None = None
+    artifacts: dict[str, str] = Field(default_factory=dict, description="file name -> sha256 of what was qualified")
+
+
+def _admission(path: Path) -> dict[str, Any]:
+    document = read_receipt(path, ADMISSION, sealed=False)
+    try:
+        Admission.model_validate(document)
+    except ValidationError as exc:
+        raise CorruptRecordError(
+            f"{path}: {first_problem(exc)}; an admission receipt is docs/gates.md's shape"
+        ) from None
+    return document
+
+
+def _admitted_commit(repo: Path, receipt_path: Path, commit: str) -> str:
+    try:
+        return resolve(repo, commit)
+    except GateRefused:
+        raise CorruptRecordError(
+            f"{receipt_path}: names commit {commit}, which {repo} does not have; it was damaged, or is for another repo"
+        ) from None
+
+
 def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, head: str, out: Path) -> dict[str, Any]:
     """Write the carry receipt; raise GateRefused (after writing it) when the qualification does not carry."""
-    admission = read_receipt(receipt_path, ADMISSION.id, sealed=False)  # the team's own qualification wrote it
+    admission = _admission(receipt_path)
     q, h = resolve(repo, qualified), resolve(repo, head)
     problems: list[str] = []
     if admission.get("verdict") != "QUALIFIED":
         problems.append(f"the admission receipt's verdict is {admission.get('verdict')!r}, not QUALIFIED")
-    if admission.get("commit") and resolve(repo, str(admission["commit"])) != q:
+    if admission.get("commit") and _admitted_commit(repo, receipt_path, str(admission["commit"])) != q:
         problems.append(f"the admission receipt names commit {admission['commit']}, not {q}")
     at_q, at_h = blobs(repo, q), blobs(repo, h)
     missing = [f for f in rules.carried_files if f not in at_q]
@@ -145,7 +178,7 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
 
 def require_carry(path: Path, head: str) -> dict[str, Any]:
     """Refuse unless the carry receipt is CARRIED, to exactly the commit under test."""
-    carried = read_receipt(path, CARRY.id)
+    carried = read_receipt(path, CARRY)
     if carried.get("verdict") != "CARRIED":
         raise GateRefused(f"qualification {path} is {carried.get('verdict')}, not CARRIED")
     if carried.get("head") != head:

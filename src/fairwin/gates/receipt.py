@@ -11,6 +11,7 @@ from typing import Any
 
 from fairwin.durable import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.errors import CorruptRecordError, InputError
+from fairwin.vocabulary import RecordFormat
 
 
 def seal(document: dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +26,7 @@ def write_receipt(path: Path, document: dict[str, Any]) -> dict[str, Any]:
     return sealed
 
 
-def read_receipt(path: Path, expected_format: str, *, sealed: bool = True) -> dict[str, Any]:
+def read_receipt(path: Path, kind: RecordFormat, *, sealed: bool = True) -> dict[str, Any]:
     """A receipt whose seal holds and whose format is the expected one.
 
     Missing: :class:`InputError`. Torn, not JSON, another format, unsealed or edited after
@@ -35,7 +36,7 @@ def read_receipt(path: Path, expected_format: str, *, sealed: bool = True) -> di
     """
     if not path.exists():
         raise InputError(f"{path}: no such receipt")
-    document = read_json(path, (expected_format,))
+    document = read_json(path, kind.readable)
     if not sealed and "sha256" not in document:
         return document
     if not isinstance(document.get("sha256"), str):

@@ -220,7 +220,7 @@ async def rehearse(loaded: LoadedPlan, url: str, out: Path, *, model: str, heade
 
 def require_rehearsal(directory: Path, loaded: LoadedPlan) -> dict[str, Any]:
     settings = loaded.plan.rehearsal
-    document = read_receipt(directory / "rehearsal.json", REHEARSAL.id)
+    document = read_receipt(directory / "rehearsal.json", REHEARSAL)
     if document.get("verdict") != "PASS":
         raise GateRefused(f"rehearsal {directory} is {document.get('verdict')}, not PASS: {document.get('failures')}")
     if settings.url is None:
