@@ -32,7 +32,7 @@ from fairwin.plan.loading import Prompt
 from fairwin.plan.models import Cell
 from fairwin.plan.schedule import WaveSpec
 from fairwin.pooling.fidelity import judge_wave
-from fairwin.pooling.pool import DECODE_SUM
+from fairwin.profiles import VLLM
 from fairwin.transport import client_session
 
 LAG_TICK_S = 0.010
@@ -74,7 +74,7 @@ async def one_wave(session: aiohttp.ClientSession, url: str, streams: int, token
     await monitor
     if result.error is not None:
         raise SystemExit(f"the wave failed: {result.error}")
-    judge_wave(result.streams, result.deltas.get(DECODE_SUM))
+    judge_wave(result.streams, result.deltas.get(VLLM.decode_sum))
     ttfts = [s.ttft_s or 0.0 for s in result.streams]
     trusted = [s for s in result.streams if s.client_timing_trusted]
     client = sum(s.decode_s or 0.0 for s in trusted)

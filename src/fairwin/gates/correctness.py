@@ -18,7 +18,7 @@ from typing import Any
 from fairwin.durable import sha256_file
 from fairwin.errors import GateRefused
 from fairwin.gates.qualify import git
-from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.gates.receipt import read_receipt, require_admitting, write_receipt
 from fairwin.vocabulary import GATE_RUN
 
 TAIL_CHARS = 4000
@@ -66,13 +66,8 @@ def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | No
     """Refuse unless the receipt is PASS at ``head`` and its artifacts are the qualified ones."""
     receipt = read_receipt(path, GATE_RUN)
     name = receipt.get("name")
-    if receipt.get("verdict") != "PASS":
-        raise GateRefused(f"gate {name}: receipt {path} is {receipt.get('verdict')}, not PASS")
-    if receipt.get("commit") != head:
-        raise GateRefused(
-            f"gate {name}: receipt {path} ran at {str(receipt.get('commit'))[:12]}, not at the commit under test "
-            f"{head[:12]}; run the gate again at HEAD"
-        )
+    require_admitting(path, receipt, what=f"gate {name}", verdict="PASS", at="commit", head=head,
+                      again="run the gate again at HEAD")  # fmt: skip
     if receipt.get("dirty"):
         raise GateRefused(f"gate {name}: receipt {path} ran on a dirty work tree; commit, then run it again")
     for artifact, digest in receipt.get("artifacts", {}).items():

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fairwin.durable import first_problem
 from fairwin.errors import CorruptRecordError, GateRefused
-from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.gates.receipt import read_receipt, require_admitting, write_receipt
 from fairwin.plan.models import Qualification
 from fairwin.vocabulary import ADMISSION, CARRY
 
@@ -179,11 +179,6 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
 def require_carry(path: Path, head: str) -> dict[str, Any]:
     """Refuse unless the carry receipt is CARRIED, to exactly the commit under test."""
     carried = read_receipt(path, CARRY)
-    if carried.get("verdict") != "CARRIED":
-        raise GateRefused(f"qualification {path} is {carried.get('verdict')}, not CARRIED")
-    if carried.get("head") != head:
-        raise GateRefused(
-            f"qualification {path} was carried to {str(carried.get('head'))[:12]}, but the commit under test is "
-            f"{head[:12]}; run `fairwin qualify carry` again"
-        )
+    require_admitting(path, carried, what="qualification", verdict="CARRIED", at="head", head=head,
+                      again="run `fairwin qualify carry` again")  # fmt: skip
     return carried

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.durable import canonical_json, read_json, sha256_bytes, write_json_atomic
-from fairwin.errors import CorruptRecordError, InputError
+from fairwin.errors import CorruptRecordError, GateRefused, InputError
 from fairwin.vocabulary import RecordFormat
 
 
@@ -44,3 +44,16 @@ def read_receipt(path: Path, kind: RecordFormat, *, sealed: bool = True) -> dict
     if seal(document)["sha256"] != document["sha256"]:
         raise CorruptRecordError(f"{path}: its sha256 does not match its contents; it was edited after writing")
     return document
+
+
+def require_admitting(path: Path, document: dict[str, Any], *, what: str, verdict: str, at: str, head: str,
+                      again: str) -> None:  # fmt: skip
+    """Refuse (a gate's refusal, exit 4) a sound receipt whose verdict is not ``verdict``, or whose commit
+    field ``at`` is not the commit under test: ``again`` says how to get one that is."""
+    if document.get("verdict") != verdict:
+        raise GateRefused(f"{what}: receipt {path} is {document.get('verdict')}, not {verdict}")
+    if document.get(at) != head:
+        raise GateRefused(
+            f"{what}: receipt {path} is for commit {str(document.get(at))[:12]}, not the commit under test "
+            f"{head[:12]}; {again}"
+        )

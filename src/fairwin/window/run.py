@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from fairwin.decision import Decision
 from fairwin.durable import sha256_file, write_json_atomic
@@ -204,44 +204,37 @@ class Window:
         self.directory.journal_event("close", "end", state="complete" if error is None else type(error).__name__)
 
 
-def open_window(
-    loaded: LoadedPlan,
-    mode_name: str,
-    *,
-    launcher: Launcher = local_launcher,
-    say: Callable[[str], None] = _quiet,
-    output_dir: Path | None = None,
-    order: str | None = None,
-    gates: GateInputs | None = None,
-) -> Window:
+class WindowOptions(TypedDict, total=False):
+    """How :func:`open_window` and :func:`run_window` may be told to run a window; all optional."""
+
+    launcher: Launcher  # starts each role's server (tests inject their own)
+    say: Callable[[str], None]  # progress lines
+    output_dir: Path | None  # where the window's directory is made (default: the plan's window.output_dir)
+    order: str | None  # overrides the rule's draw (tests; chained windows that balance orders)
+    gates: GateInputs | None  # the receipts the window must be given
+
+
+def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
     """Preflight and gates, then a new window directory: everything before the first journaled step."""
+    say = options.get("say", _quiet)
     checked = preflight(loaded, mode_name)
-    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
-    gate_summary = run_gates(loaded, mode_name, checked.mode, gates or GateInputs(), out)
+    out = options.get("output_dir") or loaded.resolve(loaded.plan.window.output_dir)
+    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out)
     say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
     environment = capture(loaded.base_dir)
     archive = archive_path(loaded, out)
     warnings = preflight_power(loaded, checked.rule, archive, environment.get("git", {}).get("commit"))
     for warning in warnings:
         say(f"warning: {warning}")
-    chosen_order = order or draw_order(checked.rule)
+    chosen_order = options.get("order") or draw_order(checked.rule)
     return Window(
         loaded=loaded, checked=checked, directory=WindowDir.create(out, mode_name), order=chosen_order,
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
-        environment=environment, archive_file=archive, power_warnings=warnings, launcher=launcher, say=say,
+        environment=environment, archive_file=archive, power_warnings=warnings,
+        launcher=options.get("launcher", local_launcher), say=say,
     )  # fmt: skip
 
 
-async def run_window(
-    loaded: LoadedPlan,
-    mode_name: str,
-    *,
-    launcher: Launcher = local_launcher,
-    say: Callable[[str], None] = _quiet,
-    output_dir: Path | None = None,
-    order: str | None = None,
-    gates: GateInputs | None = None,
-) -> WindowResult:
-    """Run one window. ``order`` overrides the rule's (tests; chained windows that balance orders)."""
-    window = open_window(loaded, mode_name, launcher=launcher, say=say, output_dir=output_dir, order=order, gates=gates)
-    return await window.run()
+async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> WindowResult:
+    """Run one window: :func:`open_window`, then every step of it."""
+    return await open_window(loaded, mode_name, **options).run()

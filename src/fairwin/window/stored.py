@@ -151,19 +151,14 @@ def _rule_from(path: Path, manifest: dict[str, Any]) -> RuleSpec:
 
 
 def load_pooled(path: Path) -> list[DecisionRow]:
+    """Rows written by hand or by a window, for ``decide --pooled``: every line a whole, valid row."""
     rows: list[DecisionRow] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for number, row in enumerate(read_jsonl(path), 1):
         try:
-            rows.append(DecisionRow.model_validate_json(line))
+            rows.append(DecisionRow.model_validate(row))
         except ValidationError as exc:
             raise InputError(
-                f"{path}:{number}: {first_problem(exc, '(row)')}; see docs/decision.md for the pooled-row schema"
+                f"{path} row {number}: {first_problem(exc, '(row)')}; see docs/decision.md for the pooled-row schema"
             ) from None
     if not rows:
         raise InputError(f"{path}: no rows")
