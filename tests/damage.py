@@ -18,8 +18,12 @@ def _first_object(path: Path) -> tuple[dict[str, Any], Callable[[dict[str, Any]]
 
 
 def truncate(path: Path) -> None:
+    """Cut at half, inside a line: a JSONL cut exactly after a newline is a shorter file, not a torn one."""
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
+    cut = len(data) // 2
+    if data[cut - 1 : cut] == b"\n":
+        cut -= 1
+    path.write_bytes(data[:cut])
 
 
 def flip_a_byte(path: Path) -> None:

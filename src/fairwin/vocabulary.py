@@ -88,6 +88,22 @@ REHEARSAL = RecordFormat("fairwin.rehearsal", 1)
 ORDER = RecordFormat("fairwin.order", 1)
 ARCHIVE = RecordFormat("fairwin.archive", 1)
 
+#: A window's state in status.json: only ``complete`` is a result.
+WindowState = Literal["running", "complete", "failed", "interrupted"]
+
+
+class WindowStatus(BaseModel):
+    """The fields of ``status.json`` every state carries; a complete one adds its verdict and
+    decision.json's digest, a failed or interrupted one its error (kept as extra fields)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: str
+    window_id: str
+    state: WindowState
+    time: float
+
+
 # -- Metrics -----------------------------------------------------------------------------------------
 
 #: The metrics a pooled row carries and a rule may read, in the order reports list them.

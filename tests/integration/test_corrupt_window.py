@@ -17,7 +17,7 @@ import pytest
 from fairwin.cli import main
 from fairwin.durable import sha256_file
 from tests.conftest import sim_role, to_toml, write_family
-from tests.damage import DAMAGE, flip_a_byte
+from tests.damage import DAMAGE, drop_a_field, flip_a_byte
 from tests.integration.helpers import fairwin
 
 FILES = ("status.json", "window.json", "context.json", "pooled.jsonl", "decision.json")
@@ -90,3 +90,27 @@ def test_a_damaged_budget_record_is_one_line_and_exit_2(
         assert finished.name in out and err == ""
         return
     assert code == 2 and out == "" and err.count("\n") == 1 and "budget.json" in err, (code, err)
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("name", ["status.json", "starts/s1/start.json", "waves.jsonl"])
+def test_a_damaged_earlier_window_calibrates_nothing_and_is_named(
+    finished: Path, tmp_path: Path, name: str, damage: Callable[[Path], None]
+) -> None:
+    from fairwin.gates.budget import calibrate
+
+    whole = calibrate(finished.parent)
+    assert whole.unreadable == [] and whole.startup_s and whole.wave_s
+    copy = tmp_path / "windows" / finished.name
+    shutil.copytree(finished, copy)
+    damage(copy / name)
+    found = calibrate(copy.parent)
+    if not found.unreadable:
+        # Still a valid record for what calibration reads: a flipped digit of a time, or a dropped field it
+        # does not read (the last key: start.json's warmup, a wave's label). It then calibrates, same shape.
+        assert damage in (flip_a_byte, drop_a_field), name
+        assert found.startup_s.keys() == whole.startup_s.keys()
+        return
+    (reason,) = found.unreadable
+    assert reason.startswith(finished.name) and Path(name).name in reason, reason
+    assert not found.startup_s and not found.stop_s and not found.wave_s  # nothing from half a window

@@ -11,9 +11,11 @@ uses the reserve's upper bound. A window is refused when its dry bound exceeds
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -21,12 +23,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision.rules import get_rule
-from fairwin.durable import read_jsonl, read_model
+from fairwin.durable import read_json, read_jsonl, read_model
 from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanError
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.plan.models import Cell, Mode, Role
 from fairwin.plan.schedule import starts_for
-from fairwin.vocabulary import BUDGET, WAVE
+from fairwin.vocabulary import BUDGET, START, STATUS, WAVE, WindowStatus
 
 
 def cell_key(cell: Cell) -> str:
@@ -46,27 +48,56 @@ class Calibration:
     startup_s: dict[str, list[float]] = field(default_factory=dict)
     stop_s: dict[str, list[float]] = field(default_factory=dict)
     wave_s: dict[str, list[float]] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)  # "window: why", for windows left out
 
 
 def calibrate(output_dir: Path) -> Calibration:
+    """Costs measured by the complete windows in ``output_dir``; a damaged one is left out, and named."""
     found = Calibration()
     if not output_dir.is_dir():
         return found
-    for window in sorted(p for p in output_dir.iterdir() if p.is_dir()):
+    for window in sorted(p for p in output_dir.iterdir() if (p / "status.json").exists()):
         try:
-            if json.loads((window / "status.json").read_text()).get("state") != "complete":
-                continue
-            _, plan = parse_plan(window / "plan.toml")
-            for start_file in sorted((window / "starts").glob("*/start.json")):
-                start = json.loads(start_file.read_text())
-                key = role_key(plan.roles[start["role"]])
-                found.startup_s.setdefault(key, []).append(float(start["healthy_after_s"]))
-                found.stop_s.setdefault(key, []).append(float(start["stop"]["seconds"]))
-            for wave in read_jsonl(window / "waves.jsonl", WAVE.readable):
-                found.wave_s.setdefault(cell_key(plan.cells[wave["cell"]]), []).append(float(wave["seconds"]))
-        except (OSError, ValueError, KeyError, PlanError, CorruptRecordError):
-            continue  # a window that cannot be read calibrates nothing; it is not this gate's to judge
+            _calibrate_from(window, found)
+        except (OSError, ValueError, KeyError, TypeError, PlanError, InputError) as exc:
+            # Not this gate's to judge: the window calibrates nothing, and the estimate says so.
+            found.unreadable.append(f"{window.name}: {exc}")
     return found
+
+
+@contextlib.contextmanager
+def _fields_of(path: Path) -> Iterator[None]:
+    """A field calibration needs, missing or of the wrong type (or naming a role or cell the plan lacks)."""
+    try:
+        yield
+    except KeyError as exc:
+        raise CorruptRecordError(f"{path}: no {exc.args[0]!r} where calibration reads it") from None
+    except (TypeError, ValueError) as exc:
+        raise CorruptRecordError(f"{path}: {exc}") from None
+
+
+def _calibrate_from(window: Path, found: Calibration) -> None:
+    status = read_model(window / "status.json", WindowStatus, STATUS.readable)
+    if status.state != "complete":
+        return
+    _, plan = parse_plan(window / "plan.toml")
+    startup, stop, waves = [], [], []
+    for start_file in sorted((window / "starts").glob("*/start.json")):
+        with _fields_of(start_file):
+            start = read_json(start_file, START.readable)
+            key = role_key(plan.roles[start["role"]])
+            startup.append((key, float(start["healthy_after_s"])))
+            stop.append((key, float(start["stop"]["seconds"])))
+    with _fields_of(window / "waves.jsonl"):
+        for wave in read_jsonl(window / "waves.jsonl", WAVE.readable):
+            waves.append((cell_key(plan.cells[wave["cell"]]), float(wave["seconds"])))
+    for what, found_in, name in ((startup, "starts", "starts/*/start.json"), (waves, "waves", "waves.jsonl")):
+        if not what:
+            raise CorruptRecordError(f"{window / name}: no {found_in}, though the window is complete")
+    # Only a window read whole counts: nothing is added from one that fails halfway.
+    for table, pairs in ((found.startup_s, startup), (found.stop_s, stop), (found.wave_s, waves)):
+        for key, seconds in pairs:
+            table.setdefault(key, []).append(seconds)
 
 
 @dataclass(frozen=True)
@@ -152,6 +183,10 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
             StartCost(start.name, start.role, startup if startup is not None else budget.startup_s, warmup, waves_s,
                       stop if stop is not None else budget.stop_s)
         )  # fmt: skip
+    if found.unreadable:
+        sources["earlier windows left out"] = (
+            f"{len(found.unreadable)} could not be read (first: {found.unreadable[0]})"
+        )
     return TimeEstimate(
         mode_name, starts, budget.restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves
     )

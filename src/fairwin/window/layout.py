@@ -13,13 +13,11 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from fairwin.durable import append_jsonl, write_json_atomic
 from fairwin.errors import OutputDirError
-from fairwin.vocabulary import STATUS
-
-State = Literal["running", "complete", "failed", "interrupted"]
+from fairwin.vocabulary import STATUS, WindowState
 
 
 def new_window_id(mode: str) -> str:
@@ -106,7 +104,7 @@ class WindowDir:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def set_status(self, state: State, **details: Any) -> None:
+    def set_status(self, state: WindowState, **details: Any) -> None:
         write_json_atomic(
             self.status,
             {

@@ -7,26 +7,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
 from fairwin.durable import first_problem, read_json, read_jsonl, read_model, sha256_file
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.plan.loading import parse_plan
-from fairwin.vocabulary import CONTEXT, DECISION, POOLED, STATUS, WINDOW
+from fairwin.vocabulary import CONTEXT, DECISION, POOLED, STATUS, WINDOW, WindowStatus
 from fairwin.window.close import archive_noise
 from fairwin.window.layout import WindowDir
-
-
-class StoredStatus(BaseModel):
-    """The fields of ``status.json`` every state carries (a failed window's also name its error)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    format: str
-    window_id: str
-    state: str
-    time: float
 
 
 @dataclass(frozen=True)
@@ -109,7 +98,7 @@ def decide_window_dir(path: Path | str, rules: Sequence[RuleSpec] = (), archive:
     """
     path = Path(path)
     window = WindowDir(path=path, window_id=path.name)
-    status = read_model(window.status, StoredStatus, STATUS.readable).model_dump()  # extras kept: verdict, error
+    status = read_model(window.status, WindowStatus, STATUS.readable).model_dump()  # extras kept: verdict, error
     if status.get("state") != "complete":
         raise InputError(
             f"{path} is {status.get('state')!r}, not complete: its rows are not a result "
