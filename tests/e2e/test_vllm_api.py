@@ -13,7 +13,7 @@ import pytest
 from fairwin.launch.local import LocalServer, make_spec
 from fairwin.metrics.scrape import scrape
 from fairwin.plan.models import Role
-from fairwin.pooling.pool import PREFIX_HITS
+from fairwin.profiles import VLLM
 from tests.e2e.conftest import ROLES, Engine
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +67,7 @@ def test_salts_decide_prefix_cache_hits(speculative_server: LocalServer) -> None
                 async with session.post(base + "/v1/completions", json=body) as response:
                     assert response.status == 200, await response.text()
             after = await scrape(session, base, "tiny")
-        return after[PREFIX_HITS] - before[PREFIX_HITS]
+        return after[VLLM.prefix_hits] - before[VLLM.prefix_hits]
 
     assert asyncio.run(hits_after(["fresh-1", "fresh-2"])) == 0
     assert asyncio.run(hits_after(["same", "same"])) > 0  # proves the counter would have seen a hit

@@ -1,4 +1,5 @@
-"""The benchmarks are run by hand, not by the suite: at least every fairwin name they import must exist."""
+"""Code the fast suite never imports (benchmarks, run by hand; e2e tests, run where vLLM is installed):
+at least every fairwin name it imports must exist, so a rename cannot leave it broken unseen."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = sorted((Path(__file__).resolve().parents[2] / "benchmarks").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[2]
+UNIMPORTED = sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "tests" / "e2e").glob("*.py")])
 
 
-@pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.name)
-def test_every_fairwin_name_a_benchmark_imports_exists(path: Path) -> None:
+@pytest.mark.parametrize("path", UNIMPORTED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_fairwin_name_it_imports_exists(path: Path) -> None:
     missing = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fairwin"):
