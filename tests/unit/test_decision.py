@@ -266,3 +266,14 @@ def test_rule_identity() -> None:
     assert (WIN2_V1.bar_pct, WIN2_V1.confidence, WIN2_V1.guard_fail_repeats) == (2.0, 0.95, 2)
     assert WIN2_V1.model_copy(update={"bar_pct": 3.0}).sha256 != WIN2_V1.sha256
     assert decision.format == "fairwin.decision/2"
+
+
+def test_the_t_quantile_is_scipy_stats_own_bit_for_bit() -> None:
+    # Stored decisions are compared with their recomputation exactly: the lighter import must not move a bit.
+    from scipy import stats
+
+    from fairwin.decision.paired import t_quantile
+
+    for level in (0.80, 0.90, 0.95, 0.99):
+        for df in (*range(1, 61), 1.5, 7.25, 200.0):
+            assert t_quantile(0.5 + level / 2.0, df) == float(stats.t.ppf(0.5 + level / 2.0, df)), (level, df)
