@@ -104,3 +104,13 @@ def test_run_requires_a_fresh_passing_rehearsal_of_this_plan(
     assert not (plan.parent / "windows").exists()
     done = fairwin("run", str(plan), "--require-rehearsal", str(good), "--quiet")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_client_only_rehearsal_does_not_probe_metrics(make_plan: PlanFactory) -> None:
+    from fairwin.gates.rehearsal import probes_for
+    from fairwin.plan import load_plan
+
+    counted = [p.name for p in probes_for(load_plan(make_plan()), "m")]
+    plain = [p.name for p in probes_for(load_plan(make_plan(window={"counters": "none"}, name="plain.toml")), "m")]
+    assert "metrics" in counted and "metrics" not in plain
+    assert [n for n in counted if n != "metrics"] == plain

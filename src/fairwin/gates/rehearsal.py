@@ -3,7 +3,7 @@
 A window can be lost to a request the server refuses (vLLM answers 400 to
 ``logit_bias`` whenever speculative decoding is on). So before a window is queued,
 one probe per distinct request shape (every cell's stream, the warm-up, /tokenize,
-/metrics, /health) is sent with the window's own parameters except at most
+/metrics when the window reads counters, /health) is sent with the window's own parameters except at most
 ``MAX_PROBE_TOKENS`` generated tokens, back to back. Control probes with an expected
 status prove the rehearsal can see the failure it exists to catch: by default one
 that carries ``logit_bias`` and must come back 400 (``cause_confirmed``).
@@ -33,6 +33,7 @@ from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
+from fairwin.profiles import PROFILES
 from fairwin.vocabulary import REHEARSAL
 
 MAX_PROBE_TOKENS = 8
@@ -72,7 +73,9 @@ def probes_for(loaded: LoadedPlan, model: str) -> list[Probe]:
     def priced(body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "priority": settings.priority} if settings.priority is not None else body
 
-    probes = [Probe("health", "GET", "/health", None), Probe("metrics", "GET", "/metrics", None)]
+    probes = [Probe("health", "GET", "/health", None)]
+    if PROFILES[plan.window.counters].reads_counters:  # a client-only window never reads /metrics
+        probes.append(Probe("metrics", "GET", "/metrics", None))
     for endpoint in sorted({cell.endpoint for cell in plan.cells.values()}):
         body: dict[str, Any] = {"model": model}
         body.update({"messages": [{"role": "user", "content": PROBE_TEXT}], "add_generation_prompt": True}
