@@ -104,7 +104,8 @@ def test_runqueue_clock_reads_the_kernel() -> None:
 
 
 def test_cpu_lists_parse_or_refuse() -> None:
-    from fairwin.launch.scheduling import Scheduling, parse_cpu_list
+    from fairwin.launch.scheduling import Scheduling
+    from fairwin.plan.cpus import parse_cpu_list
 
     assert parse_cpu_list("0-2,5") == {0, 1, 2, 5} and parse_cpu_list("3") == {3}
     for bad in ("", "a", "0-", "1,,2", "0 1"):

@@ -74,6 +74,17 @@ def _rows(rng: np.random.Generator, rule: RuleSpec, repeats: int, repeat_cv: flo
     return rows
 
 
+def _archive(rule: RuleSpec, starts: int, repeat_cv_pct: float, launch_cv_pct: float) -> list[ArchiveNoise]:
+    """An archive of ``starts`` control starts at the given noise, for the primary and the guards."""
+    if starts <= 1:
+        return []
+    return [
+        ArchiveNoise(metric=m, cell=CELL, starts=starts, windows=starts, launch_cv_pct=launch_cv_pct,
+                     repeat_cv_pct=repeat_cv_pct, range_pct=None)
+        for m in (rule.primary, *rule.guards)
+    ]  # fmt: skip
+
+
 def audit(
     rule: RuleSpec,
     *,
@@ -92,15 +103,7 @@ def audit(
     measured on shared machines), compounding, with the launch and repeat noise relative to that level.
     """
     rng = np.random.default_rng(seed)
-    archive = []
-    if archive_starts > 1:
-        archive = [
-            ArchiveNoise(
-                metric=m, cell=CELL, starts=archive_starts, windows=archive_starts, launch_cv_pct=launch_cv_pct,
-                repeat_cv_pct=repeat_cv_pct, range_pct=None,
-            )
-            for m in (rule.primary, *rule.guards)
-        ]  # fmt: skip
+    archive = _archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct)
     counts: dict[str, int] = {}
     guard_fails = dict.fromkeys(rule.guards, 0)
     # A cell's verdict reads only the primary, the guards and validity: reported metrics and the

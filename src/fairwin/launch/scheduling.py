@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.errors import LaunchError, PlanError
-from fairwin.plan.models import parse_cpu_list
+from fairwin.plan.cpus import parse_cpu_list
 
 AUTOGROUP_SWITCH = Path("/proc/sys/kernel/sched_autogroup_enabled")
 

@@ -10,26 +10,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fairwin.plan.cpus import CpuList
 from fairwin.profiles import ProfileName
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-
-
-def parse_cpu_list(text: str) -> set[int]:
-    """'0-2,5' -> {0, 1, 2, 5}; ValueError when it is not a CPU list."""
-    if not CPU_LIST.match(text):
-        raise ValueError(f"{text!r} is not a CPU list such as '0', '0-3' or '0,2'")
-    cpus: set[int] = set()
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 #: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
@@ -37,14 +26,6 @@ REGISTERED_MODES: dict[str, tuple[str, str]] = {
     "controlled": ("A", "B"),
     "production-policy": ("P", "B"),
 }
-
-
-def _cpu_list(value: str) -> str:
-    parse_cpu_list(value)  # ValueError names what a CPU list looks like
-    return value
-
-
-CpuList = Annotated[str, AfterValidator(_cpu_list)]
 
 
 class StrictModel(BaseModel):
