@@ -140,14 +140,25 @@ def _rule_from(path: Path, manifest: dict[str, Any]) -> RuleSpec:
 
 
 def load_pooled(path: Path) -> list[DecisionRow]:
-    """Rows written by hand or by a window, for ``decide --pooled``: every line a whole, valid row."""
+    """Rows written by hand or by a window, for ``decide --pooled``: every line a whole, valid row.
+
+    Errors name the line (a hand-written file is fixed in an editor), so the lines are read here.
+    """
     rows: list[DecisionRow] = []
-    for number, row in enumerate(read_jsonl(path), 1):
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a file of pooled rows") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
-            rows.append(DecisionRow.model_validate(row))
+            rows.append(DecisionRow.model_validate_json(line))
         except ValidationError as exc:
             raise InputError(
-                f"{path} row {number}: {first_problem(exc, '(row)')}; see docs/decision.md for the pooled-row schema"
+                f"{path}:{number}: {first_problem(exc, '(row)')}; see docs/decision.md for the pooled-row schema"
             ) from None
     if not rows:
         raise InputError(f"{path}: no rows")
