@@ -116,6 +116,7 @@ def make_plan(tmp_path: Path) -> PlanFactory:
         window: dict[str, Any] | None = None,
         modes: dict[str, Any] | None = None,
         name: str = "plan.toml",
+        production: dict[str, Any] | None = None,
     ) -> Path:
         families = {"prose": write_family(tmp_path, "prose"), "code": write_family(tmp_path, "code")}
         data: dict[str, Any] = {
@@ -140,6 +141,8 @@ def make_plan(tmp_path: Path) -> PlanFactory:
         }
         if modes is not None:
             data["modes"] = modes
+        if production is not None:
+            data["production"] = production
         path = tmp_path / name
         path.write_text(to_toml(data))
         return path

@@ -23,9 +23,11 @@ escaping is a bug and keeps its traceback.
     │   │   └── StreamError                    a reply that was not a valid, full stream
     │   ├── PromptError                        a prompt cannot be cut to its cell's length
     │   ├── MetricsError                       /metrics missing, unparseable or without a counter
-    │   └── RuntimeCheckError                  a start's environment or speculative config is not the declared one
+    │   ├── RuntimeCheckError                  a start's environment or speculative config is not the declared one
+    │   └── ProductionError                    production would not go down, or the hardware was not quiet
     ├── GateRefused                   exit 4   a gate refused before any host was touched
     ├── RehearsalFailed               exit 5   the API rehearsal ran and did not PASS
+    ├── RestoreFailed                 exit 6   production was taken down and did not come back healthy
     └── Interrupted                   exit 130 Ctrl-C or SIGTERM; servers were stopped
 """
 
@@ -125,6 +127,10 @@ class RuntimeCheckError(WindowError):
     """A start's effective environment or speculative configuration is not the declared one."""
 
 
+class ProductionError(WindowError):
+    """Production could not be taken down, or the hardware not proved quiet; production was restored."""
+
+
 class GateRefused(FairwinError):
     """A gate refused (qualification, correctness receipt, runtime declaration, budget); nothing was touched."""
 
@@ -135,6 +141,12 @@ class RehearsalFailed(FairwinError):
     """The API rehearsal ran and did not PASS; rehearsal.json says which probe and why."""
 
     exit_code = 5
+
+
+class RestoreFailed(FairwinError):
+    """Production was taken down and did not come back healthy: an operator must act now."""
+
+    exit_code = 6
 
 
 class Interrupted(FairwinError):

@@ -31,7 +31,7 @@ def fairwin(*args: str, timeout: float = 300, cwd: Path | None = None) -> subpro
 
 
 def only_window(plan: Path) -> Path:
-    windows = [p for p in (plan.parent / "windows").iterdir() if p.is_dir()]
+    windows = [p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(windows) == 1, windows
     return windows[0]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin._version import __version__
-from fairwin.cli import _decision, _gates, _window
+from fairwin.cli import _decision, _gates, _production, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     _rehearse_parser(commands)
     _decision_parsers(commands)
     _gate_parsers(commands)
+    _production_parsers(commands)
     return parser
 
 
@@ -124,6 +125,22 @@ def _rehearse_parser(commands: Commands) -> None:
     rehearse.add_argument("--model", help="production's served model (default: rehearsal.model or the first role's)")
     rehearse.add_argument("--api-key-env", help="send Authorization: Bearer $NAME (the key is never recorded)")
     rehearse.set_defaults(func=_window.rehearse)
+
+
+def _production_parsers(commands: Commands) -> None:
+    production = commands.add_parser("production", help="bring production up, take it down, or say which it is")
+    which = production.add_subparsers(dest="production_command", required=True, metavar="SUBCOMMAND")
+    for name, func, text in (
+        ("up", _production.up, "bring production up and prove it healthy (with --watch, watch it too)"),
+        ("down", _production.down, "take production down and prove it: its port refuses, must_not_run absent"),
+        ("status", _production.status, "print UP (exit 0) or DOWN (exit 1)"),
+    ):
+        command = which.add_parser(name, help=text)
+        command.add_argument("plan", type=Path)
+        command.add_argument("--out", help="the plan's output directory, if not window.output_dir (its state)")
+        if name == "up":
+            command.add_argument("--watch", action="store_true", help="then watch it as a window's restore does")
+        command.set_defaults(func=func)
 
 
 def _gate_parsers(commands: Commands) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fairwin.plan.cpus import CpuList
+from fairwin.plan.production import ProductionSettings
 from fairwin.profiles import ProfileName
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -232,6 +233,9 @@ class Plan(StrictModel):
     qualification: Qualification = Field(default_factory=Qualification)
     runtime: Runtime = Field(default_factory=Runtime)
     rehearsal: RehearsalSettings = Field(default_factory=RehearsalSettings)
+    production: ProductionSettings | None = Field(
+        None, description="How production is taken down for a window and restored after (docs/production.md)."
+    )
 
     @field_validator("roles", "modes", "families", "cells")
     @classmethod
@@ -267,9 +271,22 @@ class Plan(StrictModel):
                 raise ValueError(f"roles.{role_name}.base: {role.base!r} is derived itself; derive from one level only")
             if role.base is None and (role.unset_env or role.allowed_env_differences):
                 raise ValueError(f"roles.{role_name}: unset_env and allowed_env_differences need a base role")
+        self._production_role()
         if not any(cell.decision for cell in self.cells.values()):
             raise ValueError("no cell has decision = true; a window needs at least one decision cell")
         return self
+
+    def _production_role(self) -> None:
+        role_name = self.production.role if self.production is not None else None
+        if role_name is None:
+            return
+        role = self.roles.get(role_name)
+        if role is None:
+            raise ValueError(f"production.role names role {role_name!r}, which is not declared")
+        if not isinstance(role.port, int) and "{port}" in role.base_url:
+            raise ValueError(
+                f"production.role {role_name}: production answers on a fixed port; set roles.{role_name}.port"
+            )
 
     @property
     def first_decision_cell(self) -> str:

@@ -139,7 +139,9 @@ _SOURCE = {
 }
 
 
-def render_summary(plan_path: Path, plan_sha256: str, decision: Decision, rows: Sequence[dict[str, Any]]) -> str:
+def render_summary(
+    plan_path: Path, plan_sha256: str, decision: Decision, rows: Sequence[dict[str, Any]], production: str | None = None
+) -> str:
     rule = decision.rule
     rates = audited_rates(decision)
     parts = [
@@ -148,6 +150,7 @@ def render_summary(plan_path: Path, plan_sha256: str, decision: Decision, rows: 
         f"**Verdict: {decision.verdict}** ({'; '.join(decision.reasons)})",
         "",
         f"- {rates}",
+        *([f"- {production}"] if production else []),
         f"- mode: `{decision.mode}`, order: {decision.order}",
         f"- plan: `{plan_path}` (sha256 `{plan_sha256}`)",
         f"- rule: `{rule.id}` (sha256 `{decision.rule_sha256}`): primary `{rule.primary}`, bar {rule.bar_pct:g} %, "

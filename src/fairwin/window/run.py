@@ -20,14 +20,16 @@ from typing import Any, TypedDict, Unpack
 
 from fairwin.decision import Decision
 from fairwin.durable import sha256_file, write_json_atomic
-from fairwin.errors import FairwinError, Interrupted
+from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.gates.sequence import GateInputs, actual_times, run_gates
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, starts_for
+from fairwin.production.control import Production
 from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
 from fairwin.window.close import archive_controls, archive_path, decide_and_report
 from fairwin.window.environment import capture
+from fairwin.window.hold import Hold, fixed_role_urls
 from fairwin.window.layout import WindowDir
 from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
@@ -43,7 +45,7 @@ class WindowResult:
 @dataclass(frozen=True)
 class Step:
     name: str
-    action: Callable[[], Awaitable[None]]
+    action: Callable[[], Awaitable[dict[str, Any] | None]]  # what it returns is journaled with its end
 
 
 def _quiet(_: str) -> None:
@@ -80,6 +82,7 @@ class Window:
     power_warnings: list[str]
     launcher: Launcher
     say: Callable[[str], None]
+    hold: Hold | None = None  # production's hardware, when the plan has a [production]
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
     # One context for every start: it carries the prompts the first start prepared.
@@ -94,13 +97,18 @@ class Window:
         return commit if isinstance(commit, str) else None
 
     def steps(self) -> list[Step]:
-        return [
-            Step("open", self.open),
-            *(Step(f"start {start.name}", partial(self.start, start)) for start in self.starts),
-            Step("decide", self.decide),
-            Step("archive", self.archive),
-            Step("budget", self.budget),
-        ]
+        starts = [Step(f"start {start.name}", partial(self.start, start)) for start in self.starts]
+        if self.hold is not None:
+            first, last = self.starts[0].name, self.starts[-1].name
+            starts = [
+                Step("production down", self.hold.take_down),
+                Step("quiet", partial(self.hold.prove_quiet, f"before {first}")),
+                *starts,
+                Step("quiet after", partial(self.hold.prove_quiet, f"after {last}")),
+                Step("restore", self.hold.give_back),
+            ]
+        return [Step("open", self.open), *starts, Step("decide", self.decide), Step("archive", self.archive),
+                Step("budget", self.budget)]  # fmt: skip
 
     async def open(self) -> None:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
@@ -130,6 +138,7 @@ class Window:
                 for name, fam in self.loaded.families.items()
             },
             "environment": self.environment,
+            "production": self.hold.snapshot if self.hold is not None else None,
         }
 
     async def start(self, start: StartSpec) -> None:
@@ -138,7 +147,7 @@ class Window:
     async def decide(self) -> None:
         self.decision = decide_and_report(
             self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
-            archive=self.archive_file, commit=self.commit,
+            archive=self.archive_file, commit=self.commit, production=self.hold.line() if self.hold else None,
         )  # fmt: skip
 
     async def archive(self) -> None:
@@ -165,43 +174,68 @@ class Window:
                     await self._journaled(step)
         except asyncio.CancelledError:
             interrupted = Interrupted("interrupted; every server was stopped")
-            self.close(interrupted)
+            await self.close(interrupted)
             raise interrupted from None
         except BaseException as exc:
-            self.close(exc)
+            await self.close(exc)
             raise
-        self.close(None)
+        await self.close(None)
         assert self.decision is not None  # the decide step ran
         return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
 
     async def _journaled(self, step: Step) -> None:
         self.directory.journal_event(step.name, "begin")
         try:
-            await step.action()
+            details = await step.action()
         except asyncio.CancelledError:
             self.directory.journal_event(step.name, "interrupted")
             raise
         except BaseException as exc:
             self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
             raise
-        self.directory.journal_event(step.name, "end")
+        self.directory.journal_event(step.name, "end", **(details or {}))
 
-    def close(self, error: BaseException | None) -> None:
-        """The final status, journaled: complete with the verdict and decision.json's digest, or why not."""
+    async def close(self, error: BaseException | None) -> None:
+        """The final status, journaled: production given back if it is still owed, then complete with the
+        verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
         self.directory.journal_event("close", "begin")
-        if error is None:
+        restore_failure = await self._give_back_if_owed()
+        restore = {"restore": self.hold.restored} if self.hold is not None else {}
+        if error is None and restore_failure is None:
             assert self.decision is not None  # the decide step ran
             # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
             digest = sha256_file(self.directory.decision)
-            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest)
+            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **restore)
         elif isinstance(error, Interrupted):
-            self.directory.set_status("interrupted", error="interrupted (Ctrl-C or SIGTERM); every server was stopped")
+            self.directory.set_status(
+                "interrupted", error="interrupted (Ctrl-C or SIGTERM); every server was stopped", **restore
+            )
         else:
-            message = str(error) if isinstance(error, FairwinError) else repr(error)
-            self.directory.set_status("failed", error=message, error_type=type(error).__name__)
-        if isinstance(error, FairwinError):
-            error.window_path = self.directory.path
-        self.directory.journal_event("close", "end", state="complete" if error is None else type(error).__name__)
+            failed = error or restore_failure
+            message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
+            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **restore)
+        for raised in (error, restore_failure):
+            if isinstance(raised, FairwinError):
+                raised.window_path = self.directory.path
+        state = "complete" if error is None and restore_failure is None else type(error or restore_failure).__name__
+        self.directory.journal_event("close", "end", state=state, **restore)
+        if restore_failure is not None and not isinstance(error, RestoreFailed):
+            if error is not None:  # loud: the restore failed, and the window had failed before it
+                restore_failure = RestoreFailed(f"{restore_failure} (after: {error})")
+                restore_failure.window_path = self.directory.path
+            raise restore_failure
+
+    async def _give_back_if_owed(self) -> RestoreFailed | None:
+        if self.hold is None or not self.hold.owed:
+            return None
+        self.directory.journal_event("restore", "begin")
+        try:
+            details = await self.hold.give_back()
+        except RestoreFailed as exc:
+            self.directory.journal_event("restore", "failed", error=str(exc))
+            return exc
+        self.directory.journal_event("restore", "end", **details)
+        return None
 
 
 class WindowOptions(TypedDict, total=False):
@@ -227,11 +261,16 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     for warning in warnings:
         say(f"warning: {warning}")
     chosen_order = options.get("order") or draw_order(checked.rule)
+    hold = None
+    if loaded.plan.production is not None:
+        production = Production(loaded, out)
+        roles = {checked.mode.control, checked.mode.candidate}
+        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot())
     return Window(
         loaded=loaded, checked=checked, directory=WindowDir.create(out, mode_name), order=chosen_order,
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
         environment=environment, archive_file=archive, power_warnings=warnings,
-        launcher=options.get("launcher", local_launcher), say=say,
+        launcher=options.get("launcher", local_launcher), say=say, hold=hold,
     )  # fmt: skip
 
 

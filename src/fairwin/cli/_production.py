@@ -1,0 +1,71 @@
+"""Handlers for `fairwin production up|down|status`: what an operator runs by hand, each proved."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fairwin.cli._console import stdout
+
+if TYPE_CHECKING:
+    from fairwin.production.control import Production
+
+
+def _production(args: argparse.Namespace) -> Production:
+    from fairwin.plan import load_plan
+    from fairwin.production.control import Production
+
+    loaded = load_plan(args.plan)
+    out = Path(args.out) if args.out else loaded.resolve(loaded.plan.window.output_dir)
+    return Production(loaded, out)
+
+
+def up(args: argparse.Namespace) -> int:
+    """Exit 0 when production is up (and, with --watch, the watch held); a failed watch is exit 6."""
+    import aiohttp
+
+    from fairwin.production.watch import WatchResult, watch
+    from fairwin.transport import client_session
+
+    production = _production(args)
+
+    async def bring_up() -> tuple[str, WatchResult | None]:
+        async with client_session(aiohttp.ClientTimeout(total=None)) as session:
+            proved = await production.bring_up(session)
+            watched = await watch(production, session) if args.watch else None
+        return f"UP: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)", watched
+
+    line, watched = asyncio.run(bring_up())
+    stdout.print(line, markup=False)
+    if watched is None:
+        return 0
+    stdout.print(watched.summary(), markup=False)
+    return 0 if watched.ok else 6
+
+
+def down(args: argparse.Namespace) -> int:
+    proved = asyncio.run(_production(args).take_down())
+    stdout.print(f"DOWN: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)", markup=False)
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    from fairwin.transport import client_session
+
+    production = _production(args)
+
+    async def healthy() -> bool:
+        import aiohttp
+
+        async with client_session(aiohttp.ClientTimeout(total=5.0)) as session:
+            return await production.healthy(session)
+
+    if asyncio.run(healthy()):
+        stdout.print(f"UP: {production.health_url} answers 200", markup=False)
+        return 0
+    problems = production.down_problems()
+    detail = "; ".join(problems) if problems else f"{production.base_url} refuses connections"
+    stdout.print(f"DOWN: {production.health_url} does not answer 200 ({detail})", markup=False)
+    return 1

@@ -1,0 +1,60 @@
+"""The plan's ``[production]``: how production leaves its hardware for a window and comes back.
+
+Production is either a role fairwin launches itself (detached, so it outlives fairwin,
+with its pid kept in ``state_dir``), or managed elsewhere (``systemctl``, a container
+runtime) through ``up`` and ``down`` commands. Either way fairwin proves what it did:
+up is the health path answering 200, down is the port refusing and none of the
+``must_not_run`` command lines running; after a restore it watches production answer
+real tiny requests for ``watch_s`` seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: The watch sends real requests to production: at most this many tokens each.
+WATCH_MAX_TOKENS = 8
+
+
+class ProductionSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: str | None = Field(
+        None, description="A role fairwin launches as production, detached; its port must be fixed."
+    )
+    up: list[str] = Field(default_factory=list, description="Managed elsewhere: the command that brings it up.")
+    down: list[str] = Field(default_factory=list, description="Managed elsewhere: the command that takes it down.")
+    base_url: str | None = Field(None, description="Where production answers (default: the role's base_url).")
+    health_path: str | None = Field(None, description="Polled until 200 (default: the role's, else /health).")
+    model: str | None = Field(None, description="The model the watch's requests name (default: the role's).")
+    must_not_run: list[str] = Field(
+        default_factory=list, description="Command-line substrings: no such process may run while it is down."
+    )
+    up_timeout_s: float = Field(600.0, gt=0, description="How long production may take to answer health.")
+    down_timeout_s: float = Field(120.0, gt=0, description="How long it may take to stop answering.")
+    watch_s: float = Field(30.0, ge=0, description="After a restore: healthy for this long.")
+    watch_requests: int = Field(3, ge=0, description="Real completions during the watch, each answered.")
+    watch_max_tokens: int = Field(WATCH_MAX_TOKENS, ge=1, le=WATCH_MAX_TOKENS)
+    state_dir: Path | None = Field(
+        None, description="Where the pid of a production fairwin launched is kept (default: OUTPUT_DIR/.production)."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+    @model_validator(mode="after")
+    def _one_way_to_run_it(self) -> ProductionSettings:
+        commands = bool(self.up) or bool(self.down)
+        if (self.role is None) == (not commands):
+            raise ValueError("give either role (fairwin launches production) or both up and down (managed elsewhere)")
+        if commands and not (self.up and self.down):
+            raise ValueError("up and down come together: production managed elsewhere needs both commands")
+        if commands and (self.base_url is None or self.model is None):
+            raise ValueError("production managed elsewhere needs base_url and model (what the watch requests)")
+        return self

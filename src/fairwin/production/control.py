@@ -1,0 +1,228 @@
+"""Taking production down and bringing it back, each proved.
+
+A production **role** is launched detached: ``setsid --fork`` makes it the leader of
+a session of its own whose parent is init, so it outlives fairwin (a window that ends,
+fairwin killed, an ssh session lost) and is never fairwin's zombie. Its pid goes to
+``state_dir/production.json`` the moment it exists; taking it down signals its whole
+process group, SIGTERM then SIGKILL, after checking that pid still runs the recorded
+command (a pid can be reused). Production **managed elsewhere** runs the plan's ``up``
+and ``down`` commands. Either way, up is proved by the health path answering 200 and
+down by the port refusing connections with none of ``must_not_run`` running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from fairwin.durable import canonical_json, read_json, sha256_bytes, sha256_file, write_json_atomic
+from fairwin.errors import InputError, ProductionError
+from fairwin.launch.local import LaunchSpec, make_spec
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.production import ProductionSettings
+from fairwin.production.proof import port_state, running
+
+POLL_S = 0.25
+COMMAND_TIMEOUT_S = 300.0
+STATE_FORMAT = "fairwin.production-state/1"
+
+
+@dataclass(frozen=True)
+class Proved:
+    """What an up or down did and how it was proved."""
+
+    action: str  # "up" | "down"
+    how: str  # "launched pid N" / "stopped pid N (SIGTERM)" / "ran: CMD" / "already down"
+    proof: str
+    seconds: float
+
+    def record(self) -> dict[str, Any]:
+        return {"action": self.action, "how": self.how, "proof": self.proof, "seconds": round(self.seconds, 3)}
+
+
+class Production:
+    """Production as the plan declares it; ``state_dir`` keeps the pid of a production fairwin launched."""
+
+    def __init__(self, loaded: LoadedPlan, output_dir: Path) -> None:
+        settings = loaded.plan.production
+        if settings is None:
+            raise InputError(f"{loaded.path} has no [production] section; see docs/production.md")
+        self.settings: ProductionSettings = settings
+        self.loaded = loaded
+        self.spec: LaunchSpec | None = (
+            make_spec(settings.role, loaded.plan.roles, loaded.base_dir) if settings.role is not None else None
+        )
+        role = loaded.plan.roles[settings.role] if settings.role is not None else None
+        self.base_url = settings.base_url or (self.spec.base_url if self.spec else "")
+        self.health_url = self.base_url + (settings.health_path or (role.health_path if role else "/health"))
+        self.model = settings.model or (role.served_model if role else "")
+        state = settings.state_dir or output_dir / ".production"
+        self.state_dir = state if state.is_absolute() else loaded.base_dir / state
+        self.state_file = self.state_dir / "production.json"
+
+    def snapshot(self) -> dict[str, Any]:
+        """Production's declaration as it is now, with its sha256: what a window restores, recorded at open."""
+        if self.spec is not None:
+            role = self.loaded.plan.roles[self.spec.role_name]
+            env_files = {str(p): sha256_file(self.loaded.base_dir / p) for p in role.env_files}
+            declared: dict[str, Any] = {"role": self.spec.role_name, "argv": self.spec.argv,
+                                        "env": self.spec.declared_env, "env_files": env_files}  # fmt: skip
+        else:
+            declared = {"up": self.settings.up, "down": self.settings.down}
+        declared["base_url"] = self.base_url
+        return {**declared, "sha256": sha256_bytes(canonical_json(declared).encode())}
+
+    # -- state -----------------------------------------------------------------------------------
+
+    async def healthy(self, session: aiohttp.ClientSession) -> bool:
+        try:
+            async with session.get(self.health_url, timeout=aiohttp.ClientTimeout(total=2.0)) as response:
+                return response.status == 200
+        except (TimeoutError, aiohttp.ClientError):
+            return False
+
+    def down_problems(self) -> list[str]:
+        """Why production is not proved down: its port does not refuse, or a must-not-run process runs."""
+        problems = []
+        state = port_state(self.base_url)
+        if state != "refused":
+            problems.append(f"{self.base_url} {'accepts connections' if state == 'open' else 'does not refuse'}")
+        problems += [f"still running: {p}" for p in running(self.settings.must_not_run)]
+        return problems
+
+    # -- down ------------------------------------------------------------------------------------
+
+    async def take_down(self) -> Proved:
+        started = time.monotonic()
+        if self.spec is not None:
+            how = await self._stop_launched()
+        else:
+            how = _run_command("down", self.settings.down)
+        deadline = time.monotonic() + self.settings.down_timeout_s
+        while problems := self.down_problems():
+            if time.monotonic() >= deadline:
+                raise ProductionError(
+                    f"production is not down {self.settings.down_timeout_s:g} s after {how}: {'; '.join(problems)}"
+                )
+            await asyncio.sleep(POLL_S)
+        return Proved("down", how, f"{self.base_url} refuses connections; none of must_not_run runs",
+                      time.monotonic() - started)  # fmt: skip
+
+    async def _stop_launched(self) -> str:
+        recorded = self._recorded_pid()
+        if recorded is None:
+            if port_state(self.base_url) == "open":
+                raise ProductionError(
+                    f"production answers at {self.base_url}, but fairwin has no record of starting it "
+                    f"({self.state_file}); stop it yourself, or manage it with [production] up and down"
+                )
+            return "already down"
+        pid = recorded
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + (self.spec.stop_timeout_s if self.spec else 30.0)
+        while _alive(pid) and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_S)
+        sent = "SIGTERM"
+        if _alive(pid):
+            sent = "SIGKILL"
+        _signal_group(pid, signal.SIGKILL)  # workers that outlived their leader go too
+        self.state_file.unlink(missing_ok=True)
+        return f"stopped pid {pid} ({sent})"
+
+    def _recorded_pid(self) -> int | None:
+        """The pid fairwin launched production as, if that process still runs production's command."""
+        if not self.state_file.exists():
+            return None
+        state = read_json(self.state_file, (STATE_FORMAT,))
+        pid = state.get("pid")
+        if not isinstance(pid, int) or not _alive(pid) or _cmdline(pid)[:1] != [state.get("argv", [""])[0]]:
+            return None
+        return pid
+
+    # -- up --------------------------------------------------------------------------------------
+
+    async def bring_up(self, session: aiohttp.ClientSession) -> Proved:
+        started = time.monotonic()
+        if await self.healthy(session):
+            return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
+        how = self._launch() if self.spec is not None else _run_command("up", self.settings.up)
+        deadline = time.monotonic() + self.settings.up_timeout_s
+        while not await self.healthy(session):
+            pid = self._recorded_pid() if self.spec is not None else None
+            if self.spec is not None and pid is None:
+                raise ProductionError(f"production exited after {how}; see {self.state_dir / 'production.log'}")
+            if time.monotonic() >= deadline:
+                raise ProductionError(
+                    f"production is not healthy {self.settings.up_timeout_s:g} s after {how} ({self.health_url})"
+                )
+            await asyncio.sleep(POLL_S)
+        return Proved("up", how, f"{self.health_url} answers 200", time.monotonic() - started)
+
+    def _launch(self) -> str:
+        assert self.spec is not None
+        setsid = shutil.which("setsid")
+        if setsid is None:
+            raise ProductionError("cannot launch production detached: `setsid` (util-linux) is not installed")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        pid_file = self.state_dir / "production.pid"
+        pid_file.unlink(missing_ok=True)
+        # sh writes its own pid, then becomes the server (exec): the pid is the server's, its group's id too.
+        wrapper = ["sh", "-c", 'echo $$ > "$0"; exec "$@"', str(pid_file), *self.spec.argv]
+        with (self.state_dir / "production.log").open("ab") as log:
+            subprocess.run([setsid, "--fork", *wrapper], env=self.spec.env, cwd=self.spec.cwd,
+                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=True)  # fmt: skip
+        deadline = time.monotonic() + 10.0
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            if time.monotonic() >= deadline:
+                raise ProductionError(f"production did not start: no pid in {pid_file}")
+            time.sleep(0.02)
+        pid = int(pid_file.read_text())
+        write_json_atomic(self.state_file, {"format": STATE_FORMAT, "pid": pid, "argv": self.spec.argv,
+                                            "started_unix": time.time(), "snapshot": self.snapshot()})  # fmt: skip
+        return f"launched pid {pid}"
+
+
+def _run_command(what: str, argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProductionError(f"production {what} command {argv[0]!r} could not run: {exc}") from None
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+        raise ProductionError(f"production {what} command {' '.join(argv)} exited {done.returncode}: {tail}")
+    return f"ran: {' '.join(argv)}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):  # a zombie is not running production
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+    return True
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,48 @@
+"""Proofs about the hardware, from outside: a port that refuses, processes that do not run.
+
+A port is proved free only by a refused connection: a timeout proves nothing (a
+firewall, a server too busy to accept), so it is reported as not proved. Processes
+are matched by a substring of their command line, as an operator would ``pgrep -f``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from urllib.parse import urlsplit
+
+import psutil
+
+CONNECT_TIMEOUT_S = 1.0
+
+
+def host_port(base_url: str) -> tuple[str, int]:
+    parts = urlsplit(base_url)
+    default = 443 if parts.scheme == "https" else 80
+    return parts.hostname or "127.0.0.1", parts.port or default
+
+
+def port_state(base_url: str) -> str:
+    """'refused' (nothing listens), 'open' (something accepted) or 'unknown' (no answer either way)."""
+    try:
+        with socket.create_connection(host_port(base_url), timeout=CONNECT_TIMEOUT_S):
+            return "open"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError:
+        return "unknown"
+
+
+def running(patterns: Sequence[str]) -> list[str]:
+    """'pid: command line' of every process (not this one) whose command line contains a pattern."""
+    if not patterns:
+        return []
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        if process.info["pid"] == os.getpid() or not process.info["cmdline"]:
+            continue
+        command = " ".join(process.info["cmdline"])
+        if any(pattern in command for pattern in patterns):
+            found.append(f"{process.info['pid']}: {command[:200]}")
+    return found

@@ -1,0 +1,89 @@
+"""A window's hold on production's hardware: production taken down, the hardware proved quiet, given back.
+
+The window calls these as journaled steps: ``take_down`` after open, ``prove_quiet``
+before the first start and after the last, ``give_back`` (restore, then the watch) once
+the starts are done, and, from its close, ``give_back`` again whenever production was
+taken and not yet given back (a failed start, Ctrl-C, SIGTERM). A restore that does not
+come back healthy, or whose watch fails, is RESTORE FAILED: exit 6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from fairwin.errors import ProductionError, RestoreFailed
+from fairwin.launch.local import make_spec
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.control import Production
+from fairwin.production.proof import port_state
+from fairwin.production.watch import watch
+from fairwin.transport import client_session
+
+
+def fixed_role_urls(loaded: LoadedPlan, roles: set[str]) -> list[str]:
+    """Base URLs of the window's roles that answer on a fixed port: nothing may answer there between starts."""
+    plan = loaded.plan
+    return sorted({make_spec(name, plan.roles, loaded.base_dir).base_url for name in roles
+                   if isinstance(plan.roles[name].port, int) or "{port}" not in plan.roles[name].base_url})  # fmt: skip
+
+
+@dataclass
+class Hold:
+    production: Production
+    quiet_urls: list[str]
+    say: Callable[[str], None]
+    taken: bool = False
+    restored: dict[str, Any] | None = None
+    snapshot: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def owed(self) -> bool:
+        """Production was taken down (or its take-down began) and has not been given back."""
+        return self.taken and self.restored is None
+
+    async def take_down(self) -> dict[str, Any]:
+        self.taken = True  # set before acting: a take-down that fails halfway is given back too
+        proved = await self.production.take_down()
+        self.say(f"production down: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)")
+        return proved.record()
+
+    async def prove_quiet(self, when: str) -> dict[str, Any]:
+        problems = self.production.down_problems()
+        problems += [f"{url} accepts connections" for url in self.quiet_urls if port_state(url) == "open"]
+        if problems:
+            raise ProductionError(f"the hardware is not quiet {when}: {'; '.join(problems)}")
+        return {"quiet": when, "ports_refusing": [self.production.base_url, *self.quiet_urls]}
+
+    async def give_back(self) -> dict[str, Any]:
+        """Restore production and watch it; RestoreFailed (after recording why) when it does not hold."""
+        timeout = aiohttp.ClientTimeout(total=None)
+        async with client_session(timeout) as session:
+            try:
+                proved = await self.production.bring_up(session)
+            except ProductionError as exc:
+                self.restored = {"state": "RESTORE FAILED", "reason": str(exc)}
+                raise RestoreFailed(f"RESTORE FAILED: {exc}") from None
+            watched = await watch(self.production, session)
+        state = "RESTORED" if watched.ok else "RESTORE FAILED"
+        self.restored = {"state": state, "up": proved.record(), "watch": watched.record()}
+        self.say(f"production {state}: {proved.how} ({proved.seconds:.1f} s); {watched.summary()}")
+        if not watched.ok:
+            self.restored["reason"] = watched.summary()
+            raise RestoreFailed(f"RESTORE FAILED: production came up but the {watched.summary()}")
+        return self.restored
+
+    def line(self) -> str:
+        """The restore, in one line, for the summary."""
+        if self.restored is None:
+            return "production: still down (not given back)"
+        if self.restored["state"] != "RESTORED":
+            return f"production: **{self.restored['state']}**: {self.restored.get('reason', '')}"
+        up, held = self.restored["up"], self.restored["watch"]
+        return (
+            f"production: RESTORED ({up['how']}, healthy after {up['seconds']:.1f} s); watch held "
+            f"{held['seconds']:.1f} s, {held['answered']} of {held['requests']} requests answered"
+        )
