@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fairwin.durable import read_jsonl
+from fairwin.durable import read_jsonl, scan_jsonl
 from fairwin.errors import ServerExitedError
 from fairwin.launch.local import LaunchSpec, free_port
 from fairwin.plan import load_plan
@@ -26,9 +30,9 @@ WATCH = {"watch_s": 1, "watch_requests": 2, "up_timeout_s": 20, "down_timeout_s"
 def production_plan(make_plan: PlanFactory, model: str, *p_flags: str, **roles: Any) -> Path:
     port = free_port()
     return make_plan(
-        roles={
-            "A": sim_role("--ms-per-round", "2", model=model),
-            "B": sim_role("--ms-per-round", "2", model=model),
+        roles={  # the experiment's servers are told apart from production's by their model name
+            "A": sim_role("--ms-per-round", "2", model=f"exp-{model}"),
+            "B": sim_role("--ms-per-round", "2", model=f"exp-{model}"),
             "P": sim_role(*p_flags, model=model, port=port),
             **roles,
         },
@@ -92,11 +96,11 @@ def test_a_window_takes_production_down_and_gives_it_back(make_plan: PlanFactory
     manifest = json.loads((result.window.path / "window.json").read_text())
     assert manifest["production"]["role"] == "P" and len(manifest["production"]["sha256"]) == 64
     assert fairwin("production", "status", str(plan)).returncode == 0
-    assert processes_with("prod-win") and len(processes_with("prod-win")) == 1  # production, and nothing else
+    assert len(processes_with("prod-win")) == 1 and processes_with("exp-prod-win") == []  # production, nothing else
 
 
 def test_a_failed_start_gives_production_back(make_plan: PlanFactory, stop_production: list[Path]) -> None:
-    plan = production_plan(make_plan, "prod-fail", B=sim_role("--fault", "exit-at-start", model="prod-fail"))
+    plan = production_plan(make_plan, "prod-fail", B=sim_role("--fault", "exit-at-start", model="exp-prod-fail"))
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     with pytest.raises(ServerExitedError) as raised:
@@ -120,3 +124,81 @@ def test_production_that_does_not_come_back_is_restore_failed_exit_6(make_plan: 
     final = status(only_window(plan))
     assert final["restore"]["state"] == "RESTORE FAILED" and "exited" in final["restore"]["reason"]
     assert processes_with("prod-gone") == []
+
+
+def start_run(plan: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet", "--coordinator", "ci"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def wait_for_step(plan: Path, step: str, process: subprocess.Popen[str], timeout: float = 60) -> Path:
+    """The running window's directory, once its journal shows ``step`` begun."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for journal in (plan.parent / "windows").glob("*/journal.jsonl"):
+            if any(e.get("step") == step and e.get("event") == "begin" for e in scan_jsonl(journal)[0]):
+                return journal.parent
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.02)
+    raise AssertionError(f"step {step} never began")
+
+
+def test_the_lock_refuses_a_second_run_and_a_killed_window_is_recovered(
+    make_plan: PlanFactory, stop_production: list[Path]
+) -> None:
+    plan = production_plan(make_plan, "prod-lock")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    first = start_run(plan)
+    try:
+        window = wait_for_step(plan, "start s2", first)
+        second = fairwin("run", str(plan), "--quiet")
+        assert second.returncode == 4 and "the hardware is held by window" in second.stderr, second.stderr
+        assert "coordinator ci" in second.stderr
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        first.kill()
+    refused = fairwin("run", str(plan), "--quiet")
+    assert (
+        refused.returncode == 4 and "died without finishing" in refused.stderr and "fairwin recover" in refused.stderr
+    )
+    assert len([p for p in (plan.parent / "windows").iterdir() if p.is_dir()]) == 2  # nothing new was opened
+    recovered = fairwin("recover", str(plan))
+    assert recovered.returncode == 0, recovered.stderr
+    assert (
+        recovered.stdout.startswith(f"recovered window {window.name}: stopped")
+        and "production RESTORED" in recovered.stdout
+    )
+    assert processes_with("exp-prod-lock") == [] and fairwin("production", "status", str(plan)).returncode == 0
+    final = status(window)
+    assert final["state"] == "interrupted" and final["recovery"]["restore"]["state"] == "RESTORED"
+    assert fairwin("recover", str(plan)).stdout.startswith("nothing to recover")
+    assert fairwin("run", str(plan), "--quiet").returncode == 0  # the hardware is free again
+
+
+@pytest.mark.parametrize("step", ["production down", "quiet", "start s1", "start s3", "quiet after", "restore"])
+def test_a_window_killed_at_any_step_is_recovered(
+    make_plan: PlanFactory, stop_production: list[Path], step: str
+) -> None:
+    plan = production_plan(make_plan, "prod-kill")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    run = start_run(plan)
+    try:
+        window = wait_for_step(plan, step, run)
+        run.send_signal(signal.SIGKILL)
+        run.wait(10)
+    finally:
+        run.kill()
+    recovered = fairwin("recover", str(plan))
+    assert recovered.returncode == 0, recovered.stderr
+    assert fairwin("production", "status", str(plan)).returncode == 0  # production healthy
+    assert processes_with("exp-prod-kill") == []  # no experiment server left
+    assert status(window)["state"] in ("interrupted", "complete")
+    events = read_jsonl(window / "journal.jsonl")  # whole lines only: nothing torn
+    assert (events[-1]["step"], events[-1]["event"]) == ("recover", "end")
+    assert any(e["step"] == step and e["event"] == "begin" for e in events)
+    for path in window.rglob("*.json"):
+        json.loads(path.read_text())
+    assert fairwin("recover", str(plan)).stdout.startswith("nothing to recover")

@@ -33,6 +33,7 @@ class ThreadSim:
         spec_tokens = 4 if spec.role_name == "B" else 0
         self.config = SimConfig(model=spec.model, spec_tokens=spec_tokens, acceptance=(0.8, 0.6), ms_per_round=1)
         self.scheduling: dict[str, object] | None = None
+        self.pid: int | None = None  # no process: the simulator runs on a thread
 
     def start(self) -> None:
         self.events.append(f"launch {self.spec.role_name}")
@@ -102,10 +103,16 @@ def test_steps_run_in_bracket_order_and_every_server_stops(make_plan: PlanFactor
         ("open", "begin"),
         ("open", "end"),
         ("start s1", "begin"),
+        ("start s1", "launching"),
+        ("start s1", "launched"),
         ("start s1", "end"),
         ("start s2", "begin"),
+        ("start s2", "launching"),
+        ("start s2", "launched"),
         ("start s2", "end"),
         ("start s3", "begin"),
+        ("start s3", "launching"),
+        ("start s3", "launched"),
         ("start s3", "end"),
         ("decide", "begin"),
         ("decide", "end"),

@@ -69,7 +69,15 @@ def _run_parser(commands: Commands) -> None:
         "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"
     )
     run.add_argument("--require-rehearsal", help="a PASS rehearsal directory from `fairwin rehearse`")
+    run.add_argument("--coordinator", help="who runs this window, kept in the hardware's lock (default: "
+                     "$FAIRWIN_COORDINATOR, else your user name)")  # fmt: skip
     run.set_defaults(func=_window.run)
+    recover = commands.add_parser(
+        "recover", help="after fairwin died: stop the window's servers, give production back, mark it interrupted"
+    )
+    recover.add_argument("plan", type=Path)
+    recover.add_argument("--out", help="the plan's output directory, if not window.output_dir")
+    recover.set_defaults(func=_window.recover)
 
 
 def _sim_parser(commands: Commands) -> None:

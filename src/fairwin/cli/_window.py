@@ -81,8 +81,10 @@ def run(args: argparse.Namespace) -> int:
         # server is stopped and the window marked interrupted instead of the process just dying.
         task = asyncio.current_task()
         assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await run_window(loaded, args.mode, say=say, output_dir=output, gates=gates)
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal or ssh session went away
+            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+        return await run_window(loaded, args.mode, say=say, output_dir=output, gates=gates,
+                                coordinator=args.coordinator)  # fmt: skip
 
     result = asyncio.run(until_signalled())
     print_decision(stdout, result.decision)
@@ -156,4 +158,15 @@ def rehearse(args: argparse.Namespace) -> int:
         raise RehearsalFailed(f"rehearsal FAIL{confirmed}: {document['failures'][0] if document['failures'] else ''} "
                               f"[{args.out}/rehearsal.json]")  # fmt: skip
     stdout.print(f"rehearsal PASS against {document['url']}; cause confirmed; {args.out}/rehearsal.json", markup=False)
+    return 0
+
+
+def recover(args: argparse.Namespace) -> int:
+    from fairwin.plan import load_plan
+    from fairwin.window.recover import recover as recover_window
+
+    loaded = load_plan(args.plan)
+    out = Path(args.out) if args.out else loaded.resolve(loaded.plan.window.output_dir)
+    result = asyncio.run(recover_window(loaded, out))
+    stdout.print(result.summary(), markup=False)
     return 0

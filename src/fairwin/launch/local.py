@@ -157,6 +157,10 @@ class LocalServer:
     autogroup: str | None = None
 
     @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
     def scheduling(self) -> dict[str, object] | None:
         """The CPU set and priority applied, read back from the kernel now (after start: the server's own)."""
         pid = self.process.pid if self.process is not None else None

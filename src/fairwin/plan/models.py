@@ -154,6 +154,9 @@ class WindowSettings(StrictModel):
     client_cpus: CpuList | None = Field(
         None, description="CPU list fairwin's client (its event loop) runs on during the window, e.g. '1'."
     )
+    lock: Path | None = Field(
+        None, description="The hardware's lock: one window at a time (default: OUTPUT_DIR/.window.lock)."
+    )
     counters: ProfileName = Field(
         "vllm",
         description="The server's counters fairwin pools: vllm, or none (any OpenAI-compatible server, client-only).",

@@ -31,8 +31,8 @@ class WindowDir:
     window_id: str
 
     @classmethod
-    def create(cls, output_dir: Path, mode: str) -> WindowDir:
-        window_id = new_window_id(mode)
+    def create(cls, output_dir: Path, mode: str, window_id: str | None = None) -> WindowDir:
+        window_id = window_id or new_window_id(mode)
         try:
             output_dir.mkdir(parents=True, exist_ok=True)
             path = output_dir / window_id

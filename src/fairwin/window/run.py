@@ -30,7 +30,8 @@ from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
 from fairwin.window.close import archive_controls, archive_path, decide_and_report
 from fairwin.window.environment import capture
 from fairwin.window.hold import Hold, fixed_role_urls
-from fairwin.window.layout import WindowDir
+from fairwin.window.layout import WindowDir, new_window_id
+from fairwin.window.lock import acquire, coordinator, lock_path, release
 from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
 
@@ -83,6 +84,7 @@ class Window:
     launcher: Launcher
     say: Callable[[str], None]
     hold: Hold | None = None  # production's hardware, when the plan has a [production]
+    lock: Path | None = None  # the hardware's lock this window holds until its close
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
     # One context for every start: it carries the prompts the first start prepared.
@@ -164,7 +166,17 @@ class Window:
         write_json_atomic(self.directory.path / "budget.json", record)
 
     async def run(self) -> WindowResult:
-        """Every step in order, journaled; then close: the window's final status, whatever happened."""
+        """Every step in order, journaled; then close: the window's final status, whatever happened. The
+        hardware's lock is released last, once production is given back and the status written."""
+        try:
+            await self._steps_then_close()
+        finally:
+            if self.lock is not None:
+                release(self.lock, self.directory.window_id)
+        assert self.decision is not None  # the decide step ran
+        return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
+
+    async def _steps_then_close(self) -> None:
         try:
             with (
                 http_errors_logged(self.directory.path / "http-errors.log"),
@@ -180,8 +192,6 @@ class Window:
             await self.close(exc)
             raise
         await self.close(None)
-        assert self.decision is not None  # the decide step ran
-        return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
 
     async def _journaled(self, step: Step) -> None:
         self.directory.journal_event(step.name, "begin")
@@ -246,6 +256,7 @@ class WindowOptions(TypedDict, total=False):
     output_dir: Path | None  # where the window's directory is made (default: the plan's window.output_dir)
     order: str | None  # overrides the rule's draw (tests; chained windows that balance orders)
     gates: GateInputs | None  # the receipts the window must be given
+    coordinator: str | None  # who runs it, for the lock (default: FAIRWIN_COORDINATOR, else the user)
 
 
 def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
@@ -261,16 +272,24 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     for warning in warnings:
         say(f"warning: {warning}")
     chosen_order = options.get("order") or draw_order(checked.rule)
+    lock = lock_path(loaded, out)
+    window_id = new_window_id(mode_name)
+    acquire(lock, window_id, out / window_id, coordinator(options.get("coordinator")))
+    try:
+        directory = WindowDir.create(out, mode_name, window_id)
+    except BaseException:
+        release(lock, window_id)
+        raise
     hold = None
     if loaded.plan.production is not None:
         production = Production(loaded, out)
         roles = {checked.mode.control, checked.mode.candidate}
         hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot())
     return Window(
-        loaded=loaded, checked=checked, directory=WindowDir.create(out, mode_name), order=chosen_order,
+        loaded=loaded, checked=checked, directory=directory, order=chosen_order,
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
         environment=environment, archive_file=archive, power_warnings=warnings,
-        launcher=options.get("launcher", local_launcher), say=say, hold=hold,
+        launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock,
     )  # fmt: skip
 
 

@@ -41,6 +41,10 @@ class ServerHandle(Protocol):
     spec: LaunchSpec
 
     @property
+    def pid(self) -> int | None:
+        """The server's process (and process group) id once started; None where there is no process."""
+
+    @property
     def scheduling(self) -> dict[str, object] | None:
         """What start() applied (CPU set, nice), for the receipt."""
 
@@ -189,7 +193,10 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         if warning:
             ctx.say(f"  warning: {warning}")
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}")
+        # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
+        ctx.window.journal_event(f"start {start.name}", "launching", argv=spec.argv)
         server.start()
+        ctx.window.journal_event(f"start {start.name}", "launched", pid=server.pid, argv=spec.argv)
         async with client_session(timeout) as session:
             receipt["healthy_after_s"] = await server.wait_healthy(session)
             receipt["scheduling"] = server.scheduling

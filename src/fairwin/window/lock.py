@@ -1,0 +1,112 @@
+"""One window at a time on the hardware: a lock file naming the window that holds it.
+
+The lock is created with ``O_CREAT | O_EXCL`` (atomic on a local filesystem) and holds
+the window's id and directory, the host, fairwin's pid and the coordinator (who ran it:
+``--coordinator`` or ``FAIRWIN_COORDINATOR``, else the user). A window removes its lock
+only after its close. A lock left behind by a fairwin that died is not stale by age:
+the window it names may have left production down and servers running, so
+``fairwin run`` refuses until ``fairwin recover`` has finished that window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fairwin.durable import read_json
+from fairwin.errors import GateRefused
+from fairwin.plan.loading import LoadedPlan
+
+LOCK_FORMAT = "fairwin.lock/1"
+
+
+def lock_path(loaded: LoadedPlan, output_dir: Path) -> Path:
+    setting = loaded.plan.window.lock
+    return loaded.resolve(setting) if setting is not None else output_dir / ".window.lock"
+
+
+def coordinator(given: str | None = None) -> str:
+    return given or os.environ.get("FAIRWIN_COORDINATOR") or getpass.getuser()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lock, as its file says."""
+
+    path: Path
+    record: dict[str, Any]
+
+    @property
+    def alive(self) -> bool:
+        """The holding fairwin still runs (on this host; another host's is assumed alive)."""
+        pid = self.record.get("pid")
+        if self.record.get("host") != socket.gethostname():
+            return True
+        return isinstance(pid, int) and pid_alive(pid)
+
+    @property
+    def window_path(self) -> Path:
+        return Path(str(self.record.get("window_path", "")))
+
+    def describe(self) -> str:
+        r = self.record
+        return (
+            f"window {r.get('window_id')} (pid {r.get('pid')} on {r.get('host')}, coordinator {r.get('coordinator')}, "
+            f"since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(float(r.get('started_unix', 0))))})"
+        )
+
+
+def holder(path: Path) -> Holder | None:
+    if not path.exists():
+        return None
+    return Holder(path, read_json(path, (LOCK_FORMAT,)))
+
+
+def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
+    """Take the lock for a new window, or refuse (exit 4) naming who holds it and what to do."""
+    record = {"format": LOCK_FORMAT, "window_id": window_id, "window_path": str(window_path),
+              "host": socket.gethostname(), "pid": os.getpid(), "coordinator": who,
+              "started_unix": time.time()}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        held = holder(path)
+        if held is None:  # released between the two calls: try once more
+            return acquire(path, window_id, window_path, who)
+        if held.alive:
+            raise GateRefused(f"the hardware is held by {held.describe()}; wait for it to finish ({path})") from None
+        raise GateRefused(
+            f"{held.describe()} died without finishing: production may be down and its servers running; "
+            f"run `fairwin recover PLAN` first ({path})"
+        ) from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(record, indent=2) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return None
+
+
+def release(path: Path, window_id: str) -> None:
+    """Remove the lock if this window holds it (never another's)."""
+    with contextlib.suppress(FileNotFoundError):
+        held = holder(path)
+        if held is not None and held.record.get("window_id") == window_id:
+            path.unlink()

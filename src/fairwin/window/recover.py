@@ -1,0 +1,126 @@
+"""``fairwin recover PLAN``: finish what a window owed after fairwin itself died (kill -9, OOM, a lost session).
+
+The plan's lock names the unfinished window. Its journal says what was started: every
+server launched (``launched`` events, with pid and argv; a ``launching`` without one is
+matched by its command line) and whether production was taken down. Recovery stops
+every such server still running (its process group, SIGTERM then SIGKILL), gives
+production back and watches it when the window had taken it, marks the window
+``interrupted`` with the recovery recorded, and removes the lock. Run twice, the second
+run finds no lock and does nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from fairwin.durable import read_model, scan_jsonl
+from fairwin.errors import InputError, RestoreFailed
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.control import Production
+from fairwin.vocabulary import STATUS, WindowStatus
+from fairwin.window.hold import Hold
+from fairwin.window.layout import WindowDir
+from fairwin.window.lock import holder, lock_path
+
+STOP_GRACE_S = 10.0
+
+
+@dataclass
+class Recovery:
+    window_id: str | None
+    stopped: list[str] = field(default_factory=list)
+    production: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.window_id is None:
+            return "nothing to recover: no window holds the lock"
+        parts = [f"recovered window {self.window_id}: stopped {len(self.stopped)} server process(es)"]
+        if self.production is not None:
+            parts.append(f"production {self.production['state']}")
+        parts += self.problems
+        return "; ".join(parts)
+
+
+def _started(events: list[dict[str, Any]]) -> list[tuple[int | None, list[str]]]:
+    """(pid or None, argv) of every server the journal says was launched or was being launched."""
+    found: dict[str, tuple[int | None, list[str]]] = {}
+    for event in events:
+        if event.get("event") in ("launching", "launched") and isinstance(event.get("argv"), list):
+            pid = event.get("pid") if isinstance(event.get("pid"), int) else None
+            found[str(event.get("step"))] = (pid, [str(a) for a in event["argv"]])
+    return list(found.values())
+
+
+def _matching(pid: int | None, argv: list[str]) -> list[psutil.Process]:
+    """The recorded process if it still runs that command; else any process running exactly that command."""
+    candidates = [psutil.Process(pid)] if pid is not None and psutil.pid_exists(pid) else list(psutil.process_iter())
+    found = []
+    for process in candidates:
+        with contextlib.suppress(psutil.Error):
+            if process.cmdline()[-len(argv) :] == argv and process.pid != os.getpid():
+                found.append(process)
+    return found
+
+
+async def _stop(process: psutil.Process) -> str:
+    group = os.getpgid(process.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while process.is_running() and process.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+    return f"pid {process.pid} (group {group})"
+
+
+async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
+    lock = lock_path(loaded, output_dir)
+    held = holder(lock)
+    if held is None:
+        return Recovery(window_id=None)
+    if held.alive:
+        raise InputError(f"{held.describe()} is still running; recover only a window whose fairwin died ({lock})")
+    directory = WindowDir(path=held.window_path, window_id=str(held.record.get("window_id")))
+    events, problems = scan_jsonl(directory.journal) if directory.journal.exists() else ([], [])
+    result = Recovery(window_id=directory.window_id, problems=problems)
+    directory.journal_event("recover", "begin", lock=held.record)
+    for pid, argv in _started(events):
+        for process in _matching(pid, argv):
+            result.stopped.append(await _stop(process))
+    taken = any(e.get("step") == "production down" and e.get("event") == "begin" for e in events)
+    given = any(e.get("step") == "restore" and e.get("event") == "end" for e in events)
+    if loaded.plan.production is not None and taken and not given:
+        hold = Hold(Production(loaded, output_dir), [], lambda _line: None, taken=True)
+        try:
+            result.production = await hold.give_back()
+        except RestoreFailed:
+            result.production = hold.restored
+    state = _state(directory)
+    if state == "running":
+        directory.set_status("interrupted", error="fairwin died during the window; recovered by `fairwin recover`",
+                             recovery={"stopped": result.stopped, "restore": result.production})  # fmt: skip
+    directory.journal_event("recover", "end", stopped=result.stopped, restore=result.production)
+    lock.unlink(missing_ok=True)
+    if result.production is not None and result.production.get("state") != "RESTORED":
+        raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: "
+                            f"{result.production.get('reason')}")  # fmt: skip
+    return result
+
+
+def _state(directory: WindowDir) -> str | None:
+    """The window's recorded state; None when its status cannot be read (recovery goes on regardless)."""
+    try:
+        return read_model(directory.status, WindowStatus, STATUS.readable).state
+    except InputError:
+        return None
