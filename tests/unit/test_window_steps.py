@@ -157,8 +157,10 @@ def test_failed_start_stops_its_server_marks_window_and_launches_nothing_after(m
     journal = [(e["step"], e["event"]) for e in read_jsonl(window / "journal.jsonl")]
     assert journal[-3:] == [("start s2", "failed"), ("close", "begin"), ("close", "end")]
     assert read_jsonl(window / "journal.jsonl")[-1]["state"] == "ServerExitedError"
-    # s1's measurements were saved before s2 failed.
+    # s1's measurements were saved before s2 failed, and its control start went to the archive.
     assert {r["start"] for r in read_jsonl(window / "pooled.jsonl")} == {"s1"}
+    archived = read_jsonl(window.parent / "control-archive.jsonl")
+    assert [(r["window_id"], r["start"]) for r in archived] == [(window.name, "s1")]
 
 
 def test_control_starts_are_archived_and_the_context_is_kept(make_plan: PlanFactory) -> None:

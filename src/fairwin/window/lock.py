@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.durable import read_json
-from fairwin.errors import GateRefused
+from fairwin.errors import GateRefused, OutputDirError
 from fairwin.plan.loading import LoadedPlan
 
 LOCK_FORMAT = "fairwin.lock/1"
@@ -84,8 +84,8 @@ def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
     record = {"format": LOCK_FORMAT, "window_id": window_id, "window_path": str(window_path),
               "host": socket.gethostname(), "pid": os.getpid(), "coordinator": who,
               "started_unix": time.time()}  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         held = holder(path)
@@ -96,6 +96,11 @@ def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
         raise GateRefused(
             f"{held.describe()} died without finishing: production may be down and its servers running; "
             f"run `fairwin recover PLAN` first ({path})"
+        ) from None
+    except OSError as exc:  # the lock sits in the output directory unless window.lock moves it
+        raise OutputDirError(
+            f"cannot create a window under {path.parent} (its lock {path.name}): {exc.strerror}; choose a writable "
+            "window.output_dir, or window.lock"
         ) from None
     with os.fdopen(fd, "w") as handle:
         handle.write(json.dumps(record, indent=2) + "\n")

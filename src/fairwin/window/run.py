@@ -85,6 +85,7 @@ class Window:
     say: Callable[[str], None]
     hold: Hold | None = None  # production's hardware, when the plan has a [production]
     lock: Path | None = None  # the hardware's lock this window holds until its close
+    archived: bool = False
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
     # One context for every start: it carries the prompts the first start prepared.
@@ -153,11 +154,14 @@ class Window:
         )  # fmt: skip
 
     async def archive(self) -> None:
-        controls = {s.name: s.role for s in self.starts if s.kind == "control"}
+        """Every finished control start into the control archive (also from a window that failed later)."""
+        finished = {row.start for row in self.rows}
+        controls = {s.name: s.role for s in self.starts if s.kind == "control" and s.name in finished}
         count = archive_controls(
             self.loaded, self.directory, mode=self.checked.mode_name, archive=self.archive_file, commit=self.commit,
             controls=controls,
         )  # fmt: skip
+        self.archived = True
         self.say(f"archived {count} control rows in {self.archive_file}")
 
     async def budget(self) -> None:
@@ -210,6 +214,10 @@ class Window:
         verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
         self.directory.journal_event("close", "begin")
         restore_failure = await self._give_back_if_owed()
+        if error is not None and not self.archived and self.rows:
+            # The runbook keeps every finished control start, whatever happened to the window after it.
+            with contextlib.suppress(FairwinError, OSError):
+                await self.archive()
         restore = {"restore": self.hold.restored} if self.hold is not None else {}
         if error is None and restore_failure is None:
             assert self.decision is not None  # the decide step ran
