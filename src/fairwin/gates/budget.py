@@ -187,9 +187,9 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
         sources["earlier windows left out"] = (
             f"{len(found.unreadable)} could not be read (first: {found.unreadable[0]})"
         )
-    return TimeEstimate(
-        mode_name, starts, budget.restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves
-    )
+    # Giving production back: the plan's assumed restore, and the watch, which always runs its length.
+    restore_s = budget.restore_s + (plan.production.watch_s if plan.production is not None else 0.0)
+    return TimeEstimate(mode_name, starts, restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves)
 
 
 def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:

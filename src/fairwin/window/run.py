@@ -113,11 +113,14 @@ class Window:
         return [Step("open", self.open), *starts, Step("decide", self.decide), Step("archive", self.archive),
                 Step("budget", self.budget)]  # fmt: skip
 
-    async def open(self) -> None:
+    async def open(self) -> dict[str, Any]:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
         write_json_atomic(self.directory.manifest, self._manifest())
         self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
+        # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
+        production = self.hold.snapshot if self.hold is not None else None
+        return {"plan_sha256": self.loaded.sha256, "production": production}
 
     def _manifest(self) -> dict[str, Any]:
         mode, rule = self.checked.mode, self.checked.rule
