@@ -208,3 +208,23 @@ def test_gates_pass_and_are_recorded_in_the_window(make_plan: PlanFactory, repo:
     # The next dry plan is calibrated from this window.
     shown = fairwin("plan", "show", str(plan)).stdout
     assert "role A start: measured: median" in shown and "cell short-b1: measured: median wave" in shown
+
+
+def test_a_required_gate_cannot_be_skipped(make_plan: PlanFactory, repo: Path, tmp_path: Path) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    plan = plan_with_qualification(make_plan, repo)
+    plan.write_text(plan.read_text() + '\n[gates]\nrequired = ["qualification", "gate:rng"]\n')
+    assert "requires gate qualification" in refused(plan, GateInputs())
+    carried = tmp_path / "carried.json"
+    assert carry(plan, admission(tmp_path, repo, q), q, carried).returncode == 0
+    message = refused(plan, GateInputs(qualification=carried))
+    assert "requires gate gate:rng" in message and "fairwin gate run --name rng" in message
+    other = tmp_path / "other.json"
+    done = fairwin("gate", "run", "--name", "lint", "--out", str(other), "--artifact", str(repo / "kernel.bin"),
+                   "--repo", str(repo), "--", sys.executable, "-c", "pass")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "requires gate gate:rng" in refused(plan, GateInputs(qualification=carried, gates=[other]))
+    bad = make_plan(name="bad.toml")
+    bad.write_text(bad.read_text() + '\n[gates]\nrequired = ["rgn"]\n')
+    checked = fairwin("plan", "check", str(bad))
+    assert checked.returncode == 2 and "'rgn' is not a gate" in checked.stderr

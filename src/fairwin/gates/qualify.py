@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fairwin.durable import first_problem
 from fairwin.errors import CorruptRecordError, GateRefused
 from fairwin.gates.receipt import read_receipt, require_admitting, write_receipt
-from fairwin.plan.models import Qualification
+from fairwin.plan.checks import Qualification
 from fairwin.vocabulary import ADMISSION, CARRY
 
 SHOWN = 10

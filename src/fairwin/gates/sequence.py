@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.durable import read_jsonl
+from fairwin.errors import GateRefused
 from fairwin.gates.budget import TimeEstimate, calibrate, check_budget, estimate
 from fairwin.gates.correctness import require_gate
 from fairwin.gates.qualify import require_carry, resolve
+from fairwin.gates.rehearsal import require_rehearsal
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 
@@ -36,9 +38,22 @@ def estimates(loaded: LoadedPlan, output_dir: Path) -> list[TimeEstimate]:
     return [estimate(loaded, name, mode, found) for name, mode in loaded.plan.all_modes().items()]
 
 
+def check_required(loaded: LoadedPlan, inputs: GateInputs, gate_names: list[str]) -> None:
+    """Refuse (exit 4) when a gate the plan requires was not given: it cannot be skipped by forgetting it."""
+    given = {"qualification": inputs.qualification is not None, "rehearsal": inputs.rehearsal is not None}
+    given.update({f"gate:{name}": True for name in gate_names})
+    how = {"qualification": "--qualification CARRIED.json (from `fairwin qualify carry`)",
+           "rehearsal": "--require-rehearsal DIR (from `fairwin rehearse`)"}  # fmt: skip
+    for gate in loaded.plan.gates.required:
+        if not given.get(gate):
+            hint = how.get(gate, f"--require-gate RECEIPT (from `fairwin gate run --name {gate[5:]}`)")
+            raise GateRefused(f"the plan requires gate {gate}, and it was not given; pass {hint}")
+
+
 def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs, output_dir: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     artifacts: dict[str, str] | None = None
+    names: list[str] = []
     if inputs.qualification is not None or inputs.gates:
         repo = loaded.resolve(loaded.plan.qualification.repo)
         head = resolve(repo, "HEAD")
@@ -47,12 +62,13 @@ def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs
             carried = require_carry(inputs.qualification, head)
             artifacts = carried.get("artifacts", {})
             summary["qualification"] = {"path": str(inputs.qualification), "sha256": carried.get("sha256")}
+        receipts = [require_gate(path, head, artifacts) for path in inputs.gates]
+        names = [str(receipt.get("name")) for receipt in receipts]
         summary["gates"] = [
-            {"path": str(path), "sha256": require_gate(path, head, artifacts).get("sha256")} for path in inputs.gates
+            {"path": str(p), "sha256": r.get("sha256")} for p, r in zip(inputs.gates, receipts, strict=True)
         ]
+    check_required(loaded, inputs, names)
     if inputs.rehearsal is not None:
-        from fairwin.gates.rehearsal import require_rehearsal  # the rehearsal module imports the gates' receipts
-
         document = require_rehearsal(inputs.rehearsal, loaded)
         summary["rehearsal"] = {"path": str(inputs.rehearsal), "sha256": document.get("sha256")}
     found = estimate(loaded, mode_name, mode, calibrate(output_dir))

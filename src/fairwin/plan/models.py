@@ -12,8 +12,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from fairwin.plan.base import StrictModel
+from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
 from fairwin.plan.production import ProductionSettings
 from fairwin.profiles import ProfileName
@@ -27,10 +29,6 @@ REGISTERED_MODES: dict[str, tuple[str, str]] = {
     "controlled": ("A", "B"),
     "production-policy": ("P", "B"),
 }
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Role(StrictModel):
@@ -177,55 +175,6 @@ class BudgetSettings(StrictModel):
     restore_s: float = Field(0.0, ge=0, description="Closing the window: restoring production and watching it.")
 
 
-class Qualification(StrictModel):
-    """What must not change between the qualified commit and the commit under test."""
-
-    repo: Path = Field(Path(), description="The git work tree, relative to the plan.")
-    measurement_layer: list[str] = Field(
-        default_factory=list, description="Globs of files allowed to change (the measurement layer)."
-    )
-    carried_files: list[str] = Field(default_factory=list, description="Files that must be byte-identical.")
-    carried_prefixes: list[str] = Field(default_factory=list, description="Every file under these must be identical.")
-    carried_units: list[str] = Field(
-        default_factory=list, description="path.py::Qualified.Name units that must be AST-identical."
-    )
-
-    @field_validator("carried_units")
-    @classmethod
-    def _unit_form(cls, value: list[str]) -> list[str]:
-        for unit in value:
-            path, sep, name = unit.partition("::")
-            if not sep or not path.endswith(".py") or not name:
-                raise ValueError(f"{unit!r} is not path.py::QualifiedName")
-        return value
-
-
-class Runtime(StrictModel):
-    standard_verification: bool = Field(
-        False, description="Every start's speculative config must use standard verification."
-    )
-    check_env: bool = Field(True, description="Compare every start's real environment with the declared one.")
-
-
-class ControlProbe(StrictModel):
-    """A request that must come back with ``expect_status``: proof the rehearsal sees that failure."""
-
-    name: str
-    body: dict[str, Any] = Field(description="Merged into the warm-up request's body.")
-    expect_status: int = Field(ge=100, le=599)
-
-
-class RehearsalSettings(StrictModel):
-    url: str | None = Field(None, description="Production's base URL, which rehearsals must be made against.")
-    model: str | None = Field(None, description="Production's served model (default: the first role's).")
-    priority: int | None = Field(None, description="Sent as `priority` with every probe, when the server supports it.")
-    max_age_h: float = Field(24.0, gt=0, description="--require-rehearsal refuses an older rehearsal.")
-    controls: list[ControlProbe] = Field(
-        default_factory=lambda: [ControlProbe(name="logit_bias", body={"logit_bias": {"1": 1.0}}, expect_status=400)],
-        description="Default: logit_bias must be refused (vLLM refuses it whenever speculation is on).",
-    )
-
-
 class Plan(StrictModel):
     window: WindowSettings = Field(default_factory=WindowSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
@@ -235,6 +184,7 @@ class Plan(StrictModel):
     cells: dict[str, Cell] = Field(min_length=1)
     qualification: Qualification = Field(default_factory=Qualification)
     runtime: Runtime = Field(default_factory=Runtime)
+    gates: GatesSettings = Field(default_factory=GatesSettings)
     rehearsal: RehearsalSettings = Field(default_factory=RehearsalSettings)
     production: ProductionSettings | None = Field(
         None, description="How production is taken down for a window and restored after (docs/production.md)."

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from fairwin.plan.base import StrictModel
 
 #: The watch sends real requests to production: at most this many tokens each.
 WATCH_MAX_TOKENS = 8
 
 
-class ProductionSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ProductionSettings(StrictModel):
     role: str | None = Field(
         None, description="A role fairwin launches as production, detached; its port must be fixed."
     )

@@ -1,0 +1,74 @@
+"""The plan's sections the gates read: qualification, required gates, runtime checks, the API rehearsal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from fairwin.plan.base import StrictModel
+
+
+class Qualification(StrictModel):
+    """What must not change between the qualified commit and the commit under test."""
+
+    repo: Path = Field(Path(), description="The git work tree, relative to the plan.")
+    measurement_layer: list[str] = Field(
+        default_factory=list, description="Globs of files allowed to change (the measurement layer)."
+    )
+    carried_files: list[str] = Field(default_factory=list, description="Files that must be byte-identical.")
+    carried_prefixes: list[str] = Field(default_factory=list, description="Every file under these must be identical.")
+    carried_units: list[str] = Field(
+        default_factory=list, description="path.py::Qualified.Name units that must be AST-identical."
+    )
+
+    @field_validator("carried_units")
+    @classmethod
+    def _unit_form(cls, value: list[str]) -> list[str]:
+        for unit in value:
+            path, sep, name = unit.partition("::")
+            if not sep or not path.endswith(".py") or not name:
+                raise ValueError(f"{unit!r} is not path.py::QualifiedName")
+        return value
+
+
+class GatesSettings(StrictModel):
+    required: list[str] = Field(
+        default_factory=list,
+        description="Gates every window must be given: qualification, rehearsal, gate:NAME (`fairwin gate run`'s).",
+    )
+
+    @field_validator("required")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        for gate in value:
+            if gate not in ("qualification", "rehearsal") and not (gate.startswith("gate:") and len(gate) > 5):
+                raise ValueError(f"{gate!r} is not a gate: qualification, rehearsal or gate:NAME")
+        return value
+
+
+class Runtime(StrictModel):
+    standard_verification: bool = Field(
+        False, description="Every start's speculative config must use standard verification."
+    )
+    check_env: bool = Field(True, description="Compare every start's real environment with the declared one.")
+
+
+class ControlProbe(StrictModel):
+    """A request that must come back with ``expect_status``: proof the rehearsal sees that failure."""
+
+    name: str
+    body: dict[str, Any] = Field(description="Merged into the warm-up request's body.")
+    expect_status: int = Field(ge=100, le=599)
+
+
+class RehearsalSettings(StrictModel):
+    url: str | None = Field(None, description="Production's base URL, which rehearsals must be made against.")
+    model: str | None = Field(None, description="Production's served model (default: the first role's).")
+    priority: int | None = Field(None, description="Sent as `priority` with every probe, when the server supports it.")
+    max_age_h: float = Field(24.0, gt=0, description="--require-rehearsal refuses an older rehearsal.")
+    controls: list[ControlProbe] = Field(
+        default_factory=lambda: [ControlProbe(name="logit_bias", body={"logit_bias": {"1": 1.0}}, expect_status=400)],
+        description="Default: logit_bias must be refused (vLLM refuses it whenever speculation is on).",
+    )
