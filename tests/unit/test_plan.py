@@ -180,3 +180,12 @@ def test_an_order_file_spelling_format_as_schema_still_reads_with_a_notice(tmp_p
     loaded = load_plan(plan)
     assert loaded.families["prose"].ordered and len(loaded.notices) == 1
     assert "names its format as 'schema'" in loaded.notices[0]
+
+
+def test_standard_verification_is_required_unless_a_plan_opts_out(make_plan: PlanFactory) -> None:
+    from fairwin.plan import load_plan
+
+    assert load_plan(make_plan()).plan.runtime.standard_verification is True
+    plan = make_plan(name="opt-out.toml")
+    plan.write_text(plan.read_text() + "\n[runtime]\nstandard_verification = false\n")
+    assert load_plan(plan).plan.runtime.standard_verification is False

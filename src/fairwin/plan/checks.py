@@ -50,7 +50,9 @@ class GatesSettings(StrictModel):
 
 class Runtime(StrictModel):
     standard_verification: bool = Field(
-        False, description="Every start's speculative config must use standard verification."
+        True,
+        description="Every start's speculative config must use standard verification (as the runbook requires; "
+        "false opts out). It only constrains starts that speculate.",
     )
     check_env: bool = Field(True, description="Compare every start's real environment with the declared one.")
 
