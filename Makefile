@@ -48,8 +48,13 @@ test: lint
 test-e2e: setup engine
 	set -a; source $(ENGINE_ENV); set +a; $(BIN)/pytest tests/e2e
 
+# Production (a vLLM for CPU on port 18531) is brought up, taken down by the window and restored;
+# it is the demo's own, so it is taken down again at the end, whatever the window did.
 demo: setup engine
-	set -a; source $(ENGINE_ENV); set +a; $(BIN)/fairwin run examples/vllm-cpu.toml --mode controlled
+	set -a; source $(ENGINE_ENV); set +a; \
+	$(BIN)/fairwin production up examples/vllm-cpu.toml && \
+	$(BIN)/fairwin run examples/vllm-cpu.toml --mode controlled; status=$$?; \
+	$(BIN)/fairwin production down examples/vllm-cpu.toml; exit $$status
 
 clean:
 	rm -rf $(VENV) $(ENGINE_ENV) windows .pytest_cache .mypy_cache .ruff_cache
