@@ -30,7 +30,7 @@ from fairwin.errors import InputError, ProductionError
 from fairwin.launch.local import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
-from fairwin.production.proof import port_state, running
+from fairwin.production.proof import pid_alive, port_state, running
 
 POLL_S = 0.25
 COMMAND_TIMEOUT_S = 300.0
@@ -130,10 +130,10 @@ class Production:
         pid = recorded
         _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + (self.spec.stop_timeout_s if self.spec else 30.0)
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
         sent = "SIGTERM"
-        if _alive(pid):
+        if pid_alive(pid):
             sent = "SIGKILL"
         _signal_group(pid, signal.SIGKILL)  # workers that outlived their leader go too
         self.state_file.unlink(missing_ok=True)
@@ -145,7 +145,7 @@ class Production:
             return None
         state = read_json(self.state_file, (STATE_FORMAT,))
         pid = state.get("pid")
-        if not isinstance(pid, int) or not _alive(pid) or _cmdline(pid)[:1] != [state.get("argv", [""])[0]]:
+        if not isinstance(pid, int) or not pid_alive(pid) or _cmdline(pid)[:1] != [state.get("argv", [""])[0]]:
             return None
         return pid
 
@@ -201,18 +201,6 @@ def _run_command(what: str, argv: list[str]) -> str:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
         raise ProductionError(f"production {what} command {' '.join(argv)} exited {done.returncode}: {tail}")
     return f"ran: {' '.join(argv)}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):  # a zombie is not running production
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
-    return True
 
 
 def _cmdline(pid: int) -> list[str]:

@@ -7,9 +7,11 @@ are matched by a substring of their command line, as an operator would ``pgrep -
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
@@ -46,3 +48,16 @@ def running(patterns: Sequence[str]) -> list[str]:
         if any(pattern in command for pattern in patterns):
             found.append(f"{process.info['pid']}: {command[:200]}")
     return found
+
+
+def pid_alive(pid: int) -> bool:
+    """The process runs (a zombie does not; one we may not signal does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):  # a zombie is not running production
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+    return True

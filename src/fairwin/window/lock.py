@@ -23,6 +23,7 @@ from typing import Any
 from fairwin.durable import read_json
 from fairwin.errors import GateRefused, OutputDirError
 from fairwin.plan.loading import LoadedPlan
+from fairwin.production.proof import pid_alive
 
 LOCK_FORMAT = "fairwin.lock/1"
 
@@ -34,16 +35,6 @@ def lock_path(loaded: LoadedPlan, output_dir: Path) -> Path:
 
 def coordinator(given: str | None = None) -> str:
     return given or os.environ.get("FAIRWIN_COORDINATOR") or getpass.getuser()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass(frozen=True)
