@@ -26,6 +26,7 @@ from fairwin.durable import read_model, scan_jsonl
 from fairwin.errors import InputError, RestoreFailed
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
+from fairwin.production.proof import pid_alive
 from fairwin.vocabulary import STATUS, WindowStatus
 from fairwin.window.hold import Hold
 from fairwin.window.layout import WindowDir
@@ -73,11 +74,14 @@ def _matching(pid: int | None, argv: list[str]) -> list[psutil.Process]:
 
 
 async def _stop(process: psutil.Process) -> str:
-    group = os.getpgid(process.pid)
+    try:
+        group = os.getpgid(process.pid)
+    except ProcessLookupError:
+        return f"pid {process.pid} (gone before it was signalled)"
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
-    while process.is_running() and process.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+    while pid_alive(process.pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(group, signal.SIGKILL)

@@ -283,6 +283,11 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     for warning in warnings:
         say(f"warning: {warning}")
     chosen_order = options.get("order") or draw_order(checked.rule)
+    hold = None  # made before the lock is taken: nothing after the lock may fail short of the directory
+    if loaded.plan.production is not None:
+        production = Production(loaded, out)
+        roles = {checked.mode.control, checked.mode.candidate}
+        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot())
     lock = lock_path(loaded, out)
     window_id = new_window_id(mode_name)
     acquire(lock, window_id, out / window_id, coordinator(options.get("coordinator")))
@@ -291,11 +296,6 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     except BaseException:
         release(lock, window_id)
         raise
-    hold = None
-    if loaded.plan.production is not None:
-        production = Production(loaded, out)
-        roles = {checked.mode.control, checked.mode.candidate}
-        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot())
     return Window(
         loaded=loaded, checked=checked, directory=directory, order=chosen_order,
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
