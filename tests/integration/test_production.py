@@ -36,7 +36,8 @@ def production_plan(make_plan: PlanFactory, model: str, *p_flags: str, **roles: 
             "P": sim_role(*p_flags, model=model, port=port),
             **roles,
         },
-        window={"repeats": 2},
+        window={"repeats": 2, "warmup_waves_max": 1},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
         production={"role": "P", **WATCH},
     )
 
