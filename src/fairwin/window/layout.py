@@ -1,4 +1,4 @@
-"""A window's directory: where each record lives, and its status marker.
+"""A window's directory: where each record lives, its status marker, and its log of HTTP errors.
 
 A window directory is created once (``mkdir`` fails if it exists, so none is ever
 overwritten) and carries ``status.json`` from its first moment: ``running`` until
@@ -8,9 +8,12 @@ status is not ``complete`` must never be read as a result.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,3 +121,18 @@ class WindowDir:
 
     def journal_event(self, step: str, event: str, **details: Any) -> None:
         append_jsonl(self.journal, [{"time": time.time(), "step": step, "event": event, **details}])
+
+
+@contextlib.contextmanager
+def http_errors_logged(path: Path) -> Iterator[None]:
+    """Every HTTP error during the window, with the server's whole body, in the window's own log."""
+    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger = logging.getLogger("fairwin.http")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()

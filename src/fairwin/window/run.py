@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import shutil
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -30,7 +29,7 @@ from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
 from fairwin.window.close import archive_controls, archive_path, decide_and_report
 from fairwin.window.environment import capture
 from fairwin.window.hold import Hold, fixed_role_urls
-from fairwin.window.layout import WindowDir, new_window_id
+from fairwin.window.layout import WindowDir, http_errors_logged, new_window_id
 from fairwin.window.lock import acquire, coordinator, lock_path, release
 from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
 from fairwin.window.start import Launcher, StartContext, local_launcher, run_start
@@ -51,21 +50,6 @@ class Step:
 
 def _quiet(_: str) -> None:
     return None
-
-
-@contextlib.contextmanager
-def http_errors_logged(path: Path) -> Iterator[None]:
-    """Every HTTP error during the window, with the server's whole body, in the window's own log."""
-    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
-    handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logger = logging.getLogger("fairwin.http")
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        handler.close()
 
 
 @dataclass
