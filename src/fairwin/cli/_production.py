@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin.cli._console import stdout
@@ -18,7 +17,7 @@ def _production(args: argparse.Namespace) -> Production:
     from fairwin.production.control import Production
 
     loaded = load_plan(args.plan)
-    out = Path(args.out) if args.out else loaded.resolve(loaded.plan.window.output_dir)
+    out = loaded.output_dir(args.out)
     return Production(loaded, out)
 
 

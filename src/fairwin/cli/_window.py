@@ -48,7 +48,7 @@ def plan_show(args: argparse.Namespace) -> int:
     loaded = load_plan(args.plan)
     print_notices(loaded)
     checked = preflight(loaded, args.mode)
-    budgets = estimates(loaded, loaded.resolve(loaded.plan.window.output_dir))
+    budgets = estimates(loaded, loaded.output_dir())
     stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
     warnings = power_check(loaded, checked.rule)
     stdout.print("", markup=False)
@@ -166,7 +166,7 @@ def recover(args: argparse.Namespace) -> int:
     from fairwin.window.recover import recover as recover_window
 
     loaded = load_plan(args.plan)
-    out = Path(args.out) if args.out else loaded.resolve(loaded.plan.window.output_dir)
+    out = loaded.output_dir(args.out)
     result = asyncio.run(recover_window(loaded, out))
     stdout.print(result.summary(), markup=False)
     return 0

@@ -61,6 +61,10 @@ class LoadedPlan:
     def resolve(self, path: Path) -> Path:
         return path if path.is_absolute() else (self.base_dir / path).resolve()
 
+    def output_dir(self, given: Path | str | None = None) -> Path:
+        """Where this plan's windows go: ``given`` (a --out or output_dir override), else window.output_dir."""
+        return Path(given) if given else self.resolve(self.plan.window.output_dir)
+
 
 def _hint(error: ErrorDetails) -> str:
     kind = error["type"]

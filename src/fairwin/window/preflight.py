@@ -70,7 +70,7 @@ def _deciding_noise(
 
 def _archive_and_commit(loaded: LoadedPlan, output_dir: Path | None) -> tuple[Path, str | None]:
     """Where a run of this plan would find its archive, and the commit it would run at."""
-    out = output_dir or loaded.resolve(loaded.plan.window.output_dir)
+    out = loaded.output_dir(output_dir)
     return archive_path(loaded, out), capture(loaded.base_dir).get("git", {}).get("commit")
 
 

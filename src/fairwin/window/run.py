@@ -258,7 +258,7 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     """Preflight and gates, then a new window directory: everything before the first journaled step."""
     say = options.get("say", _quiet)
     checked = preflight(loaded, mode_name)
-    out = options.get("output_dir") or loaded.resolve(loaded.plan.window.output_dir)
+    out = loaded.output_dir(options.get("output_dir"))
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out)
     say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
     environment = capture(loaded.base_dir)
