@@ -231,15 +231,13 @@ class Window:
             raise restore_failure
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:
+        """The restore step, journaled like every other, when a failure skipped it; its failure returned."""
         if self.hold is None or not self.hold.owed:
             return None
-        self.directory.journal_event("restore", "begin")
         try:
-            details = await self.hold.give_back()
+            await self._journaled(Step("restore", self.hold.give_back))
         except RestoreFailed as exc:
-            self.directory.journal_event("restore", "failed", error=str(exc))
             return exc
-        self.directory.journal_event("restore", "end", **details)
         return None
 
 
