@@ -238,19 +238,20 @@ class LocalServer:
             self.stop_record = StopRecord("none", process.returncode if process else None, 0.0)
             return self.stop_record
         sent = "SIGTERM"
-        _signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=self.spec.stop_timeout_s)
         except subprocess.TimeoutExpired:
             sent = "SIGKILL"
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
             process.wait()
         # Workers that ignored SIGTERM after their leader exited must not outlive the start.
-        _signal_group(process.pid, signal.SIGKILL)
+        signal_group(process.pid, signal.SIGKILL)
         self.stop_record = StopRecord(sent, process.returncode, time.monotonic() - t0)
         return self.stop_record
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Signal a whole process group; one already gone, or not ours to signal, is left alone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)

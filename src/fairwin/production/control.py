@@ -13,10 +13,7 @@ down by the port refusing connections with none of ``must_not_run`` running.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -24,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 
 from fairwin.durable import canonical_json, read_json, sha256_bytes, sha256_file, write_json_atomic
 from fairwin.errors import InputError, ProductionError
 from fairwin.launch.local import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
-from fairwin.production.proof import pid_alive, port_state, running
+from fairwin.production.proof import pid_alive, port_state, running, stop_group
 
 POLL_S = 0.25
 COMMAND_TIMEOUT_S = 300.0
@@ -127,15 +125,8 @@ class Production:
                     f"({self.state_file}); stop it yourself, or manage it with [production] up and down"
                 )
             return "already down"
-        pid = recorded
-        _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + (self.spec.stop_timeout_s if self.spec else 30.0)
-        while pid_alive(pid) and time.monotonic() < deadline:
-            await asyncio.sleep(POLL_S)
-        sent = "SIGTERM"
-        if pid_alive(pid):
-            sent = "SIGKILL"
-        _signal_group(pid, signal.SIGKILL)  # workers that outlived their leader go too
+        pid = recorded  # launched as its own session's leader: its pid is its group's id
+        sent = await stop_group(pid, pid, self.spec.stop_timeout_s if self.spec else 30.0)
         self.state_file.unlink(missing_ok=True)
         return f"stopped pid {pid} ({sent})"
 
@@ -145,7 +136,7 @@ class Production:
             return None
         state = read_json(self.state_file, (STATE_FORMAT,))
         pid = state.get("pid")
-        if not isinstance(pid, int) or not pid_alive(pid) or _cmdline(pid)[:1] != [state.get("argv", [""])[0]]:
+        if not isinstance(pid, int) or not pid_alive(pid) or _command(pid)[:1] != [state.get("argv", [""])[0]]:
             return None
         return pid
 
@@ -203,14 +194,8 @@ def _run_command(what: str, argv: list[str]) -> str:
     return f"ran: {' '.join(argv)}"
 
 
-def _cmdline(pid: int) -> list[str]:
+def _command(pid: int) -> list[str]:
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
         return []
-    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)

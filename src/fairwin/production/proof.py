@@ -7,16 +7,22 @@ are matched by a substring of their command line, as an operator would ``pgrep -
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import socket
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
 
+from fairwin.launch.local import signal_group
+
 CONNECT_TIMEOUT_S = 1.0
+STOP_POLL_S = 0.1
 
 
 def host_port(base_url: str) -> tuple[str, int]:
@@ -61,3 +67,15 @@ def pid_alive(pid: int) -> bool:
     with contextlib.suppress(OSError):  # a zombie is not running production
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
     return True
+
+
+async def stop_group(pgid: int, leader: int, grace_s: float) -> str:
+    """SIGTERM a process group, wait up to ``grace_s`` for its leader to go, then SIGKILL the group (workers
+    that outlived their leader go too). Returns the signal that ended the leader."""
+    signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pid_alive(leader) and time.monotonic() < deadline:
+        await asyncio.sleep(STOP_POLL_S)
+    sent = "SIGKILL" if pid_alive(leader) else "SIGTERM"
+    signal_group(pgid, signal.SIGKILL)
+    return sent

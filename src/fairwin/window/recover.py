@@ -11,11 +11,8 @@ run finds no lock and does nothing.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import signal
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,7 @@ from fairwin.durable import read_model, scan_jsonl
 from fairwin.errors import InputError, RestoreFailed
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
-from fairwin.production.proof import pid_alive
+from fairwin.production.proof import stop_group
 from fairwin.vocabulary import STATUS, WindowStatus
 from fairwin.window.hold import Hold
 from fairwin.window.layout import WindowDir
@@ -78,13 +75,7 @@ async def _stop(process: psutil.Process) -> str:
         group = os.getpgid(process.pid)
     except ProcessLookupError:
         return f"pid {process.pid} (gone before it was signalled)"
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while pid_alive(process.pid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGKILL)
+    await stop_group(group, process.pid, STOP_GRACE_S)
     return f"pid {process.pid} (group {group})"
 
 
