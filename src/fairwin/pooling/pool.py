@@ -21,7 +21,7 @@ from fairwin.load.stream import StreamRecord
 from fairwin.metrics.scrape import Snapshot
 from fairwin.pooling.fidelity import trusted
 from fairwin.profiles import VLLM, ServerProfile
-from fairwin.vocabulary import Kind, PooledRow
+from fairwin.vocabulary import SERVER_METRICS, Kind, PooledRow
 
 __all__ = ["PooledRow", "client_rate", "decode_rate", "pool_repeat", "sum_deltas"]
 
@@ -82,9 +82,10 @@ def pool_repeat(
     )
 
 
+#: A row's fields that come from the server's counters: the sums, and the metrics made of them.
 SERVER_FIELDS = (
     "generation_tokens", "first_tokens", "accepted_tokens", "drafts", "draft_tokens", "decode_steps", "rounds",
-    "decode_s", "prefix_cache_hits", "pooled_rate_tps", "accepted_per_round", "ms_per_round",
+    "decode_s", "prefix_cache_hits", *SERVER_METRICS,
 )  # fmt: skip
 
 
