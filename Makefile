@@ -35,8 +35,9 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# One case of each lifecycle matrix runs here; the rest (marked lifecycle) in make test.
 test-fast: lint
-	$(BIN)/pytest tests/unit tests/integration
+	$(BIN)/pytest tests/unit tests/integration -m "not lifecycle"
 
 # A failed engine install is reported and the e2e tests skip with that reason;
 # every other test still runs.

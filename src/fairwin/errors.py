@@ -28,7 +28,7 @@ escaping is a bug and keeps its traceback.
     ├── GateRefused                   exit 4   a gate refused before any host was touched
     ├── RehearsalFailed               exit 5   the API rehearsal ran and did not PASS
     ├── RestoreFailed                 exit 6   production was taken down and did not come back healthy
-    └── Interrupted                   exit 130 Ctrl-C or SIGTERM; servers were stopped
+    └── Interrupted                   exit 130 Ctrl-C, SIGTERM or SIGHUP; servers stopped
 """
 
 from __future__ import annotations
@@ -150,6 +150,6 @@ class RestoreFailed(FairwinError):
 
 
 class Interrupted(FairwinError):
-    """Ctrl-C or SIGTERM; every server fairwin started was stopped."""
+    """Ctrl-C, SIGTERM or SIGHUP; every server fairwin started was stopped (and production given back)."""
 
     exit_code = 130

@@ -77,6 +77,7 @@ POOLED = RecordFormat("fairwin.pooled", 1)
 CONTEXT = RecordFormat("fairwin.decision-context", 1)
 DECISION = RecordFormat("fairwin.decision", 2)
 BUDGET = RecordFormat("fairwin.budget", 1)
+JOURNAL = RecordFormat("fairwin.journal", 1)
 # Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
 DECISIONS = RecordFormat("fairwin.decisions", 1)
 AUDIT = RecordFormat("fairwin.audit", 1)

@@ -5,50 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from fairwin.durable import read_jsonl, scan_jsonl
+from fairwin.durable import read_jsonl
 from fairwin.errors import ServerExitedError
-from fairwin.launch.local import LaunchSpec, free_port
+from fairwin.launch.local import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.production.proof import port_state
 from fairwin.window.run import run_window
 from fairwin.window.start import ServerHandle, local_launcher
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, only_window, processes_with, status
-
-WATCH = {"watch_s": 1, "watch_requests": 2, "up_timeout_s": 20, "down_timeout_s": 10}
-
-
-def production_plan(make_plan: PlanFactory, model: str, *p_flags: str, **roles: Any) -> Path:
-    port = free_port()
-    return make_plan(
-        roles={  # the experiment's servers are told apart from production's by their model name
-            "A": sim_role("--ms-per-round", "2", model=f"exp-{model}"),
-            "B": sim_role("--ms-per-round", "2", model=f"exp-{model}"),
-            "P": sim_role(*p_flags, model=model, port=port),
-            **roles,
-        },
-        window={"repeats": 2, "warmup_waves_max": 1},
-        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
-        production={"role": "P", **WATCH},
-    )
-
-
-@pytest.fixture
-def stop_production() -> Iterator[list[Path]]:
-    """Plans whose production is taken down after the test, whatever happened."""
-    plans: list[Path] = []
-    yield plans
-    for plan in plans:
-        fairwin("production", "down", str(plan))
+from tests.integration.helpers import fairwin, processes_with, status
+from tests.integration.production import kill_inside_step, production_plan, start_run, wait_for_step
 
 
 def test_production_commands_prove_up_and_down(make_plan: PlanFactory, stop_production: list[Path]) -> None:
@@ -116,34 +86,6 @@ def test_a_failed_start_gives_production_back(make_plan: PlanFactory, stop_produ
     assert fairwin("production", "status", str(plan)).returncode == 0
 
 
-def test_production_that_does_not_come_back_is_restore_failed_exit_6(make_plan: PlanFactory) -> None:
-    # Production is down already (it never ran); the restore launches it, and it exits at once.
-    plan = production_plan(make_plan, "prod-gone", "--fault", "exit-at-start")
-    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
-    assert done.returncode == 6, done.stderr
-    assert "RESTORE FAILED" in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    final = status(only_window(plan))
-    assert final["restore"]["state"] == "RESTORE FAILED" and "exited" in final["restore"]["reason"]
-    assert processes_with("prod-gone") == []
-
-
-def start_run(plan: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet", "--coordinator", "ci"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def wait_for_step(plan: Path, step: str, process: subprocess.Popen[str], timeout: float = 60) -> Path:
-    """The running window's directory, once its journal shows ``step`` begun."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for journal in (plan.parent / "windows").glob("*/journal.jsonl"):
-            if any(e.get("step") == step and e.get("event") == "begin" for e in scan_jsonl(journal)[0]):
-                return journal.parent
-        assert process.poll() is None, process.communicate()
-        time.sleep(0.02)
-    raise AssertionError(f"step {step} never began")
-
-
 def test_the_lock_refuses_a_second_run_and_a_killed_window_is_recovered(
     make_plan: PlanFactory, stop_production: list[Path]
 ) -> None:
@@ -178,7 +120,13 @@ def test_the_lock_refuses_a_second_run_and_a_killed_window_is_recovered(
     assert fairwin("run", str(plan), "--quiet").returncode == 0  # the hardware is free again
 
 
-@pytest.mark.parametrize("step", ["production down", "quiet", "start s1", "start s3", "quiet after", "restore"])
+# Every journaled step a kill can land in; make test-fast runs one of them (start s1).
+KILL_AT = ["production down", "quiet", "start s1", "start s3", "quiet after", "restore", "decide", "archive", "budget"]
+
+
+@pytest.mark.parametrize(
+    "step", [pytest.param(step, marks=() if step == "start s1" else pytest.mark.lifecycle) for step in KILL_AT]
+)
 def test_a_window_killed_at_any_step_is_recovered(
     make_plan: PlanFactory, stop_production: list[Path], step: str
 ) -> None:
@@ -187,19 +135,17 @@ def test_a_window_killed_at_any_step_is_recovered(
     assert fairwin("production", "up", str(plan)).returncode == 0
     run = start_run(plan)
     try:
-        window = wait_for_step(plan, step, run)
-        run.send_signal(signal.SIGKILL)
-        run.wait(10)
+        window = kill_inside_step(plan, step, run, event="launched" if step.startswith("start") else "begin")
     finally:
         run.kill()
     recovered = fairwin("recover", str(plan))
     assert recovered.returncode == 0, recovered.stderr
     assert fairwin("production", "status", str(plan)).returncode == 0  # production healthy
     assert processes_with("exp-prod-kill") == []  # no experiment server left
-    assert status(window)["state"] in ("interrupted", "complete")
-    events = read_jsonl(window / "journal.jsonl")  # whole lines only: nothing torn
-    assert (events[-1]["step"], events[-1]["event"]) == ("recover", "end")
-    assert any(e["step"] == step and e["event"] == "begin" for e in events)
+    assert status(window)["state"] == "interrupted"
+    events = [(e["step"], e["event"]) for e in read_jsonl(window / "journal.jsonl")]  # whole lines: nothing torn
+    assert events[-2:] == [("recover", "begin"), ("recover", "end")]
+    assert (step, "begin") in events and (step, "end") not in events  # killed inside the step
     for path in window.rglob("*.json"):
         json.loads(path.read_text())
     assert fairwin("recover", str(plan)).stdout.startswith("nothing to recover")

@@ -77,11 +77,13 @@ def run(args: argparse.Namespace) -> int:
     )
 
     async def until_signalled() -> WindowResult:
-        # asyncio.run turns Ctrl-C into a cancellation; SIGTERM must do the same, so that every
-        # server is stopped and the window marked interrupted instead of the process just dying.
+        # Ctrl-C, SIGTERM and SIGHUP (the terminal or ssh session went away) cancel the window, so that
+        # every server is stopped, production given back and the window marked interrupted. Handled by
+        # the loop, a second one cancels again (which the window's close absorbs) instead of raising
+        # KeyboardInterrupt in the middle of a restore, as asyncio.run's own Ctrl-C handling would.
         task = asyncio.current_task()
         assert task is not None
-        for sig in (signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal or ssh session went away
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
         return await run_window(loaded, args.mode, say=say, output_dir=output, gates=gates,
                                 coordinator=args.coordinator)  # fmt: skip

@@ -28,7 +28,8 @@ from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanErro
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.plan.models import Cell, Mode, Role
 from fairwin.plan.schedule import starts_for
-from fairwin.vocabulary import BUDGET, START, STATUS, WAVE, WindowStatus
+from fairwin.production.control import snapshot
+from fairwin.vocabulary import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
 
 
 def cell_key(cell: Cell) -> str:
@@ -48,6 +49,9 @@ class Calibration:
     startup_s: dict[str, list[float]] = field(default_factory=dict)
     stop_s: dict[str, list[float]] = field(default_factory=dict)
     wave_s: dict[str, list[float]] = field(default_factory=dict)
+    # Per production declaration (its snapshot's sha256): taking it down, and restoring it with the watch.
+    takedown_s: dict[str, list[float]] = field(default_factory=dict)
+    restore_s: dict[str, list[float]] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)  # "window: why", for windows left out
 
 
@@ -94,10 +98,28 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
     for what, found_in, name in ((startup, "starts", "starts/*/start.json"), (waves, "waves", "waves.jsonl")):
         if not what:
             raise CorruptRecordError(f"{window / name}: no {found_in}, though the window is complete")
+    takedown, restore = _production_costs(window)
     # Only a window read whole counts: nothing is added from one that fails halfway.
-    for table, pairs in ((found.startup_s, startup), (found.stop_s, stop), (found.wave_s, waves)):
+    for table, pairs in ((found.startup_s, startup), (found.stop_s, stop), (found.wave_s, waves),
+                         (found.takedown_s, takedown), (found.restore_s, restore)):  # fmt: skip
         for key, seconds in pairs:
             table.setdefault(key, []).append(seconds)
+
+
+def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """(production's sha256, seconds) of the take-down and of the restore with its watch, from the journal's
+    step times in budget.json; nothing for a window without production or from before budget.json."""
+    with _fields_of(window / "window.json"):
+        production = read_json(window / "window.json", WINDOW.readable).get("production")
+    if not production or not (window / "budget.json").exists():
+        return [], []
+    actual = read_model(window / "budget.json", BudgetRecord, BUDGET.readable).actual_s
+    if not {"open", "production down", "quiet after", "restore"} <= actual.keys():
+        return [], []  # a restore that failed measured nothing a later window may plan on
+    with _fields_of(window / "window.json"):
+        key = str(production["sha256"])
+    return ([(key, actual["production down"] - actual["open"])],
+            [(key, actual["restore"] - actual["quiet after"])])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -123,10 +145,11 @@ class TimeEstimate:
     dry_reserve_s: float
     sources: dict[str, str]
     waves_per_start: int
+    takedown_s: float = 0.0  # taking production down, before the first start
 
     @property
     def measurement_end_s(self) -> float:
-        return sum(s.total_s for s in self.starts)
+        return self.takedown_s + sum(s.total_s for s in self.starts)
 
     @property
     def reserve_total_s(self) -> float:
@@ -187,9 +210,28 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
         sources["earlier windows left out"] = (
             f"{len(found.unreadable)} could not be read (first: {found.unreadable[0]})"
         )
-    # Giving production back: the plan's assumed restore, and the watch, which always runs its length.
-    restore_s = budget.restore_s + (plan.production.watch_s if plan.production is not None else 0.0)
-    return TimeEstimate(mode_name, starts, restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves)
+    takedown_s, restore_s = _production_estimate(loaded, found, sources)
+    return TimeEstimate(mode_name, starts, restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves,
+                        takedown_s)  # fmt: skip
+
+
+def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[str, str]) -> tuple[float, float]:
+    """Seconds to take production down, and to restore and watch it: measured for this declaration, else
+    assumed (a server's stop_s; restore_s plus the watch, which always runs its length)."""
+    budget, production = loaded.plan.budget, loaded.plan.production
+    if production is None:
+        return 0.0, budget.restore_s
+    key = snapshot(loaded)["sha256"]
+    takedown, restore = _median(found.takedown_s.get(key)), _median(found.restore_s.get(key))
+    count = len(found.takedown_s.get(key, []))
+    sources["production down"] = (f"measured: median {takedown:.1f} s over {count} windows" if takedown is not None
+                                  else f"assumed: [budget] stop_s {budget.stop_s:g} s")  # fmt: skip
+    sources["restore and watch"] = (
+        f"measured: median {restore:.1f} s over {count} windows" if restore is not None
+        else f"assumed: [budget] restore_s {budget.restore_s:g} s + watch_s {production.watch_s:g} s"
+    )  # fmt: skip
+    return (takedown if takedown is not None else budget.stop_s,
+            restore if restore is not None else budget.restore_s + production.watch_s)  # fmt: skip
 
 
 def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:

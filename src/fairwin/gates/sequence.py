@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import read_jsonl
 from fairwin.errors import GateRefused
 from fairwin.gates.budget import TimeEstimate, calibrate, check_budget, estimate
 from fairwin.gates.correctness import require_gate
@@ -85,10 +84,3 @@ def budget_record(found: TimeEstimate) -> dict[str, Any]:
         "per_start_s": {cost.start: cost.total_s for cost in found.starts},
         "sources": found.sources,
     }
-
-
-def actual_times(journal: Path) -> dict[str, float]:
-    """Seconds from the window's open to the end of each step, from its journal."""
-    events = read_jsonl(journal)
-    opened = next(e["time"] for e in events if e["step"] == "open" and e["event"] == "begin")
-    return {e["step"]: e["time"] - opened for e in events if e["event"] == "end"}

@@ -28,7 +28,7 @@ from fairwin.launch.scheduling import Scheduling
 from fairwin.plan.models import Role
 
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|env:[A-Za-z_][A-Za-z0-9_]*)\}")
-HEALTH_POLL_S = 0.25
+HEALTH_POLL_S = 0.1
 LOG_TAIL_BYTES = 2000
 
 

@@ -30,7 +30,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production.proof import pid_alive, port_state, running, stop_group
 
-POLL_S = 0.25
+POLL_S = 0.1
 COMMAND_TIMEOUT_S = 300.0
 STATE_FORMAT = "fairwin.production-state/1"
 
@@ -46,6 +46,22 @@ class Proved:
 
     def record(self) -> dict[str, Any]:
         return {"action": self.action, "how": self.how, "proof": self.proof, "seconds": round(self.seconds, 3)}
+
+
+def snapshot(loaded: LoadedPlan) -> dict[str, Any]:
+    """The plan's production declaration (argv, env, env files' digests; or up/down) with its sha256."""
+    settings = loaded.plan.production
+    if settings is None:
+        raise InputError(f"{loaded.path} has no [production] section; see docs/production.md")
+    if settings.role is not None:
+        spec = make_spec(settings.role, loaded.plan.roles, loaded.base_dir)
+        role = loaded.plan.roles[settings.role]
+        env_files = {str(p): sha256_file(loaded.base_dir / p) for p in role.env_files}
+        declared: dict[str, Any] = {"role": settings.role, "argv": spec.argv, "env": spec.declared_env,
+                                    "env_files": env_files, "base_url": settings.base_url or spec.base_url}  # fmt: skip
+    else:
+        declared = {"up": settings.up, "down": settings.down, "base_url": settings.base_url}
+    return {**declared, "sha256": sha256_bytes(canonical_json(declared).encode())}
 
 
 class Production:
@@ -70,15 +86,7 @@ class Production:
 
     def snapshot(self) -> dict[str, Any]:
         """Production's declaration as it is now, with its sha256: what a window restores, recorded at open."""
-        if self.spec is not None:
-            role = self.loaded.plan.roles[self.spec.role_name]
-            env_files = {str(p): sha256_file(self.loaded.base_dir / p) for p in role.env_files}
-            declared: dict[str, Any] = {"role": self.spec.role_name, "argv": self.spec.argv,
-                                        "env": self.spec.declared_env, "env_files": env_files}  # fmt: skip
-        else:
-            declared = {"up": self.settings.up, "down": self.settings.down}
-        declared["base_url"] = self.base_url
-        return {**declared, "sha256": sha256_bytes(canonical_json(declared).encode())}
+        return snapshot(self.loaded)
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -146,7 +154,12 @@ class Production:
         started = time.monotonic()
         if await self.healthy(session):
             return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
-        how = self._launch() if self.spec is not None else _run_command("up", self.settings.up)
+        if self.spec is None:
+            how = _run_command("up", self.settings.up)
+        elif (pid := self._recorded_pid()) is not None:  # launched already (a restore cut short): not twice
+            how = f"pid {pid}, launched earlier"
+        else:
+            how = self._launch()
         deadline = time.monotonic() + self.settings.up_timeout_s
         while not await self.healthy(session):
             pid = self._recorded_pid() if self.spec is not None else None

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import append_jsonl, write_json_atomic
+from fairwin.durable import write_json_atomic
 from fairwin.errors import OutputDirError
 from fairwin.vocabulary import STATUS, WindowState
+from fairwin.window.journal import Event, record
 
 
 def new_window_id(mode: str) -> str:
@@ -119,8 +120,9 @@ class WindowDir:
             },
         )
 
-    def journal_event(self, step: str, event: str, **details: Any) -> None:
-        append_jsonl(self.journal, [{"time": time.time(), "step": step, "event": event, **details}])
+    def journal_event(self, step: str, event: Event, **details: Any) -> None:
+        """A transition of the window's state machine, on disk before it is acted on (window/journal.py)."""
+        record(self.journal, step, event, **details)
 
 
 @contextlib.contextmanager

@@ -4,7 +4,9 @@ The plan's lock names the unfinished window. Its journal says what was started: 
 server launched (``launched`` events, with pid and argv; a ``launching`` without one is
 matched by its command line) and whether production was taken down. Recovery stops
 every such server still running (its process group, SIGTERM then SIGKILL), gives
-production back and watches it when the window had taken it, marks the window
+production back and watches it when the window had taken it (as production was
+declared when the window opened: the window's copy of the plan, checked against the
+snapshot journaled at open; any difference is reported), marks the window
 ``interrupted`` with the recovery recorded, and removes the lock. Run twice, the second
 run finds no lock and does nothing.
 """
@@ -12,6 +14,7 @@ run finds no lock and does nothing.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +22,14 @@ from typing import Any
 
 import psutil
 
-from fairwin.durable import read_model, scan_jsonl
+from fairwin.durable import read_model
 from fairwin.errors import InputError, RestoreFailed
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
 from fairwin.production.proof import stop_group
 from fairwin.vocabulary import STATUS, WindowStatus
 from fairwin.window.hold import Hold
+from fairwin.window.journal import happened, opened_with, read_journal, servers
 from fairwin.window.layout import WindowDir
 from fairwin.window.lock import holder, lock_path
 
@@ -47,16 +51,6 @@ class Recovery:
             parts.append(f"production {self.production['state']}")
         parts += self.problems
         return "; ".join(parts)
-
-
-def _started(events: list[dict[str, Any]]) -> list[tuple[int | None, list[str]]]:
-    """(pid or None, argv) of every server the journal says was launched or was being launched."""
-    found: dict[str, tuple[int | None, list[str]]] = {}
-    for event in events:
-        if event.get("event") in ("launching", "launched") and isinstance(event.get("argv"), list):
-            pid = event.get("pid") if isinstance(event.get("pid"), int) else None
-            found[str(event.get("step"))] = (pid, [str(a) for a in event["argv"]])
-    return list(found.values())
 
 
 def _matching(pid: int | None, argv: list[str]) -> list[psutil.Process]:
@@ -87,20 +81,20 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     if held.alive:
         raise InputError(f"{held.describe()} is still running; recover only a window whose fairwin died ({lock})")
     directory = WindowDir(path=held.window_path, window_id=str(held.record.get("window_id")))
-    events, problems = scan_jsonl(directory.journal) if directory.journal.exists() else ([], [])
+    events, problems = read_journal(directory.journal)
     result = Recovery(window_id=directory.window_id, problems=problems)
     directory.journal_event("recover", "begin", lock=held.record)
-    for pid, argv in _started(events):
+    for pid, argv in servers(events):
         for process in _matching(pid, argv):
             result.stopped.append(await _stop(process))
-    taken = any(e.get("step") == "production down" and e.get("event") == "begin" for e in events)
-    given = any(e.get("step") == "restore" and e.get("event") == "end" for e in events)
-    if loaded.plan.production is not None and taken and not given:
-        hold = Hold(Production(loaded, output_dir), [], lambda _line: None, taken=True)
-        try:
-            result.production = await hold.give_back()
-        except RestoreFailed:
-            result.production = hold.restored
+    if happened(events, "production down", "begin") and not happened(events, "restore", "end"):
+        production = _production_at_open(loaded, directory, opened_with(events), output_dir, result.problems)
+        if production is not None:
+            hold = Hold(production, [], lambda _line: None, taken=True)
+            try:
+                result.production = await hold.give_back()
+            except RestoreFailed:
+                result.production = hold.restored
     state = _state(directory)
     if state == "running":
         directory.set_status("interrupted", error="fairwin died during the window; recovered by `fairwin recover`",
@@ -111,6 +105,36 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: "
                             f"{result.production.get('reason')}")  # fmt: skip
     return result
+
+
+def _production_at_open(
+    loaded: LoadedPlan, directory: WindowDir, opened: dict[str, Any], output_dir: Path, notes: list[str]
+) -> Production | None:
+    """Production as declared when the window opened: from the window's copy of the plan, checked against
+    the snapshot journaled at open. The plan as it is now stands in only when that copy cannot be read."""
+    try:
+        _, plan = parse_plan(directory.plan_copy)
+        at_open = dataclasses.replace(loaded, plan=plan)  # the same place: env files resolve as they did
+    except InputError as exc:
+        notes.append(f"the window's plan copy could not be read ({exc}); production restored as the plan says now")
+        at_open = loaded
+    if at_open.plan.production is None:
+        notes.append("the plan declared no [production] when the window opened; nothing to restore")
+        return None
+    production = Production(at_open, output_dir)
+    try:
+        now = production.snapshot()["sha256"]
+        recorded = (opened.get("production") or {}).get("sha256")
+        if recorded is not None and recorded != now:
+            notes.append(
+                f"production's declaration differs from the snapshot taken at open ({str(recorded)[:12]} then, "
+                f"{now[:12]} now: an env file changed?); restored as declared now"
+            )
+        if loaded.plan.production is not None and Production(loaded, output_dir).snapshot()["sha256"] != now:
+            notes.append("the plan's [production] changed since the window opened; restored as it was at open")
+    except (InputError, OSError) as exc:  # the restore itself says whether production can still be launched
+        notes.append(f"production's snapshot could not be compared with the one taken at open: {exc}")
+    return production
 
 
 def _state(directory: WindowDir) -> str | None:

@@ -1,0 +1,269 @@
+"""The window as an object with one method per journaled step: open, production down, quiet, each start,
+quiet after, restore, decide, archive, budget, then close.
+
+Each step is journaled (window/journal.py) before it acts and as it ends or fails, so
+a reader, ``fairwin recover`` and chained windows know exactly how far a window got.
+Close runs whatever happened, shielded from a second signal, and gives production
+back when it is still owed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from fairwin.decision import Decision
+from fairwin.durable import sha256_file, write_json_atomic
+from fairwin.errors import FairwinError, Interrupted, RestoreFailed
+from fairwin.launch.scheduling import ClientAffinity
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import StartSpec
+from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
+from fairwin.window.close import archive_controls, decide_and_report
+from fairwin.window.hold import Hold
+from fairwin.window.journal import read_whole, step_times
+from fairwin.window.layout import WindowDir, http_errors_logged
+from fairwin.window.lock import release
+from fairwin.window.preflight import Preflight
+from fairwin.window.start import Launcher, StartContext, run_start
+
+
+@dataclass
+class WindowResult:
+    window: WindowDir
+    decision: Decision
+    rows: list[PooledRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    action: Callable[[], Awaitable[dict[str, Any] | None]]  # what it returns is journaled with its end
+
+
+@dataclass
+class Window:
+    """One window of a plan and mode, past its gates, with a directory of its own; ``run`` runs its steps."""
+
+    loaded: LoadedPlan
+    checked: Preflight
+    directory: WindowDir
+    order: str
+    starts: list[StartSpec]
+    gate_summary: dict[str, Any]
+    environment: dict[str, Any]
+    archive_file: Path
+    power_warnings: list[str]
+    launcher: Launcher
+    say: Callable[[str], None]
+    hold: Hold | None = None  # production's hardware, when the plan has a [production]
+    lock: Path | None = None  # the hardware's lock this window holds until its close
+    archived: bool = False
+    restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
+    rows: list[PooledRow] = field(default_factory=list)
+    decision: Decision | None = None
+    # One context for every start: it carries the prompts the first start prepared.
+    context: StartContext = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say)
+
+    @property
+    def commit(self) -> str | None:
+        commit = self.environment.get("git", {}).get("commit")
+        return commit if isinstance(commit, str) else None
+
+    def steps(self) -> list[Step]:
+        starts = [Step(f"start {start.name}", partial(self.start, start)) for start in self.starts]
+        if self.hold is not None:
+            first, last = self.starts[0].name, self.starts[-1].name
+            starts = [
+                Step("production down", self.hold.take_down),
+                Step("quiet", partial(self.hold.prove_quiet, f"before {first}")),
+                *starts,
+                Step("quiet after", partial(self.hold.prove_quiet, f"after {last}")),
+                Step("restore", self.hold.give_back),
+            ]
+        return [Step("open", self.open), *starts, Step("decide", self.decide), Step("archive", self.archive),
+                Step("budget", self.budget)]  # fmt: skip
+
+    async def open(self) -> dict[str, Any]:
+        """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
+        shutil.copyfile(self.loaded.path, self.directory.plan_copy)
+        write_json_atomic(self.directory.manifest, self._manifest())
+        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
+        # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
+        production = self.hold.snapshot if self.hold is not None else None
+        return {"plan_sha256": self.loaded.sha256, "production": production}
+
+    def _manifest(self) -> dict[str, Any]:
+        mode, rule = self.checked.mode, self.checked.rule
+        return {
+            "format": WINDOW.id,
+            "window_id": self.directory.window_id,
+            "mode": self.checked.mode_name,
+            "control_role": mode.control,
+            "candidate_role": mode.candidate,
+            "order": self.order,
+            "starts": [{"start": s.name, "kind": s.kind, "role": s.role} for s in self.starts],
+            "plan_path": str(self.loaded.path),
+            "plan_sha256": self.loaded.sha256,
+            "rule_id": rule.id,
+            "rule_sha256": rule.sha256,
+            "archive": str(self.archive_file),
+            "power_warnings": self.power_warnings,
+            "gates": self.gate_summary,
+            "families": {
+                name: {"prompts_sha256": fam.prompts_sha256, "order_sha256": fam.order_sha256}
+                for name, fam in self.loaded.families.items()
+            },
+            "environment": self.environment,
+            "production": self.hold.snapshot if self.hold is not None else None,
+        }
+
+    async def start(self, start: StartSpec) -> None:
+        self.rows.extend(await run_start(self.context, start))
+
+    async def decide(self) -> None:
+        self.decision = decide_and_report(
+            self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
+            archive=self.archive_file, commit=self.commit, production=self.hold.line() if self.hold else None,
+        )  # fmt: skip
+
+    async def archive(self) -> None:
+        """Every finished control start into the control archive (also from a window that failed later)."""
+        finished = {row.start for row in self.rows}
+        controls = {s.name: s.role for s in self.starts if s.kind == "control" and s.name in finished}
+        count = archive_controls(
+            self.loaded, self.directory, mode=self.checked.mode_name, archive=self.archive_file, commit=self.commit,
+            controls=controls,
+        )  # fmt: skip
+        self.archived = True
+        self.say(f"archived {count} control rows in {self.archive_file}")
+
+    async def budget(self) -> None:
+        record = {"format": BUDGET.id, "estimate": self.gate_summary["budget"],
+                  "actual_s": step_times(read_whole(self.directory.journal))}  # fmt: skip
+        write_json_atomic(self.directory.path / "budget.json", record)
+
+    async def run(self) -> WindowResult:
+        """Every step in order, journaled; then close: the window's final status, whatever happened. The
+        hardware's lock is released last, once production is given back and the status written."""
+        try:
+            await self._steps_then_close()
+        finally:
+            if self.lock is not None:
+                release(self.lock, self.directory.window_id)
+        assert self.decision is not None  # the decide step ran
+        return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
+
+    async def _steps_then_close(self) -> None:
+        try:
+            with (
+                http_errors_logged(self.directory.path / "http-errors.log"),
+                ClientAffinity(self.loaded.plan.window.client_cpus),
+            ):
+                for step in self.steps():
+                    await self._step(step)
+        except asyncio.CancelledError:
+            interrupted = Interrupted("interrupted; every server was stopped")
+            await self._close_shielded(interrupted)
+            raise interrupted from None
+        except BaseException as exc:
+            await self._close_shielded(exc)
+            raise
+        await self._close_shielded(None)
+
+    async def _step(self, step: Step) -> None:
+        try:
+            await self._journaled(step)
+        except RestoreFailed as exc:
+            # The starts are measured: the window still decides, archives and says RESTORE FAILED in its
+            # summary and status; close raises this afterwards (exit 6).
+            self.restore_failure = exc
+
+    async def _close_shielded(self, error: BaseException | None) -> None:
+        """Close, which a second Ctrl-C, SIGTERM or SIGHUP must not cut short: production is being given back.
+        Only kill -9 stops it, and then ``fairwin recover`` finishes what the journal says is owed."""
+        closing = asyncio.ensure_future(self.close(error))
+        while True:
+            try:
+                await asyncio.shield(closing)
+                return
+            except asyncio.CancelledError:
+                if closing.done():
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                self.say("closing the window (stopping servers, giving production back); fairwin exits when done")
+
+    async def _journaled(self, step: Step) -> None:
+        self.directory.journal_event(step.name, "begin")
+        try:
+            details = await step.action()
+        except asyncio.CancelledError:
+            self.directory.journal_event(step.name, "interrupted")
+            raise
+        except BaseException as exc:
+            self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
+            raise
+        self.directory.journal_event(step.name, "end", **(details or {}))
+
+    async def close(self, error: BaseException | None) -> None:
+        """The final status, journaled: production given back if it is still owed, then complete with the
+        verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
+        self.directory.journal_event("close", "begin")
+        restore_failure = self.restore_failure or await self._give_back_if_owed()
+        if error is not None and not self.archived and self.rows:
+            # The runbook keeps every finished control start, whatever happened to the window after it.
+            with contextlib.suppress(FairwinError, OSError):
+                await self.archive()
+        restore = {"restore": self.hold.restored} if self.hold is not None else {}
+        if error is None:
+            assert self.decision is not None  # the decide step ran (a failed restore let it)
+            # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
+            digest = sha256_file(self.directory.decision)
+            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **restore)
+        elif isinstance(error, Interrupted):
+            self.directory.set_status(
+                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **restore
+            )
+        else:
+            failed = error or restore_failure
+            message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
+            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **restore)
+        for raised in (error, restore_failure):
+            if isinstance(raised, FairwinError):
+                raised.window_path = self.directory.path
+        state = "complete" if error is None else type(error).__name__
+        self.directory.journal_event("close", "end", state=state, **restore)
+        if restore_failure is not None and not isinstance(error, RestoreFailed):
+            raise self._loud(restore_failure, error)
+
+    def _loud(self, restore_failure: RestoreFailed, error: BaseException | None) -> RestoreFailed:
+        """The failed restore, with what else happened: the window's own failure, or its verdict."""
+        if error is not None:
+            after = f"after: {error}"
+        else:
+            assert self.decision is not None
+            after = f"the window itself completed: {self.decision.verdict}, {self.directory.summary}"
+        loud = RestoreFailed(f"{restore_failure} ({after})")
+        loud.window_path = self.directory.path
+        return loud
+
+    async def _give_back_if_owed(self) -> RestoreFailed | None:
+        """The restore step, journaled like every other, when a failure skipped it; its failure returned."""
+        if self.hold is None or not self.hold.owed:
+            return None
+        try:
+            await self._journaled(Step("restore", self.hold.give_back))
+        except RestoreFailed as exc:
+            return exc
+        return None
