@@ -106,6 +106,14 @@ def to_toml(data: dict[str, Any]) -> str:
 PlanFactory = Callable[..., Path]
 
 
+@pytest.fixture(autouse=True)
+def scratch_chain_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's chain marker is its own scratch file: a live chain on this machine is never touched."""
+    path = tmp_path / "scratch-chain.json"
+    monkeypatch.setenv("FAIRWIN_CHAIN_MARKER", str(path))
+    return path
+
+
 @pytest.fixture
 def make_plan(tmp_path: Path) -> PlanFactory:
     """Write a plan for sim roles; keyword arguments replace whole sections or add keys."""
@@ -117,6 +125,7 @@ def make_plan(tmp_path: Path) -> PlanFactory:
         modes: dict[str, Any] | None = None,
         name: str = "plan.toml",
         production: dict[str, Any] | None = None,
+        chain: dict[str, Any] | None = None,
     ) -> Path:
         families = {"prose": write_family(tmp_path, "prose"), "code": write_family(tmp_path, "code")}
         data: dict[str, Any] = {
@@ -143,6 +152,8 @@ def make_plan(tmp_path: Path) -> PlanFactory:
             data["modes"] = modes
         if production is not None:
             data["production"] = production
+        if chain is not None:
+            data["chain"] = chain
         path = tmp_path / name
         path.write_text(to_toml(data))
         return path

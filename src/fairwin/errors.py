@@ -43,6 +43,10 @@ class FairwinError(Exception):
     exit_code: ClassVar[int] = 1
     #: Set when the error ended a window: the directory now marked failed or interrupted.
     window_path: Path | None = None
+    #: The window's state when it is not what the exit code says (a restore that failed after a complete window).
+    window_state: str | None = None
+    #: What was done after the error, for its line (a chain aborted, production restored).
+    aftermath: str | None = None
 
     def __str__(self) -> str:
         # One line, always: the CLI prints it as is.

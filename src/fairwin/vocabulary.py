@@ -78,9 +78,13 @@ CONTEXT = RecordFormat("fairwin.decision-context", 1)
 DECISION = RecordFormat("fairwin.decision", 2)
 BUDGET = RecordFormat("fairwin.budget", 1)
 JOURNAL = RecordFormat("fairwin.journal", 1)
+# Production and chains.
+PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1)
+CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1)
 # Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
 DECISIONS = RecordFormat("fairwin.decisions", 1)
 AUDIT = RecordFormat("fairwin.audit", 1)
+COMPARISON = RecordFormat("fairwin.comparison", 1)
 # Receipts, prompt orders and the control archive.
 ADMISSION = RecordFormat("fairwin.admission", 1)
 CARRY = RecordFormat("fairwin.carry", 1)

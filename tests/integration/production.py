@@ -22,7 +22,10 @@ from tests.integration.helpers import fairwin
 WATCH = {"watch_s": 1, "watch_requests": 2, "up_timeout_s": 20, "down_timeout_s": 10}
 
 
-def production_plan(make_plan: PlanFactory, model: str, *p_flags: str, **roles: Any) -> Path:
+def production_plan(
+    make_plan: PlanFactory, model: str, *p_flags: str, window: dict[str, Any] | None = None,
+    chain: dict[str, Any] | None = None, **roles: Any,
+) -> Path:  # fmt: skip
     port = free_port()
     return make_plan(
         roles={  # the experiment's servers are told apart from production's by their model name
@@ -31,18 +34,20 @@ def production_plan(make_plan: PlanFactory, model: str, *p_flags: str, **roles: 
             "P": sim_role(*p_flags, model=model, port=port),
             **roles,
         },
-        window={"repeats": 2, "warmup_waves_max": 1},
+        window={"repeats": 2, "warmup_waves_max": 1, **(window or {})},
         cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
         production={"role": "P", **WATCH},
+        chain=chain,
     )
 
 
 @pytest.fixture
 def stop_production() -> Iterator[list[Path]]:
-    """Plans whose production is taken down after the test, whatever happened."""
+    """Plans whose production (and any chain's placeholders) are taken down after the test, whatever happened."""
     plans: list[Path] = []
     yield plans
     for plan in plans:
+        fairwin("chain", "abort", str(plan))  # a chain a failed test left: its placeholders go too
         fairwin("production", "down", str(plan))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin._version import __version__
-from fairwin.cli import _decision, _gates, _production, _window
+from fairwin.cli import _chain, _decision, _gates, _production, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     _decision_parsers(commands)
     _gate_parsers(commands)
     _production_parsers(commands)
+    _chain_parsers(commands)
     return parser
 
 
@@ -71,6 +72,12 @@ def _run_parser(commands: Commands) -> None:
     run.add_argument("--require-rehearsal", help="a PASS rehearsal directory from `fairwin rehearse`")
     run.add_argument("--coordinator", help="who runs this window, kept in the hardware's lock (default: "
                      "$FAIRWIN_COORDINATOR, else your user name)")  # fmt: skip
+    chained = run.add_mutually_exclusive_group()
+    chained.add_argument("--chain", action="store_true", help="leave production down for the next window of a chain "
+                         "(placeholders hold the hardware; docs/chain.md)")  # fmt: skip
+    chained.add_argument("--chain-last", action="store_true", help="the chain's last window: restore production")
+    run.add_argument("--chain-production", help="production's new capture (`fairwin production snapshot`) when its "
+                     "declaration changed since the chain left it down")  # fmt: skip
     run.set_defaults(func=_window.run)
     recover = commands.add_parser(
         "recover", help="after fairwin died: stop the window's servers, give production back, mark it interrupted"
@@ -142,12 +149,15 @@ def _production_parsers(commands: Commands) -> None:
         ("up", _production.up, "bring production up and prove it healthy (with --watch, watch it too)"),
         ("down", _production.down, "take production down and prove it: its port refuses, must_not_run absent"),
         ("status", _production.status, "print UP (exit 0) or DOWN (exit 1)"),
+        ("snapshot", _production.snapshot, "write production's declaration and its sha256 (for --chain-production)"),
     ):
         command = which.add_parser(name, help=text)
         command.add_argument("plan", type=Path)
         command.add_argument("--out", help="the plan's output directory, if not window.output_dir (its state)")
         if name == "up":
             command.add_argument("--watch", action="store_true", help="then watch it as a window's restore does")
+        if name == "snapshot":
+            command.add_argument("--to", required=True, help="the file to write (fairwin.production-snapshot/1)")
         command.set_defaults(func=func)
 
 
@@ -180,6 +190,23 @@ def _gate_parsers(commands: Commands) -> None:
     history.set_defaults(func=_gates.budget_history)
 
 
+def _chain_parsers(commands: Commands) -> None:
+    chain = commands.add_parser("chain", help="windows that leave production down between them")
+    which = chain.add_subparsers(dest="chain_command", required=True, metavar="SUBCOMMAND")
+    for name, func, text in (
+        ("status", _chain.status, "where a chain stands: its windows, production, placeholders, the next order"),
+        ("check-prev", _chain.check_prev, "gate the next window (marker, previous window, placeholders); a "
+         "refusal aborts the chain"),
+        ("abort", _chain.abort, "placeholders down, production restored and watched, the marker cleared"),
+    ):  # fmt: skip
+        command = which.add_parser(name, help=text)
+        command.add_argument("plan", type=Path)
+        command.add_argument("--out", help="the plan's output directory, if not window.output_dir")
+        if name == "check-prev":
+            command.add_argument("--chain-production", help="production's new capture, as `run` would be given")
+        command.set_defaults(func=func)
+
+
 def _decision_parsers(commands: Commands) -> None:
     decide = commands.add_parser("decide", help="recompute a decision from a window directory or a pooled file")
     decide.add_argument("window", nargs="?", help="a window directory (uses its stored rows and context)")
@@ -194,6 +221,11 @@ def _decision_parsers(commands: Commands) -> None:
     decide.add_argument("--archive", help="with a window: use this archive's noise as it is now")
     decide.add_argument("--json", action="store_true", help="print the decision document as JSON")
     decide.set_defaults(func=_decision.decide)
+
+    compare = commands.add_parser("compare", help="verdicts and effects across windows (a chain's, or days)")
+    compare.add_argument("windows", nargs="+", help="complete window directories, in the order to show them")
+    compare.add_argument("--json", action="store_true", help="print fairwin.comparison/1 as JSON")
+    compare.set_defaults(func=_decision.compare)
 
     rules = commands.add_parser("rules", help="registered decision rules and their own error rates")
     rule_commands = rules.add_subparsers(dest="rules_command", required=True, metavar="SUBCOMMAND")
@@ -238,8 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except FairwinError as exc:
-        where = f" (window marked {'interrupted' if exc.exit_code == 130 else 'failed'}: {exc.window_path})"
-        stderr.print(f"fairwin: error: {exc}{where if exc.window_path else ''}", markup=False, soft_wrap=True)
+        state = exc.window_state or f"marked {'interrupted' if exc.exit_code == 130 else 'failed'}"
+        where = f" (window {state}: {exc.window_path})" if exc.window_path else ""
+        after = f"; {exc.aftermath}" if exc.aftermath else ""
+        stderr.print(f"fairwin: error: {exc}{where}{after}", markup=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         stderr.print("fairwin: interrupted", markup=False)

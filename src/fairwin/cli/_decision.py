@@ -122,3 +122,20 @@ def archive_stats(args: argparse.Namespace) -> int:
         return 0
     stdout.print(archive_table(path, args.cell, len(chosen), results))
     return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Exit 0 when every decision cell's verdict is the same in every window, 1 when they differ."""
+    from fairwin.report.compare import compare as compare_decisions
+    from fairwin.report.compare import comparison_table
+    from fairwin.window.stored import completed_decision
+
+    if len(args.windows) < 2:
+        raise UsageError("compare needs at least two window directories")
+    found = compare_decisions([completed_decision(path) for path in args.windows])
+    if args.json:
+        print(found.model_dump_json(indent=2))
+    else:
+        stdout.print(comparison_table(found))
+        stdout.print("the windows agree" if found.agree else "the windows do not agree", markup=False)
+    return 0 if found.agree else 1

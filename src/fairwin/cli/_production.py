@@ -1,9 +1,10 @@
-"""Handlers for `fairwin production up|down|status`: what an operator runs by hand, each proved."""
+"""Handlers for `fairwin production up|down|status|snapshot`: what an operator runs by hand, each proved."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin.cli._console import stdout
@@ -68,3 +69,14 @@ def status(args: argparse.Namespace) -> int:
     detail = "; ".join(problems) if problems else f"{production.base_url} refuses connections"
     stdout.print(f"DOWN: {production.health_url} does not answer 200 ({detail})", markup=False)
     return 1
+
+
+def snapshot(args: argparse.Namespace) -> int:
+    """Production's declaration as the plan says it now, with its sha256, written atomically."""
+    from fairwin.durable import write_json_atomic
+    from fairwin.vocabulary import PRODUCTION_SNAPSHOT
+
+    captured = _production(args).snapshot()
+    write_json_atomic(Path(args.to), {"format": PRODUCTION_SNAPSHOT.id, **captured})
+    stdout.print(f"production snapshot {captured['sha256']} written to {args.to}", markup=False)
+    return 0

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import UsageError
@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from fairwin.report.console import print_decision
     from fairwin.window.run import WindowResult, run_window
 
+    if args.chain_production and not (args.chain or args.chain_last):
+        raise UsageError("--chain-production goes with --chain or --chain-last")
     loaded = load_plan(args.plan)
     print_notices(loaded)
     output = Path(args.out) if args.out else None
@@ -85,8 +87,10 @@ def run(args: argparse.Namespace) -> int:
         assert task is not None
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+        chain: Literal["chain", "last"] | None = "chain" if args.chain else "last" if args.chain_last else None
+        capture = Path(args.chain_production) if args.chain_production else None
         return await run_window(loaded, args.mode, say=say, output_dir=output, gates=gates,
-                                coordinator=args.coordinator)  # fmt: skip
+                                coordinator=args.coordinator, chain=chain, chain_production=capture)  # fmt: skip
 
     result = asyncio.run(until_signalled())
     print_decision(stdout, result.decision)

@@ -182,3 +182,23 @@ def require_carry(path: Path, head: str) -> dict[str, Any]:
     require_admitting(path, carried, what="qualification", verdict="CARRIED", at="head", head=head,
                       again="run `fairwin qualify carry` again")  # fmt: skip
     return carried
+
+
+def successor_problems(repo: Path, rules: Qualification, earlier: str, later: str) -> list[str]:
+    """Why ``later`` is not a documented successor of ``earlier``: it must descend from it, and every file that
+    differs must lie inside the measurement layer with the carried units unchanged (the carry's own test)."""
+    if earlier == later:
+        return []
+    try:
+        git(repo, "merge-base", "--is-ancestor", earlier, later)
+    except GateRefused:
+        return [f"commit {later[:12]} does not descend from {earlier[:12]}"]
+    at_e, at_l = blobs(repo, earlier), blobs(repo, later)
+    differing = sorted(p for p in at_e.keys() | at_l.keys() if protected(p, rules) and at_e.get(p) != at_l.get(p))
+    problems = []
+    if differing:
+        more = f" (+{len(differing) - SHOWN} more)" if len(differing) > SHOWN else ""
+        problems.append(f"files outside the measurement layer changed since {earlier[:12]}: "
+                        f"{', '.join(differing[:SHOWN])}{more}")  # fmt: skip
+    problems += _check_units(repo, earlier, later, rules.carried_units)[1]
+    return problems

@@ -14,14 +14,14 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from fairwin.plan.base import StrictModel
+from fairwin.plan.base import NAME_RE, StrictModel
+from fairwin.plan.chain import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
 from fairwin.plan.production import ProductionSettings
 from fairwin.profiles import ProfileName
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 #: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
@@ -87,6 +87,11 @@ class Mode(StrictModel):
 
     control: str
     candidate: str
+    chain: bool = Field(
+        True,
+        description="Whether its windows may chain; false for windows whose receipts need the restore and "
+        "the watch (an admission, a pair-only window).",
+    )
 
 
 class Family(StrictModel):
@@ -188,6 +193,9 @@ class Plan(StrictModel):
     rehearsal: RehearsalSettings = Field(default_factory=RehearsalSettings)
     production: ProductionSettings | None = Field(
         None, description="How production is taken down for a window and restored after (docs/production.md)."
+    )
+    chain: ChainSettings = Field(
+        default_factory=ChainSettings, description="Windows that leave production down between them (docs/chain.md)."
     )
 
     @field_validator("roles", "modes", "families", "cells")

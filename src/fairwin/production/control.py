@@ -13,7 +13,6 @@ down by the port refusing connections with none of ``must_not_run`` running.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -21,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import psutil
 
 from fairwin.durable import canonical_json, read_json, sha256_bytes, sha256_file, write_json_atomic
 from fairwin.errors import InputError, ProductionError
 from fairwin.launch.local import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
+from fairwin.production.detached import command_of, launch_detached
 from fairwin.production.proof import pid_alive, port_state, running, stop_group
 
 POLL_S = 0.1
@@ -139,14 +138,19 @@ class Production:
         return f"stopped pid {pid} ({sent})"
 
     def _recorded_pid(self) -> int | None:
-        """The pid fairwin launched production as, if that process still runs production's command."""
-        if not self.state_file.exists():
+        """The pid fairwin launched production as, if that process still runs production's command. The launch's
+        own pid file stands in when fairwin died between the launch and writing production.json."""
+        if self.state_file.exists():
+            state = read_json(self.state_file, (STATE_FORMAT,))
+            pid, argv = state.get("pid"), state.get("argv", [""])
+            same = isinstance(pid, int) and pid_alive(pid) and command_of(pid)[:1] == argv[:1]
+            return pid if same and isinstance(pid, int) else None
+        pid_file = self.state_dir / "production.pid"
+        text = pid_file.read_text().strip() if pid_file.exists() else ""
+        if not text.isdigit() or self.spec is None:
             return None
-        state = read_json(self.state_file, (STATE_FORMAT,))
-        pid = state.get("pid")
-        if not isinstance(pid, int) or not pid_alive(pid) or _command(pid)[:1] != [state.get("argv", [""])[0]]:
-            return None
-        return pid
+        pid = int(text)
+        return pid if pid_alive(pid) and command_of(pid) == self.spec.argv else None
 
     # -- up --------------------------------------------------------------------------------------
 
@@ -174,23 +178,8 @@ class Production:
 
     def _launch(self) -> str:
         assert self.spec is not None
-        setsid = shutil.which("setsid")
-        if setsid is None:
-            raise ProductionError("cannot launch production detached: `setsid` (util-linux) is not installed")
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        pid_file = self.state_dir / "production.pid"
-        pid_file.unlink(missing_ok=True)
-        # sh writes its own pid, then becomes the server (exec): the pid is the server's, its group's id too.
-        wrapper = ["sh", "-c", 'echo $$ > "$0"; exec "$@"', str(pid_file), *self.spec.argv]
-        with (self.state_dir / "production.log").open("ab") as log:
-            subprocess.run([setsid, "--fork", *wrapper], env=self.spec.env, cwd=self.spec.cwd,
-                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=True)  # fmt: skip
-        deadline = time.monotonic() + 10.0
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            if time.monotonic() >= deadline:
-                raise ProductionError(f"production did not start: no pid in {pid_file}")
-            time.sleep(0.02)
-        pid = int(pid_file.read_text())
+        pid = launch_detached(self.spec.argv, env=self.spec.env, cwd=self.spec.cwd, state_dir=self.state_dir,
+                              name="production")  # fmt: skip
         write_json_atomic(self.state_file, {"format": STATE_FORMAT, "pid": pid, "argv": self.spec.argv,
                                             "started_unix": time.time(), "snapshot": self.snapshot()})  # fmt: skip
         return f"launched pid {pid}"
@@ -205,10 +194,3 @@ def _run_command(what: str, argv: list[str]) -> str:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
         raise ProductionError(f"production {what} command {' '.join(argv)} exited {done.returncode}: {tail}")
     return f"ran: {' '.join(argv)}"
-
-
-def _command(pid: int) -> list[str]:
-    try:
-        return psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return []

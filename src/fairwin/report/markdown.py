@@ -140,8 +140,9 @@ _SOURCE = {
 
 
 def render_summary(
-    plan_path: Path, plan_sha256: str, decision: Decision, rows: Sequence[dict[str, Any]], production: str | None = None
+    plan_path: Path, plan_sha256: str, decision: Decision, rows: Sequence[dict[str, Any]], held: Sequence[str] = ()
 ) -> str:
+    """The window's summary; ``held`` are lines about the hardware (production's restore, the chain)."""
     rule = decision.rule
     rates = audited_rates(decision)
     parts = [
@@ -150,7 +151,7 @@ def render_summary(
         f"**Verdict: {decision.verdict}** ({'; '.join(decision.reasons)})",
         "",
         f"- {rates}",
-        *([f"- {production}"] if production else []),
+        *(f"- {line}" for line in held),
         f"- mode: `{decision.mode}`, order: {decision.order}",
         f"- plan: `{plan_path}` (sha256 `{plan_sha256}`)",
         f"- rule: `{rule.id}` (sha256 `{decision.rule_sha256}`): primary `{rule.primary}`, bar {rule.bar_pct:g} %, "

@@ -75,7 +75,7 @@ def decide_and_report(
     rule: RuleSpec,
     archive: Path,
     commit: str | None,
-    production: str | None = None,
+    held: Sequence[str] = (),
 ) -> Decision:
     pooled = read_jsonl(window.pooled, POOLED.readable)
     noise_now = archive_noise(archive, loaded.plan.cells, rule, commit, loaded.plan.window.production_clock_cap_mhz)
@@ -83,7 +83,7 @@ def decide_and_report(
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)
-    write_text_atomic(window.summary, render_summary(loaded.path, loaded.sha256, decision, pooled, production))
+    write_text_atomic(window.summary, render_summary(loaded.path, loaded.sha256, decision, pooled, held))
     return decision
 
 

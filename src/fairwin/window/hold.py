@@ -80,6 +80,8 @@ class Hold:
         """The restore, in one line, for the summary."""
         if self.restored is None:
             return "production: still down (not given back)"
+        if self.restored["state"] == "CHAINED":
+            return f"production: CHAINED: {self.restored['reason']} for the chain's next window"
         if self.restored["state"] != "RESTORED":
             return f"production: **{self.restored['state']}**: {self.restored.get('reason', '')}"
         up, held = self.restored["up"], self.restored["watch"]

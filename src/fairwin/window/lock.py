@@ -70,6 +70,23 @@ def holder(path: Path) -> Holder | None:
     return Holder(path, read_json(path, (LOCK_FORMAT,)))
 
 
+class HardwareHeld(GateRefused):
+    """Another window holds the hardware (or died holding it): refused without touching anything."""
+
+
+def refuse_if_held(path: Path) -> None:
+    """Refuse (exit 4) while a window holds the lock, naming it, and what to do when its fairwin died."""
+    held = holder(path)
+    if held is None:
+        return
+    if held.alive:
+        raise HardwareHeld(f"the hardware is held by {held.describe()}; wait for it to finish ({path})")
+    raise HardwareHeld(
+        f"{held.describe()} died without finishing: production may be down and its servers running; "
+        f"run `fairwin recover PLAN` first ({path})"
+    )
+
+
 def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
     """Take the lock for a new window, or refuse (exit 4) naming who holds it and what to do."""
     record = {"format": LOCK_FORMAT, "window_id": window_id, "window_path": str(window_path),
@@ -79,15 +96,8 @@ def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        held = holder(path)
-        if held is None:  # released between the two calls: try once more
-            return acquire(path, window_id, window_path, who)
-        if held.alive:
-            raise GateRefused(f"the hardware is held by {held.describe()}; wait for it to finish ({path})") from None
-        raise GateRefused(
-            f"{held.describe()} died without finishing: production may be down and its servers running; "
-            f"run `fairwin recover PLAN` first ({path})"
-        ) from None
+        refuse_if_held(path)
+        return acquire(path, window_id, window_path, who)  # released between the two calls: try once more
     except OSError as exc:  # the lock sits in the output directory unless window.lock moves it
         raise OutputDirError(
             f"cannot create a window under {path.parent} (its lock {path.name}): {exc.strerror}; choose a writable "

@@ -25,6 +25,7 @@ from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
 from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
+from fairwin.window.chain import ChainedWindow, ChainRun
 from fairwin.window.close import archive_controls, decide_and_report
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
@@ -63,6 +64,7 @@ class Window:
     launcher: Launcher
     say: Callable[[str], None]
     hold: Hold | None = None  # production's hardware, when the plan has a [production]
+    chain: ChainRun | None = None  # its part in a chain (--chain, --chain-last)
     lock: Path | None = None  # the hardware's lock this window holds until its close
     archived: bool = False
     restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
@@ -84,14 +86,34 @@ class Window:
         if self.hold is not None:
             first, last = self.starts[0].name, self.starts[-1].name
             starts = [
-                Step("production down", self.hold.take_down),
+                self._down_step(self.hold),
                 Step("quiet", partial(self.hold.prove_quiet, f"before {first}")),
                 *starts,
                 Step("quiet after", partial(self.hold.prove_quiet, f"after {last}")),
-                Step("restore", self.hold.give_back),
+                *self._end_steps(self.hold),
             ]
         return [Step("open", self.open), *starts, Step("decide", self.decide), Step("archive", self.archive),
                 Step("budget", self.budget)]  # fmt: skip
+
+    def _down_step(self, hold: Hold) -> Step:
+        """Production taken down; or, continuing a chain, proved still down with the placeholders taken down."""
+        if self.chain is not None and self.chain.found is not None:
+            return Step("production down", partial(self.chain.take_over, hold))
+        return Step("production down", hold.take_down)
+
+    def _end_steps(self, hold: Hold) -> list[Step]:
+        """The restore and watch; or, chained, production left down under placeholders (and the marker)."""
+        if self.chain is not None and not self.chain.last:
+            here = ChainedWindow(window_id=self.directory.window_id, window_path=str(self.directory.path),
+                                 mode=self.checked.mode_name, order=self.order)  # fmt: skip
+            return [Step("chain hold", partial(self.chain.hold_over, hold, here))]
+        restore = Step("restore", hold.give_back)
+        return [restore, Step("chain end", partial(self.chain.finish, hold))] if self.chain is not None else [restore]
+
+    def _held_lines(self) -> list[str]:
+        """The summary's lines about the hardware: production's restore, and the chain."""
+        lines = [self.hold.line()] if self.hold is not None else []
+        return lines + ([self.chain.line()] if self.chain is not None else [])
 
     async def open(self) -> dict[str, Any]:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
@@ -125,6 +147,7 @@ class Window:
             },
             "environment": self.environment,
             "production": self.hold.snapshot if self.hold is not None else None,
+            "chain": self.chain.record() | {"last": self.chain.last} if self.chain is not None else None,
         }
 
     async def start(self, start: StartSpec) -> None:
@@ -133,7 +156,7 @@ class Window:
     async def decide(self) -> None:
         self.decision = decide_and_report(
             self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
-            archive=self.archive_file, commit=self.commit, production=self.hold.line() if self.hold else None,
+            archive=self.archive_file, commit=self.commit, held=self._held_lines(),
         )  # fmt: skip
 
     async def archive(self) -> None:
@@ -220,12 +243,18 @@ class Window:
         """The final status, journaled: production given back if it is still owed, then complete with the
         verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
         self.directory.journal_event("close", "begin")
+        if self.chain is not None and error is not None:
+            await self._abort_chain(error)
         restore_failure = self.restore_failure or await self._give_back_if_owed()
+        if self.chain is not None and self.hold is not None and self.chain.end == "ABORTED":
+            self.chain.cleared(self.hold)
         if error is not None and not self.archived and self.rows:
             # The runbook keeps every finished control start, whatever happened to the window after it.
             with contextlib.suppress(FairwinError, OSError):
                 await self.archive()
         restore = {"restore": self.hold.restored} if self.hold is not None else {}
+        if self.chain is not None:
+            restore["chain"] = self.chain.record()
         if error is None:
             assert self.decision is not None  # the decide step ran (a failed restore let it)
             # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
@@ -242,6 +271,9 @@ class Window:
         for raised in (error, restore_failure):
             if isinstance(raised, FairwinError):
                 raised.window_path = self.directory.path
+                raised.window_state = "complete" if error is None else None
+                if self.chain is not None and self.chain.end == "ABORTED":
+                    raised.aftermath = "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "")
         state = "complete" if error is None else type(error).__name__
         self.directory.journal_event("close", "end", state=state, **restore)
         if restore_failure is not None and not isinstance(error, RestoreFailed):
@@ -257,6 +289,18 @@ class Window:
         loud = RestoreFailed(f"{restore_failure} ({after})")
         loud.window_path = self.directory.path
         return loud
+
+    async def _abort_chain(self, error: BaseException) -> None:
+        """A failure inside a chained window aborts the chain; its placeholders go before production comes back."""
+        assert self.chain is not None
+        reason = str(error) if isinstance(error, FairwinError) else repr(error)
+
+        async def abort() -> dict[str, Any]:
+            assert self.chain is not None
+            return {"placeholders": await self.chain.abort(reason)}
+
+        with contextlib.suppress(Exception):  # a placeholder that will not stop must not keep production down
+            await self._journaled(Step("chain abort", abort))
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:
         """The restore step, journaled like every other, when a failure skipped it; its failure returned."""

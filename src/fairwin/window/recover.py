@@ -26,8 +26,10 @@ from fairwin.durable import read_model
 from fairwin.errors import InputError, RestoreFailed
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
+from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
 from fairwin.vocabulary import STATUS, WindowStatus
+from fairwin.window.chain import Marker, marker_path, read_marker
 from fairwin.window.hold import Hold
 from fairwin.window.journal import happened, opened_with, read_journal, servers
 from fairwin.window.layout import WindowDir
@@ -87,14 +89,11 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     for pid, argv in servers(events):
         for process in _matching(pid, argv):
             result.stopped.append(await _stop(process))
-    if happened(events, "production down", "begin") and not happened(events, "restore", "end"):
+    chain = read_marker(marker_path(loaded, output_dir)) if loaded.plan.production is not None else None
+    if chain is not None or (happened(events, "production down", "begin") and not happened(events, "restore", "end")):
         production = _production_at_open(loaded, directory, opened_with(events), output_dir, result.problems)
         if production is not None:
-            hold = Hold(production, [], lambda _line: None, taken=True)
-            try:
-                result.production = await hold.give_back()
-            except RestoreFailed:
-                result.production = hold.restored
+            await _give_back(production, loaded, output_dir, chain, result)
     state = _state(directory)
     if state == "running":
         directory.set_status("interrupted", error="fairwin died during the window; recovered by `fairwin recover`",
@@ -105,6 +104,25 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: "
                             f"{result.production.get('reason')}")  # fmt: skip
     return result
+
+
+async def _give_back(
+    production: Production, loaded: LoadedPlan, output_dir: Path, chain: Marker | None, result: Recovery
+) -> None:
+    """Production restored and watched, after any placeholder still holding the hardware is taken down. A chain
+    in progress is aborted (fairwin died inside one of its windows): its marker goes once production is back."""
+    placeholders = Placeholders(loaded, production.state_dir)  # a chained window may have started some
+    listed = (chain.placeholders if chain is not None else []) + placeholders.recorded()
+    result.stopped += [line for line in await placeholders.stop(listed) if not line.endswith("already gone")]
+    hold = Hold(production, [], lambda _line: None, taken=True)
+    try:
+        result.production = await hold.give_back()
+    except RestoreFailed:
+        result.production = hold.restored
+        return
+    if chain is not None:
+        marker_path(loaded, output_dir).unlink(missing_ok=True)
+        result.problems.append(f"chain {chain.chain_id} ABORTED (decision REJECT), its marker cleared")
 
 
 def _production_at_open(

@@ -7,19 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
+from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
+from fairwin.production.placeholders import Placeholders
+from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
 from fairwin.window.close import archive_path
 from fairwin.window.environment import capture
 from fairwin.window.hold import Hold, fixed_role_urls
 from fairwin.window.layout import WindowDir, new_window_id
-from fairwin.window.lock import acquire, coordinator, lock_path, release
+from fairwin.window.lock import HardwareHeld, acquire, coordinator, lock_path, refuse_if_held, release
 from fairwin.window.machine import Window, WindowResult
-from fairwin.window.preflight import draw_order, preflight, preflight_power
+from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
 from fairwin.window.start import Launcher, local_launcher
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
@@ -38,6 +41,8 @@ class WindowOptions(TypedDict, total=False):
     order: str | None  # overrides the rule's draw (tests; chained windows that balance orders)
     gates: GateInputs | None  # the receipts the window must be given
     coordinator: str | None  # who runs it, for the lock (default: FAIRWIN_COORDINATOR, else the user)
+    chain: Literal["chain", "last"] | None  # --chain (leave production down) or --chain-last (end the chain)
+    chain_production: Path | None  # --chain-production: a new capture of production, when its declaration changed
 
 
 def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
@@ -45,6 +50,8 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     say = options.get("say", _quiet)
     checked = preflight(loaded, mode_name)
     out = loaded.output_dir(options.get("output_dir"))
+    lock = lock_path(loaded, out)
+    refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out)
     say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
     environment = capture(loaded.base_dir)
@@ -52,13 +59,14 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     warnings = preflight_power(loaded, checked.rule, archive, environment.get("git", {}).get("commit"))
     for warning in warnings:
         say(f"warning: {warning}")
-    chosen_order = options.get("order") or draw_order(checked.rule)
     hold = None  # made before the lock is taken: nothing after the lock may fail short of the directory
     if loaded.plan.production is not None:
         production = Production(loaded, out)
         roles = {checked.mode.control, checked.mode.candidate}
         hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot())
-    lock = lock_path(loaded, out)
+    chain = chain_for(loaded, checked, hold, out, environment, options)
+    found = chain.found if chain is not None else None
+    chosen_order = options.get("order") or chained_order(checked.rule, found) or draw_order(checked.rule)
     window_id = new_window_id(mode_name)
     acquire(lock, window_id, out / window_id, coordinator(options.get("coordinator")))
     try:
@@ -70,10 +78,62 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
         loaded=loaded, checked=checked, directory=directory, order=chosen_order,
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
         environment=environment, archive_file=archive, power_warnings=warnings,
-        launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock,
+        launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain,
     )  # fmt: skip
 
 
+def chain_for(
+    loaded: LoadedPlan, checked: Preflight, hold: Hold | None, out: Path, environment: dict[str, Any],
+    options: WindowOptions,
+) -> ChainRun | None:  # fmt: skip
+    """This window's part in a chain, or a refusal: chaining needs production and a mode that may chain, and a
+    chain in progress is continued only by a chained window and only when it is consistent."""
+    path = marker_path(loaded, out)
+    found = read_marker(path)
+    wanted = options.get("chain")
+    if wanted is None:
+        if found is not None:
+            raise GateRefused(
+                f"a chain is in progress ({path}: production left down by window {found.last.window_id}); "
+                "run with --chain or --chain-last, or end it with `fairwin chain abort PLAN`"
+            )
+        return None
+    if hold is None:
+        raise InputError(f"--chain needs a [production] section in {loaded.path}: a chain leaves production down")
+    if not checked.mode.chain:
+        raise InputError(f"mode {checked.mode_name} never chains (chain = false): its windows need the restore "
+                         "and the watch; run it without --chain")  # fmt: skip
+    if wanted == "last" and found is None:
+        raise InputError(f"--chain-last: no chain is in progress ({path}); run the window without it")
+    commit = environment.get("git", {}).get("commit")
+    if found is not None:
+        problems = continuation_problems(loaded, found, snapshot=hold.snapshot, commit=commit,
+                                         capture=options.get("chain_production"))  # fmt: skip
+        if problems:
+            raise GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
+    return ChainRun(marker_path=path, placeholders=Placeholders(loaded, hold.production.state_dir),
+                    last=wanted == "last", found=found, snapshot=hold.snapshot, commit=commit,
+                    coordinator=coordinator(options.get("coordinator")))  # fmt: skip
+
+
 async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> WindowResult:
-    """Run one window: :func:`open_window`, then every step of it."""
-    return await open_window(loaded, mode_name, **options).run()
+    """Run one window: :func:`open_window`, then every step of it. A chained window that fails before it
+    opened aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
+    try:
+        window = open_window(loaded, mode_name, **options)
+    except FairwinError as exc:
+        if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
+            await _abort_before_open(loaded, options, exc)
+        raise
+    return await window.run()
+
+
+async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: FairwinError) -> None:
+    say = options.get("say", _quiet)
+    try:
+        aborted = await abort_chain(loaded, loaded.output_dir(options.get("output_dir")), say)
+    except RestoreFailed as exc:
+        error.aftermath = f"chain ABORTED, decision REJECT; {exc}"
+        return
+    if aborted is not None:
+        error.aftermath = f"chain ABORTED, decision REJECT; production {aborted['restore']['state']}"

@@ -196,3 +196,18 @@ def decide_pooled(
         production_clock_cap_mhz=clock_cap_mhz,
     )
     return [decide(rows, rule=rule, context=context) for rule in rules]
+
+
+def completed_decision(path: Path | str) -> Decision:
+    """A complete window's recorded decision, checked against the digest its status sealed (for comparisons)."""
+    window = WindowDir(path=Path(path), window_id=Path(path).name)
+    status = read_model(window.status, WindowStatus, STATUS.readable).model_dump()
+    if status.get("state") != "complete":
+        raise InputError(f"{window.path} is {status.get('state')!r}, not complete: it has no decision to compare")
+    recorded = _recorded(window)
+    if recorded is None:
+        raise CorruptRecordError(f"{window.decision}: missing, though the window is complete")
+    sealed = status.get("decision_sha256")
+    if sealed is not None and sha256_file(window.decision) != sealed:
+        raise CorruptRecordError(f"{window.decision}: changed since the window sealed it (status.json)")
+    return recorded

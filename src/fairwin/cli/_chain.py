@@ -1,0 +1,60 @@
+"""Handlers for `fairwin chain status|check-prev|abort`: where a chain stands, the gate before its next window,
+and ending it by hand."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fairwin.cli._console import stderr, stdout
+
+if TYPE_CHECKING:
+    from fairwin.plan.loading import LoadedPlan
+
+
+def _loaded(args: argparse.Namespace) -> tuple[LoadedPlan, Path]:
+    from fairwin.plan import load_plan
+
+    loaded = load_plan(args.plan)
+    return loaded, loaded.output_dir(args.out)
+
+
+def status(args: argparse.Namespace) -> int:
+    from fairwin.window.chain import describe
+
+    for line in describe(*_loaded(args)):
+        stdout.print(line, markup=False)
+    return 0
+
+
+def check_prev(args: argparse.Namespace) -> int:
+    """Exit 0 when the next window may continue the chain (or none is in progress); a refusal aborts it: exit 4."""
+    from fairwin.window.chain import check_previous
+
+    loaded, out = _loaded(args)
+    capture = Path(args.chain_production) if args.chain_production else None
+    stdout.print(asyncio.run(check_previous(loaded, out, capture, _say)), markup=False)
+    return 0
+
+
+def abort(args: argparse.Namespace) -> int:
+    """Exit 0 once production is back and the marker cleared; a restore that fails is exit 6, the marker kept."""
+    from fairwin.window.chain import abort_chain
+
+    loaded, out = _loaded(args)
+    aborted = asyncio.run(abort_chain(loaded, out, _say))
+    if aborted is None:
+        stdout.print("no chain in progress: nothing to abort", markup=False)
+        return 0
+    restore, stopped = aborted["restore"], "; ".join(aborted["placeholders"]) or "none"
+    stdout.print(f"ABORTED {aborted['chain_id']} (decision REJECT): placeholders {stopped}; production "
+                 f"{restore['state']} ({restore['up']['how']}); the marker cleared", markup=False)  # fmt: skip
+    for note in aborted["notes"]:
+        stdout.print(f"note: {note}", markup=False)
+    return 0
+
+
+def _say(line: str) -> None:
+    stderr.print(line, markup=False)

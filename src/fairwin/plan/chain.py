@@ -1,0 +1,42 @@
+"""The plan's ``[chain]``: windows that leave production down between them, and what holds the hardware meanwhile.
+
+A chained window ends with production still down and **placeholders** running: commands
+that keep the hardware reserved (a process holding the GPUs' memory, a scheduler
+reservation) until the next window of the chain takes them down. A **marker** file says
+a chain is in progress; its path is the plan's ``marker``, or ``FAIRWIN_CHAIN_MARKER``
+(which wins, so that a test suite can never touch a live chain's marker).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from fairwin.plan.base import NAME_RE, StrictModel
+
+
+class Placeholder(StrictModel):
+    """A command that keeps the hardware reserved between chained windows; fairwin runs it detached."""
+
+    argv: list[str] = Field(min_length=1, description="The command; it must keep running until taken down.")
+    env: dict[str, str] = Field(default_factory=dict, description="Added to fairwin's own environment.")
+    settle_s: float = Field(0.5, ge=0, le=60, description="It must still run this long after its start.")
+    stop_timeout_s: float = Field(10.0, gt=0, description="SIGTERM, then SIGKILL after this long.")
+
+
+class ChainSettings(StrictModel):
+    marker: Path | None = Field(
+        None, description="The chain's marker (default: OUTPUT_DIR/.chain.json; FAIRWIN_CHAIN_MARKER wins)."
+    )
+    placeholders: dict[str, Placeholder] = Field(
+        default_factory=dict, description="Commands that hold the hardware while production is left down."
+    )
+
+    @field_validator("placeholders")
+    @classmethod
+    def _names(cls, value: dict[str, Placeholder]) -> dict[str, Placeholder]:
+        for name in value:
+            if not NAME_RE.match(name):
+                raise ValueError(f"placeholder name {name!r} must be letters, digits, '_', '.', '-'")
+        return value

@@ -1,0 +1,271 @@
+"""Chained windows: window after window without giving production back in between (docs/chain.md).
+
+A window run with ``--chain`` ends **CHAINED**: after its last start it starts the
+plan's placeholders (proved running), proves production still down and the hardware
+quiet, and writes the **marker** (atomically): the chain's windows and their orders,
+production's snapshot as it was taken down, the commit under test, the coordinator and
+the placeholders' pids. The next ``--chain`` or ``--chain-last`` window finds the
+marker, checks it (:func:`continuation_problems`), takes the placeholders down instead
+of taking production down, and opens without a restore. ``--chain-last`` ends with the
+restore and the watch and clears the marker only when the watch held. Any failure
+inside a chained window **aborts** the chain: placeholders down, production restored
+and watched, the marker cleared, and the window's decision **REJECT**.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fairwin.decision import RuleSpec
+from fairwin.decision.rules import get_rule
+from fairwin.durable import read_json, read_model, write_json_atomic
+from fairwin.errors import GateRefused, InputError, ProductionError, RestoreFailed
+from fairwin.gates.qualify import successor_problems
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.control import Production
+from fairwin.production.placeholders import Placeholders, not_running
+from fairwin.vocabulary import CHAIN_MARKER, PRODUCTION_SNAPSHOT, STATUS, WindowStatus
+from fairwin.window.environment import git_state
+from fairwin.window.hold import Hold
+
+#: Wins over the plan's ``[chain] marker``: a test suite points it at a scratch path.
+MARKER_ENV = "FAIRWIN_CHAIN_MARKER"
+
+ChainEnd = Literal["CHAINED", "ENDED", "ABORTED"]
+
+
+def marker_path(loaded: LoadedPlan, output_dir: Path) -> Path:
+    if env := os.environ.get(MARKER_ENV):
+        return Path(env)
+    setting = loaded.plan.chain.marker
+    return loaded.resolve(setting) if setting is not None else output_dir / ".chain.json"
+
+
+class ChainedWindow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    window_id: str
+    window_path: str
+    mode: str
+    order: str
+
+
+class Marker(BaseModel):
+    """``fairwin.chain-marker/1``: a chain in progress, production left down by its last window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.chain-marker/1"]
+    chain_id: str
+    windows: list[ChainedWindow] = Field(min_length=1)
+    production: dict[str, Any]  # the snapshot production was taken down as, with its sha256
+    commit: str | None
+    coordinator: str
+    time: float
+    placeholders: list[dict[str, Any]]
+    placeholder_dir: str
+
+    @property
+    def last(self) -> ChainedWindow:
+        return self.windows[-1]
+
+
+def read_marker(path: Path) -> Marker | None:
+    """The chain in progress, or None; a damaged marker is refused (exit 2), never guessed around."""
+    return read_model(path, Marker, CHAIN_MARKER.readable) if path.exists() else None
+
+
+def chained_order(rule: RuleSpec, marker: Marker | None) -> str | None:
+    """With a rule that randomizes bracket order, a chain alternates: the opposite of its last window's order,
+    so order effects cancel across the chain. None: draw as usual (a new chain, or a fixed order)."""
+    if rule.order == "control-first" or marker is None:
+        return None
+    return "candidate-first" if marker.last.order == "control-first" else "control-first"
+
+
+def continuation_problems(
+    loaded: LoadedPlan, marker: Marker, *, snapshot: dict[str, Any], commit: str | None, capture: Path | None = None
+) -> list[str]:
+    """Why the next window may not continue this chain: production's declaration, the commit under test, the
+    previous window, the placeholders. Empty when it may."""
+    problems = []
+    if capture is not None:
+        captured = read_json(capture, PRODUCTION_SNAPSHOT.readable)
+        if captured.get("sha256") != snapshot["sha256"]:
+            problems.append(f"{capture} is not production as the plan declares it now (sha256 "
+                            f"{str(captured.get('sha256'))[:12]} there, {snapshot['sha256'][:12]} now)")  # fmt: skip
+    elif marker.production.get("sha256") != snapshot["sha256"]:
+        then = str(marker.production.get("sha256"))[:12]
+        problems.append(
+            f"production's declaration changed since the chain left it down ({then} then, {snapshot['sha256'][:12]} "
+            "now); capture it with `fairwin production snapshot PLAN --out FILE` and name it with --chain-production"
+        )
+    if marker.commit is not None and commit != marker.commit:
+        if commit is None:
+            problems.append(f"the chain runs commit {marker.commit[:12]}, and the plan is not in a git work tree now")
+        else:
+            rules = loaded.plan.qualification
+            problems += successor_problems(loaded.resolve(rules.repo), rules, marker.commit, commit)
+    previous = Path(marker.last.window_path) / "status.json"
+    try:
+        state: str = read_model(previous, WindowStatus, STATUS.readable).state
+    except InputError as exc:
+        state = f"unreadable ({exc})"
+    if state != "complete":
+        problems.append(f"the chain's previous window {marker.last.window_id} is {state}, not complete")
+    problems += not_running(marker.placeholders)
+    return problems
+
+
+@dataclass
+class ChainRun:
+    """One window's part in a chain: taking over from the previous window, holding over to the next, or aborting."""
+
+    marker_path: Path
+    placeholders: Placeholders
+    last: bool  # --chain-last: this window ends the chain with the restore
+    found: Marker | None  # the chain this window continues; None: it starts one
+    snapshot: dict[str, Any]
+    commit: str | None
+    coordinator: str
+    started: list[dict[str, Any]] = field(default_factory=list)
+    end: ChainEnd | None = None
+    reason: str | None = None
+
+    @property
+    def position(self) -> int:
+        return len(self.found.windows) + 1 if self.found is not None else 1
+
+    async def take_over(self, hold: Hold) -> dict[str, Any]:
+        """The chain left production down: prove it still is, then take the placeholders down."""
+        assert self.found is not None
+        hold.taken = True  # from here a failure gives production back
+        if problems := hold.production.down_problems():
+            raise ProductionError(f"the chain left production down, but it is not: {'; '.join(problems)}")
+        stopped = await self.placeholders.stop(self.found.placeholders)
+        return {"left_down_by": self.found.last.window_id, "placeholders": stopped}
+
+    async def hold_over(self, hold: Hold, window: ChainedWindow) -> dict[str, Any]:
+        """Instead of the restore: placeholders started and proved, production proved down, the marker written."""
+        self.started = await self.placeholders.start()
+        if problems := hold.production.down_problems():
+            raise ProductionError(f"production is not down at the chained close: {'; '.join(problems)}")
+        new_id = f"chain-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
+        marker = Marker(
+            format="fairwin.chain-marker/1", chain_id=self.found.chain_id if self.found else new_id,
+            windows=[*(self.found.windows if self.found else []), window], production=self.snapshot,
+            commit=self.commit, coordinator=self.coordinator, time=time.time(), placeholders=self.started,
+            placeholder_dir=str(self.placeholders.state_dir),
+        )  # fmt: skip
+        write_json_atomic(self.marker_path, marker.model_dump(mode="json"))
+        hold.restored = {"state": "CHAINED", "reason": "production left down",
+                         "placeholders": [p["name"] for p in self.started]}  # fmt: skip
+        self.end = "CHAINED"
+        return {"marker": str(self.marker_path), "chain_id": marker.chain_id, "placeholders": self.started}
+
+    async def finish(self, hold: Hold) -> dict[str, Any]:
+        """After the last window's restore: the chain is over when the watch held; else the marker stays, for
+        ``fairwin chain abort`` once production is fixed."""
+        if hold.restored is None or hold.restored.get("state") != "RESTORED":
+            self.reason = "production was not restored; the marker is kept for `fairwin chain abort`"
+            return {"marker": "kept"}
+        self.marker_path.unlink(missing_ok=True)
+        self.end = "ENDED"
+        return {"marker": "cleared"}
+
+    async def abort(self, reason: str) -> list[str]:
+        """A failure inside the chain: every placeholder down (the previous window's and this one's) before
+        production is given back; the marker is cleared once it is (:meth:`cleared`)."""
+        self.end, self.reason = "ABORTED", reason
+        return await self.placeholders.stop([*(self.found.placeholders if self.found else []), *self.started])
+
+    def cleared(self, hold: Hold) -> None:
+        """Clear the marker of an aborted chain once production is back (a failed restore keeps it)."""
+        if hold.restored is not None and hold.restored.get("state") == "RESTORED":
+            self.marker_path.unlink(missing_ok=True)
+
+    def record(self) -> dict[str, Any]:
+        """For status.json and the summary."""
+        found = {"chain_id": self.found.chain_id} if self.found else {}
+        record: dict[str, Any] = {**found, "position": self.position, "end": self.end, "marker": str(self.marker_path)}
+        if self.end == "ABORTED":
+            record |= {"decision": "REJECT", "reason": self.reason}
+        return record
+
+    def line(self) -> str:
+        if self.end == "CHAINED":
+            names = ", ".join(p["name"] for p in self.started) or "no placeholders"
+            return f"chain: CHAINED (window {self.position} of the chain; production left down, {names} holding it)"
+        if self.end == "ENDED":
+            return f"chain: ENDED (window {self.position}, the last; production restored, the marker cleared)"
+        return f"chain: {self.end or 'running'}"
+
+
+async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """``fairwin chain abort``: placeholders down, production restored and watched, the marker cleared (only once
+    the watch held: a failed restore raises RestoreFailed and keeps the marker). None when no chain is marked."""
+    path = marker_path(loaded, output_dir)
+    marker = read_marker(path)
+    if marker is None:
+        return None
+    production = Production(loaded, output_dir)
+    placeholders = Placeholders(loaded, Path(marker.placeholder_dir))
+    stopped = await placeholders.stop(marker.placeholders + placeholders.recorded())
+    hold = Hold(production, [], say, taken=True)
+    restored = await hold.give_back()
+    path.unlink(missing_ok=True)
+    notes = []
+    if marker.production.get("sha256") != production.snapshot()["sha256"]:
+        notes.append("production was restored as the plan declares it now, which differs from the chain's snapshot")
+    return {"chain_id": marker.chain_id, "windows": [w.window_id for w in marker.windows], "placeholders": stopped,
+            "restore": restored, "notes": notes}  # fmt: skip
+
+
+def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
+    """``fairwin chain status``: where the chain stands, one line per fact."""
+    path = marker_path(loaded, output_dir)
+    marker = read_marker(path)
+    if marker is None:
+        return [f"no chain in progress ({path} is absent)"]
+    rule = get_rule(loaded.plan.window.rule)
+    lines = [
+        f"CHAINED: {marker.chain_id}, {len(marker.windows)} window(s), production left down since "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(marker.time))} by {marker.last.window_id} "
+        f"(coordinator {marker.coordinator}, commit {(marker.commit or 'none')[:12]})",
+        *(f"  {w.window_id}: {w.mode}, {w.order}" for w in marker.windows),
+    ]
+    dead = not_running(marker.placeholders)
+    names = ", ".join(f"{p['name']} (pid {p['pid']})" for p in marker.placeholders) or "none declared"
+    lines.append(f"placeholders: {names}; " + ("; ".join(dead) if dead else "all running"))
+    lines.append(f"next window's order: {chained_order(rule, marker) or 'drawn (the rule fixes or draws it)'}")
+    return lines
+
+
+async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | None, say: Callable[[str], None]) -> str:
+    """``fairwin chain check-prev``: the gate before the next window. Any refusal while the marker is present
+    aborts the chain (production restored) and is raised as GateRefused (exit 4) with what was done."""
+    marker = read_marker(marker_path(loaded, output_dir))
+    if marker is None:
+        return "no chain in progress: nothing to check"
+    snapshot = Production(loaded, output_dir).snapshot()
+    commit = git_state(loaded.base_dir).get("commit")
+    problems = continuation_problems(loaded, marker, snapshot=snapshot, commit=commit, capture=capture)
+    if not problems:
+        return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
+    refused = GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
+    try:
+        aborted = await abort_chain(loaded, output_dir, say)
+    except RestoreFailed as exc:
+        refused.aftermath = f"chain ABORTED, decision REJECT; {exc}"
+        raise refused from None
+    state = aborted["restore"]["state"] if aborted else "not owed"
+    refused.aftermath = f"chain ABORTED, decision REJECT; production {state}"
+    raise refused

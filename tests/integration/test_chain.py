@@ -1,0 +1,169 @@
+"""Chained windows against a real `fairwin sim` production and real placeholder processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairwin.durable import read_jsonl
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin, processes_with, status
+from tests.integration.production import production_plan
+
+
+def chain_plan(make_plan: PlanFactory, model: str, **roles: object) -> Path:
+    # A placeholder is any command that holds on; its last argument tells it apart in the process table.
+    holder = {"argv": [sys.executable, "-c", "import time; time.sleep(3600)", f"hold-{model}"], "settle_s": 0.2}
+    return production_plan(make_plan, model, window={"rule": "win2-launch-v1"},
+                           chain={"placeholders": {"gpu": holder}}, **roles)  # fmt: skip
+
+
+def windows_of(plan: Path) -> list[Path]:
+    return sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def run(plan: Path, *flags: str):  # type: ignore[no-untyped-def]
+    return fairwin("run", str(plan), "--quiet", *flags)
+
+
+def test_a_chain_leaves_production_down_between_windows_and_its_last_window_restores_it(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = chain_plan(make_plan, "chain-ok")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    first = run(plan, "--chain")
+    assert first.returncode == 0, first.stderr
+    (w1,) = windows_of(plan)
+    assert status(w1)["state"] == "complete" and status(w1)["restore"]["state"] == "CHAINED"
+    assert status(w1)["chain"]["end"] == "CHAINED" and status(w1)["chain"]["position"] == 1
+    summary = (w1 / "summary.md").read_text()
+    assert "production: CHAINED: production left down" in summary and "chain: CHAINED (window 1" in summary
+    assert fairwin("production", "status", str(plan)).returncode == 1  # left down
+    assert len(processes_with("hold-chain-ok")) == 1  # the placeholder holds the hardware
+    marker = json.loads(scratch_chain_marker.read_text())
+    assert marker["format"] == "fairwin.chain-marker/1" and [w["window_id"] for w in marker["windows"]] == [w1.name]
+    assert marker["production"]["sha256"] == json.loads((w1 / "window.json").read_text())["production"]["sha256"]
+    shown = fairwin("chain", "status", str(plan))
+    assert shown.stdout.startswith(f"CHAINED: {marker['chain_id']}, 1 window(s)") and "all running" in shown.stdout
+    assert fairwin("chain", "check-prev", str(plan)).stdout.startswith(f"OK: {marker['chain_id']} may continue")
+    # A plain window may not run while the chain holds production down: refused, the chain intact.
+    plain = run(plan)
+    assert plain.returncode == 4 and "a chain is in progress" in plain.stderr and scratch_chain_marker.exists()
+
+    second = run(plan, "--chain")
+    assert second.returncode == 0, second.stderr
+    w2 = windows_of(plan)[1]
+    took_over = next(
+        e for e in read_jsonl(w2 / "journal.jsonl") if e["step"] == "production down" and e["event"] == "end"
+    )
+    assert took_over["left_down_by"] == w1.name and took_over["placeholders"][0].startswith("gpu: stopped pid")
+    orders = [json.loads((w / "window.json").read_text())["order"] for w in (w1, w2)]
+    assert orders[0] != orders[1]  # a randomized order alternates along the chain
+    assert len(json.loads(scratch_chain_marker.read_text())["windows"]) == 2
+
+    last = run(plan, "--chain-last")
+    assert last.returncode == 0, last.stderr
+    w3 = windows_of(plan)[2]
+    assert status(w3)["restore"]["state"] == "RESTORED" and status(w3)["chain"]["end"] == "ENDED"
+    assert json.loads((w3 / "window.json").read_text())["order"] == orders[0]
+    assert "chain: ENDED" in (w3 / "summary.md").read_text()
+    assert fairwin("production", "status", str(plan)).returncode == 0
+    assert not scratch_chain_marker.exists() and processes_with("hold-chain-ok") == []
+    assert processes_with("exp-chain-ok") == []
+    assert fairwin("chain", "status", str(plan)).stdout.startswith("no chain in progress")
+    # One table over the chain's windows: each window's verdict and effect, and whether they agree.
+    compared = fairwin("compare", str(w1), str(w2), str(w3), "--json")
+    found = json.loads(compared.stdout)
+    assert [w["window_id"] for w in found["windows"]] == [w1.name, w2.name, w3.name]
+    assert [w["order"] for w in found["windows"]] == [orders[0], orders[1], orders[0]]
+    assert compared.returncode == (0 if found["agree"] else 1)
+    table = fairwin("compare", str(w1), str(w2), str(w3))
+    assert w3.name in table.stdout and ("the windows agree" in table.stdout) == found["agree"]
+
+
+def test_a_failure_inside_a_chained_window_aborts_the_chain(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = chain_plan(make_plan, "chain-abort")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    assert run(plan, "--chain").returncode == 0
+    # The next window's candidate fails at its start: the chain is aborted, not left down.
+    text = plan.read_text()
+    role_b = text.index("[roles.B]") if "[roles.B]" in text else text.index('[roles."B"]')
+    plan.write_text(text[:role_b] + text[role_b:].replace('"2"]', '"2", "--fault", "exit-at-start"]', 1))
+    failed = run(plan, "--chain", "--mode", "controlled")
+    assert failed.returncode == 3, failed.stderr
+    assert "chain ABORTED, decision REJECT; production: RESTORED" in failed.stderr and failed.stderr.count("\n") == 1
+    w2 = windows_of(plan)[1]
+    chain = status(w2)["chain"]
+    assert status(w2)["state"] == "failed" and chain["end"] == "ABORTED" and chain["decision"] == "REJECT"
+    assert "exited" in chain["reason"] or "exit" in chain["reason"]
+    assert fairwin("production", "status", str(plan)).returncode == 0
+    assert not scratch_chain_marker.exists()
+    assert processes_with("hold-chain-abort") == [] and processes_with("exp-chain-abort") == []
+
+
+@pytest.mark.lifecycle
+def test_check_prev_refuses_a_dead_placeholder_and_aborts_the_chain(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = chain_plan(make_plan, "chain-prev")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    assert run(plan, "--chain").returncode == 0
+    (placeholder,) = processes_with("hold-chain-prev")
+    os.kill(placeholder, signal.SIGKILL)
+    checked = fairwin("chain", "check-prev", str(plan))
+    assert checked.returncode == 4, checked.stderr
+    assert "gpu (pid" in checked.stderr and "is not running" in checked.stderr
+    assert "chain ABORTED, decision REJECT; production RESTORED" in checked.stderr
+    assert fairwin("production", "status", str(plan)).returncode == 0 and not scratch_chain_marker.exists()
+
+
+@pytest.mark.lifecycle
+def test_a_changed_production_needs_its_capture_and_refusals_touch_nothing(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = chain_plan(make_plan, "chain-cap", N=sim_role(model="exp-chain-cap"))
+    stop_production.append(plan)
+    never = plan.read_text() + '\n[modes.admission]\ncontrol = "A"\ncandidate = "N"\nchain = false\n'
+    plan.write_text(never)
+    refused = run(plan, "--chain", "--mode", "admission")
+    assert refused.returncode == 2 and "never chains" in refused.stderr and not (plan.parent / "windows").exists()
+    assert run(plan, "--chain-last").returncode == 2  # no chain to end
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    assert run(plan, "--chain").returncode == 0
+    # Production's declaration changes between the windows (a new flag): the next window needs its capture.
+    plan.write_text(plan.read_text().replace('"--model", "chain-cap"', '"--model", "chain-cap", "--seed", "7"'))
+    capture = plan.parent / "production-capture.json"
+    assert fairwin("production", "snapshot", str(plan), "--to", str(capture)).returncode == 0
+    last = run(plan, "--chain-last", "--chain-production", str(capture))
+    assert last.returncode == 0, last.stderr
+    assert fairwin("production", "status", str(plan)).returncode == 0 and not scratch_chain_marker.exists()
+    assert len(processes_with("--model chain-cap --seed 7")) == 1  # restored as declared now
+    # Without the capture, the same change refuses the chained window and aborts the chain.
+    assert run(plan, "--chain").returncode == 0
+    plan.write_text(plan.read_text().replace('"--seed", "7"', '"--seed", "8"'))
+    changed = run(plan, "--chain")
+    assert changed.returncode == 4 and "production's declaration changed" in changed.stderr
+    assert "chain ABORTED, decision REJECT" in changed.stderr and not scratch_chain_marker.exists()
+    assert fairwin("production", "status", str(plan)).returncode == 0
+
+
+def test_the_marker_path_comes_from_the_environment_before_the_plan(
+    make_plan: PlanFactory, scratch_chain_marker: Path, tmp_path: Path
+) -> None:
+    from fairwin.plan import load_plan
+    from fairwin.window.chain import marker_path
+
+    plan = production_plan(make_plan, "chain-path", chain={"marker": "live-chain.json"})
+    assert marker_path(load_plan(plan), tmp_path) == scratch_chain_marker
+    os.environ.pop("FAIRWIN_CHAIN_MARKER")
+    assert marker_path(load_plan(plan), tmp_path) == plan.parent / "live-chain.json"
