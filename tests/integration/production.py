@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -51,9 +52,9 @@ def stop_production() -> Iterator[list[Path]]:
         fairwin("production", "down", str(plan))
 
 
-def start_run(plan: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet", "--coordinator", "ci"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+def start_run(plan: Path, *flags: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet", "--coordinator", "ci",
+                             *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
 def wait_for_step(plan: Path, step: str, process: subprocess.Popen[str], timeout: float = 60) -> Path:
@@ -77,7 +78,7 @@ def kill_inside_step(
     the window one append at a time (only when /proc/locks shows the window waiting for it), so no
     row is written unseen: the window is killed as soon as the row appears, however short the step."""
     deadline = time.monotonic() + timeout
-    while not (found := list((plan.parent / "windows").glob("*/journal.jsonl"))):
+    while not (found := [j for j in (plan.parent / "windows").glob("*/journal.jsonl") if _running(j.parent)]):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "the window never opened"
         time.sleep(0.001)
@@ -105,3 +106,11 @@ def kill_inside_step(
 def _waiting_for(inode: int) -> bool:
     """Whether some process is blocked waiting for a lock on the file with this inode (``/proc/locks``)."""
     return any("->" in line and f":{inode} " in line for line in Path("/proc/locks").read_text().splitlines())
+
+
+def _running(window: Path) -> bool:
+    """The window is still running (an earlier window of the same plan is not the one to kill)."""
+    try:
+        return bool(json.loads((window / "status.json").read_text())["state"] == "running")
+    except (OSError, ValueError, KeyError):
+        return False

@@ -13,7 +13,7 @@ import pytest
 from fairwin.durable import read_jsonl
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, processes_with, status
-from tests.integration.production import production_plan
+from tests.integration.production import kill_inside_step, production_plan, start_run
 
 
 def chain_plan(make_plan: PlanFactory, model: str, **roles: object) -> Path:
@@ -167,3 +167,24 @@ def test_the_marker_path_comes_from_the_environment_before_the_plan(
     assert marker_path(load_plan(plan), tmp_path) == scratch_chain_marker
     os.environ.pop("FAIRWIN_CHAIN_MARKER")
     assert marker_path(load_plan(plan), tmp_path) == plan.parent / "live-chain.json"
+
+
+@pytest.mark.lifecycle
+def test_recover_after_fairwin_died_inside_a_chain_aborts_it(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = chain_plan(make_plan, "chain-kill")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    assert run(plan, "--chain").returncode == 0
+    second = start_run(plan, "--chain")
+    try:
+        window = kill_inside_step(plan, "start s2", second, event="launched")
+    finally:
+        second.kill()
+    recovered = fairwin("recover", str(plan))
+    assert recovered.returncode == 0, recovered.stderr
+    assert "production RESTORED" in recovered.stdout and "ABORTED (decision REJECT)" in recovered.stdout
+    assert status(window)["state"] == "interrupted"
+    assert not scratch_chain_marker.exists() and fairwin("production", "status", str(plan)).returncode == 0
+    assert processes_with("hold-chain-kill") == [] and processes_with("exp-chain-kill") == []

@@ -228,3 +228,20 @@ def test_a_required_gate_cannot_be_skipped(make_plan: PlanFactory, repo: Path, t
     bad.write_text(bad.read_text() + '\n[gates]\nrequired = ["rgn"]\n')
     checked = fairwin("plan", "check", str(bad))
     assert checked.returncode == 2 and "'rgn' is not a gate" in checked.stderr
+
+
+def test_a_chain_continues_at_a_documented_successor_only(repo: Path) -> None:
+    from fairwin.gates.qualify import successor_problems
+    from fairwin.plan.checks import Qualification
+
+    rules = Qualification.model_validate(QUALIFICATION)
+    first = git(repo, "rev-parse", "HEAD")
+    assert successor_problems(repo, rules, first, first) == []
+    measured = commit(repo, {"bench/measure.py": MEASURE + "\n\ndef extra():\n    return 1\n"}, "measurement only")
+    assert successor_problems(repo, rules, first, measured) == []  # only the measurement layer changed
+    served = commit(repo, {"src/runtime.py": RUNTIME + "# tuned\n"}, "the server changed")
+    (problem,) = successor_problems(repo, rules, measured, served)
+    assert problem == f"files outside the measurement layer changed since {measured[:12]}: src/runtime.py"
+    assert successor_problems(repo, rules, served, first) == [
+        f"commit {first[:12]} does not descend from {served[:12]}"
+    ]
