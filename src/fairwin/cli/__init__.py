@@ -142,23 +142,30 @@ def _rehearse_parser(commands: Commands) -> None:
     rehearse.set_defaults(func=_window.rehearse)
 
 
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _plan_group(commands: Commands, group: str, text: str, entries: Sequence[tuple[str, Handler, str]]) -> Commands:
+    """``fairwin GROUP SUB PLAN [--out DIR]`` for each entry; returns the subparsers for extra flags."""
+    parser = commands.add_parser(group, help=text)
+    which = parser.add_subparsers(dest=f"{group}_command", required=True, metavar="SUBCOMMAND")
+    for name, func, help_text in entries:
+        command = which.add_parser(name, help=help_text)
+        command.add_argument("plan", type=Path)
+        command.add_argument("--out", help="the plan's output directory, if not window.output_dir (its state)")
+        command.set_defaults(func=func)
+    return which
+
+
 def _production_parsers(commands: Commands) -> None:
-    production = commands.add_parser("production", help="bring production up, take it down, or say which it is")
-    which = production.add_subparsers(dest="production_command", required=True, metavar="SUBCOMMAND")
-    for name, func, text in (
+    which = _plan_group(commands, "production", "bring production up, take it down, or say which it is", (
         ("up", _production.up, "bring production up and prove it healthy (with --watch, watch it too)"),
         ("down", _production.down, "take production down and prove it: its port refuses, must_not_run absent"),
         ("status", _production.status, "print UP (exit 0) or DOWN (exit 1)"),
         ("snapshot", _production.snapshot, "write production's declaration and its sha256 (for --chain-production)"),
-    ):
-        command = which.add_parser(name, help=text)
-        command.add_argument("plan", type=Path)
-        command.add_argument("--out", help="the plan's output directory, if not window.output_dir (its state)")
-        if name == "up":
-            command.add_argument("--watch", action="store_true", help="then watch it as a window's restore does")
-        if name == "snapshot":
-            command.add_argument("--to", required=True, help="the file to write (fairwin.production-snapshot/1)")
-        command.set_defaults(func=func)
+    ))  # fmt: skip
+    which.choices["up"].add_argument("--watch", action="store_true", help="then watch it as a restore does")
+    which.choices["snapshot"].add_argument("--to", required=True, help="the file (fairwin.production-snapshot/1)")
 
 
 def _gate_parsers(commands: Commands) -> None:
@@ -191,20 +198,13 @@ def _gate_parsers(commands: Commands) -> None:
 
 
 def _chain_parsers(commands: Commands) -> None:
-    chain = commands.add_parser("chain", help="windows that leave production down between them")
-    which = chain.add_subparsers(dest="chain_command", required=True, metavar="SUBCOMMAND")
-    for name, func, text in (
+    which = _plan_group(commands, "chain", "windows that leave production down between them", (
         ("status", _chain.status, "where a chain stands: its windows, production, placeholders, the next order"),
         ("check-prev", _chain.check_prev, "gate the next window (marker, previous window, placeholders); a "
          "refusal aborts the chain"),
         ("abort", _chain.abort, "placeholders down, production restored and watched, the marker cleared"),
-    ):  # fmt: skip
-        command = which.add_parser(name, help=text)
-        command.add_argument("plan", type=Path)
-        command.add_argument("--out", help="the plan's output directory, if not window.output_dir")
-        if name == "check-prev":
-            command.add_argument("--chain-production", help="production's new capture, as `run` would be given")
-        command.set_defaults(func=func)
+    ))  # fmt: skip
+    which.choices["check-prev"].add_argument("--chain-production", help="production's new capture, as for run")
 
 
 def _decision_parsers(commands: Commands) -> None:
