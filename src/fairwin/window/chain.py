@@ -181,11 +181,12 @@ class ChainRun:
         self.end = "ENDED"
         return {"marker": "cleared"}
 
-    async def abort(self, reason: str) -> list[str]:
+    async def abort(self, reason: str) -> dict[str, Any]:
         """A failure inside the chain: every placeholder down (the previous window's and this one's) before
         production is given back; the marker is cleared once it is (:meth:`cleared`)."""
         self.end, self.reason = "ABORTED", reason
-        return await self.placeholders.stop([*(self.found.placeholders if self.found else []), *self.started])
+        listed = [*(self.found.placeholders if self.found else []), *self.started, *self.placeholders.recorded()]
+        return {"placeholders": await self.placeholders.stop(listed)}
 
     def cleared(self, hold: Hold) -> None:
         """Clear the marker of an aborted chain once production is back (a failed restore keeps it)."""

@@ -32,6 +32,7 @@ from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
 from fairwin.window.lock import release
 from fairwin.window.preflight import Preflight
+from fairwin.window.shield import to_the_end
 from fairwin.window.start import Launcher, StartContext, run_start
 
 
@@ -214,18 +215,8 @@ class Window:
     async def _close_shielded(self, error: BaseException | None) -> None:
         """Close, which a second Ctrl-C, SIGTERM or SIGHUP must not cut short: production is being given back.
         Only kill -9 stops it, and then ``fairwin recover`` finishes what the journal says is owed."""
-        closing = asyncio.ensure_future(self.close(error))
-        while True:
-            try:
-                await asyncio.shield(closing)
-                return
-            except asyncio.CancelledError:
-                if closing.done():
-                    raise
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
-                self.say("closing the window (stopping servers, giving production back); fairwin exits when done")
+        await to_the_end(self.close(error), lambda: self.say("closing the window (stopping servers, giving "
+                                                              "production back); fairwin exits when done"))  # fmt: skip
 
     async def _journaled(self, step: Step) -> None:
         self.directory.journal_event(step.name, "begin")
@@ -294,13 +285,8 @@ class Window:
         """A failure inside a chained window aborts the chain; its placeholders go before production comes back."""
         assert self.chain is not None
         reason = str(error) if isinstance(error, FairwinError) else repr(error)
-
-        async def abort() -> dict[str, Any]:
-            assert self.chain is not None
-            return {"placeholders": await self.chain.abort(reason)}
-
         with contextlib.suppress(Exception):  # a placeholder that will not stop must not keep production down
-            await self._journaled(Step("chain abort", abort))
+            await self._journaled(Step("chain abort", partial(self.chain.abort, reason)))
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:
         """The restore step, journaled like every other, when a failure skipped it; its failure returned."""
