@@ -15,7 +15,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "fairwin"
 
 LAYERS = (
     "_version", "errors", "durable", "vocabulary", "profiles", "transport",
-    "decision", "plan", "launch", "production", "metrics", "load", "pooling", "gates", "report", "archive", "window",
+    "decision", "plan", "launch", "telemetry", "production", "metrics", "load", "pooling", "gates", "report",
+    "archive", "window",
     "sim", "cli", "__main__", "(api)",
 )  # fmt: skip
 

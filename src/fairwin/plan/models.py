@@ -19,6 +19,7 @@ from fairwin.plan.chain import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
 from fairwin.plan.production import ProductionSettings
+from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.profiles import ProfileName
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -193,6 +194,9 @@ class Plan(StrictModel):
     rehearsal: RehearsalSettings = Field(default_factory=RehearsalSettings)
     production: ProductionSettings | None = Field(
         None, description="How production is taken down for a window and restored after (docs/production.md)."
+    )
+    telemetry: TelemetrySettings = Field(
+        default_factory=TelemetrySettings, description="GPU telemetry through every start (docs/telemetry.md)."
     )
     chain: ChainSettings = Field(
         default_factory=ChainSettings, description="Windows that leave production down between them (docs/chain.md)."

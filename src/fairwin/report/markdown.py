@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -140,9 +141,15 @@ _SOURCE = {
 
 
 def render_summary(
-    plan_path: Path, plan_sha256: str, decision: Decision, rows: Sequence[dict[str, Any]], held: Sequence[str] = ()
+    plan_path: Path,
+    plan_sha256: str,
+    decision: Decision,
+    rows: Sequence[dict[str, Any]],
+    held: Sequence[str] = (),
+    telemetry: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """The window's summary; ``held`` are lines about the hardware (production's restore, the chain)."""
+    """The window's summary; ``held`` are lines about the hardware (production's restore, the chain),
+    ``telemetry`` each start's GPU summary (start.json's ``telemetry`` with its ``start``)."""
     rule = decision.rule
     rates = audited_rates(decision)
     parts = [
@@ -179,5 +186,30 @@ def render_summary(
         "",
         *fidelity_table(rows),
         "",
+        *telemetry_section(telemetry),
     ]
     return "\n".join(parts)
+
+
+def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
+    """Per start: the cap it ran at, its SM clock (min, median, max over busy samples), its dial-backs."""
+    if not starts:
+        return []
+    lines = ["## GPU telemetry", "", "| start | source | samples | cap MHz | SM MHz min / median / max | dial-backs |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for start in starts:
+        sm = start.get("sm_mhz")
+        clocks = f"{sm['min']:.0f} / {sm['median']:.0f} / {sm['max']:.0f}" if sm else "n/a"
+        cap = start.get("cap_mhz")
+        events = (
+            ", ".join(
+                f"{d['kind']} on GPU {d['gpu']} at {time.strftime('%H:%M:%S', time.gmtime(d['time']))} UTC "
+                f"({', '.join(d['reasons'])})"
+                for d in start.get("dialbacks", [])
+            )
+            or "none"
+        )
+        lines.append(f"| {start['start']} | {start['source']} | {start['samples']} | "
+                     f"{'n/a' if cap is None else f'{cap:g}'} | {clocks} | {events} |")  # fmt: skip
+        lines += [f"|  |  |  |  |  | {problem} |" for problem in start.get("problems", [])]
+    return [*lines, ""]

@@ -14,11 +14,11 @@ from typing import Any
 
 from fairwin.archive import append_controls, control_rows, noise, read_archive, select
 from fairwin.decision import ArchiveNoise, Decision, DecisionRow, RuleSpec, SealedInputs, WindowContext, decide
-from fairwin.durable import read_jsonl, sha256_file, write_json_atomic, write_text_atomic
+from fairwin.durable import read_json, read_jsonl, sha256_file, write_json_atomic, write_text_atomic
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Cell
 from fairwin.report.markdown import render_summary
-from fairwin.vocabulary import CONTEXT, POOLED
+from fairwin.vocabulary import CONTEXT, POOLED, START
 from fairwin.window.layout import WindowDir
 
 
@@ -44,17 +44,28 @@ def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
 
 
 def context_for(
-    loaded: LoadedPlan, window: WindowDir, mode: str, order: str, archive: list[ArchiveNoise]
-) -> WindowContext:
+    loaded: LoadedPlan, window: WindowDir, mode: str, order: str, archive: list[ArchiveNoise],
+    production_cap_mhz: float | None,
+) -> WindowContext:  # fmt: skip
     return WindowContext(
         window_id=window.window_id,
         mode=mode,
         cells=list(loaded.plan.cells),
         reported=[name for name, cell in loaded.plan.cells.items() if not cell.decision],
-        production_clock_cap_mhz=loaded.plan.window.production_clock_cap_mhz,
+        production_clock_cap_mhz=production_cap_mhz,
         order="candidate-first" if order == "candidate-first" else "control-first",
         archive=archive,
     )
+
+
+def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
+    """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
+    found = []
+    for path in sorted((window.path / "starts").glob("*/start.json"), key=lambda p: int(p.parent.name[1:])):
+        telemetry = read_json(path, START.readable).get("telemetry")
+        if isinstance(telemetry, dict):
+            found.append({"start": path.parent.name, **telemetry})
+    return found
 
 
 def seal(window: WindowDir) -> SealedInputs:
@@ -75,15 +86,17 @@ def decide_and_report(
     rule: RuleSpec,
     archive: Path,
     commit: str | None,
+    production_cap_mhz: float | None,
     held: Sequence[str] = (),
 ) -> Decision:
     pooled = read_jsonl(window.pooled, POOLED.readable)
-    noise_now = archive_noise(archive, loaded.plan.cells, rule, commit, loaded.plan.window.production_clock_cap_mhz)
-    context = context_for(loaded, window, mode, order, noise_now)
+    noise_now = archive_noise(archive, loaded.plan.cells, rule, commit, production_cap_mhz)
+    context = context_for(loaded, window, mode, order, noise_now, production_cap_mhz)
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)
-    write_text_atomic(window.summary, render_summary(loaded.path, loaded.sha256, decision, pooled, held))
+    summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
+    write_text_atomic(window.summary, summary)
     return decision
 
 

@@ -24,6 +24,7 @@ from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
+from fairwin.telemetry.gpu import GpuSource
 from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
 from fairwin.window.chain import ChainedWindow, ChainRun
 from fairwin.window.close import archive_controls, decide_and_report
@@ -66,6 +67,8 @@ class Window:
     say: Callable[[str], None]
     hold: Hold | None = None  # production's hardware, when the plan has a [production]
     chain: ChainRun | None = None  # its part in a chain (--chain, --chain-last)
+    gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
+    production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
     lock: Path | None = None  # the hardware's lock this window holds until its close
     archived: bool = False
     restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
@@ -75,7 +78,8 @@ class Window:
     context: StartContext = field(init=False)
 
     def __post_init__(self) -> None:
-        self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say)
+        self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say,
+                                    gpu=self.gpu)  # fmt: skip
 
     @property
     def commit(self) -> str | None:
@@ -149,7 +153,9 @@ class Window:
             "environment": self.environment,
             "production": self.hold.snapshot if self.hold is not None else None,
             "chain": self.chain.record() | {"last": self.chain.last} if self.chain is not None else None,
-        }
+            "telemetry": {"gpu": self.gpu.name if self.gpu is not None else None,
+                          "production_cap_mhz": self.production_cap[0], "production_cap_from": self.production_cap[1]},
+        }  # fmt: skip
 
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
@@ -158,6 +164,7 @@ class Window:
         self.decision = decide_and_report(
             self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
             archive=self.archive_file, commit=self.commit, held=self._held_lines(),
+            production_cap_mhz=self.production_cap[0],
         )  # fmt: skip
 
     async def archive(self) -> None:

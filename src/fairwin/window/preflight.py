@@ -20,6 +20,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
 from fairwin.profiles import PROFILES
+from fairwin.telemetry.cap import production_cap
 from fairwin.window.close import archive_noise, archive_path
 from fairwin.window.environment import capture
 from fairwin.window.runtime import check_declared_env, check_speculative
@@ -64,7 +65,7 @@ def _deciding_noise(
 ) -> tuple[list[ArchiveNoise], list[str]]:
     """The archive's noise for the plan's cells, and the cells that decide."""
     plan = loaded.plan
-    noise = archive_noise(archive, plan.cells, rule, commit, plan.window.production_clock_cap_mhz)
+    noise = archive_noise(archive, plan.cells, rule, commit, production_cap(loaded)[0])
     return noise, [name for name, cell in plan.cells.items() if cell.decision]
 
 

@@ -15,6 +15,8 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
+from fairwin.telemetry.cap import production_cap
+from fairwin.telemetry.gpu import find_source
 from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
 from fairwin.window.close import archive_path
 from fairwin.window.environment import capture
@@ -64,6 +66,8 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
         production = Production(loaded, out)
         roles = {checked.mode.control, checked.mode.candidate}
         hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot())
+    gpu, cap = find_source(loaded.plan.telemetry.gpu), production_cap(loaded)
+    say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
     chain = chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.get("order") or chained_order(checked.rule, found) or draw_order(checked.rule)
@@ -78,7 +82,8 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
         loaded=loaded, checked=checked, directory=directory, order=chosen_order,
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
         environment=environment, archive_file=archive, power_warnings=warnings,
-        launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain,
+        launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
+        production_cap=cap,
     )  # fmt: skip
 
 

@@ -24,6 +24,8 @@ from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.profiles import PROFILES
+from fairwin.telemetry.gpu import GpuSource
+from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
 from fairwin.transport import client_session
 from fairwin.vocabulary import START, WAVE, PooledRow
 from fairwin.window.host import condition, not_idle_warning
@@ -74,6 +76,7 @@ class StartContext:
     window: WindowDir
     launcher: Launcher
     say: Callable[[str], None]
+    gpu: GpuSource | None = None  # sampled through every start, when the host has GPUs to read
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
 
@@ -162,6 +165,34 @@ async def _run_waves(
     return results
 
 
+async def _measure(
+    ctx: StartContext, session: aiohttp.ClientSession, target: Target, receipt: dict[str, Any]
+) -> list[PooledRow]:
+    """The warm-up and every cell's waves, the GPUs sampled throughout; the pooled rows carry the start's cap
+    and each repeat's dial-backs."""
+    plan = ctx.loaded.plan
+    directory = ctx.window.start_dir(target.start)
+    rows: list[PooledRow] = []
+    results: list[WaveResult] = []
+    async with sampling(ctx.gpu, directory / "telemetry.jsonl", plan.telemetry.interval_s) as sampler:
+        await warm_up_stream(ctx, session, target)
+        receipt["warmup"] = await warm_up_waves(ctx, session, target)
+        for cell_name in plan.cells:
+            cell_results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
+            rows.extend(_pool(ctx, target, cell_name, cell_results))
+            results += cell_results
+    if sampler is None:
+        return rows
+    seen = summarize(sampler, plan.telemetry.cap_from, directory / "server.log", plan.telemetry.cap_log_pattern)
+    receipt["telemetry"] = seen.model_dump(mode="json")
+    spans = [(r.spec.cell, r.spec.repeat, r.started_unix, r.seconds) for r in results]
+    events = events_by_repeat(seen.dialbacks, spans)
+    known = any(sample.reasons is not None for sample in sampler.samples)  # else: unobserved, not zero
+    return [row.model_copy(update={"clock_cap_mhz": seen.cap_mhz,
+                                   "thermal_events": events.get((row.cell, row.repeat), 0) if known else None})
+            for row in rows]  # fmt: skip
+
+
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     plan = ctx.loaded.plan
     spec = make_spec(start.role, plan.roles, ctx.loaded.base_dir)
@@ -205,11 +236,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 receipt["env_check"] = check_running_env(spec, server.process_env()) or ["matches the declaration"]
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            await warm_up_stream(ctx, session, target)
-            receipt["warmup"] = await warm_up_waves(ctx, session, target)
-            for cell_name in plan.cells:
-                results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
-                rows.extend(_pool(ctx, target, cell_name, results))
+            rows = await _measure(ctx, session, target, receipt)
             receipt["host_after"] = await condition(plan.window.idle_check_s)
         append_jsonl(ctx.window.pooled, rows)
         return rows

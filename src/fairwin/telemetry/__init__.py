@@ -1,0 +1,1 @@
+"""GPU telemetry: what the hardware did during each start (clocks, dial-backs, compute processes)."""

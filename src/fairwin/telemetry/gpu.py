@@ -1,0 +1,185 @@
+"""What the GPUs did: clocks, clock-event (throttle) reasons, temperature, power, and their compute processes.
+
+Two sources give the same :class:`GpuSample`: NVML through nvidia-ml-py where fairwin
+runs on the GPU host, and ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits``
+elsewhere (or where NVML cannot load). The clock-event reasons are NVML's bitmask;
+nvidia-smi prints it as ``clocks_event_reasons.active`` (``clocks_throttle_reasons.active``
+before R535), a hex number. A thermal or power slowdown is a **dial-back**.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import subprocess
+import time
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from fairwin.errors import InputError
+
+#: NVML's clock-event reason bits (nvmlClocksEventReason*), by the names nvidia-smi prints.
+REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",  # also clocks locked with `nvidia-smi -lgc`
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+THERMAL = 0x20 | 0x40
+POWER = 0x4 | 0x8 | 0x80
+#: The reasons that dial the clock back: a start during which one began is not at its cap.
+DIALBACK = THERMAL | POWER
+LOCKED = 0x2
+IDLE = 0x1
+
+FIELDS = ("index", "uuid", "name", "clocks.sm", "clocks.max.sm", "clocks.applications.graphics",
+          "clocks_event_reasons.active", "temperature.gpu", "power.draw", "power.limit")  # fmt: skip
+#: Drivers before R535 name the reasons field so.
+OLD_REASONS_FIELD = "clocks_throttle_reasons.active"
+
+
+class GpuSample(BaseModel):
+    """One GPU at one moment."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time: float
+    gpu: int
+    uuid: str
+    name: str
+    sm_mhz: float | None
+    max_sm_mhz: float | None
+    applications_mhz: float | None
+    reasons: int | None  # the clock-event bitmask; None when the source could not read it
+    temperature_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+
+    @property
+    def reason_names(self) -> list[str]:
+        return [name for bit, name in REASONS.items() if self.reasons is not None and self.reasons & bit]
+
+    @property
+    def dialback(self) -> str | None:
+        """'thermal' or 'power' when the clock is being dialled back, else None."""
+        if self.reasons is None:
+            return None
+        if self.reasons & THERMAL:
+            return "thermal"
+        return "power" if self.reasons & POWER else None
+
+
+def _number(text: str) -> float | None:
+    """nvidia-smi's value, or None for its '[N/A]', 'N/A', '[Not Supported]' and the like."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _reasons(text: str) -> int | None:
+    text = text.strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
+
+
+def parse_query(text: str, when: float) -> list[GpuSample]:
+    """Samples from ``nvidia-smi --query-gpu=FIELDS --format=csv,noheader,nounits`` (FIELDS in this order)."""
+    samples = []
+    for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) != len(FIELDS):
+            raise InputError(f"nvidia-smi line {number} has {len(row)} fields, not {len(FIELDS)}: {','.join(row)}")
+        index = _number(row[0])
+        if index is None:
+            raise InputError(f"nvidia-smi line {number}: no GPU index in {row[0]!r}")
+        samples.append(GpuSample(
+            time=when, gpu=int(index), uuid=row[1].strip(), name=row[2].strip(), sm_mhz=_number(row[3]),
+            max_sm_mhz=_number(row[4]), applications_mhz=_number(row[5]), reasons=_reasons(row[6]),
+            temperature_c=_number(row[7]), power_w=_number(row[8]), power_limit_w=_number(row[9]),
+        ))  # fmt: skip
+    return samples
+
+
+def parse_compute_apps(text: str) -> list[dict[str, Any]]:
+    """``nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits``."""
+    found = []
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) >= 3 and row[1].strip().isdigit():
+            found.append({"gpu_uuid": row[0].strip(), "pid": int(row[1]), "name": row[2].strip(),
+                          "used_mib": _number(row[3]) if len(row) > 3 else None})  # fmt: skip
+    return found
+
+
+class GpuSource(Protocol):
+    name: str
+
+    def sample(self) -> list[GpuSample]: ...
+
+    def compute_processes(self) -> list[dict[str, Any]]: ...
+
+
+class NvidiaSmi:
+    """``nvidia-smi`` as a command (a path, or a command that runs it on another host)."""
+
+    name = "nvidia-smi"
+
+    def __init__(self, command: list[str] | None = None, timeout_s: float = 10.0) -> None:
+        self.command = command or ["nvidia-smi"]
+        self.timeout_s = timeout_s
+        self.reasons_field = FIELDS[6]
+
+    def _run(self, *args: str) -> str:
+        try:
+            done = subprocess.run([*self.command, *args], capture_output=True, text=True, timeout=self.timeout_s,
+                                  check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InputError(f"{' '.join(self.command)} could not run: {exc}") from None
+        if done.returncode != 0:
+            raise InputError(f"{' '.join(self.command)} {' '.join(args)} exited {done.returncode}: "
+                             f"{(done.stderr or done.stdout).strip()[:200]}")  # fmt: skip
+        return done.stdout
+
+    def sample(self) -> list[GpuSample]:
+        fields = ",".join((*FIELDS[:6], self.reasons_field, *FIELDS[7:]))
+        try:
+            text = self._run(f"--query-gpu={fields}", "--format=csv,noheader,nounits")
+        except InputError as exc:
+            if self.reasons_field == OLD_REASONS_FIELD or "clocks_event_reasons" not in str(exc):
+                raise
+            self.reasons_field = OLD_REASONS_FIELD  # an older driver: ask by the old name from now on
+            return self.sample()
+        return parse_query(text, time.time())
+
+    def compute_processes(self) -> list[dict[str, Any]]:
+        text = self._run("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
+        return parse_compute_apps(text)
+
+
+def find_source(setting: str) -> GpuSource | None:
+    """The source a plan asks for: 'nvml', 'nvidia-smi', 'none', or 'auto' (NVML, else nvidia-smi, else none)."""
+    if setting == "none":
+        return None
+    if setting in ("auto", "nvml"):
+        from fairwin.telemetry.nvml import Nvml, nvml_available
+
+        if nvml_available():
+            return Nvml()
+        if setting == "nvml":
+            raise InputError("telemetry.gpu = 'nvml', but NVML cannot be loaded here (no NVIDIA driver?)")
+    if shutil.which("nvidia-smi") is not None:
+        return NvidiaSmi()
+    if setting == "nvidia-smi":
+        raise InputError("telemetry.gpu = 'nvidia-smi', but nvidia-smi is not on PATH")
+    return None
