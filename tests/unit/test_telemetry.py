@@ -1,0 +1,114 @@
+"""GPU telemetry, exactly: nvidia-smi's CSV, the reasons bitmask, the cap a start ran at, its dial-backs.
+
+The CSV lines are in nvidia-smi's `--format=csv,noheader,nounits` shape for fairwin's fields, written here
+from NVIDIA's documented field semantics (no GPU was at hand to record them from): a locked H200 under
+load, the same dialled back for heat and then for its power cap, an idle GPU, and a field the device
+does not support ('[N/A]')."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fairwin.errors import InputError
+from fairwin.telemetry.gpu import GpuSample, parse_compute_apps, parse_query
+from fairwin.telemetry.sampler import Dialback, Sampler, events_by_repeat, summarize
+from tests.conftest import PlanFactory
+
+LOCKED = "0, GPU-a, NVIDIA H200, 1755, 1980, 1755, 0x0000000000000002, 61, 655.10, 700.00"
+HOT = "0, GPU-a, NVIDIA H200, 1425, 1980, 1755, 0x0000000000000022, 88, 640.00, 700.00"
+POWER = "0, GPU-a, NVIDIA H200, 1605, 1980, 1755, 0x0000000000000006, 70, 699.80, 700.00"
+IDLE = "0, GPU-a, NVIDIA H200, 345, 1980, 1755, 0x0000000000000001, 31, 75.20, 700.00"
+OTHER_GPU = "1, GPU-b, NVIDIA H200, 1755, 1980, 1755, 0x0000000000000002, 59, [N/A], 700.00"
+
+
+def test_a_line_is_parsed_field_by_field_and_unsupported_values_are_none() -> None:
+    (locked, other) = parse_query(f"{LOCKED}\n{OTHER_GPU}\n", when=10.0)
+    assert (locked.gpu, locked.uuid, locked.sm_mhz, locked.max_sm_mhz, locked.applications_mhz) == (
+        0, "GPU-a", 1755.0, 1980.0, 1755.0,
+    )  # fmt: skip
+    assert locked.reasons == 0x2 and locked.reason_names == ["applications_clocks_setting"] and locked.dialback is None
+    assert other.power_w is None and other.power_limit_w == 700.0
+    (hot,) = parse_query(HOT, when=11.0)
+    assert hot.dialback == "thermal" and hot.reason_names == ["applications_clocks_setting", "sw_thermal_slowdown"]
+    assert parse_query(POWER, when=12.0)[0].dialback == "power"
+
+
+def test_a_line_of_the_wrong_shape_is_one_clear_error() -> None:
+    with pytest.raises(InputError, match="nvidia-smi line 1 has 3 fields, not 10"):
+        parse_query("0, GPU-a, 1755\n", when=0.0)
+
+
+def test_compute_processes() -> None:
+    apps = parse_compute_apps("GPU-a, 4242, python3, 40960\nGPU-b, 4243, vllm, [N/A]\n")
+    assert apps == [{"gpu_uuid": "GPU-a", "pid": 4242, "name": "python3", "used_mib": 40960.0},
+                    {"gpu_uuid": "GPU-b", "pid": 4243, "name": "vllm", "used_mib": None}]  # fmt: skip
+
+
+class Replay:
+    name = "replay"
+
+    def sample(self) -> list[GpuSample]:
+        raise AssertionError("not sampled in these tests")
+
+    def compute_processes(self) -> list[dict[str, object]]:
+        return []
+
+
+def sampler_of(*lines: str) -> Sampler:
+    sampler = Sampler(Replay(), Path("/dev/null"), 1.0)
+    for when, line in enumerate(lines):
+        sampler.samples += parse_query(line, when=100.0 + when)
+    return sampler
+
+
+def test_the_cap_is_the_locked_clock_under_load_and_each_dialback_is_counted_once() -> None:
+    seen = summarize(sampler_of(IDLE, LOCKED, HOT, HOT, LOCKED, POWER, LOCKED), cap_from="locked")
+    assert seen.cap_mhz == 1755.0 and seen.cap_by_gpu == {"GPU-a": 1755.0}
+    assert seen.sm_mhz == {"min": 1425.0, "median": 1680.0, "max": 1755.0}  # the idle sample is left out
+    assert [(d.time, d.kind) for d in seen.dialbacks] == [(102.0, "thermal"), (105.0, "power")]
+
+
+def test_gpus_that_disagree_leave_the_start_without_a_cap() -> None:
+    faster = OTHER_GPU.replace("1, GPU-b, NVIDIA H200, 1755", "1, GPU-b, NVIDIA H200, 1980")
+    seen = summarize(sampler_of(LOCKED, faster), cap_from="locked")
+    assert seen.cap_mhz is None and seen.cap_by_gpu == {"GPU-a": 1755.0, "GPU-b": 1980.0}
+    assert seen.problems == ["the GPUs disagree on the cap: {'GPU-a': 1755.0, 'GPU-b': 1980.0}; the start has none"]
+
+
+def test_an_unlocked_gpu_has_no_locked_cap_but_its_applications_clock_can_be_read() -> None:
+    boosting = LOCKED.replace("0x0000000000000002", "0x0000000000000000")
+    assert summarize(sampler_of(boosting), cap_from="locked").cap_mhz is None
+    assert summarize(sampler_of(boosting), cap_from="applications").cap_mhz == 1755.0
+
+
+def test_the_cap_from_the_servers_log(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("INFO starting\nINFO clock cap 1620 MHz on 8 GPUs\n")
+    seen = summarize(sampler_of(LOCKED), cap_from="log", log=log, pattern=r"clock cap (\d+) MHz")
+    assert seen.cap_mhz == 1620.0
+    missing = summarize(sampler_of(LOCKED), cap_from="log", log=log, pattern=r"locked at (\d+)")
+    assert missing.cap_mhz is None and "no line matching" in missing.problems[0]
+
+
+def test_dialbacks_count_in_the_wave_they_fell_in_or_the_next() -> None:
+    waves = [("c", 1, 10.0, 2.0), ("c", 2, 13.0, 2.0), ("d", 1, 16.0, 2.0)]
+    events = [Dialback(time=t, gpu=0, kind="thermal", reasons=[]) for t in (11.0, 12.5, 20.0)]
+    assert events_by_repeat(events, waves) == {("c", 1): 1, ("c", 2): 1, ("d", 1): 1}
+
+
+def test_productions_cap_comes_from_its_environment_file(make_plan: PlanFactory) -> None:
+    from fairwin.plan import load_plan
+    from fairwin.telemetry.cap import production_cap
+
+    plan = make_plan(window={"production_clock_cap_mhz": 1500})
+    assert production_cap(load_plan(plan)) == (1500.0, "window.production_clock_cap_mhz")
+    plan.write_text(plan.read_text() + '\n[telemetry]\nproduction_cap_file = "gpu.env"\n')
+    assert production_cap(load_plan(plan))[0] == 1500.0  # no file: the plan's own, and the reason says so
+    env = plan.parent / "gpu.env"
+    env.write_text('GPU_CLOCK_CAP="1755"\n')
+    assert production_cap(load_plan(plan)) == (1755.0, f"{env}: GPU_CLOCK_CAP")
+    env.write_text("GPU_CLOCK_CAP=fast\n")
+    with pytest.raises(InputError, match="GPU_CLOCK_CAP='fast' is not a number of MHz"):
+        production_cap(load_plan(plan))
