@@ -37,11 +37,13 @@ lint: setup
 
 # One case of each lifecycle matrix runs here; the rest (marked lifecycle) in make test.
 test-fast: lint
+	bash tools/install-sshd.sh
 	$(BIN)/pytest tests/unit tests/integration -m "not lifecycle"
 
 # A failed engine install is reported and the e2e tests skip with that reason;
 # every other test still runs.
 test: lint
+	bash tools/install-sshd.sh
 	@if bash engine/install.sh > $(ENGINE_ENV).tmp; then mv $(ENGINE_ENV).tmp $(ENGINE_ENV); \
 	else rm -f $(ENGINE_ENV).tmp $(ENGINE_ENV); echo "make: the vLLM engine could not be installed; e2e tests will skip" >&2; fi
 	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); set +a; $(BIN)/pytest

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 def speculative_server(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     directory = tmp_path_factory.mktemp("api")
     server = LocalServer(make_spec("B", {"B": Role.model_validate(ROLES["B"])}, directory), directory / "server.log")
-    server.start()
+    server.launch()
     try:
 
         async def healthy() -> None:
@@ -33,7 +33,7 @@ def speculative_server(engine: Engine, tmp_path_factory: pytest.TempPathFactory)
         asyncio.run(healthy())
         yield server
     finally:
-        assert server.stop().signal in ("SIGTERM", "SIGKILL")
+        assert server.terminate().signal in ("SIGTERM", "SIGKILL")
 
 
 async def post(url: str, body: dict[str, object]) -> tuple[int, str]:

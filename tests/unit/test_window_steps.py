@@ -35,7 +35,7 @@ class ThreadSim:
         self.scheduling: dict[str, object] | None = None
         self.pid: int | None = None  # no process: the simulator runs on a thread
 
-    def start(self) -> None:
+    async def start(self) -> None:
         self.events.append(f"launch {self.spec.role_name}")
         port = int(self.spec.base_url.rsplit(":", 1)[1])
         ready = threading.Event()
@@ -62,10 +62,17 @@ class ThreadSim:
         self.events.append(f"healthy {self.spec.role_name}")
         return 0.01
 
-    def process_env(self) -> dict[str, str] | None:
+    async def process_env(self) -> dict[str, str] | None:
         return self.spec.env
 
-    def stop(self) -> StopRecord:
+    @property
+    def expected_env(self) -> dict[str, str]:
+        return self.spec.env
+
+    def problem(self) -> str | None:
+        return None
+
+    async def stop(self) -> StopRecord:
         self.events.append(f"stop {self.spec.role_name}")
         self.loop.call_soon_threadsafe(self.loop.stop)
         if self.thread:

@@ -25,6 +25,7 @@ from dotenv import dotenv_values
 
 from fairwin.errors import HealthTimeoutError, LaunchError, PlanError, ServerExitedError
 from fairwin.launch.scheduling import Scheduling
+from fairwin.plan.hosts import Host
 from fairwin.plan.models import Role
 
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|env:[A-Za-z_][A-Za-z0-9_]*)\}")
@@ -71,6 +72,9 @@ class LaunchSpec:
     base_env: dict[str, str] | None = None  # the base role's effective env, for the runtime check
     allowed_env_differences: tuple[str, ...] = ()
     scheduling: Scheduling = field(default_factory=Scheduling)
+    host: str | None = None  # a [hosts.NAME] the server runs on over SSH; None: here
+    remote: Host | None = None  # that host, its paths resolved
+    inherit_env: bool = True
 
 
 def _declared_env(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> dict[str, str]:
@@ -96,10 +100,13 @@ def _effective_env(role: Role, declared: dict[str, str], values: dict[str, str])
     return env
 
 
-def make_spec(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> LaunchSpec:
+def make_spec(
+    role_name: str, roles: Mapping[str, Role], plan_dir: Path, hosts: Mapping[str, Host] | None = None
+) -> LaunchSpec:
     role = roles[role_name]
     port = free_port() if role.port == "auto" else role.port
-    values = {"port": str(port), "python": sys.executable, "plan_dir": str(plan_dir)}
+    python = hosts[role.host].python if role.host is not None and hosts else sys.executable
+    values = {"port": str(port), "python": python, "plan_dir": str(plan_dir)}
     declared = _declared_env(role_name, roles, plan_dir)
     base_env = None
     if role.base is not None:
@@ -124,7 +131,18 @@ def make_spec(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> Laun
         base_env=base_env,
         allowed_env_differences=tuple(role.allowed_env_differences),
         scheduling=Scheduling(cpus=role.cpus, nice=role.nice),
+        host=role.host,
+        remote=_remote(role.host, hosts, plan_dir),
+        inherit_env=role.inherit_env,
     )
+
+
+def _remote(name: str | None, hosts: Mapping[str, Host] | None, plan_dir: Path) -> Host | None:
+    if name is None or not hosts:
+        return None
+    from fairwin.launch.ssh import resolved  # asyncssh is imported only where a role runs remotely
+
+    return resolved(hosts[name], plan_dir)
 
 
 def read_process_env(pid: int) -> dict[str, str] | None:
@@ -146,7 +164,8 @@ class StopRecord:
 
 @dataclass
 class LocalServer:
-    """One running server. Use :meth:`start`, :meth:`wait_healthy`, and always :meth:`stop`."""
+    """One running server. Use :meth:`start`, :meth:`wait_healthy`, and always :meth:`stop` (or, outside an
+    event loop, :meth:`launch` and :meth:`terminate`)."""
 
     spec: LaunchSpec
     log_path: Path
@@ -166,7 +185,16 @@ class LocalServer:
         pid = self.process.pid if self.process is not None else None
         return self.spec.scheduling.record(pid, self.autogroup)
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        self.launch()
+
+    async def stop(self) -> StopRecord:
+        """:meth:`terminate` off the event loop: the grace period is waited in a thread, and a cancellation of
+        the caller meanwhile does not cut the stop short (the thread finishes it)."""
+        return await asyncio.to_thread(self.terminate)
+
+    def launch(self) -> None:
+        """Start the server (the blocking form of :meth:`start`)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         prefix = self.spec.scheduling.command_prefix(self.spec.role_name)
         with self.log_path.open("ab") as log:
@@ -187,8 +215,17 @@ class LocalServer:
         self.started_unix = time.time()
         self.autogroup = self.spec.scheduling.apply_to_session(self.process.pid)
 
-    def process_env(self) -> dict[str, str] | None:
+    async def process_env(self) -> dict[str, str] | None:
         return read_process_env(self.process.pid) if self.process is not None else None
+
+    @property
+    def expected_env(self) -> dict[str, str]:
+        """The environment the server should run with: the declared one, on fairwin's own."""
+        return self.spec.env
+
+    def problem(self) -> str | None:
+        """Why the server can no longer be trusted though it may still answer (never, for a local child)."""
+        return None
 
     def log_tail(self) -> str:
         try:
@@ -228,7 +265,7 @@ class LocalServer:
                 )
             await asyncio.sleep(HEALTH_POLL_S)
 
-    def stop(self) -> StopRecord:
+    def terminate(self) -> StopRecord:
         """SIGTERM the group, then SIGKILL after the grace period. Safe to call twice."""
         if self.stop_record is not None:
             return self.stop_record

@@ -18,6 +18,7 @@ from fairwin.plan.base import NAME_RE, StrictModel
 from fairwin.plan.chain import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
+from fairwin.plan.hosts import Host
 from fairwin.plan.production import ProductionSettings
 from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.profiles import ProfileName
@@ -56,6 +57,7 @@ class Role(StrictModel):
     speculative: dict[str, Any] | None = Field(
         None, description="The declared speculative config; {} means none. Checked at every start."
     )
+    host: str | None = Field(None, description="Run on this [hosts.NAME] over SSH (default: here).")
     cpus: CpuList | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
     nice: int | None = Field(
         None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
@@ -184,6 +186,7 @@ class BudgetSettings(StrictModel):
 class Plan(StrictModel):
     window: WindowSettings = Field(default_factory=WindowSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    hosts: dict[str, Host] = Field(default_factory=dict, description="Machines roles run on over SSH.")
     roles: dict[str, Role] = Field(min_length=1)
     modes: dict[str, Mode] = Field(default_factory=dict)
     families: dict[str, Family] = Field(min_length=1)
@@ -202,7 +205,7 @@ class Plan(StrictModel):
         default_factory=ChainSettings, description="Windows that leave production down between them (docs/chain.md)."
     )
 
-    @field_validator("roles", "modes", "families", "cells")
+    @field_validator("hosts", "roles", "modes", "families", "cells")
     @classmethod
     def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
         for name in value:
@@ -237,9 +240,21 @@ class Plan(StrictModel):
             if role.base is None and (role.unset_env or role.allowed_env_differences):
                 raise ValueError(f"roles.{role_name}: unset_env and allowed_env_differences need a base role")
         self._production_role()
+        self._remote_roles()
         if not any(cell.decision for cell in self.cells.values()):
             raise ValueError("no cell has decision = true; a window needs at least one decision cell")
         return self
+
+    def _remote_roles(self) -> None:
+        for role_name, role in self.roles.items():
+            if role.host is None:
+                continue
+            if role.host not in self.hosts:
+                raise ValueError(f"roles.{role_name}.host names {role.host!r}, which [hosts] does not declare")
+            if role.port == "auto":
+                raise ValueError(f"roles.{role_name}: a role on a remote host needs a fixed port, not 'auto'")
+            if role.cpus is not None or role.nice is not None:
+                raise ValueError(f"roles.{role_name}: cpus and nice apply on this host only; remove them")
 
     def _production_role(self) -> None:
         role_name = self.production.role if self.production is not None else None

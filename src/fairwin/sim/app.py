@@ -83,4 +83,6 @@ def build_app(config: SimConfig) -> web.Application:
 def serve(config: SimConfig, host: str, port: int) -> None:
     if "exit-at-start" in config.faults:
         raise SystemExit(3)
+    # One line, as a server logs its start (flushed: a log read through a pipe or SSH sees it at once).
+    print(f"fairwin sim: serving {config.model} on http://{host}:{port}", flush=True)
     web.run_app(build_app(config), host=host, port=port, print=None, access_log=None)

@@ -19,6 +19,7 @@ without ``format`` and read the same.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,13 +71,23 @@ def happened(events: list[dict[str, Any]], step: str, event: Event) -> bool:
     return any(e.get("step") == step and e.get("event") == event for e in events)
 
 
-def servers(events: list[dict[str, Any]]) -> list[tuple[int | None, list[str]]]:
-    """(pid or None, argv) of every server launched or being launched, the last record per start."""
-    found: dict[str, tuple[int | None, list[str]]] = {}
+@dataclass(frozen=True)
+class Launched:
+    """A server the journal says was launched (pid known) or being launched (argv only), and where."""
+
+    pid: int | None
+    argv: list[str]
+    host: str | None  # a [hosts.NAME]; None: fairwin's own host
+
+
+def servers(events: list[dict[str, Any]]) -> list[Launched]:
+    """Every server launched or being launched, the last record per start."""
+    found: dict[str, Launched] = {}
     for event in events:
         if event.get("event") in ("launching", "launched") and isinstance(event.get("argv"), list):
             pid = event.get("pid") if isinstance(event.get("pid"), int) else None
-            found[str(event.get("step"))] = (pid, [str(a) for a in event["argv"]])
+            host = event.get("host") if isinstance(event.get("host"), str) else None
+            found[str(event.get("step"))] = Launched(pid, [str(a) for a in event["argv"]], host)
     return list(found.values())
 
 

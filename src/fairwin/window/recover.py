@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from fairwin.durable import read_model
-from fairwin.errors import InputError, RestoreFailed
+from fairwin.errors import InputError, LaunchError, RestoreFailed
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
@@ -31,7 +31,7 @@ from fairwin.production.proof import stop_group
 from fairwin.vocabulary import STATUS, WindowStatus
 from fairwin.window.chain import Marker, marker_path, read_marker
 from fairwin.window.hold import Hold
-from fairwin.window.journal import happened, opened_with, read_journal, servers
+from fairwin.window.journal import Launched, happened, opened_with, read_journal, servers
 from fairwin.window.layout import WindowDir
 from fairwin.window.lock import holder, lock_path
 
@@ -86,8 +86,11 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     events, problems = read_journal(directory.journal)
     result = Recovery(window_id=directory.window_id, problems=problems)
     directory.journal_event("recover", "begin", lock=held.record)
-    for pid, argv in servers(events):
-        for process in _matching(pid, argv):
+    for server in servers(events):
+        if server.host is not None:
+            result.stopped += await _stop_remote(loaded, server, result.problems)
+            continue
+        for process in _matching(server.pid, server.argv):
             result.stopped.append(await _stop(process))
     chain = read_marker(marker_path(loaded, output_dir)) if loaded.plan.production is not None else None
     if chain is not None or (happened(events, "production down", "begin") and not happened(events, "restore", "end")):
@@ -104,6 +107,27 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: "
                             f"{result.production.get('reason')}")  # fmt: skip
     return result
+
+
+async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]) -> list[str]:
+    """A server on a remote host: its process group stopped over SSH (only one whose pid was journaled)."""
+    from fairwin.launch.ssh import connect, resolved, stop_remote_group  # asyncssh only where hosts are used
+
+    host = loaded.plan.hosts.get(server.host or "")
+    if host is None or server.pid is None:
+        why = "the plan no longer declares the host" if host is None else "its pid was never journaled"
+        problems.append(f"a server on host {server.host} could not be stopped: {why}")
+        return []
+    try:
+        conn = await connect(str(server.host), resolved(host, loaded.base_dir))
+    except LaunchError as exc:
+        problems.append(f"could not reach host {server.host} to stop pid {server.pid}: {exc}")
+        return []
+    try:
+        sent = await stop_remote_group(conn, server.pid, STOP_GRACE_S)
+    finally:
+        conn.close()
+    return [] if sent == "none" else [f"pid {server.pid} on host {server.host} ({sent})"]
 
 
 async def _give_back(

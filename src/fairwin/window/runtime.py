@@ -46,11 +46,14 @@ def check_declared_env(spec: LaunchSpec) -> None:
         )
 
 
-def check_running_env(spec: LaunchSpec, actual: Mapping[str, str] | None) -> list[str]:
-    """Compare the server's real environment with the declared one; returns notes, raises on a difference."""
+def check_running_env(
+    spec: LaunchSpec, actual: Mapping[str, str] | None, expected: Mapping[str, str] | None = None
+) -> list[str]:
+    """Compare the server's real environment with the one it should have (``expected``, by default the spec's
+    effective env); returns notes, raises on a difference."""
     if actual is None:
         return ["environment not checked: this system does not expose /proc/PID/environ"]
-    changed = env_differences(spec.env, actual)
+    changed = env_differences(spec.env if expected is None else expected, actual)
     if changed:
         raise RuntimeCheckError(
             f"role {spec.role_name}: the running server's environment differs from the declared one in "

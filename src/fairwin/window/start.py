@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from fairwin.durable import append_jsonl, write_json_atomic, write_jsonl_atomic
+from fairwin.errors import LaunchError
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
 from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.load.wave import Target, WaveResult, run_wave
@@ -50,19 +51,36 @@ class ServerHandle(Protocol):
     def scheduling(self) -> dict[str, object] | None:
         """What start() applied (CPU set, nice), for the receipt."""
 
-    def start(self) -> None: ...
+    async def start(self) -> None: ...
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float: ...
 
-    def process_env(self) -> dict[str, str] | None: ...
+    async def process_env(self) -> dict[str, str] | None: ...
 
-    def stop(self) -> StopRecord: ...
+    @property
+    def expected_env(self) -> dict[str, str]:
+        """The whole environment the server should be running with (what the runtime check compares)."""
+
+    def problem(self) -> str | None:
+        """Why the server can no longer be trusted though it may still answer (a lost SSH connection)."""
+
+    async def stop(self) -> StopRecord: ...
 
 
 Launcher = Callable[[LaunchSpec, Path], ServerHandle]
 
 
+def server_log(spec: LaunchSpec) -> str:
+    """The server's log in its start's directory: server.log here, HOST.log for a server on a remote host."""
+    return f"{spec.host}.log" if spec.host is not None else "server.log"
+
+
 def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
+    """A child process here, or over SSH where the role names a host."""
+    if spec.remote is not None and spec.host is not None:
+        from fairwin.launch.ssh import RemoteServer  # asyncssh is imported only where a role runs remotely
+
+        return RemoteServer(spec=spec, host_name=spec.host, host=spec.remote, log_path=log_path)
     return LocalServer(spec=spec, log_path=log_path)
 
 
@@ -166,7 +184,7 @@ async def _run_waves(
 
 
 async def _measure(
-    ctx: StartContext, session: aiohttp.ClientSession, target: Target, receipt: dict[str, Any]
+    ctx: StartContext, session: aiohttp.ClientSession, target: Target, receipt: dict[str, Any], log: Path
 ) -> list[PooledRow]:
     """The warm-up and every cell's waves, the GPUs sampled throughout; the pooled rows carry the start's cap
     and each repeat's dial-backs."""
@@ -183,7 +201,7 @@ async def _measure(
             results += cell_results
     if sampler is None:
         return rows
-    seen = summarize(sampler, plan.telemetry.cap_from, directory / "server.log", plan.telemetry.cap_log_pattern)
+    seen = summarize(sampler, plan.telemetry.cap_from, log, plan.telemetry.cap_log_pattern)
     receipt["telemetry"] = seen.model_dump(mode="json")
     spans = [(r.spec.cell, r.spec.repeat, r.started_unix, r.seconds) for r in results]
     events = events_by_repeat(seen.dialbacks, spans)
@@ -195,9 +213,9 @@ async def _measure(
 
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     plan = ctx.loaded.plan
-    spec = make_spec(start.role, plan.roles, ctx.loaded.base_dir)
+    spec = make_spec(start.role, plan.roles, ctx.loaded.base_dir, plan.hosts)
     directory = ctx.window.start_dir(start.name)
-    server = ctx.launcher(spec, directory / "server.log")
+    server = ctx.launcher(spec, directory / server_log(spec))
     speculative = check_speculative(
         start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
     )
@@ -225,23 +243,28 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             ctx.say(f"  warning: {warning}")
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}")
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
-        ctx.window.journal_event(f"start {start.name}", "launching", argv=spec.argv)
-        server.start()
-        ctx.window.journal_event(f"start {start.name}", "launched", pid=server.pid, argv=spec.argv)
+        ctx.window.journal_event(f"start {start.name}", "launching", argv=spec.argv, host=spec.host)
+        await server.start()
+        ctx.window.journal_event(f"start {start.name}", "launched", pid=server.pid, argv=spec.argv, host=spec.host)
         async with client_session(timeout) as session:
             receipt["healthy_after_s"] = await server.wait_healthy(session)
             receipt["scheduling"] = server.scheduling
             ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
             if plan.runtime.check_env:
-                receipt["env_check"] = check_running_env(spec, server.process_env()) or ["matches the declaration"]
+                running = await server.process_env()
+                receipt["env_check"] = check_running_env(spec, running, server.expected_env) or [
+                    "matches the declaration"
+                ]
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            rows = await _measure(ctx, session, target, receipt)
+            rows = await _measure(ctx, session, target, receipt, directory / server_log(spec))
+            if (problem := server.problem()) is not None:
+                raise LaunchError(f"role {start.role}, start {start.name}: {problem}; its measurements are not used")
             receipt["host_after"] = await condition(plan.window.idle_check_s)
         append_jsonl(ctx.window.pooled, rows)
         return rows
     finally:
-        stop = server.stop()
+        stop = await server.stop()
         receipt["stop"] = {"signal": stop.signal, "returncode": stop.returncode, "seconds": stop.seconds}
         receipt["pooled_rows"] = len(rows)
         write_json_atomic(directory / "start.json", receipt)

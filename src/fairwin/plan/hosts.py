@@ -1,0 +1,24 @@
+"""The plan's ``[hosts.NAME]``: machines a role runs on over SSH (docs/hosts.md).
+
+Keys only, never a password prompt: a key file or the SSH agent. The host's key must
+be in ``known_hosts`` (an unknown host is refused, never trusted on first use).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from fairwin.plan.base import StrictModel
+
+
+class Host(StrictModel):
+    address: str = Field(min_length=1, description="Host name or IP address to connect to.")
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = Field(None, description="The login (default: yours).")
+    known_hosts: Path = Field(Path("~/.ssh/known_hosts"), description="Where the host's key must be listed.")
+    key_file: Path | None = Field(None, description="The private key to log in with (else the agent's keys).")
+    agent: bool = Field(True, description="Use the SSH agent's keys ($SSH_AUTH_SOCK) when there is one.")
+    python: str = Field("python3", description="What {python} means in a role's argv on this host.")
+    connect_timeout_s: float = Field(10.0, gt=0, le=300)

@@ -1,0 +1,108 @@
+"""Real OpenSSH servers on loopback for the remote-host tests: throwaway host and user keys, one sshd per
+"host", each on its own port, stopped (with every session it served) after the test."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fairwin.launch.local import free_port
+
+
+def _sshd() -> str | None:
+    return shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").exists() else None)
+
+
+@dataclass
+class Sshd:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    def sessions(self) -> list[psutil.Process]:
+        """The per-connection sshd processes this server forked (killing one drops that SSH connection)."""
+        try:
+            return [c for c in psutil.Process(self.process.pid).children() if "sshd" in c.name()]
+        except psutil.Error:
+            return []
+
+
+@dataclass
+class SshHosts:
+    hosts: list[Sshd]
+    user: str
+    key_file: Path
+    known_hosts: Path
+
+    def plan_hosts(self) -> dict[str, dict[str, object]]:
+        import sys
+
+        return {h.name: {"address": "127.0.0.1", "port": h.port, "user": self.user, "key_file": str(self.key_file),
+                         "known_hosts": str(self.known_hosts), "agent": False, "python": sys.executable}
+                for h in self.hosts}  # fmt: skip
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read() if process.stdout else "sshd exited"
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"sshd on port {port} never listened")
+
+
+@pytest.fixture
+def ssh_hosts(tmp_path: Path) -> Iterator[SshHosts]:
+    sshd = _sshd()
+    if sshd is None:
+        pytest.skip("sshd is not installed and tools/install-sshd.sh could not install it (needs root and apt-get)")
+    state = tmp_path / "ssh"
+    state.mkdir()
+    _keygen(state / "host_key")
+    _keygen(state / "user_key")
+    (state / "authorized_keys").write_text((state / "user_key.pub").read_text())
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
+    host_key = (state / "host_key.pub").read_text().split()[:2]
+    servers, known = [], []
+    for name in ("h1", "h2"):
+        port = free_port()
+        config = state / f"{name}.conf"
+        config.write_text(
+            f"Port {port}\nListenAddress 127.0.0.1\nHostKey {state / 'host_key'}\nPidFile {state / name}.pid\n"
+            f"AuthorizedKeysFile {state / 'authorized_keys'}\nStrictModes no\nUsePAM no\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+            "PubkeyAuthentication yes\nLogLevel ERROR\n"
+        )
+        process = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)  # fmt: skip
+        _wait_listening(port, process)
+        servers.append(Sshd(name, port, process))
+        known.append(f"[127.0.0.1]:{port} {' '.join(host_key)}")
+    (state / "known_hosts").write_text("\n".join(known) + "\n")
+    try:
+        yield SshHosts(servers, getpass.getuser(), state / "user_key", state / "known_hosts")
+    finally:
+        for server in servers:
+            for session in server.sessions():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(session.pid, signal.SIGKILL)
+            server.process.terminate()
+            server.process.wait(10)

@@ -1,0 +1,111 @@
+"""Roles on remote hosts over SSH: real sshd servers on loopback (tests/integration/sshd.py), `fairwin sim`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fairwin.durable import read_jsonl, scan_jsonl
+from fairwin.launch.local import free_port
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin, only_window, processes_with, status
+from tests.integration.production import WATCH, kill_inside_step, start_run
+from tests.integration.sshd import SshHosts
+
+
+def remote_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, **extra: object) -> Path:
+    roles = {
+        # Unbuffered: the sim's output reaches its log line by line, as a server's logging does.
+        "A": sim_role(
+            "--ms-per-round", "4", model=f"{model}-a", port=free_port(), host="h1", env={"PYTHONUNBUFFERED": "1"}
+        ),
+        "B": sim_role(
+            "--ms-per-round", "4", model=f"{model}-b", port=free_port(), host="h2", env={"PYTHONUNBUFFERED": "1"}
+        ),
+    }
+    plan = make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, **extra)
+    hosts = "".join(
+        f"\n[hosts.{name}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in table.items())
+        for name, table in ssh.plan_hosts().items()
+    )
+    plan.write_text(plan.read_text() + hosts)
+    return plan
+
+
+def test_a_window_runs_its_roles_on_two_remote_hosts(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-ok")
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    assert status(window)["state"] == "complete"
+    for start, host in (("s1", "h1"), ("s2", "h2"), ("s3", "h1")):
+        receipt = json.loads((window / "starts" / start / "start.json").read_text())
+        assert receipt["env_check"] == ["matches the declaration"]  # read from /proc on the host, over SSH
+        assert receipt["stop"]["signal"] == "SIGTERM"
+        log = (window / "starts" / start / f"{host}.log").read_text()  # the server's output, streamed back
+        assert log.startswith(f"fairwin sim: serving ssh-ok-{'b' if host == 'h2' else 'a'} on http://")
+    launched = [e for e in read_jsonl(window / "journal.jsonl") if e["event"] == "launched"]
+    assert [e["host"] for e in launched] == ["h1", "h2", "h1"] and all(isinstance(e["pid"], int) for e in launched)
+    assert processes_with("ssh-ok-a") == [] and processes_with("ssh-ok-b") == []
+
+
+def test_an_unknown_host_key_is_refused_in_one_line(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
+    ssh_hosts.known_hosts.write_text("")
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-unknown")
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 3, done.stderr
+    assert "host h1 (127.0.0.1:" in done.stderr and "its host key is not in" in done.stderr
+    assert done.stderr.count("\n") == 1 and processes_with("ssh-unknown") == []
+
+
+def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_restores_production(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path]
+) -> None:
+    production = {"role": "P", **WATCH}
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-lost", production=production)
+    text = plan.read_text()
+    p_role = sim_role(model="ssh-lost-prod", port=free_port())
+    plan.write_text(text + "\n[roles.P]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in p_role.items()))
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    run = subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        journals = (plan.parent / "windows").glob
+        while not any(e.get("step") == "start s2" and e.get("event") == "launched"
+                      for j in journals("*/journal.jsonl") for e in scan_jsonl(j)[0]):  # fmt: skip
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.05)
+        h2 = ssh_hosts.hosts[1]
+        for session in h2.sessions():  # the connection serving start s2 drops
+            os.kill(session.pid, signal.SIGKILL)
+        _, err = run.communicate(timeout=120)
+    finally:
+        run.kill()
+    assert run.returncode == 3, err
+    assert "role B on host h2: the SSH connection to host h2 was lost" in err and err.count("\n") == 1
+    window = only_window(plan)
+    final = status(window)
+    assert final["state"] == "failed" and final["restore"]["state"] == "RESTORED"
+    assert processes_with("ssh-lost-b") == [] and processes_with("ssh-lost-a") == []
+    assert fairwin("production", "status", str(plan)).returncode == 0
+
+
+def test_recover_stops_a_server_left_on_a_remote_host(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-kill")
+    run = start_run(plan)
+    try:
+        window = kill_inside_step(plan, "start s2", run, event="launched")
+    finally:
+        run.kill()
+    assert len(processes_with("ssh-kill-b")) == 1  # left running on h2 by the fairwin that died
+    recovered = fairwin("recover", str(plan))
+    assert recovered.returncode == 0, recovered.stderr
+    assert recovered.stdout.startswith(f"recovered window {window.name}: stopped 1 server process(es)")
+    assert processes_with("ssh-kill-b") == [] and status(window)["state"] == "interrupted"
