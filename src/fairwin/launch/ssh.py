@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import shlex
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import asyncssh
 
-from fairwin.errors import HealthTimeoutError, LaunchError, ServerExitedError
+from fairwin.errors import GateRefused, HealthTimeoutError, LaunchError, ServerExitedError
 from fairwin.launch.local import HEALTH_POLL_S, LaunchSpec, StopRecord
 from fairwin.plan.hosts import Host
 
@@ -210,3 +211,14 @@ async def stop_remote_group(conn: asyncssh.SSHClientConnection, pgid: int, grace
         await asyncio.sleep(POLL_S)
     await _run(conn, f"kill -KILL -- -{pgid} 2>/dev/null; true")  # workers that outlived their leader go too
     return sent
+
+
+async def reachable(hosts: Mapping[str, Host]) -> None:
+    """Connect to each host (its key verified) and close: a host that would refuse the window refuses it now,
+    before anything is touched (GateRefused, exit 4, naming the host)."""
+    for name, host in hosts.items():
+        try:
+            conn = await connect(name, host)
+        except LaunchError as exc:
+            raise GateRefused(str(exc)) from None
+        conn.close()

@@ -125,12 +125,24 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
     """Run one window: :func:`open_window`, then every step of it. A chained window that fails before it
     opened aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
     try:
+        await _hosts_reachable(loaded, mode_name)
         window = open_window(loaded, mode_name, **options)
     except FairwinError as exc:
         if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
             await _abort_before_open(loaded, options, exc)
         raise
     return await window.run()
+
+
+async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
+    """Every host the mode's roles run on answers with a known key, before anything is touched."""
+    mode = loaded.plan.all_modes().get(mode_name)
+    roles = [loaded.plan.roles[name] for name in ((mode.control, mode.candidate) if mode else ())]
+    names = sorted({role.host for role in roles if role.host is not None})
+    if names:
+        from fairwin.launch.ssh import reachable, resolved  # asyncssh only where hosts are used
+
+        await reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in names})
 
 
 async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: FairwinError) -> None:

@@ -1,0 +1,33 @@
+"""The remote command line and environment, exactly: what sshd's shell is given is quoted, whole and minimal."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from fairwin.launch.local import make_spec
+from fairwin.launch.ssh import RemoteServer, parse_env, resolved
+from fairwin.plan.hosts import Host
+from fairwin.plan.models import Role
+
+
+def test_the_remote_command_prints_its_pid_then_becomes_the_server_with_exactly_its_environment() -> None:
+    role = Role.model_validate({"argv": ["{python}", "-m", "x", "--name", "it's \"quoted\"", "--port", "{port}"],
+                                "base_url": "http://10.0.0.2:{port}", "port": 9000, "served_model": "m",
+                                "host": "gpu", "env": {"A": "1 2"}, "cwd": "/srv/run dir"})  # fmt: skip
+    hosts = {"gpu": Host(address="10.0.0.2", python="/opt/py/bin/python")}
+    spec = make_spec("R", {"R": role}, Path("/plans"), hosts)
+    assert spec.argv[0] == "/opt/py/bin/python" and spec.host == "gpu"
+    server = RemoteServer(spec=spec, host_name="gpu", host=hosts["gpu"], log_path=Path("/dev/null"))
+    server.expected = {"PATH": "/usr/bin", "A": "1 2"}
+    command = server.command()
+    assert command.startswith("cd '/srv/run dir' && echo $$ && exec env -i ")
+    words = shlex.split(command.split(" && ", 2)[2])
+    assert words == ["exec", "env", "-i", "A=1 2", "PATH=/usr/bin", "/opt/py/bin/python", "-m", "x", "--name",
+                     "it's \"quoted\"", "--port", "9000"]  # fmt: skip
+
+
+def test_environ_bytes_and_host_paths() -> None:
+    assert parse_env(b"A=1\0B=x=y\0\0") == {"A": "1", "B": "x=y"}
+    host = resolved(Host(address="h", key_file=Path("keys/id"), known_hosts=Path("kh")), Path("/plans"))
+    assert host.key_file == Path("/plans/keys/id") and host.known_hosts == Path("/plans/kh")
