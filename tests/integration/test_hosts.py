@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from fairwin.durable import read_jsonl, scan_jsonl
+from fairwin.durable import read_jsonl, scan_jsonl, sha256_file
 from fairwin.launch.local import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status
@@ -37,8 +37,20 @@ def remote_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, **extra: obje
     return plan
 
 
-def test_a_window_runs_its_roles_on_two_remote_hosts(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
+def pin(plan: Path, role: str, path: Path, digest: str) -> None:
+    """Add an identity pin to a role of a written plan."""
+    text = plan.read_text()
+    header = f'[roles."{role}"]\n'
+    plan.write_text(text.replace(header, f'{header}identity = {{ "{path}" = "{digest}" }}\n', 1))
+
+
+def test_a_window_runs_its_roles_on_two_remote_hosts(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
+) -> None:
     plan = remote_plan(make_plan, ssh_hosts, "ssh-ok")
+    worker = tmp_path / "worker.so"
+    worker.write_bytes(b"the worker library the plan was qualified with")
+    pin(plan, "B", worker, sha256_file(worker))
     done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)
@@ -49,9 +61,24 @@ def test_a_window_runs_its_roles_on_two_remote_hosts(make_plan: PlanFactory, ssh
         assert receipt["stop"]["signal"] == "SIGTERM"
         log = (window / "starts" / start / f"{host}.log").read_text()  # the server's output, streamed back
         assert log.startswith(f"fairwin sim: serving ssh-ok-{'b' if host == 'h2' else 'a'} on http://")
+    s2 = json.loads((window / "starts" / "s2" / "start.json").read_text())
+    assert s2["host"] == "h2" and s2["identity"] == {str(worker): sha256_file(worker)}  # checked on h2, over SSH
     launched = [e for e in read_jsonl(window / "journal.jsonl") if e["event"] == "launched"]
     assert [e["host"] for e in launched] == ["h1", "h2", "h1"] and all(isinstance(e["pid"], int) for e in launched)
     assert processes_with("ssh-ok-a") == [] and processes_with("ssh-ok-b") == []
+
+
+def test_a_worker_whose_pinned_file_changed_is_refused_before_it_starts(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
+) -> None:
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-pin")
+    worker = tmp_path / "worker.so"
+    worker.write_bytes(b"rebuilt since")
+    pin(plan, "A", worker, "0" * 64)
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 3, done.stderr
+    assert f"role A: {worker} on host h1 has sha256 {sha256_file(worker)[:16]}..., not the pinned 0000" in done.stderr
+    assert not (only_window(plan) / "starts" / "s1" / "h1.log").exists() and processes_with("ssh-pin") == []
 
 
 def test_an_unknown_host_key_is_refused_in_one_line(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:

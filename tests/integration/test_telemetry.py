@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from fairwin.durable import read_jsonl
+from fairwin.launch.local import free_port
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, only_window
+from tests.integration.helpers import fairwin, only_window, status
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -55,3 +58,26 @@ def test_a_start_at_another_cap_with_a_thermal_dialback_makes_the_window_inconcl
     assert "## GPU telemetry" in summary and "| s2 | nvidia-smi |" in summary and "thermal on GPU 0" in summary
     manifest = json.loads((window / "window.json").read_text())
     assert manifest["telemetry"]["production_cap_mhz"] == 1980.0
+
+
+def test_a_compute_process_on_the_gpus_fails_the_quiet_proof_before_anything_is_measured(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path]
+) -> None:
+    from tests.integration.production import production_plan
+
+    monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")
+    plan = production_plan(make_plan, "gpu-quiet")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    # Someone else's job holds the GPUs (the stand-in nvidia-smi lists it as a compute process).
+    stray = subprocess.Popen([sys.executable, "-m", "fairwin", "sim", "--port", str(free_port()), "--model", "stray"],
+                             env={**os.environ, "FAKE_GPU_CAP": "1980"}, stdout=subprocess.DEVNULL)  # fmt: skip
+    try:
+        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    finally:
+        stray.kill()
+        stray.wait()
+    assert done.returncode == 3, done.stderr
+    assert f"the hardware is not quiet before s1: pid {stray.pid} (python3) computes on GPU GPU-fake-0" in done.stderr
+    window = only_window(plan)
+    assert not (window / "starts" / "s1").exists() and status(window)["restore"]["state"] == "RESTORED"

@@ -58,6 +58,9 @@ class Role(StrictModel):
         None, description="The declared speculative config; {} means none. Checked at every start."
     )
     host: str | None = Field(None, description="Run on this [hosts.NAME] over SSH (default: here).")
+    identity: dict[str, str] = Field(
+        default_factory=dict, description="Files on the role's host whose sha256 must match, checked at every start."
+    )
     cpus: CpuList | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
     nice: int | None = Field(
         None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
@@ -69,6 +72,16 @@ class Role(StrictModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("identity")
+    @classmethod
+    def _pins(cls, value: dict[str, str]) -> dict[str, str]:
+        for path, digest in value.items():
+            if not path.startswith("/"):
+                raise ValueError(f"{path!r}: identity pins name absolute paths on the role's host")
+            if not SHA256_RE.match(digest):
+                raise ValueError(f"{path!r}: {digest!r} is not 64 lowercase hex digits (run `sha256sum {path}`)")
+        return value
 
     @field_validator("health_path")
     @classmethod

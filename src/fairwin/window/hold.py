@@ -9,18 +9,20 @@ come back healthy, or whose watch fails, is RESTORE FAILED: exit 6.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
-from fairwin.errors import ProductionError, RestoreFailed
+from fairwin.errors import InputError, ProductionError, RestoreFailed
 from fairwin.launch.local import make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.proof import port_state
 from fairwin.production.watch import watch
+from fairwin.telemetry.gpu import GpuSource
 from fairwin.transport import client_session
 
 
@@ -39,6 +41,7 @@ class Hold:
     taken: bool = False
     restored: dict[str, Any] | None = None
     snapshot: dict[str, Any] = field(default_factory=dict)
+    gpu: GpuSource | None = None  # where telemetry exists, the quiet proof also reads the GPUs' compute processes
 
     @property
     def owed(self) -> bool:
@@ -54,9 +57,20 @@ class Hold:
     async def prove_quiet(self, when: str) -> dict[str, Any]:
         problems = self.production.down_problems()
         problems += [f"{url} accepts connections" for url in self.quiet_urls if port_state(url) == "open"]
+        problems += await self._gpu_problems()
         if problems:
             raise ProductionError(f"the hardware is not quiet {when}: {'; '.join(problems)}")
         return {"quiet": when, "ports_refusing": [self.production.base_url, *self.quiet_urls]}
+
+    async def _gpu_problems(self) -> list[str]:
+        """Compute processes on the GPUs: between starts nothing may run there (none read: none reported)."""
+        if self.gpu is None:
+            return []
+        try:
+            found = await asyncio.to_thread(self.gpu.compute_processes)
+        except (InputError, OSError) as exc:
+            return [f"the GPUs' compute processes could not be read: {exc}"]
+        return [f"pid {p['pid']} ({p['name'] or 'unnamed'}) computes on GPU {p['gpu_uuid']}" for p in found]
 
     async def give_back(self) -> dict[str, Any]:
         """Restore production and watch it; RestoreFailed (after recording why) when it does not hold."""

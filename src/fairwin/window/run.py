@@ -61,12 +61,12 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     warnings = preflight_power(loaded, checked.rule, archive, environment.get("git", {}).get("commit"))
     for warning in warnings:
         say(f"warning: {warning}")
+    gpu, cap = find_source(loaded.plan.telemetry.gpu), production_cap(loaded)
     hold = None  # made before the lock is taken: nothing after the lock may fail short of the directory
     if loaded.plan.production is not None:
         production = Production(loaded, out)
         roles = {checked.mode.control, checked.mode.candidate}
-        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot())
-    gpu, cap = find_source(loaded.plan.telemetry.gpu), production_cap(loaded)
+        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot(), gpu=gpu)
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
     chain = chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None

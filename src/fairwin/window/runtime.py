@@ -111,3 +111,20 @@ def check_speculative(
             "standard verification (runtime.standard_verification)"
         )
     return effective
+
+
+def check_identity(
+    role: str, host: str | None, pins: Mapping[str, str], found: Mapping[str, str | None]
+) -> dict[str, str]:
+    """Every pinned file has its pinned sha256 on the role's host; raises naming the first that does not."""
+    where = f"on host {host}" if host else "here"
+    for path, pinned in pins.items():
+        actual = found.get(path)
+        if actual is None:
+            raise RuntimeCheckError(f"role {role}: identity pin {path} does not exist {where}")
+        if actual != pinned:
+            raise RuntimeCheckError(
+                f"role {role}: {path} {where} has sha256 {actual[:16]}..., not the pinned {pinned[:16]}...; "
+                "the worker is not the one the plan was qualified with"
+            )
+    return dict(pins)

@@ -17,6 +17,7 @@ import aiohttp
 
 from fairwin.durable import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.errors import LaunchError
+from fairwin.launch.identity import digests
 from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
 from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.load.wave import Target, WaveResult, run_wave
@@ -32,7 +33,7 @@ from fairwin.vocabulary import START, WAVE, PooledRow
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
 from fairwin.window.records import append_streams
-from fairwin.window.runtime import check_running_env, check_speculative
+from fairwin.window.runtime import check_identity, check_running_env, check_speculative
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -211,25 +212,23 @@ async def _measure(
             for row in rows]  # fmt: skip
 
 
+def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str, Any]:
+    """start.json as it begins: what is launched, where, and its speculative config (checked, or refused)."""
+    plan = ctx.loaded.plan
+    speculative = check_speculative(
+        start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
+    )
+    return {"format": START.id, "start": start.name, "kind": start.kind, "role": start.role, "host": spec.host,
+            "argv": spec.argv, "declared_env": redacted(spec.declared_env), "base_url": spec.base_url,
+            "model": spec.model, "speculative": speculative}  # fmt: skip
+
+
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     plan = ctx.loaded.plan
     spec = make_spec(start.role, plan.roles, ctx.loaded.base_dir, plan.hosts)
     directory = ctx.window.start_dir(start.name)
     server = ctx.launcher(spec, directory / server_log(spec))
-    speculative = check_speculative(
-        start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
-    )
-    receipt: dict[str, Any] = {
-        "format": START.id,
-        "start": start.name,
-        "kind": start.kind,
-        "role": start.role,
-        "argv": spec.argv,
-        "declared_env": redacted(spec.declared_env),
-        "base_url": spec.base_url,
-        "model": spec.model,
-        "speculative": speculative,
-    }
+    receipt = _receipt(ctx, start, spec)
     target = Target(
         start=start.name, kind=start.kind, role=start.role, base_url=spec.base_url, model=spec.model,
         profile=PROFILES[plan.window.counters],
@@ -241,6 +240,9 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         warning = not_idle_warning(start.name, receipt["host_before"])
         if warning:
             ctx.say(f"  warning: {warning}")
+        if pins := plan.roles[start.role].identity:
+            found = await digests(spec, list(pins))
+            receipt["identity"] = check_identity(start.role, spec.host, pins, found)
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}")
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
         ctx.window.journal_event(f"start {start.name}", "launching", argv=spec.argv, host=spec.host)
