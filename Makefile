@@ -35,10 +35,10 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# One case of each lifecycle matrix runs here; the rest (marked lifecycle) in make test.
+# One case of each lifecycle matrix runs here; the rest and the longer cases (marked slow) in make test.
 test-fast: lint
 	bash tools/install-sshd.sh
-	$(BIN)/pytest tests/unit tests/integration -m "not lifecycle"
+	$(BIN)/pytest tests/unit tests/integration -m "not slow"
 
 # A failed engine install is reported and the e2e tests skip with that reason;
 # every other test still runs.

@@ -110,7 +110,7 @@ def test_a_failure_inside_a_chained_window_aborts_the_chain(
     assert processes_with("hold-chain-abort") == [] and processes_with("exp-chain-abort") == []
 
 
-@pytest.mark.lifecycle
+@pytest.mark.slow
 def test_check_prev_refuses_a_dead_placeholder_and_aborts_the_chain(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
@@ -127,7 +127,7 @@ def test_check_prev_refuses_a_dead_placeholder_and_aborts_the_chain(
     assert fairwin("production", "status", str(plan)).returncode == 0 and not scratch_chain_marker.exists()
 
 
-@pytest.mark.lifecycle
+@pytest.mark.slow
 def test_a_changed_production_needs_its_capture_and_refusals_touch_nothing(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
@@ -169,7 +169,7 @@ def test_the_marker_path_comes_from_the_environment_before_the_plan(
     assert marker_path(load_plan(plan), tmp_path) == plan.parent / "live-chain.json"
 
 
-@pytest.mark.lifecycle
+@pytest.mark.slow
 def test_recover_after_fairwin_died_inside_a_chain_aborts_it(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:

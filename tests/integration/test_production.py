@@ -125,7 +125,7 @@ KILL_AT = ["production down", "quiet", "start s1", "start s3", "quiet after", "r
 
 
 @pytest.mark.parametrize(
-    "step", [pytest.param(step, marks=() if step == "start s1" else pytest.mark.lifecycle) for step in KILL_AT]
+    "step", [pytest.param(step, marks=() if step == "start s1" else pytest.mark.slow) for step in KILL_AT]
 )
 def test_a_window_killed_at_any_step_is_recovered(
     make_plan: PlanFactory, stop_production: list[Path], step: str

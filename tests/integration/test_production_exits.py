@@ -45,9 +45,9 @@ def wait_until(check, process: subprocess.Popen[str], what: str, timeout: float 
 @pytest.mark.parametrize(
     ("sig", "start"),
     [
-        pytest.param(signal.SIGINT, "s1", marks=pytest.mark.lifecycle),
+        pytest.param(signal.SIGINT, "s1", marks=pytest.mark.slow),
         (signal.SIGTERM, "s2"),  # the one make test-fast runs
-        pytest.param(signal.SIGHUP, "s3", marks=pytest.mark.lifecycle),
+        pytest.param(signal.SIGHUP, "s3", marks=pytest.mark.slow),
     ],
     ids=str,
 )
@@ -97,7 +97,7 @@ def failing_launcher(at: int):  # type: ignore[no-untyped-def]
     return launch
 
 
-@pytest.mark.parametrize("at", [pytest.param(at, marks=() if at == 2 else pytest.mark.lifecycle) for at in (1, 2, 3)])
+@pytest.mark.parametrize("at", [pytest.param(at, marks=() if at == 2 else pytest.mark.slow) for at in (1, 2, 3)])
 def test_an_exception_at_any_start_restores_production_and_keeps_finished_controls(
     make_plan: PlanFactory, stop_production: list[Path], at: int
 ) -> None:
