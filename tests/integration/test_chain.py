@@ -87,6 +87,7 @@ def test_a_chain_leaves_production_down_between_windows_and_its_last_window_rest
     assert w3.name in table.stdout and ("the windows agree" in table.stdout) == found["agree"]
 
 
+@pytest.mark.slow
 def test_a_failure_inside_a_chained_window_aborts_the_chain(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from fairwin.durable import read_jsonl, scan_jsonl, sha256_file
 from fairwin.launch.local import free_port
 from tests.conftest import PlanFactory, sim_role
@@ -68,6 +70,7 @@ def test_a_window_runs_its_roles_on_two_remote_hosts(
     assert processes_with("ssh-ok-a") == [] and processes_with("ssh-ok-b") == []
 
 
+@pytest.mark.slow
 def test_a_worker_whose_pinned_file_changed_is_refused_before_it_starts(
     make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
 ) -> None:
@@ -90,6 +93,7 @@ def test_an_unknown_host_key_is_refused_in_one_line(make_plan: PlanFactory, ssh_
     assert done.stderr.count("\n") == 1 and not (plan.parent / "windows").exists()
 
 
+@pytest.mark.slow
 def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_restores_production(
     make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path]
 ) -> None:
@@ -124,6 +128,7 @@ def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_resto
     assert fairwin("production", "status", str(plan)).returncode == 0
 
 
+@pytest.mark.slow
 def test_recover_stops_a_server_left_on_a_remote_host(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
     plan = remote_plan(make_plan, ssh_hosts, "ssh-kill")
     run = start_run(plan)

@@ -160,6 +160,7 @@ def test_recover_restores_production_as_declared_when_the_window_opened(
     assert processes_with("exp-prod-snap") == []
 
 
+@pytest.mark.slow
 def test_the_budget_learns_production_down_and_restore_from_measured_windows(
     make_plan: PlanFactory, stop_production: list[Path]
 ) -> None:

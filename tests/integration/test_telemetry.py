@@ -60,6 +60,7 @@ def test_a_start_at_another_cap_with_a_thermal_dialback_makes_the_window_inconcl
     assert manifest["telemetry"]["production_cap_mhz"] == 1980.0
 
 
+@pytest.mark.slow
 def test_a_compute_process_on_the_gpus_fails_the_quiet_proof_before_anything_is_measured(
     make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path]
 ) -> None:

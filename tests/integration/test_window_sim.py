@@ -43,6 +43,7 @@ def test_clearly_faster_candidate_wins(make_plan: PlanFactory) -> None:
     assert processes_with("win-a") == []
 
 
+@pytest.mark.slow
 def test_identical_candidate_is_no_change_under_the_default_rule(make_plan: PlanFactory) -> None:
     # The simulator's rounds cost the same in every start (no jitter), so seven launches of one role
     # agree to well within the bar: the default rule's 90 % interval lies inside +-2 %.
@@ -244,6 +245,7 @@ def test_a_wrong_speculative_declaration_refuses_before_anything_starts(make_pla
     assert not (plan.parent / "windows").exists()
 
 
+@pytest.mark.slow
 def test_a_server_without_counters_is_measured_client_only(make_plan: PlanFactory) -> None:
     # window.counters = "none": /metrics is never read, the primary is the client's decode rate,
     # and the decision says where its primary came from.
