@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,6 +32,11 @@ def remote_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, **extra: obje
         ),
     }
     plan = make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, **extra)
+    return with_hosts(plan, ssh)
+
+
+def with_hosts(plan: Path, ssh: SshHosts) -> Path:
+    """The plan, with a [hosts.NAME] table for each loopback sshd."""
     hosts = "".join(
         f"\n[hosts.{name}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in table.items())
         for name, table in ssh.plan_hosts().items()
@@ -141,3 +147,34 @@ def test_recover_stops_a_server_left_on_a_remote_host(make_plan: PlanFactory, ss
     assert recovered.returncode == 0, recovered.stderr
     assert recovered.stdout.startswith(f"recovered window {window.name}: stopped 1 server process(es)")
     assert processes_with("ssh-kill-b") == [] and status(window)["state"] == "interrupted"
+
+
+def test_production_managed_on_a_remote_host_is_taken_down_and_given_back_over_ssh(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path], tmp_path: Path
+) -> None:
+    port = free_port()
+    serve = f"{shlex.quote(sys.executable)} -m fairwin sim --port {port} --model prod-remote"
+    production = {
+        "host": "h1",  # up, down and must_not_run run there, over SSH
+        "up": ["sh", "-c", f"setsid nohup {serve} > {tmp_path / 'prod.log'} 2>&1 < /dev/null &"],
+        "down": ["pkill", "-f", "--", "model [p]rod-remote"],  # the bracket keeps pkill off its own shell
+        "base_url": f"http://127.0.0.1:{port}", "model": "prod-remote", "must_not_run": ["--model prod-remote"],
+        **WATCH,
+    }  # fmt: skip
+    plan = make_plan(roles={"A": sim_role(model="exp-remote"), "B": sim_role(model="exp-remote")},
+                     window={"repeats": 2, "warmup_waves_max": 1}, production=production)  # fmt: skip
+    with_hosts(plan, ssh_hosts)
+    stop_production.append(plan)
+    up = fairwin("production", "up", str(plan))
+    assert up.returncode == 0 and up.stdout.startswith("UP: ran on host h1: sh -c"), up.stdout + up.stderr
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    down = next(
+        e for e in read_jsonl(window / "journal.jsonl") if e["step"] == "production down" and e["event"] == "end"
+    )
+    assert down["how"] == "ran on host h1: pkill -f -- 'model [p]rod-remote'"
+    assert status(window)["restore"]["state"] == "RESTORED"
+    assert (
+        fairwin("production", "status", str(plan)).returncode == 0 and len(processes_with("--model prod-remote")) == 1
+    )

@@ -65,7 +65,7 @@ def status(args: argparse.Namespace) -> int:
     if asyncio.run(healthy()):
         stdout.print(f"UP: {production.health_url} answers 200", markup=False)
         return 0
-    problems = production.down_problems()
+    problems = asyncio.run(production.down_problems())
     detail = "; ".join(problems) if problems else f"{production.base_url} refuses connections"
     stdout.print(f"DOWN: {production.health_url} does not answer 200 ({detail})", markup=False)
     return 1

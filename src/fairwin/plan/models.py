@@ -270,12 +270,20 @@ class Plan(StrictModel):
                 raise ValueError(f"roles.{role_name}: cpus and nice apply on this host only; remove them")
 
     def _production_role(self) -> None:
+        host = self.production.host if self.production is not None else None
+        if host is not None and host not in self.hosts:
+            raise ValueError(f"production.host names {host!r}, which [hosts] does not declare")
         role_name = self.production.role if self.production is not None else None
         if role_name is None:
             return
         role = self.roles.get(role_name)
         if role is None:
             raise ValueError(f"production.role names role {role_name!r}, which is not declared")
+        if role.host is not None:
+            raise ValueError(
+                f"production.role {role_name} runs on host {role.host}: fairwin launches production on its own "
+                "host only; manage a remote production with up, down and production.host"
+            )
         if not isinstance(role.port, int) and "{port}" in role.base_url:
             raise ValueError(
                 f"production.role {role_name}: production answers on a fixed port; set roles.{role_name}.port"

@@ -24,6 +24,9 @@ class ProductionSettings(StrictModel):
     role: str | None = Field(
         None, description="A role fairwin launches as production, detached; its port must be fixed."
     )
+    host: str | None = Field(
+        None, description="Managed elsewhere on this [hosts.NAME]: up, down and must_not_run run there over SSH."
+    )
     up: list[str] = Field(default_factory=list, description="Managed elsewhere: the command that brings it up.")
     down: list[str] = Field(default_factory=list, description="Managed elsewhere: the command that takes it down.")
     base_url: str | None = Field(None, description="Where production answers (default: the role's base_url).")
@@ -55,6 +58,8 @@ class ProductionSettings(StrictModel):
             raise ValueError("give either role (fairwin launches production) or both up and down (managed elsewhere)")
         if commands and not (self.up and self.down):
             raise ValueError("up and down come together: production managed elsewhere needs both commands")
+        if self.host is not None and not commands:
+            raise ValueError("host goes with up and down: fairwin launches a production role on its own host only")
         if commands and (self.base_url is None or self.model is None):
             raise ValueError("production managed elsewhere needs base_url and model (what the watch requests)")
         return self

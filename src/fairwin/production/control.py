@@ -13,7 +13,6 @@ down by the port refusing connections with none of ``must_not_run`` running.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,8 @@ from fairwin.launch.local import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production.detached import command_of, launch_detached
-from fairwin.production.proof import pid_alive, port_state, running, stop_group
+from fairwin.production.proof import pid_alive, port_state, stop_group
+from fairwin.production.where import Here, OverSsh, Where
 
 POLL_S = 0.1
 COMMAND_TIMEOUT_S = 300.0
@@ -82,6 +82,11 @@ class Production:
         state = settings.state_dir or output_dir / ".production"
         self.state_dir = state if state.is_absolute() else loaded.base_dir / state
         self.state_file = self.state_dir / "production.json"
+        self.where: Where = Here()
+        if settings.host is not None:
+            from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
+
+            self.where = OverSsh(settings.host, resolved(loaded.plan.hosts[settings.host], loaded.base_dir))
 
     def snapshot(self) -> dict[str, Any]:
         """Production's declaration as it is now, with its sha256: what a window restores, recorded at open."""
@@ -96,13 +101,15 @@ class Production:
         except (TimeoutError, aiohttp.ClientError):
             return False
 
-    def down_problems(self) -> list[str]:
-        """Why production is not proved down: its port does not refuse, or a must-not-run process runs."""
+    async def down_problems(self) -> list[str]:
+        """Why production is not proved down: its port does not refuse, or a must-not-run process runs (on its
+        host, over SSH, when it has one)."""
         problems = []
         state = port_state(self.base_url)
         if state != "refused":
             problems.append(f"{self.base_url} {'accepts connections' if state == 'open' else 'does not refuse'}")
-        problems += [f"still running: {p}" for p in running(self.settings.must_not_run)]
+        found = await self.where.running(self.settings.must_not_run)
+        problems += [f"still running{self.where.label}: {p}" for p in found]
         return problems
 
     # -- down ------------------------------------------------------------------------------------
@@ -112,9 +119,9 @@ class Production:
         if self.spec is not None:
             how = await self._stop_launched()
         else:
-            how = _run_command("down", self.settings.down)
+            how = await self.where.run("down", self.settings.down)
         deadline = time.monotonic() + self.settings.down_timeout_s
-        while problems := self.down_problems():
+        while problems := await self.down_problems():
             if time.monotonic() >= deadline:
                 raise ProductionError(
                     f"production is not down {self.settings.down_timeout_s:g} s after {how}: {'; '.join(problems)}"
@@ -159,7 +166,7 @@ class Production:
         if await self.healthy(session):
             return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
         if self.spec is None:
-            how = _run_command("up", self.settings.up)
+            how = await self.where.run("up", self.settings.up)
         elif (pid := self._recorded_pid()) is not None:  # launched already (a restore cut short): not twice
             how = f"pid {pid}, launched earlier"
         else:
@@ -183,14 +190,3 @@ class Production:
         write_json_atomic(self.state_file, {"format": STATE_FORMAT, "pid": pid, "argv": self.spec.argv,
                                             "started_unix": time.time(), "snapshot": self.snapshot()})  # fmt: skip
         return f"launched pid {pid}"
-
-
-def _run_command(what: str, argv: list[str]) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ProductionError(f"production {what} command {argv[0]!r} could not run: {exc}") from None
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-        raise ProductionError(f"production {what} command {' '.join(argv)} exited {done.returncode}: {tail}")
-    return f"ran: {' '.join(argv)}"

@@ -148,7 +148,7 @@ class ChainRun:
         """The chain left production down: prove it still is, then take the placeholders down."""
         assert self.found is not None
         hold.taken = True  # from here a failure gives production back
-        if problems := hold.production.down_problems():
+        if problems := await hold.production.down_problems():
             raise ProductionError(f"the chain left production down, but it is not: {'; '.join(problems)}")
         stopped = await self.placeholders.stop(self.found.placeholders)
         return {"left_down_by": self.found.last.window_id, "placeholders": stopped}
@@ -156,7 +156,7 @@ class ChainRun:
     async def hold_over(self, hold: Hold, window: ChainedWindow) -> dict[str, Any]:
         """Instead of the restore: placeholders started and proved, production proved down, the marker written."""
         self.started = await self.placeholders.start()
-        if problems := hold.production.down_problems():
+        if problems := await hold.production.down_problems():
             raise ProductionError(f"production is not down at the chained close: {'; '.join(problems)}")
         new_id = f"chain-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
         marker = Marker(

@@ -55,7 +55,7 @@ class Hold:
         return proved.record()
 
     async def prove_quiet(self, when: str) -> dict[str, Any]:
-        problems = self.production.down_problems()
+        problems = await self.production.down_problems()
         problems += [f"{url} accepts connections" for url in self.quiet_urls if port_state(url) == "open"]
         problems += await self._gpu_problems()
         if problems:
