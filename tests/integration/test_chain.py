@@ -189,3 +189,31 @@ def test_recover_after_fairwin_died_inside_a_chain_aborts_it(
     assert status(window)["state"] == "interrupted"
     assert not scratch_chain_marker.exists() and fairwin("production", "status", str(plan)).returncode == 0
     assert processes_with("hold-chain-kill") == [] and processes_with("exp-chain-kill") == []
+
+
+@pytest.mark.slow
+def test_a_failure_after_the_chained_close_still_aborts_the_chain_and_restores_production(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from fairwin.plan import load_plan
+    from fairwin.window import machine
+    from fairwin.window.run import run_window
+
+    plan = chain_plan(make_plan, "chain-late")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the decision could not be written")
+
+    monkeypatch.setattr(machine, "decide_and_report", broken)  # fails after `chain hold` wrote the marker
+    with pytest.raises(RuntimeError, match="could not be written"):
+        asyncio.run(run_window(load_plan(plan), "controlled", chain="chain"))
+    (window,) = windows_of(plan)
+    events = [(e["step"], e["event"]) for e in read_jsonl(window / "journal.jsonl")]
+    assert ("chain hold", "end") in events and ("chain abort", "end") in events and ("restore", "end") in events
+    assert status(window)["chain"]["end"] == "ABORTED" and status(window)["restore"]["state"] == "RESTORED"
+    assert not scratch_chain_marker.exists() and processes_with("hold-chain-late") == []
+    assert fairwin("production", "status", str(plan)).returncode == 0

@@ -178,3 +178,23 @@ def test_production_managed_on_a_remote_host_is_taken_down_and_given_back_over_s
     assert (
         fairwin("production", "status", str(plan)).returncode == 0 and len(processes_with("--model prod-remote")) == 1
     )
+
+
+@pytest.mark.slow
+def test_each_start_samples_the_gpus_of_its_own_host_over_ssh(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
+    fake = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"  # each host's stand-in nvidia-smi
+    roles = {
+        "A": sim_role(model="ssh-gpu-a", port=free_port(), host="h1", env={"FAKE_GPU_CAP": "1980"}),
+        "B": sim_role(model="ssh-gpu-b", port=free_port(), host="h2", env={"FAKE_GPU_CAP": "1755"}),
+    }
+    plan = with_hosts(make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}), ssh_hosts)
+    plan.write_text(plan.read_text().replace('python = "', f'nvidia_smi = "{fake}"\npython = "')
+                    + "\n[telemetry]\ninterval_s = 0.3\n")  # fmt: skip
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    s2 = json.loads((window / "starts" / "s2" / "start.json").read_text())["telemetry"]
+    assert s2["source"] == "nvidia-smi on host h2" and s2["cap_mhz"] == 1755.0
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["verdict"] == "INCONCLUSIVE"
+    assert "starts ran at different clock caps" in " ".join(decision["cells"][0]["validity"]["conditions"])

@@ -17,14 +17,14 @@ import asyncio
 import contextlib
 import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import asyncssh
 
-from fairwin.errors import GateRefused, HealthTimeoutError, LaunchError, ServerExitedError
+from fairwin.errors import GateRefused, HealthTimeoutError, InputError, LaunchError, ServerExitedError
 from fairwin.launch.local import HEALTH_POLL_S, LaunchSpec, StopRecord
 from fairwin.plan.hosts import Host
 
@@ -222,3 +222,25 @@ async def reachable(hosts: Mapping[str, Host]) -> None:
         except LaunchError as exc:
             raise GateRefused(str(exc)) from None
         conn.close()
+
+
+def runner(name: str, host: Host, timeout_s: float = 10.0) -> Callable[[list[str]], str]:
+    """A blocking command runner on the host (for the GPU sampler's thread): its stdout, or InputError."""
+
+    async def run(argv: list[str]) -> str:
+        try:
+            conn = await connect(name, host)
+        except LaunchError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            done = await asyncio.wait_for(conn.run(shlex.join(argv), check=False), timeout_s)
+        except TimeoutError:
+            raise InputError(f"{argv[0]} on host {name} took over {timeout_s:g} s") from None
+        finally:
+            conn.close()
+        if done.exit_status != 0:
+            raise InputError(f"{shlex.join(argv)} on host {name} exited {done.exit_status}: "
+                             f"{str(done.stderr or done.stdout).strip()[:200]}")  # fmt: skip
+        return str(done.stdout or "")
+
+    return lambda argv: asyncio.run(run(argv))

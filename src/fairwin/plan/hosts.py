@@ -21,4 +21,5 @@ class Host(StrictModel):
     key_file: Path | None = Field(None, description="The private key to log in with (else the agent's keys).")
     agent: bool = Field(True, description="Use the SSH agent's keys ($SSH_AUTH_SOCK) when there is one.")
     python: str = Field("python3", description="What {python} means in a role's argv on this host.")
+    nvidia_smi: str = Field("nvidia-smi", description="The nvidia-smi that samples this host's GPUs.")
     connect_timeout_s: float = Field(10.0, gt=0, le=300)

@@ -14,11 +14,13 @@ import io
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.errors import InputError
+from fairwin.plan.hosts import Host
 
 #: NVML's clock-event reason bits (nvmlClocksEventReason*), by the names nvidia-smi prints.
 REASONS = {
@@ -130,26 +132,31 @@ class GpuSource(Protocol):
     def compute_processes(self) -> list[dict[str, Any]]: ...
 
 
+Runner = Callable[[list[str]], str]  # runs a command, returns its stdout, raises InputError when it fails
+
+
+def run_here(argv: list[str], timeout_s: float = 10.0) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InputError(f"{argv[0]} could not run: {exc}") from None
+    if done.returncode != 0:
+        raise InputError(f"{' '.join(argv)} exited {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}")
+    return done.stdout
+
+
 class NvidiaSmi:
-    """``nvidia-smi`` as a command (a path, or a command that runs it on another host)."""
+    """``nvidia-smi``, run here or (with another runner) on a role's host over SSH."""
 
     name = "nvidia-smi"
 
-    def __init__(self, command: list[str] | None = None, timeout_s: float = 10.0) -> None:
-        self.command = command or ["nvidia-smi"]
-        self.timeout_s = timeout_s
+    def __init__(self, command: str = "nvidia-smi", runner: Runner = run_here, where: str = "") -> None:
+        self.command, self.runner = command, runner
+        self.name = f"nvidia-smi{where}"
         self.reasons_field = FIELDS[6]
 
     def _run(self, *args: str) -> str:
-        try:
-            done = subprocess.run([*self.command, *args], capture_output=True, text=True, timeout=self.timeout_s,
-                                  check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InputError(f"{' '.join(self.command)} could not run: {exc}") from None
-        if done.returncode != 0:
-            raise InputError(f"{' '.join(self.command)} {' '.join(args)} exited {done.returncode}: "
-                             f"{(done.stderr or done.stdout).strip()[:200]}")  # fmt: skip
-        return done.stdout
+        return self.runner([self.command, *args])
 
     def sample(self) -> list[GpuSample]:
         fields = ",".join((*FIELDS[:6], self.reasons_field, *FIELDS[7:]))
@@ -183,3 +190,20 @@ def find_source(setting: str) -> GpuSource | None:
     if setting == "nvidia-smi":
         raise InputError("telemetry.gpu = 'nvidia-smi', but nvidia-smi is not on PATH")
     return None
+
+
+def remote_source(name: str, host: Host, setting: str) -> GpuSource | None:
+    """nvidia-smi on a role's host over SSH: NVML reads only the GPUs of the host fairwin runs on. With 'auto', a
+    host without nvidia-smi has no source (its caps unobserved); with 'nvml' or 'nvidia-smi' that is an error."""
+    if setting == "none":
+        return None
+    from fairwin.launch.ssh import runner  # asyncssh only where a role runs remotely
+
+    source = NvidiaSmi(host.nvidia_smi, runner(name, host), where=f" on host {name}")
+    try:
+        source.sample()
+    except InputError:
+        if setting == "auto":
+            return None
+        raise
+    return source

@@ -294,6 +294,8 @@ class Window:
         reason = str(error) if isinstance(error, FairwinError) else repr(error)
         with contextlib.suppress(Exception):  # a placeholder that will not stop must not keep production down
             await self._journaled(Step("chain abort", partial(self.chain.abort, reason)))
+        if self.hold is not None and self.hold.restored is not None and self.hold.restored["state"] == "CHAINED":
+            self.hold.restored = None  # left down for a chain that no longer is: production is owed again
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:
         """The restore step, journaled like every other, when a failure skipped it; its failure returned."""

@@ -7,6 +7,7 @@ stopped in a ``finally``: on success, on error and on cancellation (Ctrl-C).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.profiles import PROFILES
-from fairwin.telemetry.gpu import GpuSource
+from fairwin.telemetry.gpu import GpuSource, remote_source
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
 from fairwin.transport import client_session
 from fairwin.vocabulary import START, WAVE, PooledRow
@@ -185,7 +186,7 @@ async def _run_waves(
 
 
 async def _measure(
-    ctx: StartContext, session: aiohttp.ClientSession, target: Target, receipt: dict[str, Any], log: Path
+    ctx: StartContext, session: aiohttp.ClientSession, target: Target, receipt: dict[str, Any], spec: LaunchSpec
 ) -> list[PooledRow]:
     """The warm-up and every cell's waves, the GPUs sampled throughout; the pooled rows carry the start's cap
     and each repeat's dial-backs."""
@@ -193,7 +194,10 @@ async def _measure(
     directory = ctx.window.start_dir(target.start)
     rows: list[PooledRow] = []
     results: list[WaveResult] = []
-    async with sampling(ctx.gpu, directory / "telemetry.jsonl", plan.telemetry.interval_s) as sampler:
+    gpu = ctx.gpu
+    if spec.remote is not None and spec.host is not None:  # the GPUs of the role's own host, over SSH
+        gpu = await asyncio.to_thread(remote_source, spec.host, spec.remote, plan.telemetry.gpu)
+    async with sampling(gpu, directory / "telemetry.jsonl", plan.telemetry.interval_s) as sampler:
         await warm_up_stream(ctx, session, target)
         receipt["warmup"] = await warm_up_waves(ctx, session, target)
         for cell_name in plan.cells:
@@ -202,7 +206,7 @@ async def _measure(
             results += cell_results
     if sampler is None:
         return rows
-    seen = summarize(sampler, plan.telemetry.cap_from, log, plan.telemetry.cap_log_pattern)
+    seen = summarize(sampler, plan.telemetry.cap_from, directory / server_log(spec), plan.telemetry.cap_log_pattern)
     receipt["telemetry"] = seen.model_dump(mode="json")
     spans = [(r.spec.cell, r.spec.repeat, r.started_unix, r.seconds) for r in results]
     events = events_by_repeat(seen.dialbacks, spans)
@@ -259,7 +263,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 ]
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            rows = await _measure(ctx, session, target, receipt, directory / server_log(spec))
+            rows = await _measure(ctx, session, target, receipt, spec)
             if (problem := server.problem()) is not None:
                 raise LaunchError(f"role {start.role}, start {start.name}: {problem}; its measurements are not used")
             receipt["host_after"] = await condition(plan.window.idle_check_s)
