@@ -52,6 +52,7 @@ def pin(plan: Path, role: str, path: Path, digest: str) -> None:
     plan.write_text(text.replace(header, f'{header}identity = {{ "{path}" = "{digest}" }}\n', 1))
 
 
+@pytest.mark.slow
 def test_a_window_runs_its_roles_on_two_remote_hosts(
     make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
 ) -> None:

@@ -19,6 +19,7 @@ from tests.integration.helpers import fairwin, only_window, status
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
+@pytest.mark.slow
 def test_a_start_at_another_cap_with_a_thermal_dialback_makes_the_window_inconclusive(
     make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
