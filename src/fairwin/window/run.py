@@ -116,6 +116,7 @@ def chain_for(
                                          capture=options.get("chain_production"))  # fmt: skip
         if problems:
             raise GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
+        hold.taken = True  # the chain left production down: from the window's first step, it is owed back
     return ChainRun(marker_path=path, placeholders=Placeholders(loaded, hold.production.state_dir),
                     last=wanted == "last", found=found, snapshot=hold.snapshot, commit=commit,
                     coordinator=coordinator(options.get("coordinator")))  # fmt: skip
