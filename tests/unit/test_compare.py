@@ -28,3 +28,4 @@ def test_a_win_and_a_loss_disagree_and_do_not_overlap() -> None:
     rendered = comparison_table(found)
     assert [c.header for c in rendered.columns] == ["window", "mode", "order", "verdict", "c"]
     assert rendered.row_count == 3  # two windows and the agreement row
+    assert str(rendered.title).endswith("pooled_rate_tps effect % \\[interval]")  # shown literally, not as markup

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from rich.markup import escape
 from rich.table import Table
 
 from fairwin.decision import Decision
@@ -65,13 +66,13 @@ def _across(name: str, decisions: Sequence[Decision]) -> CellAcross:
 def comparison_table(found: Comparison) -> Table:
     """One row per window, one column per decision cell: verdict and the primary's effect with its interval."""
     primary = found.windows[0]["primary"] if found.windows else "primary"
-    table = Table(title=f"{len(found.windows)} windows, {primary} effect % [interval]")
+    table = Table(title=escape(f"{len(found.windows)} windows, {primary} effect % [interval]"))
     for column in ("window", "mode", "order", "verdict", *(c.cell for c in found.cells)):
         table.add_column(column)
     for window in found.windows:
         wid = window["window_id"]
         cells = [_cell_text(c.verdicts[wid], c.effects[wid]) for c in found.cells]
-        table.add_row(wid, window["mode"], window["order"], window["verdict"], *cells)
+        table.add_row(wid, window["mode"], window["order"], window["verdict"], *(escape(c) for c in cells))
     table.add_row("", "", "", "agree?", *(_agreement(c) for c in found.cells))
     return table
 
