@@ -263,9 +263,10 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 ]
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            rows = await _measure(ctx, session, target, receipt, spec)
+            measured = await _measure(ctx, session, target, receipt, spec)
             if (problem := server.problem()) is not None:
                 raise LaunchError(f"role {start.role}, start {start.name}: {problem}; its measurements are not used")
+            rows = measured
             receipt["host_after"] = await condition(plan.window.idle_check_s)
         append_jsonl(ctx.window.pooled, rows)
         return rows
