@@ -12,7 +12,7 @@ import pytest
 
 from fairwin.launch.local import LocalServer, make_spec
 from fairwin.metrics.scrape import scrape
-from fairwin.plan.models import Role
+from fairwin.plan.roles import Role
 from fairwin.profiles import VLLM
 from tests.e2e.conftest import ROLES, Engine
 

@@ -6,7 +6,7 @@ import pytest
 
 from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
 from fairwin.launch.local import make_spec
-from fairwin.plan.models import Role
+from fairwin.plan.roles import Role
 from fairwin.window.runtime import check_declared_env, check_running_env, check_speculative, effective_speculative
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'

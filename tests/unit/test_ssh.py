@@ -8,7 +8,7 @@ from pathlib import Path
 from fairwin.launch.local import make_spec
 from fairwin.launch.ssh import RemoteServer, parse_env, resolved
 from fairwin.plan.hosts import Host
-from fairwin.plan.models import Role
+from fairwin.plan.roles import Role
 
 
 def test_the_remote_command_prints_its_pid_then_becomes_the_server_with_exactly_its_environment() -> None:

@@ -26,7 +26,8 @@ from fairwin.decision.rules import get_rule
 from fairwin.durable import read_json, read_jsonl, read_model
 from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanError
 from fairwin.plan.loading import LoadedPlan, parse_plan
-from fairwin.plan.models import Cell, Mode, Role
+from fairwin.plan.models import Cell, Mode
+from fairwin.plan.roles import Role
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import snapshot
 from fairwin.vocabulary import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus

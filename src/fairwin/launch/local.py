@@ -26,7 +26,7 @@ from dotenv import dotenv_values
 from fairwin.errors import HealthTimeoutError, LaunchError, PlanError, ServerExitedError
 from fairwin.launch.scheduling import Scheduling
 from fairwin.plan.hosts import Host
-from fairwin.plan.models import Role
+from fairwin.plan.roles import Role
 
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 HEALTH_POLL_S = 0.1

@@ -8,9 +8,9 @@ from fairwin.plan.models import (
     Family,
     Mode,
     Plan,
-    Role,
     WindowSettings,
 )
+from fairwin.plan.roles import Role
 from fairwin.plan.schedule import StartSpec, WaveSpec, resolve_mode, starts_for, waves_for
 
 __all__ = [

@@ -1,0 +1,79 @@
+"""A role: how to launch one server configuration (here, or on a [hosts.NAME] over SSH)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from fairwin.plan.base import StrictModel
+from fairwin.plan.cpus import CpuList
+
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Role(StrictModel):
+    """How to launch one server configuration."""
+
+    argv: list[str] = Field(min_length=1, description="The command, one list item per argument.")
+    env: dict[str, str] = Field(default_factory=dict, description="Variables set on top of the inherited env.")
+    env_files: list[Path] = Field(default_factory=list, description="KEY=VALUE files applied before `env`.")
+    inherit_env: bool = Field(True, description="Start from fairwin's own environment.")
+    cwd: Path | None = None
+    base_url: str = Field(description="Where the server answers, e.g. http://127.0.0.1:{port}.")
+    port: int | Literal["auto"] | None = Field(
+        None, description="Fills {port}; 'auto' picks a free loopback port at each start."
+    )
+    health_path: str = "/health"
+    startup_timeout_s: float = Field(600.0, gt=0)
+    stop_timeout_s: float = Field(30.0, gt=0)
+    served_model: str = Field(min_length=1, description="The model name requests carry.")
+    base: str | None = Field(None, description="Derive from this role's environment (e.g. production's).")
+    unset_env: list[str] = Field(default_factory=list, description="With base: keys removed from the base env.")
+    allowed_env_differences: list[str] = Field(
+        default_factory=list, description="Keys whose effective value may differ from the base role's."
+    )
+    speculative: dict[str, Any] | None = Field(
+        None, description="The declared speculative config; {} means none. Checked at every start."
+    )
+    host: str | None = Field(None, description="Run on this [hosts.NAME] over SSH (default: here).")
+    identity: dict[str, str] = Field(
+        default_factory=dict, description="Files on the role's host whose sha256 must match, checked at every start."
+    )
+    cpus: CpuList | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
+    nice: int | None = Field(
+        None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("identity")
+    @classmethod
+    def _pins(cls, value: dict[str, str]) -> dict[str, str]:
+        for path, digest in value.items():
+            if not path.startswith("/"):
+                raise ValueError(f"{path!r}: identity pins name absolute paths on the role's host")
+            if not SHA256_RE.match(digest):
+                raise ValueError(f"{path!r}: {digest!r} is not 64 lowercase hex digits (run `sha256sum {path}`)")
+        return value
+
+    @field_validator("health_path")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+    @model_validator(mode="after")
+    def _port_placeholder_has_a_port(self) -> Role:
+        uses_port = "{port}" in self.base_url or any("{port}" in a for a in self.argv)
+        if uses_port and self.port is None:
+            raise ValueError('uses {port} but sets no `port`; set port = 8000 or port = "auto"')
+        return self
