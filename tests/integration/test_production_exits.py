@@ -22,7 +22,7 @@ from fairwin.window.run import run_window
 from fairwin.window.start import ServerHandle, local_launcher
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin, only_window, processes_with, status
-from tests.integration.production import production_plan
+from tests.integration.production import kill_inside_step, production_plan, start_run
 
 
 def journal_has(window: Path, step: str, event: str, after: tuple[str, str] | None = None) -> bool:
@@ -140,14 +140,9 @@ def test_recover_restores_production_as_declared_when_the_window_opened(
     plan = production_plan(make_plan, "prod-snap")
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
-    run = subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    run = start_run(plan)
     try:
-        windows = plan.parent / "windows"
-        wait_until(lambda: any(journal_has(j.parent, "start s1", "begin") for j in windows.glob("*/journal.jsonl")),
-                   run, "start s1")  # fmt: skip
-        run.send_signal(signal.SIGKILL)
-        run.wait(10)
+        kill_inside_step(plan, "start s1", run)
     finally:
         run.kill()
     # Someone edits production's declaration before recovering: recovery restores what was taken down.

@@ -13,13 +13,9 @@ async def digests(spec: LaunchSpec, paths: list[str]) -> dict[str, str | None]:
     """path -> sha256 on the role's host (here, or over SSH with ``sha256sum``); None where the file is absent."""
     if spec.remote is None or spec.host is None:
         return {p: sha256_file(Path(p)) if Path(p).is_file() else None for p in paths}
-    from fairwin.launch.ssh import connect  # asyncssh only where a role runs remotely
+    from fairwin.launch.ssh import run_once  # asyncssh only where a role runs remotely
 
-    conn = await connect(spec.host, spec.remote)
-    try:
-        done = await conn.run("sha256sum -- " + " ".join(shlex.quote(p) for p in paths), check=False)
-    finally:
-        conn.close()
+    done = await run_once(spec.host, spec.remote, "sha256sum -- " + " ".join(shlex.quote(p) for p in paths))
     found: dict[str, str | None] = dict.fromkeys(paths)
     for line in str(done.stdout or "").splitlines():
         digest, _, path = line.partition("  ")

@@ -224,20 +224,26 @@ async def reachable(hosts: Mapping[str, Host]) -> None:
         conn.close()
 
 
+async def run_once(name: str, host: Host, command: str, timeout_s: float | None = None) -> asyncssh.SSHCompletedProcess:
+    """One command on the host over a connection of its own, closed after; LaunchError when the host cannot be
+    reached or the command outlives ``timeout_s``. Its exit status is the caller's to judge."""
+    conn = await connect(name, host)
+    try:
+        return await asyncio.wait_for(conn.run(command, check=False), timeout_s)
+    except TimeoutError:
+        raise LaunchError(f"{command!r} on host {name} took over {timeout_s:g} s") from None
+    finally:
+        conn.close()
+
+
 def runner(name: str, host: Host, timeout_s: float = 10.0) -> Callable[[list[str]], str]:
     """A blocking command runner on the host (for the GPU sampler's thread): its stdout, or InputError."""
 
     async def run(argv: list[str]) -> str:
         try:
-            conn = await connect(name, host)
+            done = await run_once(name, host, shlex.join(argv), timeout_s)
         except LaunchError as exc:
             raise InputError(str(exc)) from None
-        try:
-            done = await asyncio.wait_for(conn.run(shlex.join(argv), check=False), timeout_s)
-        except TimeoutError:
-            raise InputError(f"{argv[0]} on host {name} took over {timeout_s:g} s") from None
-        finally:
-            conn.close()
         if done.exit_status != 0:
             raise InputError(f"{shlex.join(argv)} on host {name} exited {done.exit_status}: "
                              f"{str(done.stderr or done.stdout).strip()[:200]}")  # fmt: skip

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from fairwin.plan.base import NAME_RE, StrictModel
+from fairwin.plan.base import StrictModel, check_names
 
 
 class Placeholder(StrictModel):
@@ -36,7 +36,4 @@ class ChainSettings(StrictModel):
     @field_validator("placeholders")
     @classmethod
     def _names(cls, value: dict[str, Placeholder]) -> dict[str, Placeholder]:
-        for name in value:
-            if not NAME_RE.match(name):
-                raise ValueError(f"placeholder name {name!r} must be letters, digits, '_', '.', '-'")
-        return value
+        return check_names(value, "placeholder name")

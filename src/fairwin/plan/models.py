@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from fairwin.plan.base import NAME_RE, StrictModel
+from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
@@ -153,10 +153,7 @@ class Plan(StrictModel):
     @field_validator("hosts", "roles", "modes", "families", "cells")
     @classmethod
     def _names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name in value:
-            if not NAME_RE.match(name):
-                raise ValueError(f"name {name!r} must be letters, digits, '_', '.', '-'")
-        return value
+        return check_names(value)
 
     @model_validator(mode="after")
     def _references(self) -> Plan:

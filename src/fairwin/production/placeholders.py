@@ -58,6 +58,11 @@ class Placeholders:
             done.append(f"{name}: stopped pid {pid} ({await stop_group(pid, pid, grace)})")
         return done
 
+    async def stop_all(self, listed: list[dict[str, Any]]) -> list[str]:
+        """:meth:`stop` every placeholder listed and every one recorded only by its pid file (a window that died
+        while starting them leaves them so): what ends a chain, aborted or recovered."""
+        return await self.stop([*listed, *self.recorded()])
+
     def recorded(self) -> list[dict[str, Any]]:
         """Every declared placeholder whose pid file is in ``state_dir``, as recorded: what a window that died
         while starting them leaves for recovery (whether each still runs is :meth:`stop`'s to check)."""

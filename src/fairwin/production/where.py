@@ -56,18 +56,12 @@ class OverSsh:
         self.label = f" on host {name}"
 
     async def _run(self, command: str) -> tuple[int | None, str]:
-        from fairwin.launch.ssh import connect  # asyncssh only where a host is used
+        from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
 
         try:
-            conn = await connect(self.name, self.host)
+            done = await run_once(self.name, self.host, command, COMMAND_TIMEOUT_S)
         except LaunchError as exc:
             raise ProductionError(str(exc)) from None
-        try:
-            done = await asyncio.wait_for(conn.run(command, check=False), COMMAND_TIMEOUT_S)
-        except TimeoutError:
-            raise ProductionError(f"{command!r} on host {self.name} took over {COMMAND_TIMEOUT_S:g} s") from None
-        finally:
-            conn.close()
         return done.exit_status, str(done.stdout or "") + str(done.stderr or "")
 
     async def run(self, what: str, argv: list[str]) -> str:

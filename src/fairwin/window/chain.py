@@ -185,8 +185,8 @@ class ChainRun:
         """A failure inside the chain: every placeholder down (the previous window's and this one's) before
         production is given back; the marker is cleared once it is (:meth:`cleared`)."""
         self.end, self.reason = "ABORTED", reason
-        listed = [*(self.found.placeholders if self.found else []), *self.started, *self.placeholders.recorded()]
-        return {"placeholders": await self.placeholders.stop(listed)}
+        listed = [*(self.found.placeholders if self.found else []), *self.started]
+        return {"placeholders": await self.placeholders.stop_all(listed)}
 
     def cleared(self, hold: Hold) -> None:
         """Clear the marker of an aborted chain once production is back (a failed restore keeps it)."""
@@ -219,7 +219,7 @@ async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str],
         return None
     production = Production(loaded, output_dir)
     placeholders = Placeholders(loaded, Path(marker.placeholder_dir))
-    stopped = await placeholders.stop(marker.placeholders + placeholders.recorded())
+    stopped = await placeholders.stop_all(marker.placeholders)
     hold = Hold(production, [], say, taken=True)
     restored = await hold.give_back()
     path.unlink(missing_ok=True)

@@ -136,8 +136,8 @@ async def _give_back(
     """Production restored and watched, after any placeholder still holding the hardware is taken down. A chain
     in progress is aborted (fairwin died inside one of its windows): its marker goes once production is back."""
     placeholders = Placeholders(loaded, production.state_dir)  # a chained window may have started some
-    listed = (chain.placeholders if chain is not None else []) + placeholders.recorded()
-    result.stopped += [line for line in await placeholders.stop(listed) if not line.endswith("already gone")]
+    listed = chain.placeholders if chain is not None else []
+    result.stopped += [line for line in await placeholders.stop_all(listed) if not line.endswith("already gone")]
     hold = Hold(production, [], lambda _line: None, taken=True)
     try:
         result.production = await hold.give_back()
