@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ import pytest
 
 from fairwin.durable import scan_jsonl
 from fairwin.launch.local import free_port
+from fairwin.window.journal import DRILL_KILL_AT
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin
 
@@ -52,9 +52,11 @@ def stop_production() -> Iterator[list[Path]]:
         fairwin("production", "down", str(plan))
 
 
-def start_run(plan: Path, *flags: str) -> subprocess.Popen[str]:
+def start_run(plan: Path, *flags: str, kill_at: str | None = None) -> subprocess.Popen[str]:
+    """``fairwin run`` in the background; ``kill_at`` ("STEP:EVENT") is the recovery drill's kill -9."""
+    env = {**os.environ, DRILL_KILL_AT: kill_at} if kill_at else None
     return subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet", "--coordinator", "ci",
-                             *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                             *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
 
 
 def wait_for_step(plan: Path, step: str, process: subprocess.Popen[str], timeout: float = 60) -> Path:
@@ -69,43 +71,17 @@ def wait_for_step(plan: Path, step: str, process: subprocess.Popen[str], timeout
     raise AssertionError(f"step {step} never began")
 
 
-def kill_inside_step(
-    plan: Path, step: str, process: subprocess.Popen[str], event: str = "begin", timeout: float = 60
-) -> Path:
-    """SIGKILL the window inside ``step``, once its ``event`` is journaled and before the step ends.
-
-    Every journal append takes the journal's exclusive flock. This holds that lock and hands it to
-    the window one append at a time (only when /proc/locks shows the window waiting for it), so no
-    row is written unseen: the window is killed as soon as the row appears, however short the step."""
-    deadline = time.monotonic() + timeout
-    while not (found := [j for j in (plan.parent / "windows").glob("*/journal.jsonl") if _running(j.parent)]):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "the window never opened"
-        time.sleep(0.001)
-    journal = found[0]
-    fd = os.open(journal, os.O_RDONLY)
+def killed_inside(plan: Path, process: subprocess.Popen[str], kill_at: str, timeout: float = 60) -> Path:
+    """The window that ``process`` (started with ``kill_at``) was, once the drill killed it right after that row."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        while True:
-            events = [(e.get("step"), e.get("event")) for e in scan_jsonl(journal)[0]]
-            if (step, event) in events:
-                assert not {(step, "end"), (step, "failed")} & set(events), f"{step} ended unseen: {events}"
-                process.send_signal(signal.SIGKILL)
-                process.wait(10)
-                return journal.parent
-            while not _waiting_for(journal.stat().st_ino):
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, f"the window never reached {step}"
-                time.sleep(0.001)
-            fcntl.flock(fd, fcntl.LOCK_UN)  # the waiting window appends one row ...
-            fcntl.flock(fd, fcntl.LOCK_EX)  # ... and this waits for its unlock
+        assert process.wait(timeout) == -signal.SIGKILL, process.communicate()
     finally:
-        os.close(fd)
-
-
-def _waiting_for(inode: int) -> bool:
-    """Whether some process is blocked waiting for a lock on the file with this inode (``/proc/locks``)."""
-    return any("->" in line and f":{inode} " in line for line in Path("/proc/locks").read_text().splitlines())
+        process.kill()
+    killed = [j for j in (plan.parent / "windows").glob("*/journal.jsonl") if _running(j.parent)]
+    assert len(killed) == 1, killed
+    last = scan_jsonl(killed[0])[0][-1]
+    assert f"{last['step']}:{last['event']}" == kill_at  # killed inside the step: nothing after that row
+    return killed[0].parent
 
 
 def _running(window: Path) -> bool:

@@ -13,7 +13,7 @@ import pytest
 from fairwin.durable import read_jsonl
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, processes_with, status
-from tests.integration.production import kill_inside_step, production_plan, start_run
+from tests.integration.production import killed_inside, production_plan, start_run
 
 
 def chain_plan(make_plan: PlanFactory, model: str, **roles: object) -> Path:
@@ -178,11 +178,7 @@ def test_recover_after_fairwin_died_inside_a_chain_aborts_it(
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     assert run(plan, "--chain").returncode == 0
-    second = start_run(plan, "--chain")
-    try:
-        window = kill_inside_step(plan, "start s2", second, event="launched")
-    finally:
-        second.kill()
+    window = killed_inside(plan, start_run(plan, "--chain", kill_at="start s2:launched"), "start s2:launched")
     recovered = fairwin("recover", str(plan))
     assert recovered.returncode == 0, recovered.stderr
     assert "production RESTORED" in recovered.stdout and "ABORTED (decision REJECT)" in recovered.stdout

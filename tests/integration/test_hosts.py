@@ -17,7 +17,7 @@ from fairwin.durable import read_jsonl, scan_jsonl, sha256_file
 from fairwin.launch.local import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status
-from tests.integration.production import WATCH, kill_inside_step, start_run
+from tests.integration.production import WATCH, killed_inside, start_run
 from tests.integration.sshd import SshHosts
 
 
@@ -138,11 +138,7 @@ def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_resto
 @pytest.mark.slow
 def test_recover_stops_a_server_left_on_a_remote_host(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
     plan = remote_plan(make_plan, ssh_hosts, "ssh-kill")
-    run = start_run(plan)
-    try:
-        window = kill_inside_step(plan, "start s2", run, event="launched")
-    finally:
-        run.kill()
+    window = killed_inside(plan, start_run(plan, kill_at="start s2:launched"), "start s2:launched")
     assert len(processes_with("ssh-kill-b")) == 1  # left running on h2 by the fairwin that died
     recovered = fairwin("recover", str(plan))
     assert recovered.returncode == 0, recovered.stderr

@@ -18,7 +18,7 @@ from fairwin.window.run import run_window
 from fairwin.window.start import ServerHandle, local_launcher
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, processes_with, status
-from tests.integration.production import kill_inside_step, production_plan, start_run, wait_for_step
+from tests.integration.production import killed_inside, production_plan, start_run, wait_for_step
 
 
 def test_production_commands_prove_up_and_down(make_plan: PlanFactory, stop_production: list[Path]) -> None:
@@ -133,11 +133,8 @@ def test_a_window_killed_at_any_step_is_recovered(
     plan = production_plan(make_plan, "prod-kill")
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
-    run = start_run(plan)
-    try:
-        window = kill_inside_step(plan, step, run, event="launched" if step.startswith("start") else "begin")
-    finally:
-        run.kill()
+    kill_at = f"{step}:launched" if step.startswith("start") else f"{step}:begin"
+    window = killed_inside(plan, start_run(plan, kill_at=kill_at), kill_at)
     recovered = fairwin("recover", str(plan))
     assert recovered.returncode == 0, recovered.stderr
     assert fairwin("production", "status", str(plan)).returncode == 0  # production healthy

@@ -22,7 +22,7 @@ from fairwin.window.run import run_window
 from fairwin.window.start import ServerHandle, local_launcher
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin, only_window, processes_with, status
-from tests.integration.production import kill_inside_step, production_plan, start_run
+from tests.integration.production import killed_inside, production_plan, start_run
 
 
 def journal_has(window: Path, step: str, event: str, after: tuple[str, str] | None = None) -> bool:
@@ -140,11 +140,7 @@ def test_recover_restores_production_as_declared_when_the_window_opened(
     plan = production_plan(make_plan, "prod-snap")
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
-    run = start_run(plan)
-    try:
-        kill_inside_step(plan, "start s1", run)
-    finally:
-        run.kill()
+    killed_inside(plan, start_run(plan, kill_at="start s1:begin"), "start s1:begin")
     # Someone edits production's declaration before recovering: recovery restores what was taken down.
     plan.write_text(plan.read_text().replace('"--model", "prod-snap"', '"--model", "prod-snap-edited"'))
     recovered = fairwin("recover", str(plan))

@@ -12,12 +12,20 @@ stops every server launched or being launched, and gives production back (from t
 snapshot recorded at ``open``) when ``production down`` began and no ``restore``
 ended. Recovery appends its own ``recover`` begin and end.
 
+A recovery drill: with ``FAIRWIN_DRILL_KILL_AT="STEP:EVENT"`` (``"start s2:launched"``)
+in its environment, fairwin kills itself with SIGKILL as soon as that row is on disk,
+exactly as a kill -9 landing inside the step would; ``fairwin recover`` then has
+something real to finish. Teams rehearse recovery on their own hosts with it, and the
+tests kill a window inside each step with it, however short the step.
+
 Rows are ``fairwin.journal/1``; journals written before the format existed have rows
 without ``format`` and read the same.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +41,11 @@ Event = Literal["begin", "end", "failed", "interrupted", "launching", "launched"
 def record(path: Path, step: str, event: Event, **details: Any) -> None:
     """One transition, appended whole and fsynced before this returns (so before it is acted on)."""
     append_jsonl(path, [{"format": JOURNAL.id, "time": time.time(), "step": step, "event": event, **details}])
+    if os.environ.get(DRILL_KILL_AT) == f"{step}:{event}":
+        os.kill(os.getpid(), signal.SIGKILL)  # the drill: nothing after this row runs, as after a kill -9
+
+
+DRILL_KILL_AT = "FAIRWIN_DRILL_KILL_AT"
 
 
 def read_journal(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
