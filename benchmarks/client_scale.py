@@ -25,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.launch.local import free_port
+from fairwin.launch.spec import free_port
 from fairwin.load.prepare import PreparedPrompt, prompt_key
 from fairwin.load.wave import Target, run_wave
 from fairwin.plan.loading import Prompt

@@ -10,7 +10,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from fairwin.launch.local import LocalServer, make_spec
+from fairwin.launch.local import LocalServer
+from fairwin.launch.spec import make_spec
 from fairwin.metrics.scrape import scrape
 from fairwin.plan.roles import Role
 from fairwin.profiles import VLLM

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fairwin.durable import scan_jsonl
-from fairwin.launch.local import free_port
+from fairwin.launch.spec import free_port
 from fairwin.window.journal import DRILL_KILL_AT
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin

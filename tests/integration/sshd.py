@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fairwin.launch.local import free_port
+from fairwin.launch.spec import free_port
 
 
 def _sshd() -> str | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.durable import read_jsonl, scan_jsonl, sha256_file
-from fairwin.launch.local import free_port
+from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status
 from tests.integration.production import WATCH, killed_inside, start_run
@@ -87,7 +87,7 @@ def test_a_worker_whose_pinned_file_changed_is_refused_before_it_starts(
     pin(plan, "A", worker, "0" * 64)
     done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 3, done.stderr
-    assert f"role A: {worker} on host h1 has sha256 {sha256_file(worker)[:16]}..., not the pinned 0000" in done.stderr
+    assert f"role A on host h1: {worker} has sha256 {sha256_file(worker)[:16]}..., not the pinned 0000" in done.stderr
     assert not (only_window(plan) / "starts" / "s1" / "h1.log").exists() and processes_with("ssh-pin") == []
 
 

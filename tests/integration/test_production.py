@@ -11,11 +11,11 @@ import pytest
 
 from fairwin.durable import read_jsonl
 from fairwin.errors import ServerExitedError
-from fairwin.launch.local import LaunchSpec
+from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.production.proof import port_state
+from fairwin.window.processes import ServerHandle, local_launcher
 from fairwin.window.run import run_window
-from fairwin.window.start import ServerHandle, local_launcher
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run, wait_for_step

@@ -15,11 +15,11 @@ import pytest
 
 from fairwin.durable import read_jsonl, scan_jsonl
 from fairwin.gates.budget import calibrate, estimate
-from fairwin.launch.local import LaunchSpec
+from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.window.preflight import preflight
+from fairwin.window.processes import ServerHandle, local_launcher
 from fairwin.window.run import run_window
-from fairwin.window.start import ServerHandle, local_launcher
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin, only_window, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run

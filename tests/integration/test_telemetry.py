@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.durable import read_jsonl
-from fairwin.launch.local import free_port
+from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, status
 

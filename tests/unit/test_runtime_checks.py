@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
-from fairwin.launch.local import make_spec
+from fairwin.launch.spec import make_spec
 from fairwin.plan.roles import Role
 from fairwin.window.runtime import check_declared_env, check_running_env, check_speculative, effective_speculative
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from fairwin.launch.local import make_spec
+from fairwin.launch.spec import make_spec
 from fairwin.launch.ssh import RemoteServer, parse_env, resolved
 from fairwin.plan.hosts import Host
 from fairwin.plan.roles import Role

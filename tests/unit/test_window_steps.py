@@ -13,7 +13,8 @@ from aiohttp import web
 
 from fairwin.durable import read_jsonl
 from fairwin.errors import ServerExitedError
-from fairwin.launch.local import LaunchSpec, StopRecord
+from fairwin.launch.local import StopRecord
+from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.sim.app import build_app
 from fairwin.sim.model import SimConfig
@@ -70,6 +71,9 @@ class ThreadSim:
         return self.spec.env
 
     def problem(self) -> str | None:
+        return None
+
+    def exit_code(self) -> int | None:
         return None
 
     async def stop(self) -> StopRecord:

@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from fairwin.durable import sha256_file
-from fairwin.launch.local import LaunchSpec
+from fairwin.launch.spec import LaunchSpec
 
 
 async def digests(spec: LaunchSpec, paths: list[str]) -> dict[str, str | None]:

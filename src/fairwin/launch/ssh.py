@@ -25,10 +25,12 @@ import aiohttp
 import asyncssh
 
 from fairwin.errors import GateRefused, HealthTimeoutError, InputError, LaunchError, ServerExitedError
-from fairwin.launch.local import HEALTH_POLL_S, LaunchSpec, StopRecord
+from fairwin.launch.local import HEALTH_POLL_S, StopRecord
+from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.hosts import Host
 
 POLL_S = 0.1
+EXIT_STATUS_WAIT_S = 2.0
 
 
 async def connect(name: str, host: Host) -> asyncssh.SSHClientConnection:
@@ -111,7 +113,7 @@ class RemoteServer:
         self.process = await self.conn.create_process(command, stderr=asyncssh.STDOUT, encoding=None)
         first = await self.process.stdout.readline()
         if not first.strip().isdigit():
-            raise LaunchError(f"role {self.spec.role_name} on host {self.host_name}: no pid from the launch "
+            raise LaunchError(f"{self.spec.label}: no pid from the launch "
                               f"({first[:200]!r}); is `sh` the login shell's sh?")  # fmt: skip
         self.remote_pid = int(first)
         self._pump = asyncio.create_task(self._copy_output())
@@ -131,8 +133,12 @@ class RemoteServer:
                     log.flush()
             except (asyncssh.Error, OSError) as exc:
                 self.lost = f"the SSH connection to host {self.host_name} was lost: {exc}"
+        if self.process.exit_status is None and self.lost is None:
+            # The output ends a moment before the exit status arrives: a server that exited is not a lost link.
+            with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
+                await asyncio.wait_for(self.process.wait(), EXIT_STATUS_WAIT_S)
         if self.process.exit_status is None and self.stop_record is None and self.lost is None:
-            self.lost = f"the SSH connection to host {self.host_name} closed while role {self.spec.role_name} ran"
+            self.lost = f"the SSH connection to host {self.host_name} closed while the process ran"
 
     async def process_env(self) -> dict[str, str] | None:
         if self.conn is None or self.remote_pid is None:
@@ -143,16 +149,16 @@ class RemoteServer:
     def problem(self) -> str | None:
         return self.lost
 
-    def _exited(self) -> int | None:
+    def exit_code(self) -> int | None:
         return self.process.exit_status if self.process is not None else None
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
         t0 = time.monotonic()
         last = "no answer yet"
         while True:
-            if (code := self._exited()) is not None or self.lost:
+            if (code := self.exit_code()) is not None or self.lost:
                 raise ServerExitedError(
-                    f"role {self.spec.role_name} on host {self.host_name}: "
+                    f"{self.spec.label}: "
                     + (self.lost or f"server exited with code {code} before it was healthy")
                     + f" (log: {self.log_path})"
                 )
@@ -164,7 +170,7 @@ class RemoteServer:
             except (TimeoutError, aiohttp.ClientError) as exc:
                 last = str(exc) or type(exc).__name__
             if time.monotonic() - t0 >= self.spec.startup_timeout_s:
-                raise HealthTimeoutError(f"role {self.spec.role_name} on host {self.host_name}: "
+                raise HealthTimeoutError(f"{self.spec.label}: "
                                          f"{self.spec.health_url} not healthy after {self.spec.startup_timeout_s:g} s "
                                          f"({last}; log: {self.log_path})")  # fmt: skip
             await asyncio.sleep(HEALTH_POLL_S)
@@ -182,7 +188,7 @@ class RemoteServer:
         if conn is None:
             conn = self.conn = await connect(self.host_name, self.host)
         sent = await stop_remote_group(conn, self.remote_pid, self.spec.stop_timeout_s)
-        self.stop_record = StopRecord(sent, self._exited(), time.monotonic() - t0)
+        self.stop_record = StopRecord(sent, self.exit_code(), time.monotonic() - t0)
         await self._close()
         return self.stop_record
 

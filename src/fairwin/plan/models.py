@@ -189,10 +189,15 @@ class Plan(StrictModel):
 
     def _remote_roles(self) -> None:
         for role_name, role in self.roles.items():
+            where = [role.host, *(w.host for w in role.workers)]
+            for i, host in enumerate(where):
+                if host is not None and host not in self.hosts:
+                    key = "host" if i == 0 else f"workers[{i - 1}].host"
+                    raise ValueError(f"roles.{role_name}.{key} names {host!r}, which [hosts] does not declare")
+            if len(set(where)) < len(where):
+                raise ValueError(f"roles.{role_name}: the head and its workers each need a host of their own")
             if role.host is None:
                 continue
-            if role.host not in self.hosts:
-                raise ValueError(f"roles.{role_name}.host names {role.host!r}, which [hosts] does not declare")
             if role.port == "auto":
                 raise ValueError(f"roles.{role_name}: a role on a remote host needs a fixed port, not 'auto'")
             if role.cpus is not None or role.nice is not None:
@@ -208,10 +213,10 @@ class Plan(StrictModel):
         role = self.roles.get(role_name)
         if role is None:
             raise ValueError(f"production.role names role {role_name!r}, which is not declared")
-        if role.host is not None:
+        if role.workers:
             raise ValueError(
-                f"production.role {role_name} runs on host {role.host}: fairwin launches production on its own "
-                "host only; manage a remote production with up, down and production.host"
+                f"production.role {role_name} has workers: fairwin launches a one-host production only; manage a "
+                "multi-host production with up, down and production.host"
             )
         if not isinstance(role.port, int) and "{port}" in role.base_url:
             raise ValueError(

@@ -1,4 +1,9 @@
-"""A role: how to launch one server configuration (here, or on a [hosts.NAME] over SSH)."""
+"""A role: how to launch one server configuration (here, or on a [hosts.NAME] over SSH).
+
+A role that spans hosts lists its ``workers``: each is launched in order and waited
+ready (a log line, a port, time alive) before the next, and the role's own argv, the
+**head**, last; health is checked on the head's URL, the way multi-node vLLM starts.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,50 @@ from fairwin.plan.base import StrictModel
 from fairwin.plan.cpus import CpuList
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _checked_pins(value: dict[str, str]) -> dict[str, str]:
+    for path, digest in value.items():
+        if not path.startswith("/"):
+            raise ValueError(f"{path!r}: identity pins name absolute paths on the role's host")
+        if not SHA256_RE.match(digest):
+            raise ValueError(f"{path!r}: {digest!r} is not 64 lowercase hex digits (run `sha256sum {path}`)")
+    return value
+
+
+class Ready(StrictModel):
+    """When a worker counts as ready, so the next process may start: every check given must pass."""
+
+    log: str | None = Field(None, description="A regex its output must print, e.g. 'Engine core ready'.")
+    port: int | None = Field(None, ge=1, le=65535, description="A TCP port on its host that must accept.")
+    after_s: float = Field(0.0, ge=0, description="Alive at least this long after its launch.")
+    timeout_s: float = Field(300.0, gt=0, description="Not ready by then: the start fails.")
+
+    @field_validator("log")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+        return value
+
+
+class Worker(StrictModel):
+    """One more process of a role that spans hosts, launched (in list order) before the role's own argv."""
+
+    host: str | None = Field(None, description="The [hosts.NAME] it runs on (default: here).")
+    argv: list[str] = Field(min_length=1, description="Its command; {head_address} is the head's host address.")
+    env: dict[str, str] = Field(default_factory=dict, description="Variables on top of the role's.")
+    cwd: Path | None = None
+    identity: dict[str, str] = Field(default_factory=dict, description="Files on its host whose sha256 must match.")
+    ready: Ready = Field(default_factory=Ready, description="When the next process may start.")
+
+    @field_validator("identity")
+    @classmethod
+    def _pins(cls, value: dict[str, str]) -> dict[str, str]:
+        return _checked_pins(value)
 
 
 class Role(StrictModel):
@@ -42,6 +91,9 @@ class Role(StrictModel):
     identity: dict[str, str] = Field(
         default_factory=dict, description="Files on the role's host whose sha256 must match, checked at every start."
     )
+    workers: list[Worker] = Field(
+        default_factory=list, description="Processes on other hosts started first, in order (multi-node serving)."
+    )
     cpus: CpuList | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
     nice: int | None = Field(
         None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
@@ -57,12 +109,7 @@ class Role(StrictModel):
     @field_validator("identity")
     @classmethod
     def _pins(cls, value: dict[str, str]) -> dict[str, str]:
-        for path, digest in value.items():
-            if not path.startswith("/"):
-                raise ValueError(f"{path!r}: identity pins name absolute paths on the role's host")
-            if not SHA256_RE.match(digest):
-                raise ValueError(f"{path!r}: {digest!r} is not 64 lowercase hex digits (run `sha256sum {path}`)")
-        return value
+        return _checked_pins(value)
 
     @field_validator("health_path")
     @classmethod

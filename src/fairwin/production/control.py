@@ -22,7 +22,7 @@ import aiohttp
 
 from fairwin.durable import canonical_json, read_json, sha256_bytes, sha256_file, write_json_atomic
 from fairwin.errors import InputError, ProductionError
-from fairwin.launch.local import LaunchSpec, make_spec
+from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production.detached import command_of, launch_detached

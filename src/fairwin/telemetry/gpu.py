@@ -54,6 +54,7 @@ class GpuSample(BaseModel):
 
     time: float
     gpu: int
+    host: str | None = None  # set when a start's processes span hosts ("here": fairwin's own)
     uuid: str
     name: str
     sm_mhz: float | None
@@ -207,3 +208,17 @@ def remote_source(name: str, host: Host, setting: str) -> GpuSource | None:
             return None
         raise
     return source
+
+
+class PerHost:
+    """The GPUs of every host a start runs on, read one host after the other; each sample names its host."""
+
+    def __init__(self, sources: dict[str, GpuSource]) -> None:
+        self.sources = sources
+        self.name = " + ".join(source.name for source in sources.values())
+
+    def sample(self) -> list[GpuSample]:
+        return [s.model_copy(update={"host": host}) for host, source in self.sources.items() for s in source.sample()]
+
+    def compute_processes(self) -> list[dict[str, Any]]:
+        return [{**p, "host": host} for host, source in self.sources.items() for p in source.compute_processes()]

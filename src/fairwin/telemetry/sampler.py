@@ -35,6 +35,7 @@ class Dialback(BaseModel):
 
     time: float
     gpu: int
+    host: str | None = None
     kind: str  # thermal | power
     reasons: list[str]
 
@@ -98,7 +99,8 @@ async def sampling(source: GpuSource | None, path: Path, interval_s: float) -> A
 def summarize(sampler: Sampler, cap_from: str, log: Path | None = None, pattern: str | None = None) -> StartTelemetry:
     by_gpu: dict[str, list[GpuSample]] = {}
     for sample in sampler.samples:
-        by_gpu.setdefault(sample.uuid or str(sample.gpu), []).append(sample)
+        gpu = sample.uuid or str(sample.gpu)
+        by_gpu.setdefault(f"{sample.host}/{gpu}" if sample.host else gpu, []).append(sample)
     busy = [s.sm_mhz for s in sampler.samples if s.sm_mhz is not None and not (s.reasons or 0) & IDLE]
     problems = [f"{len(sampler.failed)} failed reads (first: {sampler.failed[0]})"] if sampler.failed else []
     cap_by_gpu = {gpu: _cap(samples, cap_from) for gpu, samples in by_gpu.items()}
@@ -146,7 +148,9 @@ def _dialbacks(samples: list[GpuSample]) -> list[Dialback]:
     for sample in sorted(samples, key=lambda s: s.time):
         kind = sample.dialback
         if kind is not None and not before:
-            found.append(Dialback(time=sample.time, gpu=sample.gpu, kind=kind, reasons=sample.reason_names))
+            found.append(
+                Dialback(time=sample.time, gpu=sample.gpu, host=sample.host, kind=kind, reasons=sample.reason_names)
+            )
         before = kind is not None
     return found
 

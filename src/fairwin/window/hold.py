@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from fairwin.errors import InputError, ProductionError, RestoreFailed
-from fairwin.launch.local import make_spec
+from fairwin.launch.spec import make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.proof import port_state

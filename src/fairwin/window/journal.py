@@ -5,9 +5,10 @@ snapshot recorded) → ``production down`` (proved) → ``quiet`` (proved) → `
 … ``start sN`` → ``quiet after`` → ``restore`` (production up, then watched) →
 ``decide`` → ``archive`` → ``budget`` → ``close`` (the final state). Each step's
 ``begin`` is on disk before the step acts, and its ``end``, ``failed`` or
-``interrupted`` after; within a start, ``launching`` (the argv) is written before the
-server is launched and ``launched`` (its pid, the leader of its own process group)
-right after. That is what undoes a window whose fairwin died: ``fairwin recover``
+``interrupted`` after; within a start, ``launching`` (the argv) is written before each
+process is launched and ``launched`` (its pid, the leader of its own process group)
+right after; a role that spans hosts journals each worker's with its ``member``.
+That is what undoes a window whose fairwin died: ``fairwin recover``
 stops every server launched or being launched, and gives production back (from the
 snapshot recorded at ``open``) when ``production down`` began and no ``restore``
 ended. Recovery appends its own ``recover`` begin and end.
@@ -94,13 +95,15 @@ class Launched:
 
 
 def servers(events: list[dict[str, Any]]) -> list[Launched]:
-    """Every server launched or being launched, the last record per start."""
-    found: dict[str, Launched] = {}
+    """Every process launched or being launched, the last record per start and member (a role's head, or each
+    of its workers on other hosts)."""
+    found: dict[tuple[str, str], Launched] = {}
     for event in events:
         if event.get("event") in ("launching", "launched") and isinstance(event.get("argv"), list):
             pid = event.get("pid") if isinstance(event.get("pid"), int) else None
             host = event.get("host") if isinstance(event.get("host"), str) else None
-            found[str(event.get("step"))] = Launched(pid, [str(a) for a in event["argv"]], host)
+            key = (str(event.get("step")), str(event.get("member", "head")))
+            found[key] = Launched(pid, [str(a) for a in event["argv"]], host)
     return list(found.values())
 
 

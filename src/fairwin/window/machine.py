@@ -33,8 +33,9 @@ from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
 from fairwin.window.lock import release
 from fairwin.window.preflight import Preflight
+from fairwin.window.processes import Launcher
 from fairwin.window.shield import to_the_end
-from fairwin.window.start import Launcher, StartContext, run_start
+from fairwin.window.start import StartContext, run_start
 
 
 @dataclass

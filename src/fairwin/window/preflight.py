@@ -14,8 +14,8 @@ from pathlib import Path
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
 from fairwin.errors import PlanError
 from fairwin.gates.power import error_rate_warnings, power_warnings
-from fairwin.launch.local import make_spec
 from fairwin.launch.scheduling import check_cpus_exist
+from fairwin.launch.spec import make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode

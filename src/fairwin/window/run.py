@@ -25,7 +25,7 @@ from fairwin.window.layout import WindowDir, new_window_id
 from fairwin.window.lock import HardwareHeld, acquire, coordinator, lock_path, refuse_if_held, release
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
-from fairwin.window.start import Launcher, local_launcher
+from fairwin.window.processes import Launcher, local_launcher
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
-from fairwin.launch.local import LaunchSpec
+from fairwin.launch.spec import LaunchSpec
 
 SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 STANDARD = "standard"
@@ -56,7 +56,7 @@ def check_running_env(
     changed = env_differences(spec.env if expected is None else expected, actual)
     if changed:
         raise RuntimeCheckError(
-            f"role {spec.role_name}: the running server's environment differs from the declared one in "
+            f"{spec.label}: the running server's environment differs from the declared one in "
             f"{_listed(changed)}; something between fairwin and the server changed it (a wrapper script?)"
         )
     if spec.base_env is not None:
@@ -113,18 +113,15 @@ def check_speculative(
     return effective
 
 
-def check_identity(
-    role: str, host: str | None, pins: Mapping[str, str], found: Mapping[str, str | None]
-) -> dict[str, str]:
-    """Every pinned file has its pinned sha256 on the role's host; raises naming the first that does not."""
-    where = f"on host {host}" if host else "here"
+def check_identity(label: str, pins: Mapping[str, str], found: Mapping[str, str | None]) -> dict[str, str]:
+    """Every pinned file has its pinned sha256 on the process's host; raises naming the first that does not."""
     for path, pinned in pins.items():
         actual = found.get(path)
         if actual is None:
-            raise RuntimeCheckError(f"role {role}: identity pin {path} does not exist {where}")
+            raise RuntimeCheckError(f"{label}: identity pin {path} does not exist there")
         if actual != pinned:
             raise RuntimeCheckError(
-                f"role {role}: {path} {where} has sha256 {actual[:16]}..., not the pinned {pinned[:16]}...; "
+                f"{label}: {path} has sha256 {actual[:16]}..., not the pinned {pinned[:16]}...; "
                 "the worker is not the one the plan was qualified with"
             )
     return dict(pins)

@@ -11,15 +11,13 @@ import asyncio
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 
 from fairwin.durable import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.errors import LaunchError
-from fairwin.launch.identity import digests
-from fairwin.launch.local import LaunchSpec, LocalServer, StopRecord, make_spec
+from fairwin.launch.spec import LaunchSpec
 from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.load.wave import Target, WaveResult, run_wave
 from fairwin.plan.loading import LoadedPlan
@@ -27,63 +25,28 @@ from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.profiles import PROFILES
-from fairwin.telemetry.gpu import GpuSource, remote_source
+from fairwin.telemetry.gpu import GpuSource, PerHost, remote_source
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
 from fairwin.transport import client_session
 from fairwin.vocabulary import START, WAVE, PooledRow
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
+from fairwin.window.processes import (
+    Launcher,
+    check_envs,
+    check_identities,
+    launch_all,
+    problem,
+    server_log,
+    start_processes,
+    stop_all,
+    stop_receipt,
+)
 from fairwin.window.records import append_streams
-from fairwin.window.runtime import check_identity, check_running_env, check_speculative
+from fairwin.window.runtime import check_speculative
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
 
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
-
-
-class ServerHandle(Protocol):
-    """What the window needs of a launched server; tests inject their own."""
-
-    spec: LaunchSpec
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process (and process group) id once started; None where there is no process."""
-
-    @property
-    def scheduling(self) -> dict[str, object] | None:
-        """What start() applied (CPU set, nice), for the receipt."""
-
-    async def start(self) -> None: ...
-
-    async def wait_healthy(self, session: aiohttp.ClientSession) -> float: ...
-
-    async def process_env(self) -> dict[str, str] | None: ...
-
-    @property
-    def expected_env(self) -> dict[str, str]:
-        """The whole environment the server should be running with (what the runtime check compares)."""
-
-    def problem(self) -> str | None:
-        """Why the server can no longer be trusted though it may still answer (a lost SSH connection)."""
-
-    async def stop(self) -> StopRecord: ...
-
-
-Launcher = Callable[[LaunchSpec, Path], ServerHandle]
-
-
-def server_log(spec: LaunchSpec) -> str:
-    """The server's log in its start's directory: server.log here, HOST.log for a server on a remote host."""
-    return f"{spec.host}.log" if spec.host is not None else "server.log"
-
-
-def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
-    """A child process here, or over SSH where the role names a host."""
-    if spec.remote is not None and spec.host is not None:
-        from fairwin.launch.ssh import RemoteServer  # asyncssh is imported only where a role runs remotely
-
-        return RemoteServer(spec=spec, host_name=spec.host, host=spec.remote, log_path=log_path)
-    return LocalServer(spec=spec, log_path=log_path)
 
 
 def redacted(env: dict[str, str]) -> dict[str, str]:
@@ -186,7 +149,11 @@ async def _run_waves(
 
 
 async def _measure(
-    ctx: StartContext, session: aiohttp.ClientSession, target: Target, receipt: dict[str, Any], spec: LaunchSpec
+    ctx: StartContext,
+    session: aiohttp.ClientSession,
+    target: Target,
+    receipt: dict[str, Any],
+    specs: list[LaunchSpec],
 ) -> list[PooledRow]:
     """The warm-up and every cell's waves, the GPUs sampled throughout; the pooled rows carry the start's cap
     and each repeat's dial-backs."""
@@ -194,9 +161,7 @@ async def _measure(
     directory = ctx.window.start_dir(target.start)
     rows: list[PooledRow] = []
     results: list[WaveResult] = []
-    gpu = ctx.gpu
-    if spec.remote is not None and spec.host is not None:  # the GPUs of the role's own host, over SSH
-        gpu = await asyncio.to_thread(remote_source, spec.host, spec.remote, plan.telemetry.gpu)
+    gpu = await _gpus(ctx, specs)
     async with sampling(gpu, directory / "telemetry.jsonl", plan.telemetry.interval_s) as sampler:
         await warm_up_stream(ctx, session, target)
         receipt["warmup"] = await warm_up_waves(ctx, session, target)
@@ -206,7 +171,8 @@ async def _measure(
             results += cell_results
     if sampler is None:
         return rows
-    seen = summarize(sampler, plan.telemetry.cap_from, directory / server_log(spec), plan.telemetry.cap_log_pattern)
+    seen = summarize(sampler, plan.telemetry.cap_from, directory / server_log(specs[-1]),
+                     plan.telemetry.cap_log_pattern)  # fmt: skip
     receipt["telemetry"] = seen.model_dump(mode="json")
     spans = [(r.spec.cell, r.spec.repeat, r.started_unix, r.seconds) for r in results]
     events = events_by_repeat(seen.dialbacks, spans)
@@ -214,6 +180,21 @@ async def _measure(
     return [row.model_copy(update={"clock_cap_mhz": seen.cap_mhz,
                                    "thermal_events": events.get((row.cell, row.repeat), 0) if known else None})
             for row in rows]  # fmt: skip
+
+
+async def _gpus(ctx: StartContext, specs: list[LaunchSpec]) -> GpuSource | None:
+    """The GPUs of every host the start's processes run on: here through the window's source, a remote host
+    through nvidia-smi over SSH; several hosts read together, each sample naming its host."""
+    sources: dict[str, GpuSource] = {}
+    for spec in specs:
+        source = ctx.gpu
+        if spec.remote is not None and spec.host is not None:
+            source = await asyncio.to_thread(remote_source, spec.host, spec.remote, ctx.loaded.plan.telemetry.gpu)
+        if source is not None:
+            sources[spec.host or "here"] = source
+    if len(specs) == 1:
+        return next(iter(sources.values()), None)
+    return PerHost(sources) if sources else None
 
 
 def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str, Any]:
@@ -229,9 +210,10 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str,
 
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     plan = ctx.loaded.plan
-    spec = make_spec(start.role, plan.roles, ctx.loaded.base_dir, plan.hosts)
     directory = ctx.window.start_dir(start.name)
-    server = ctx.launcher(spec, directory / server_log(spec))
+    processes = start_processes(ctx.loaded, start.role, directory, ctx.launcher)
+    head = processes[-1]
+    spec = head.spec
     receipt = _receipt(ctx, start, spec)
     target = Target(
         start=start.name, kind=start.kind, role=start.role, base_url=spec.base_url, model=spec.model,
@@ -244,34 +226,48 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         warning = not_idle_warning(start.name, receipt["host_before"])
         if warning:
             ctx.say(f"  warning: {warning}")
-        if pins := plan.roles[start.role].identity:
-            found = await digests(spec, list(pins))
-            receipt["identity"] = check_identity(start.role, spec.host, pins, found)
-        ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}")
+        identity = await check_identities(processes)
+        if "head" in identity:
+            receipt["identity"] = identity.pop("head")
+        workers = f" after {len(processes) - 1} worker(s)" if len(processes) > 1 else ""
+        ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}{workers}")
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
-        ctx.window.journal_event(f"start {start.name}", "launching", argv=spec.argv, host=spec.host)
-        await server.start()
-        ctx.window.journal_event(f"start {start.name}", "launched", pid=server.pid, argv=spec.argv, host=spec.host)
+        for worker in await launch_all(ctx.window, f"start {start.name}", processes):
+            _worker_receipt(receipt, worker["member"]).update(worker, **_pins(identity, worker["member"]))
         async with client_session(timeout) as session:
-            receipt["healthy_after_s"] = await server.wait_healthy(session)
-            receipt["scheduling"] = server.scheduling
+            receipt["healthy_after_s"] = await head.handle.wait_healthy(session)
+            receipt["scheduling"] = head.handle.scheduling
             ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
             if plan.runtime.check_env:
-                running = await server.process_env()
-                receipt["env_check"] = check_running_env(spec, running, server.expected_env) or [
-                    "matches the declaration"
-                ]
+                receipt["env_check"] = await check_envs(processes)
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            measured = await _measure(ctx, session, target, receipt, spec)
-            if (problem := server.problem()) is not None:
-                raise LaunchError(f"role {start.role}, start {start.name}: {problem}; its measurements are not used")
+            measured = await _measure(ctx, session, target, receipt, [p.spec for p in processes])
+            if (why := problem(processes)) is not None:
+                raise LaunchError(f"role {start.role}, start {start.name}: {why}; its measurements are not used")
             rows = measured
             receipt["host_after"] = await condition(plan.window.idle_check_s)
         append_jsonl(ctx.window.pooled, rows)
         return rows
     finally:
-        stop = await server.stop()
-        receipt["stop"] = {"signal": stop.signal, "returncode": stop.returncode, "seconds": stop.seconds}
         receipt["pooled_rows"] = len(rows)
-        write_json_atomic(directory / "start.json", receipt)
+        try:
+            for process, record in await stop_all(processes):
+                where = receipt if process is head else _worker_receipt(receipt, process.spec.member)
+                where["stop"] = stop_receipt(record)
+        finally:
+            write_json_atomic(directory / "start.json", receipt)
+
+
+def _pins(identity: dict[str, dict[str, str]], member: str) -> dict[str, Any]:
+    return {"identity": identity[member]} if member in identity else {}
+
+
+def _worker_receipt(receipt: dict[str, Any], member: str) -> dict[str, Any]:
+    """The worker's entry in start.json (made when it never got as far as launched)."""
+    workers: list[dict[str, Any]] = receipt.setdefault("workers", [])
+    for entry in workers:
+        if entry.get("member") == member:
+            return entry
+    workers.append({"member": member})
+    return workers[-1]

@@ -1,0 +1,171 @@
+"""A role made concrete for one start: placeholders filled, its environment assembled, its host resolved."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+from fairwin.errors import PlanError
+from fairwin.launch.scheduling import Scheduling
+from fairwin.plan.hosts import Host
+from fairwin.plan.roles import Role
+
+PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|head_address|env:[A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    """Replace {port}, {python}, {plan_dir}, {head_address} and {env:NAME}; other braces (JSON in an argument)
+    are left alone."""
+
+    def one(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key.startswith("env:"):
+            name = key[4:]
+            if name not in os.environ:
+                raise PlanError(f"the plan uses {{{key}}} but {name} is not set; export {name}=... and run again")
+            return os.environ[name]
+        return values[key]
+
+    return PLACEHOLDER.sub(one, text)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A role made concrete for one start: placeholders filled, env assembled."""
+
+    role_name: str
+    argv: list[str]
+    env: dict[str, str]
+    declared_env: dict[str, str]
+    cwd: Path | None
+    base_url: str
+    health_url: str
+    startup_timeout_s: float
+    stop_timeout_s: float
+    model: str
+    base_role: str | None = None
+    base_env: dict[str, str] | None = None  # the base role's effective env, for the runtime check
+    allowed_env_differences: tuple[str, ...] = ()
+    scheduling: Scheduling = field(default_factory=Scheduling)
+    host: str | None = None  # a [hosts.NAME] the server runs on over SSH; None: here
+    remote: Host | None = None  # that host, its paths resolved
+    inherit_env: bool = True
+    member: str = "head"  # which of the role's processes: "head", or "worker N" of a role that spans hosts
+    values: dict[str, str] = field(default_factory=dict)  # what its placeholders were filled with
+
+    @property
+    def label(self) -> str:
+        """How messages name it: "role B", "role B on host h1", "role B worker 1 on host w1"."""
+        member = "" if self.member == "head" else f" {self.member}"
+        where = f" on host {self.host}" if self.host else (" here" if member else "")
+        return f"role {self.role_name}{member}{where}"
+
+
+def _declared_env(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> dict[str, str]:
+    """A role's declared variables: its base's (minus unset_env), then its env files, then its env."""
+    role = roles[role_name]
+    declared: dict[str, str] = {}
+    if role.base is not None:
+        declared = _declared_env(role.base, roles, plan_dir)
+        for key in role.unset_env:
+            declared.pop(key, None)
+    for env_file in role.env_files:
+        path = env_file if env_file.is_absolute() else plan_dir / env_file
+        if not path.is_file():
+            raise PlanError(f"roles.{role_name}.env_files: {path} does not exist; fix the path")
+        declared.update({k: v or "" for k, v in dotenv_values(path).items()})
+    declared.update(role.env)
+    return declared
+
+
+def _effective_env(role: Role, declared: dict[str, str], values: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ) if role.inherit_env else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env.update({k: fill(v, values) for k, v in declared.items()})
+    return env
+
+
+def make_spec(
+    role_name: str, roles: Mapping[str, Role], plan_dir: Path, hosts: Mapping[str, Host] | None = None
+) -> LaunchSpec:
+    """The role's head process (its only one, unless it spans hosts) for one start."""
+    role = roles[role_name]
+    port = free_port() if role.port == "auto" else role.port
+    values = {"port": str(port), "plan_dir": str(plan_dir),
+              "head_address": hosts[role.host].address if role.host is not None and hosts else "127.0.0.1"}  # fmt: skip
+    values["python"] = _python(role.host, hosts)
+    declared = _declared_env(role_name, roles, plan_dir)
+    base_env = None
+    if role.base is not None:
+        base_env = _effective_env(roles[role.base], _declared_env(role.base, roles, plan_dir), values)
+    base_url = fill(role.base_url, values)
+    return LaunchSpec(
+        role_name=role_name,
+        argv=[fill(arg, values) for arg in role.argv],
+        env=_effective_env(role, declared, values),
+        declared_env={k: fill(v, values) for k, v in declared.items()},
+        cwd=_cwd(role.cwd, values, plan_dir),
+        base_url=base_url,
+        health_url=base_url + role.health_path,
+        startup_timeout_s=role.startup_timeout_s,
+        stop_timeout_s=role.stop_timeout_s,
+        model=role.served_model,
+        base_role=role.base,
+        base_env=base_env,
+        allowed_env_differences=tuple(role.allowed_env_differences),
+        scheduling=Scheduling(cpus=role.cpus, nice=role.nice),
+        host=role.host,
+        remote=_remote(role.host, hosts, plan_dir),
+        inherit_env=role.inherit_env,
+        values=values,
+    )
+
+
+def worker_specs(
+    head: LaunchSpec, roles: Mapping[str, Role], plan_dir: Path, hosts: Mapping[str, Host] | None = None
+) -> list[LaunchSpec]:
+    """The role's workers, in launch order, with the head's placeholders ({port}, {head_address}) and each
+    its own host's {python}; each runs with the role's environment plus its own ``env``."""
+    role = roles[head.role_name]
+    specs = []
+    for number, worker in enumerate(role.workers, 1):
+        values = {**head.values, "python": _python(worker.host, hosts)}
+        declared = {**_declared_env(head.role_name, roles, plan_dir), **worker.env}
+        specs.append(replace(
+            head, argv=[fill(arg, values) for arg in worker.argv], env=_effective_env(role, declared, values),
+            declared_env={k: fill(v, values) for k, v in declared.items()}, cwd=_cwd(worker.cwd, values, plan_dir),
+            startup_timeout_s=worker.ready.timeout_s, base_role=None, base_env=None, scheduling=Scheduling(),
+            host=worker.host, remote=_remote(worker.host, hosts, plan_dir), member=f"worker {number}", values=values,
+        ))  # fmt: skip
+    return specs
+
+
+def _python(host: str | None, hosts: Mapping[str, Host] | None) -> str:
+    return hosts[host].python if host is not None and hosts else sys.executable
+
+
+def _cwd(cwd: Path | None, values: dict[str, str], plan_dir: Path) -> Path | None:
+    if cwd is None:
+        return None
+    filled = Path(fill(str(cwd), values))
+    return filled if filled.is_absolute() else plan_dir / filled
+
+
+def _remote(name: str | None, hosts: Mapping[str, Host] | None, plan_dir: Path) -> Host | None:
+    if name is None or not hosts:
+        return None
+    from fairwin.launch.ssh import resolved  # asyncssh is imported only where a role runs remotely
+
+    return resolved(hosts[name], plan_dir)

@@ -1,0 +1,167 @@
+"""A start's processes: the role's workers, each launched and waited ready in order, then its head.
+
+Most roles are one process, the head. A role that spans hosts (docs/hosts.md) lists
+workers, launched first in the order the plan gives (the way vLLM's multi-node serving
+starts: the engines, then the API server that drives them); the head is launched last
+and its health URL is the role's. Every process is journaled before (``launching``,
+its argv and host) and after (``launched``, its pid) its launch, so ``fairwin recover``
+can stop all of them; they are stopped in reverse order, the head first, whatever
+happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+from fairwin.launch.identity import digests
+from fairwin.launch.local import LocalServer, StopRecord
+from fairwin.launch.readiness import wait_ready
+from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.roles import Ready
+from fairwin.window.layout import WindowDir
+from fairwin.window.runtime import check_identity, check_running_env
+
+
+class ServerHandle(Protocol):
+    """What the window needs of a launched process; tests inject their own."""
+
+    spec: LaunchSpec
+
+    @property
+    def pid(self) -> int | None:
+        """The process (and process group) id once started; None where there is no process."""
+
+    @property
+    def scheduling(self) -> dict[str, object] | None:
+        """What start() applied (CPU set, nice), for the receipt."""
+
+    async def start(self) -> None: ...
+
+    async def wait_healthy(self, session: aiohttp.ClientSession) -> float: ...
+
+    async def process_env(self) -> dict[str, str] | None: ...
+
+    @property
+    def expected_env(self) -> dict[str, str]:
+        """The whole environment the process should be running with (what the runtime check compares)."""
+
+    def exit_code(self) -> int | None:
+        """Its exit status once it has exited; None while it runs (or where it cannot be known yet)."""
+
+    def problem(self) -> str | None:
+        """Why the process can no longer be trusted though it may still run (a lost SSH connection)."""
+
+    async def stop(self) -> StopRecord: ...
+
+
+Launcher = Callable[[LaunchSpec, Path], ServerHandle]
+
+
+def server_log(spec: LaunchSpec) -> str:
+    """A process's log in its start's directory: HOST.log on a remote host, server.log here."""
+    return f"{spec.host}.log" if spec.host is not None else "server.log"
+
+
+def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
+    """A child process here, or over SSH where the spec names a host."""
+    if spec.remote is not None and spec.host is not None:
+        from fairwin.launch.ssh import RemoteServer  # asyncssh is imported only where a role runs remotely
+
+        return RemoteServer(spec=spec, host_name=spec.host, host=spec.remote, log_path=log_path)
+    return LocalServer(spec=spec, log_path=log_path)
+
+
+@dataclass
+class StartProcess:
+    spec: LaunchSpec
+    handle: ServerHandle
+    log: Path
+    pins: dict[str, str]
+    ready: Ready | None  # a worker's ready checks; None for the head (its health URL decides)
+
+
+def start_processes(loaded: LoadedPlan, role_name: str, directory: Path, launcher: Launcher) -> list[StartProcess]:
+    """The role's processes for one start in launch order: its workers, then its head (always last)."""
+    plan = loaded.plan
+    head = make_spec(role_name, plan.roles, loaded.base_dir, plan.hosts)
+    role = plan.roles[role_name]
+    found = []
+    for spec, worker in zip(worker_specs(head, plan.roles, loaded.base_dir, plan.hosts), role.workers, strict=True):
+        log = directory / server_log(spec)
+        found.append(StartProcess(spec, launcher(spec, log), log, worker.identity, worker.ready))
+    log = directory / server_log(head)
+    return [*found, StartProcess(head, launcher(head, log), log, role.identity, None)]
+
+
+async def check_identities(processes: list[StartProcess]) -> dict[str, dict[str, str]]:
+    """Every process's pinned files on its own host, checked before anything is launched: member -> pins."""
+    checked: dict[str, dict[str, str]] = {}
+    for process in processes:
+        if process.pins:
+            found = await digests(process.spec, list(process.pins))
+            checked[process.spec.member] = check_identity(process.spec.label, process.pins, found)
+    return checked
+
+
+async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]) -> list[dict[str, Any]]:
+    """Launch each process in order, journaled before and after; wait each worker ready before the next.
+    Returns the workers' receipts (the head's health is the caller's to wait for)."""
+    receipts = []
+    for process in processes:
+        spec = process.spec
+        where = {"host": spec.host, **({"member": spec.member} if spec.member != "head" else {})}
+        window.journal_event(step, "launching", argv=spec.argv, **where)
+        await process.handle.start()
+        window.journal_event(step, "launched", pid=process.handle.pid, argv=spec.argv, **where)
+        if process.ready is not None:
+            address = spec.remote.address if spec.remote is not None else "127.0.0.1"
+            ready_s = await wait_ready(process.handle, process.ready, process.log, spec.label, address)
+            receipts.append({"member": spec.member, "host": spec.host, "argv": spec.argv, "pid": process.handle.pid,
+                             "ready_after_s": round(ready_s, 3)})  # fmt: skip
+    return receipts
+
+
+async def check_envs(processes: list[StartProcess]) -> list[str]:
+    """The runtime environment check on every process, on its own host."""
+    notes: list[str] = []
+    for process in processes:
+        running = await process.handle.process_env()
+        found = check_running_env(process.spec, running, process.handle.expected_env)
+        notes += [f"{process.spec.label}: {note}" for note in found] if process.spec.member != "head" else found
+    return notes or ["matches the declaration"]
+
+
+def problem(processes: list[StartProcess]) -> str | None:
+    """The first reason a process can no longer be trusted, or a worker that exited while the head ran."""
+    for process in processes:
+        if (why := process.handle.problem()) is not None:
+            return why
+        if process.ready is not None and (code := process.handle.exit_code()) is not None:
+            return f"{process.spec.label} exited with code {code} during the start"
+    return None
+
+
+async def stop_all(processes: list[StartProcess]) -> list[tuple[StartProcess, StopRecord]]:
+    """Stop every process, the head first, then the workers in reverse launch order; each stop is tried even
+    when an earlier one failed (the first failure is raised after all were tried)."""
+    stopped: list[tuple[StartProcess, StopRecord]] = []
+    failure: BaseException | None = None
+    for process in reversed(processes):
+        try:
+            stopped.append((process, await process.handle.stop()))
+        except Exception as exc:
+            failure = failure or exc
+            stopped.append((process, StopRecord("failed", None, 0.0)))
+    if failure is not None:
+        raise failure
+    return stopped
+
+
+def stop_receipt(record: StopRecord) -> dict[str, Any]:
+    return {"signal": record.signal, "returncode": record.returncode, "seconds": record.seconds}
