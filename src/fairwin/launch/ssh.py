@@ -17,9 +17,11 @@ import asyncio
 import contextlib
 import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiohttp
 import asyncssh
@@ -30,6 +32,7 @@ from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.hosts import Host
 
 POLL_S = 0.1
+T = TypeVar("T")
 EXIT_STATUS_WAIT_S = 2.0
 
 
@@ -255,4 +258,15 @@ def runner(name: str, host: Host, timeout_s: float = 10.0) -> Callable[[list[str
                              f"{str(done.stderr or done.stdout).strip()[:200]}")  # fmt: skip
         return str(done.stdout or "")
 
-    return lambda argv: asyncio.run(run(argv))
+    return lambda argv: blocking(run(argv))
+
+
+def blocking(work: Coroutine[Any, Any, T]) -> T:
+    """Run SSH work to its end from synchronous code: on this thread when no event loop runs here, else on a
+    thread of its own (the window's loop is never re-entered)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()

@@ -43,6 +43,10 @@ class ProductionSettings(StrictModel):
     state_dir: Path | None = Field(
         None, description="Where the pid of a production fairwin launched is kept (default: OUTPUT_DIR/.production)."
     )
+    remote_dir: str = Field(
+        ".fairwin/production",
+        description="A production role on a host: where its pid file and log are kept there (relative: to the home).",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -59,7 +63,7 @@ class ProductionSettings(StrictModel):
         if commands and not (self.up and self.down):
             raise ValueError("up and down come together: production managed elsewhere needs both commands")
         if self.host is not None and not commands:
-            raise ValueError("host goes with up and down: fairwin launches a production role on its own host only")
+            raise ValueError("host goes with up and down; a production role runs where its own `host` says")
         if commands and (self.base_url is None or self.model is None):
             raise ValueError("production managed elsewhere needs base_url and model (what the watch requests)")
         return self

@@ -1,8 +1,9 @@
 """Taking production down and bringing it back, each proved.
 
-A production **role** is launched detached: ``setsid --fork`` makes it the leader of
-a session of its own whose parent is init, so it outlives fairwin (a window that ends,
-fairwin killed, an ssh session lost) and is never fairwin's zombie. Its pid goes to
+A production **role** is launched detached, here or on its role's host over SSH:
+``setsid --fork`` makes it the leader of a session of its own whose parent is init, so
+it outlives fairwin (a window that ends, fairwin killed, an ssh session lost) and is
+never fairwin's zombie. Its pid goes to
 ``state_dir/production.json`` the moment it exists; taking it down signals its whole
 process group, SIGTERM then SIGKILL, after checking that pid still runs the recorded
 command (a pid can be reused). Production **managed elsewhere** runs the plan's ``up``
@@ -25,8 +26,7 @@ from fairwin.errors import InputError, ProductionError
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
-from fairwin.production.detached import command_of, launch_detached
-from fairwin.production.proof import pid_alive, port_state, stop_group
+from fairwin.production.proof import port_state
 from fairwin.production.where import Here, OverSsh, Where
 
 POLL_S = 0.1
@@ -53,11 +53,13 @@ def snapshot(loaded: LoadedPlan) -> dict[str, Any]:
     if settings is None:
         raise InputError(f"{loaded.path} has no [production] section; see docs/production.md")
     if settings.role is not None:
-        spec = make_spec(settings.role, loaded.plan.roles, loaded.base_dir)
+        spec = make_spec(settings.role, loaded.plan.roles, loaded.base_dir, loaded.plan.hosts)
         role = loaded.plan.roles[settings.role]
         env_files = {str(p): sha256_file(loaded.base_dir / p) for p in role.env_files}
         declared: dict[str, Any] = {"role": settings.role, "argv": spec.argv, "env": spec.declared_env,
                                     "env_files": env_files, "base_url": settings.base_url or spec.base_url}  # fmt: skip
+        if role.host is not None:  # only then: a production here keeps the sha256 it always had
+            declared["host"] = role.host
     else:
         declared = {"up": settings.up, "down": settings.down, "base_url": settings.base_url}
     return {**declared, "sha256": sha256_bytes(canonical_json(declared).encode())}
@@ -73,7 +75,9 @@ class Production:
         self.settings: ProductionSettings = settings
         self.loaded = loaded
         self.spec: LaunchSpec | None = (
-            make_spec(settings.role, loaded.plan.roles, loaded.base_dir) if settings.role is not None else None
+            make_spec(settings.role, loaded.plan.roles, loaded.base_dir, loaded.plan.hosts)
+            if settings.role is not None
+            else None
         )
         role = loaded.plan.roles[settings.role] if settings.role is not None else None
         self.base_url = settings.base_url or (self.spec.base_url if self.spec else "")
@@ -82,11 +86,12 @@ class Production:
         state = settings.state_dir or output_dir / ".production"
         self.state_dir = state if state.is_absolute() else loaded.base_dir / state
         self.state_file = self.state_dir / "production.json"
-        self.where: Where = Here()
-        if settings.host is not None:
+        self.where: Where = Here(self.state_dir)
+        if (host := role.host if role is not None else settings.host) is not None:
             from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
 
-            self.where = OverSsh(settings.host, resolved(loaded.plan.hosts[settings.host], loaded.base_dir))
+            remote = resolved(loaded.plan.hosts[host], loaded.base_dir)
+            self.where = OverSsh(host, remote, settings.remote_dir)
 
     def snapshot(self) -> dict[str, Any]:
         """Production's declaration as it is now, with its sha256: what a window restores, recorded at open."""
@@ -131,7 +136,7 @@ class Production:
                       time.monotonic() - started)  # fmt: skip
 
     async def _stop_launched(self) -> str:
-        recorded = self._recorded_pid()
+        recorded = await self._recorded_pid()
         if recorded is None:
             if port_state(self.base_url) == "open":
                 raise ProductionError(
@@ -140,24 +145,24 @@ class Production:
                 )
             return "already down"
         pid = recorded  # launched as its own session's leader: its pid is its group's id
-        sent = await stop_group(pid, pid, self.spec.stop_timeout_s if self.spec else 30.0)
+        sent = await self.where.stop_group(pid, self.spec.stop_timeout_s if self.spec else 30.0)
         self.state_file.unlink(missing_ok=True)
-        return f"stopped pid {pid} ({sent})"
+        return f"stopped pid {pid}{self.where.label} ({sent})"
 
-    def _recorded_pid(self) -> int | None:
-        """The pid fairwin launched production as, if that process still runs production's command. The launch's
-        own pid file stands in when fairwin died between the launch and writing production.json."""
+    async def _recorded_pid(self) -> int | None:
+        """The pid fairwin launched production as, if that process still runs production's command (here, or on
+        its host). The launch's own pid file stands in when fairwin died between the launch and writing
+        production.json."""
         if self.state_file.exists():
             state = read_json(self.state_file, (STATE_FORMAT,))
             pid, argv = state.get("pid"), state.get("argv", [""])
-            same = isinstance(pid, int) and pid_alive(pid) and command_of(pid)[:1] == argv[:1]
-            return pid if same and isinstance(pid, int) else None
-        pid_file = self.state_dir / "production.pid"
-        text = pid_file.read_text().strip() if pid_file.exists() else ""
-        if not text.isdigit() or self.spec is None:
+            if not isinstance(pid, int) or not await self.where.alive(pid):
+                return None
+            return pid if (await self.where.command_of(pid))[:1] == argv[:1] else None
+        pid = await self.where.launched_pid()
+        if pid is None or self.spec is None or not await self.where.alive(pid):
             return None
-        pid = int(text)
-        return pid if pid_alive(pid) and command_of(pid) == self.spec.argv else None
+        return pid if await self.where.command_of(pid) == self.spec.argv else None
 
     # -- up --------------------------------------------------------------------------------------
 
@@ -167,15 +172,15 @@ class Production:
             return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
         if self.spec is None:
             how = await self.where.run("up", self.settings.up)
-        elif (pid := self._recorded_pid()) is not None:  # launched already (a restore cut short): not twice
+        elif (pid := await self._recorded_pid()) is not None:  # launched already (a restore cut short): not twice
             how = f"pid {pid}, launched earlier"
         else:
-            how = self._launch()
+            how = await self._launch()
         deadline = time.monotonic() + self.settings.up_timeout_s
         while not await self.healthy(session):
-            pid = self._recorded_pid() if self.spec is not None else None
+            pid = await self._recorded_pid() if self.spec is not None else None
             if self.spec is not None and pid is None:
-                raise ProductionError(f"production exited after {how}; see {self.state_dir / 'production.log'}")
+                raise ProductionError(f"production exited after {how}; see {self._log()}")
             if time.monotonic() >= deadline:
                 raise ProductionError(
                     f"production is not healthy {self.settings.up_timeout_s:g} s after {how} ({self.health_url})"
@@ -183,10 +188,16 @@ class Production:
             await asyncio.sleep(POLL_S)
         return Proved("up", how, f"{self.health_url} answers 200", time.monotonic() - started)
 
-    def _launch(self) -> str:
+    async def _launch(self) -> str:
         assert self.spec is not None
-        pid = launch_detached(self.spec.argv, env=self.spec.env, cwd=self.spec.cwd, state_dir=self.state_dir,
-                              name="production")  # fmt: skip
+        pid = await self.where.launch(self.spec.argv, self.spec.declared_env, self.spec.env, self.spec.cwd)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.state_file, {"format": STATE_FORMAT, "pid": pid, "argv": self.spec.argv,
-                                            "started_unix": time.time(), "snapshot": self.snapshot()})  # fmt: skip
-        return f"launched pid {pid}"
+                                            "host": self.spec.host, "started_unix": time.time(),
+                                            "snapshot": self.snapshot()})  # fmt: skip
+        return f"launched pid {pid}{self.where.label}"
+
+    def _log(self) -> str:
+        if isinstance(self.where, OverSsh):
+            return f"{self.where.dir}/production.log{self.where.label}"
+        return str(self.state_dir / "production.log")

@@ -17,6 +17,7 @@ from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap
 from fairwin.telemetry.gpu import find_source
+from fairwin.telemetry.hosts import window_gpus
 from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
 from fairwin.window.close import archive_path
 from fairwin.window.environment import capture
@@ -66,7 +67,8 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     if loaded.plan.production is not None:
         production = Production(loaded, out)
         roles = {checked.mode.control, checked.mode.candidate}
-        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot(), gpu=gpu)
+        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot(),
+                    gpu=window_gpus(loaded, roles, gpu))  # fmt: skip
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
     chain = chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None

@@ -1,0 +1,41 @@
+"""The GPUs a window's quiet proof reads: those of every host the window touches.
+
+Between starts nothing may compute on the hardware under test. That hardware is
+production's host and every host the mode's roles (and their workers) run on, not only
+the machine fairwin runs on: each remote host is read through its nvidia-smi over SSH.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fairwin.plan.loading import LoadedPlan
+from fairwin.telemetry.cap import production_host
+from fairwin.telemetry.gpu import GpuSource, PerHost, remote_source
+
+
+def window_hosts(loaded: LoadedPlan, roles: Iterable[str]) -> list[str | None]:
+    """Production's host and each role's and worker's, in that order, once each (None: here)."""
+    plan = loaded.plan
+    found: list[str | None] = [production_host(loaded)] if plan.production is not None else []
+    for name in sorted(roles):
+        role = plan.roles[name]
+        found += [role.host, *(worker.host for worker in role.workers)]
+    return list(dict.fromkeys(found))
+
+
+def window_gpus(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None) -> GpuSource | None:
+    """``here`` alone when every process runs on fairwin's host (as before hosts existed), else every host's."""
+    hosts = window_hosts(loaded, roles)
+    if all(host is None for host in hosts):
+        return here
+    from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
+
+    sources: dict[str, GpuSource] = {}
+    for host in hosts:
+        source = here
+        if host is not None:
+            source = remote_source(host, resolved(loaded.plan.hosts[host], loaded.base_dir), loaded.plan.telemetry.gpu)
+        if source is not None:
+            sources[host or "here"] = source
+    return PerHost(sources) if sources else None
