@@ -17,7 +17,7 @@ from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap
 from fairwin.telemetry.gpu import find_source
-from fairwin.telemetry.hosts import window_gpus
+from fairwin.telemetry.hosts import window_gpus, window_hosts
 from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
 from fairwin.window.close import archive_path
 from fairwin.window.environment import capture
@@ -138,10 +138,10 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
 
 
 async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
-    """Every host the mode's roles run on answers with a known key, before anything is touched."""
+    """Every host the window touches (production's, its roles' and their workers') answers with a known key,
+    before anything is touched."""
     mode = loaded.plan.all_modes().get(mode_name)
-    roles = [loaded.plan.roles[name] for name in ((mode.control, mode.candidate) if mode else ())]
-    names = sorted({role.host for role in roles if role.host is not None})
+    names = [h for h in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()) if h is not None]
     if names:
         from fairwin.launch.ssh import reachable, resolved  # asyncssh only where hosts are used
 
