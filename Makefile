@@ -37,13 +37,13 @@ lint: setup
 
 # One case of each lifecycle matrix runs here; the rest and the longer cases (marked slow) in make test.
 test-fast: lint
-	bash tools/install-sshd.sh
+	bash tools/install-test-tools.sh
 	$(BIN)/pytest tests/unit tests/integration -m "not slow"
 
 # A failed engine install is reported and the e2e tests skip with that reason;
 # every other test still runs.
 test: lint
-	bash tools/install-sshd.sh
+	bash tools/install-test-tools.sh
 	@if bash engine/install.sh > $(ENGINE_ENV).tmp; then mv $(ENGINE_ENV).tmp $(ENGINE_ENV); \
 	else rm -f $(ENGINE_ENV).tmp $(ENGINE_ENV); echo "make: the vLLM engine could not be installed; e2e tests will skip" >&2; fi
 	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); set +a; $(BIN)/pytest

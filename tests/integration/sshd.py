@@ -73,7 +73,9 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
 def ssh_hosts(tmp_path: Path) -> Iterator[SshHosts]:
     sshd = _sshd()
     if sshd is None:
-        pytest.skip("sshd is not installed and tools/install-sshd.sh could not install it (needs root and apt-get)")
+        pytest.skip(
+            "sshd is not installed and tools/install-test-tools.sh could not install it (needs root and apt-get)"
+        )
     state = tmp_path / "ssh"
     state.mkdir()
     _keygen(state / "host_key")

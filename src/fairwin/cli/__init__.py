@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin._version import __version__
-from fairwin.cli import _chain, _decision, _gates, _production, _window
+from fairwin.cli import _chain, _decision, _gates, _production, _report, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     _prompts_parser(commands)
     _rehearse_parser(commands)
     _decision_parsers(commands)
+    _report.add_parsers(commands)
     _gate_parsers(commands)
     _production_parsers(commands)
     _chain_parsers(commands)
@@ -225,6 +226,7 @@ def _decision_parsers(commands: Commands) -> None:
     compare = commands.add_parser("compare", help="verdicts and effects across windows (a chain's, or days)")
     compare.add_argument("windows", nargs="+", help="complete window directories, in the order to show them")
     compare.add_argument("--json", action="store_true", help="print fairwin.comparison/1 as JSON")
+    compare.add_argument("--plot", metavar="FILE.png", help="also draw each cell's effect per window into this PNG")
     compare.set_defaults(func=_decision.compare)
 
     rules = commands.add_parser("rules", help="registered decision rules and their own error rates")

@@ -133,6 +133,15 @@ def compare(args: argparse.Namespace) -> int:
     if len(args.windows) < 2:
         raise UsageError("compare needs at least two window directories")
     found = compare_decisions([completed_decision(path) for path in args.windows])
+    if args.plot:
+        from fairwin.durable import write_bytes_atomic
+        from fairwin.report.plots import across_windows
+
+        ids = [w["window_id"] for w in found.windows]
+        bar = max(float(w.get("bar_pct", 0.0)) for w in found.windows)
+        drawn = across_windows(ids, {c.cell: c.effects for c in found.cells}, bar)
+        write_bytes_atomic(Path(args.plot), drawn)
+        stderr.print(f"plot: {args.plot}", markup=False)
     if args.json:
         print(found.model_dump_json(indent=2))
     else:

@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     result = asyncio.run(until_signalled())
     print_decision(stdout, result.decision)
     stdout.print(f"report: {result.window.summary}")
+    if (page := result.window.path / "report.html").exists():
+        stdout.print(f"page: {page}", markup=False)
     return 0
 
 

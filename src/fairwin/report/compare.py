@@ -41,7 +41,8 @@ class Comparison(BaseModel):
 
 def compare(decisions: Sequence[Decision]) -> Comparison:
     windows = [{"window_id": d.window_id, "mode": d.mode, "order": d.order, "rule_id": d.rule_id,
-                "primary": d.rule.primary, "verdict": d.verdict} for d in decisions]  # fmt: skip
+                "primary": d.rule.primary, "bar_pct": d.rule.bar_pct, "verdict": d.verdict}
+               for d in decisions]  # fmt: skip
     names = list(dict.fromkeys(c.cell for d in decisions for c in d.cells if c.decides))
     cells = [_across(name, decisions) for name in names]
     return Comparison(windows=windows, cells=cells, agree=all(c.agree for c in cells))

@@ -8,7 +8,7 @@ exactly from the directory alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from fairwin.decision import ArchiveNoise, Decision, DecisionRow, RuleSpec, Seal
 from fairwin.durable import read_json, read_jsonl, sha256_file, write_json_atomic, write_text_atomic
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Cell
+from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.vocabulary import CONTEXT, POOLED, START
 from fairwin.window.layout import WindowDir
@@ -98,6 +99,16 @@ def decide_and_report(
     summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
     write_text_atomic(window.summary, summary)
     return decision
+
+
+def report_after_close(window: WindowDir, decision: Decision, say: Callable[[str], None]) -> None:
+    """report.html, once the status and the journal are final (its receipts show them). The window's result is
+    already whole on disk: a report that cannot be drawn is a warning with the command that redraws it."""
+    try:
+        write_report(window.path, decision)
+    except Exception as exc:
+        say(f"warning: report.html could not be written ({type(exc).__name__}: {exc}); "
+            f"run `fairwin report {window.path}` to try again")  # fmt: skip
 
 
 def archive_controls(

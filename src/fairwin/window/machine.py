@@ -27,7 +27,7 @@ from fairwin.plan.schedule import StartSpec
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
 from fairwin.window.chain import ChainedWindow, ChainRun
-from fairwin.window.close import archive_controls, decide_and_report
+from fairwin.window.close import archive_controls, decide_and_report, report_after_close
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
@@ -275,6 +275,8 @@ class Window:
                     raised.aftermath = "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "")
         state = "complete" if error is None else type(error).__name__
         self.directory.journal_event("close", "end", state=state, **restore)
+        if self.decision is not None:
+            report_after_close(self.directory, self.decision, self.say)
         if restore_failure is not None and not isinstance(error, RestoreFailed):
             raise self._loud(restore_failure, error)
 

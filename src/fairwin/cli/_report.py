@@ -1,0 +1,46 @@
+"""Handlers for report and export: what people read, and what notebooks load."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fairwin.cli._console import stdout
+from fairwin.errors import UsageError
+
+
+def add_parsers(commands: Any) -> None:
+    report = commands.add_parser("report", help="write a window's report.html (self-contained: figures embedded)")
+    report.add_argument("window", help="a complete window directory")
+    report.add_argument("--html", metavar="FILE", help="write it here (default: WINDOW/report.html)")
+    report.set_defaults(func=report_html)
+
+    export = commands.add_parser("export", help="pooled rows and decisions of complete windows as CSV or Parquet")
+    export.add_argument("windows", nargs="+", help="complete window directories")
+    export.add_argument("--out", required=True, metavar="DIR", help="where pooled.EXT and decisions.EXT go")
+    export.add_argument("--format", choices=("csv", "parquet", "both"), default="csv", help="default: csv")
+    export.set_defaults(func=export_tables)
+
+
+def report_html(args: argparse.Namespace) -> int:
+    from fairwin.report.html import write_report
+    from fairwin.window.stored import completed_decision
+
+    window = Path(args.window)
+    written = write_report(window, completed_decision(window), Path(args.html) if args.html else None)
+    stdout.print(f"report: {written}", markup=False)
+    return 0
+
+
+def export_tables(args: argparse.Namespace) -> int:
+    from fairwin.report.export import FORMATS, export
+    from fairwin.window.stored import completed_decision
+
+    if len(set(args.windows)) < len(args.windows):
+        raise UsageError("a window is named twice; name each once")
+    windows = [(Path(w), completed_decision(w)) for w in args.windows]
+    kinds = FORMATS if args.format == "both" else (args.format,)
+    for path in export(windows, Path(args.out), kinds):
+        stdout.print(f"wrote {path}", markup=False)
+    return 0

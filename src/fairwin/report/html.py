@@ -1,0 +1,138 @@
+"""report.html: one self-contained page per window, for the people who decide on the change.
+
+At the top, the verdict in one sentence and the rule's audited error rates; then the
+figures (report/plots.py: each cell's paired repeats and interval against the bar,
+each start's rate over time, the noise next to the effect); then the whole summary
+(summary.md, rendered); then the receipts: gates, the decision's and plan's sha256,
+production's restore and the journal's steps. Nothing is fetched when the page is
+opened: the styles are inline and every figure is a ``data:`` PNG.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from fairwin.decision import Decision
+from fairwin.durable import read_json, read_jsonl, scan_jsonl, write_text_atomic
+from fairwin.report import plots
+from fairwin.report.error_rates import audited_rates
+from fairwin.vocabulary import STATUS, WAVE, WINDOW
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 1.8em; }
+.verdict { font-size: 1.3em; padding: .6em .9em; border-radius: 6px; background: #f3f3f3; }
+.WIN { background: #e3f4e6; } .LOSS { background: #fbe3e0; } .INCONCLUSIVE, .NEUTRAL { background: #fdf5dc; }
+table { border-collapse: collapse; margin: .6em 0; font-size: 12.5px; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: left; vertical-align: top; }
+th { background: #f6f6f6; } code { font-size: 12px; background: #f4f4f4; padding: 0 3px; }
+img { max-width: 100%; display: block; margin: .6em 0; } .muted { color: #777; }
+"""
+
+
+def _image(data: bytes | None, alt: str) -> str:
+    if data is None:
+        return f'<p class="muted">{html.escape(alt)}: nothing to draw</p>'
+    encoded = base64.b64encode(data).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def verdict_sentence(decision: Decision) -> str:
+    """The window's verdict in one sentence, naming the rule, the primary and each deciding cell's effect."""
+    rule = decision.rule
+    effects = []
+    for cell in decision.cells:
+        estimate = cell.primary.estimate if cell.primary is not None else None
+        if cell.decides and estimate is not None:
+            effects.append(f"{cell.cell} {cell.verdict} {estimate.point_pct:+.2f} % "
+                           f"[{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}]")  # fmt: skip
+        elif cell.decides:
+            effects.append(f"{cell.cell} {cell.verdict}")
+    return (f"{decision.verdict}: the candidate against its control under rule {rule.id}, {rule.primary} "
+            f"with a {rule.bar_pct:g} % bar ({'; '.join(effects) or 'no deciding cell measured'}).")  # fmt: skip
+
+
+def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:
+    """(start, wave) -> completion tokens of its measured streams (warm-up streams have no wave)."""
+    tokens: dict[tuple[str, str], float] = {}
+    for row in scan_jsonl(streams)[0] if streams.exists() else []:
+        if row.get("wave") and row.get("ok") and isinstance(row.get("completion_tokens"), int | float):
+            key = (str(row["start"]), str(row["wave"]))
+            tokens[key] = tokens.get(key, 0.0) + float(row["completion_tokens"])
+    return tokens
+
+
+def _figures(window: Path, decision: Decision) -> list[str]:
+    parts = ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
+    parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
+    waves = read_jsonl(window / "waves.jsonl", WAVE.readable) if (window / "waves.jsonl").exists() else []
+    parts += ["<h2>Each start: rate by wave over time</h2>",
+              _image(plots.rate_over_time(waves, _wave_tokens(window / "streams.jsonl")), "rate over time"),
+              "<h2>Noise next to the effect</h2>", _image(plots.noise(decision), "noise")]  # fmt: skip
+    return parts
+
+
+def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, Any]) -> list[str]:
+    digests = [("plan", manifest.get("plan_sha256")), (f"rule {manifest.get('rule_id')}", manifest.get("rule_sha256")),
+               ("decision.json", status.get("decision_sha256"))]  # fmt: skip
+    production = manifest.get("production") or {}
+    if isinstance(production, dict) and production.get("sha256"):
+        digests.append(("production's declaration", production["sha256"]))
+    parts = ["<h2>Receipts</h2>", _table(["what", "sha256"], [(name, value or "n/a") for name, value in digests])]
+    gates = manifest.get("gates") or {}
+    parts.append("<h3>Gates</h3>")
+    parts.append(_table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600])
+                                             for name, value in gates.items()]))  # fmt: skip
+    restore = status.get("restore")
+    parts.append("<h3>Production</h3>")
+    parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
+    journal = window / "journal.jsonl"
+    if journal.exists():
+        rows = scan_jsonl(journal)[0]
+        opened = next((r["time"] for r in rows if r.get("event") == "begin"), None)
+        steps = [(r["step"], r["event"], f"{r['time'] - opened:.1f}") for r in rows
+                 if opened is not None and r.get("event") in ("end", "failed", "interrupted")]  # fmt: skip
+        parts += ["<h3>The window's steps (journal)</h3>", _table(["step", "ended", "s after open"], steps)]
+    return parts
+
+
+def render_html(window: Path, decision: Decision) -> str:
+    """The whole page for a window directory whose decision is ``decision``."""
+    manifest = read_json(window / "window.json", WINDOW.readable) if (window / "window.json").exists() else {}
+    status = read_json(window / "status.json", STATUS.readable) if (window / "status.json").exists() else {}
+    summary = (window / "summary.md").read_text() if (window / "summary.md").exists() else ""
+    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").render(summary)
+    title = html.escape(f"fairwin window {decision.window_id}")
+    parts = [
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>{title}</h1>",
+        f"<p class='verdict {html.escape(decision.verdict)}'>{html.escape(verdict_sentence(decision))}</p>",
+        f"<p>{html.escape(audited_rates(decision))}</p>",
+        *_figures(window, decision),
+        "<h2>The summary (summary.md)</h2>",
+        rendered,
+        *_receipts(window, manifest, status),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def write_report(window: Path, decision: Decision, path: Path | None = None) -> Path:
+    """Write report.html (atomically) into the window, or to ``path``; returns where."""
+    target = path if path is not None else window / "report.html"
+    write_text_atomic(target, render_html(window, decision))
+    return target

@@ -1,0 +1,141 @@
+"""The report's figures, drawn with matplotlib and returned as PNG bytes (embedded in report.html).
+
+Each figure answers one question a reader asks of a window:
+
+- **paired repeats**: did the candidate beat its control bracket in every repeat, and
+  where does the primary's interval fall against zero and the bar?
+- **rate over time**: did a start drift, warm up or throttle while it ran?
+- **noise**: is the effect larger than what the same control does between starts (in
+  this window, and day to day in the archive)?
+- **across windows** (``fairwin compare``): do windows agree on the effect?
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display, whatever $DISPLAY says
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from fairwin.decision import CellDecision, Decision
+
+CONTROL, CANDIDATE, BAR = "#4c72b0", "#dd8452", "#55a868"
+DPI = 110
+
+
+def png(figure: Figure) -> bytes:
+    out = io.BytesIO()
+    figure.savefig(out, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(figure)
+    return out.getvalue()
+
+
+def _interval_axes(axes: Any, points: Sequence[tuple[str, list[float] | None]], bar_pct: float, title: str) -> None:
+    """Horizontal intervals (point, low, high) % against zero and the ± bar."""
+    for row, (label, effect) in enumerate(points):
+        if effect is None:
+            axes.text(0, row, f"{label}: not measured", va="center", ha="center", fontsize=8)
+            continue
+        point, low, high = effect
+        axes.errorbar([point], [row], xerr=[[point - low], [high - point]], fmt="o", color=CANDIDATE, capsize=5)
+    axes.axvline(0, color="black", linewidth=1)
+    for edge in (-bar_pct, bar_pct):
+        axes.axvline(edge, color=BAR, linestyle="--", linewidth=1)
+    axes.set_yticks(range(len(points)), [label for label, _ in points])
+    axes.set_ylim(-0.7, len(points) - 0.3)
+    axes.set_xlabel(f"effect % (bar ±{bar_pct:g} %)")
+    axes.set_title(title, fontsize=10)
+
+
+def paired_repeats(cell: CellDecision, decision: Decision) -> bytes | None:
+    """Left: each repeat's control bracket and candidate, joined. Right: the primary's interval."""
+    estimate = cell.primary.estimate if cell.primary is not None else None
+    if estimate is None or not estimate.control:
+        return None
+    figure, (pairs, interval) = plt.subplots(1, 2, figsize=(9, 3.2), gridspec_kw={"width_ratios": [1, 1.4]})
+    for repeat, (control, candidate) in enumerate(zip(estimate.control, estimate.candidate, strict=False), 1):
+        pairs.plot([0, 1], [control, candidate], color="grey", linewidth=1, zorder=1)
+        pairs.scatter([0], [control], color=CONTROL, zorder=2)
+        pairs.scatter([1], [candidate], color=CANDIDATE, zorder=2)
+        pairs.annotate(f"r{repeat}", (1, candidate), xytext=(6, 0), textcoords="offset points", fontsize=7)
+    pairs.set_xticks([0, 1], ["control bracket", "candidate"])
+    pairs.set_xlim(-0.4, 1.5)
+    pairs.set_ylabel(decision.rule.primary)
+    pairs.set_title(f"{cell.cell}: paired repeats", fontsize=10)
+    effect = [estimate.point_pct, estimate.ci_low_pct, estimate.ci_high_pct]
+    _interval_axes(interval, [(cell.cell, effect)], decision.rule.bar_pct,
+                   f"{cell.verdict}: {decision.rule.confidence:.0%} interval of {decision.rule.primary}")  # fmt: skip
+    figure.tight_layout()
+    return png(figure)
+
+
+def rate_over_time(waves: Sequence[Mapping[str, Any]], tokens: Mapping[tuple[str, str], float]) -> bytes | None:
+    """Per cell, each start's rate by wave (completion tokens / wave seconds) against time since the first wave."""
+    measured = [w for w in waves if w.get("ok") and w.get("seconds") and (w["start"], w["wave"]) in tokens]
+    if not measured:
+        return None
+    t0 = min(float(w["started_unix"]) for w in measured)
+    cells = list(dict.fromkeys(str(w["cell"]) for w in measured))
+    figure, axes = plt.subplots(len(cells), 1, figsize=(9, 2.6 * len(cells)), squeeze=False)
+    for row, cell in enumerate(cells):
+        ax = axes[row][0]
+        for start in dict.fromkeys(str(w["start"]) for w in measured if w["cell"] == cell):
+            mine = [w for w in measured if w["cell"] == cell and w["start"] == start]
+            times = [float(w["started_unix"]) - t0 for w in mine]
+            rates = [tokens[(start, w["wave"])] / float(w["seconds"]) for w in mine]
+            ax.plot(times, rates, marker="o", markersize=3, label=f"{start} ({mine[0]['role']})")
+        ax.set_title(f"{cell}: rate by wave", fontsize=10)
+        ax.set_ylabel("tok/s")
+        ax.legend(fontsize=7, loc="best")
+    axes[-1][0].set_xlabel("seconds since the window's first wave")
+    figure.tight_layout()
+    return png(figure)
+
+
+def noise(decision: Decision) -> bytes | None:
+    """Per cell: the in-window OFF/OFF spreads next to the archive's day-to-day band and the bar."""
+    cells = [c for c in decision.cells if c.noise is not None]
+    if not cells:
+        return None
+    figure, ax = plt.subplots(figsize=(9, 0.7 + 0.6 * len(cells)))
+    for row, cell in enumerate(cells):
+        assert cell.noise is not None
+        archive = cell.noise.archive
+        if archive is not None and archive.launch_cv_pct is not None:
+            band = archive.launch_cv_pct
+            ax.barh(row, 2 * band, left=-band, height=0.5, color=CONTROL, alpha=0.25,
+                    label="archive day-to-day ±" if row == 0 else None)  # fmt: skip
+        spreads = cell.noise.off_off_spread_pct
+        ax.scatter(spreads, [row] * len(spreads), color=CONTROL, zorder=3,
+                   label="in-window control spread" if row == 0 else None)  # fmt: skip
+        estimate = cell.primary.estimate if cell.primary is not None else None
+        if estimate is not None:
+            ax.scatter([estimate.point_pct], [row], marker="D", color=CANDIDATE, zorder=3,
+                       label="effect" if row == 0 else None)  # fmt: skip
+    bar = decision.rule.bar_pct
+    for edge in (-bar, bar):
+        ax.axvline(edge, color=BAR, linestyle="--", linewidth=1)
+    ax.axvline(0, color="black", linewidth=1)
+    ax.set_yticks(range(len(cells)), [c.cell for c in cells])
+    ax.set_xlabel(f"% of the control (bar ±{bar:g} %)")
+    ax.set_title("noise next to the effect", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    figure.tight_layout()
+    return png(figure)
+
+
+def across_windows(windows: Sequence[str], cells: Mapping[str, Mapping[str, list[float] | None]], bar: float) -> bytes:
+    """``fairwin compare``: each cell's effect and interval in each window, one row per window."""
+    figure, axes = plt.subplots(1, len(cells), figsize=(4.5 * len(cells), 0.8 + 0.5 * len(windows)), squeeze=False)
+    for column, (cell, effects) in enumerate(cells.items()):
+        _interval_axes(axes[0][column], [(w, effects.get(w)) for w in windows], bar, cell)
+        if column:
+            axes[0][column].set_yticklabels([])
+    figure.tight_layout()
+    return png(figure)

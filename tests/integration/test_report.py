@@ -1,0 +1,114 @@
+"""report.html of real windows, rendered by a real headless Chromium; the exports and the comparison's plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from matplotlib import image
+
+from fairwin.durable import read_jsonl
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin
+
+CHROMIUM = "chromium-headless-shell"
+
+
+class Resources(HTMLParser):
+    """Every URL the page would load by itself (src, href of a link, CSS url()), and its visible text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+        self.text: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        self._in_style = tag == "style"
+        if tag in ("script", "iframe", "object", "embed"):
+            self.urls.append(f"<{tag}>")
+        for key in ("src", "srcset", "poster", "data"):
+            if found.get(key):
+                self.urls.append(str(found[key]))
+        if tag == "link" and found.get("href"):
+            self.urls.append(str(found["href"]))
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.urls += re.findall(r"url\(([^)]*)\)|@import\s+\S+", data)
+        else:
+            self.text.append(data)
+
+
+def two_windows(make_plan: PlanFactory) -> list[Path]:
+    roles = {"A": sim_role("--ms-per-round", "2", model="rep"),
+             "B": sim_role("--ms-per-round", "2", "--spec-tokens", "3", model="rep")}  # fmt: skip
+    cells = {"short": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1},
+             "code": {"families": ["code"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}}  # fmt: skip
+    plan = make_plan(roles=roles, cells=cells, window={"repeats": 2, "warmup_waves_max": 1})
+    for _ in range(2):
+        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+        assert done.returncode == 0, done.stderr
+    return sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_and_rule(
+    make_plan: PlanFactory, tmp_path: Path
+) -> None:
+    windows = two_windows(make_plan)
+    window = windows[0]
+    page = window / "report.html"  # written by `fairwin run` beside summary.md
+    found = Resources()
+    found.feed(page.read_text())
+    assert [u for u in found.urls if not u.startswith("data:")] == []  # nothing fetched when it is opened
+    assert sum(u.startswith("data:image/png;base64,") for u in found.urls) >= 4  # 2 cells, rate, noise
+    decision = json.loads((window / "decision.json").read_text())
+    if shutil.which(CHROMIUM) is None:
+        pytest.skip(f"{CHROMIUM} is not installed and tools/install-test-tools.sh could not install it")
+    shot = tmp_path / "report.png"
+    flags = [CHROMIUM, "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND"]
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    pixels = image.imread(shot)[..., :3]
+    assert pixels.std() > 0.05 and (pixels.mean(axis=2) < 0.9).mean() > 0.02  # drawn, not a blank page
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True,
+                         timeout=120).stdout  # fmt: skip
+    shown = Resources()
+    shown.feed(dom)
+    text = " ".join(shown.text)
+    assert f"{decision['verdict']}: the candidate against its control under rule win2-v1" in text
+    assert all(cell["cell"] in text for cell in decision["cells"]) and decision["rule_id"] in text
+
+
+def test_exports_and_the_comparisons_plot(make_plan: PlanFactory, tmp_path: Path) -> None:
+    windows = two_windows(make_plan)
+    out = tmp_path / "exports"
+    done = fairwin("export", *map(str, windows), "--out", str(out), "--format", "both")
+    assert done.returncode == 0, done.stderr
+    pooled = [row for w in windows for row in read_jsonl(w / "pooled.jsonl")]
+    with (out / "pooled.csv").open() as rows:
+        exported = list(csv.DictReader(rows))
+    assert len(exported) == len(pooled) == 2 * 3 * 2 * 2  # windows x starts x cells x repeats
+    assert [float(r["pooled_rate_tps"]) for r in exported] == pytest.approx([r["pooled_rate_tps"] for r in pooled])
+    table = pq.read_table(out / "decisions.parquet").to_pylist()
+    assert [(r["window_id"], r["cell"]) for r in table] == [(w.name, c) for w in windows for c in ("short", "code")]
+    first = json.loads((windows[0] / "decision.json").read_text())["cells"][0]["primary"]["estimate"]
+    assert table[0]["effect_pct"] == pytest.approx(first["point_pct"])
+    plot = tmp_path / "across.png"
+    compared = fairwin("compare", *map(str, windows), "--plot", str(plot))
+    assert compared.returncode in (0, 1), compared.stderr
+    assert np.asarray(image.imread(plot)).std() > 0.05
+    refused = fairwin("export", str(windows[0]), str(windows[0]), "--out", str(out))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "named twice" in refused.stderr

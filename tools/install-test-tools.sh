@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# System programs the tests run for real, installed from the system packages when missing:
+#   sshd                      (openssh-server)          roles on remote hosts, over loopback SSH
+#   chromium-headless-shell   (chromium-headless-shell) report.html rendered and screenshotted
+# When one cannot be installed (not root, no apt-get, no network), the tests that need it skip,
+# saying why, and so does this script.
+set -u
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+need=()
+have sshd || need+=(openssh-server)
+have chromium-headless-shell || need+=(chromium-headless-shell)
+if [ ${#need[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "install-test-tools: ${need[*]} missing and cannot be installed here (needs root and apt-get); their tests will skip" >&2
+    exit 0
+fi
+echo "install-test-tools: installing ${need[*]}" >&2
+if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null 2>&1; then
+    apt-get update -q >/dev/null 2>&1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null 2>&1 \
+        || echo "install-test-tools: apt-get could not install ${need[*]}; their tests will skip" >&2
+fi
+exit 0
