@@ -65,7 +65,9 @@ def _run_parser(commands: Commands) -> None:
     run.add_argument("plan", type=Path)
     run.add_argument("--mode", default="controlled", help="mode to run (default: controlled)")
     run.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress lines or display")
+    run.add_argument("--progress-json", action="store_true",
+                     help="progress events (fairwin.progress/1) as JSON lines on stdout, not the tables")  # fmt: skip
     run.add_argument("--qualification", help="a CARRIED receipt from `fairwin qualify carry`")
     run.add_argument(
         "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from fairwin.cli._console import stderr, stdout
+from fairwin.cli._progress import Listener, Say, window_display
 from fairwin.errors import UsageError
 
 if TYPE_CHECKING:
@@ -71,14 +72,13 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_plan(args.plan)
     print_notices(loaded)
     output = Path(args.out) if args.out else None
-    say = (lambda _msg: None) if args.quiet else (lambda msg: stderr.print(msg, markup=False))
     gates = GateInputs(
         qualification=Path(args.qualification) if args.qualification else None,
         gates=[Path(p) for p in args.require_gate],
         rehearsal=Path(args.require_rehearsal) if args.require_rehearsal else None,
     )
 
-    async def until_signalled() -> WindowResult:
+    async def until_signalled(say: Say, listener: Listener | None) -> WindowResult:
         # Ctrl-C, SIGTERM and SIGHUP (the terminal or ssh session went away) cancel the window, so that
         # every server is stopped, production given back and the window marked interrupted. Handled by
         # the loop, a second one cancels again (which the window's close absorbs) instead of raising
@@ -89,10 +89,13 @@ def run(args: argparse.Namespace) -> int:
             asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
         chain: Literal["chain", "last"] | None = "chain" if args.chain else "last" if args.chain_last else None
         capture = Path(args.chain_production) if args.chain_production else None
-        return await run_window(loaded, args.mode, say=say, output_dir=output, gates=gates,
+        return await run_window(loaded, args.mode, say=say, progress=listener, output_dir=output, gates=gates,
                                 coordinator=args.coordinator, chain=chain, chain_production=capture)  # fmt: skip
 
-    result = asyncio.run(until_signalled())
+    with window_display(stderr, quiet=args.quiet, as_json=args.progress_json) as (say, listener):
+        result = asyncio.run(until_signalled(say, listener))
+    if args.progress_json:
+        return 0  # its last line, the close event, carries the verdict and the window's directory
     print_decision(stdout, result.decision)
     stdout.print(f"report: {result.window.summary}")
     if (page := result.window.path / "report.html").exists():

@@ -23,17 +23,19 @@ from fairwin.durable import sha256_file, write_json_atomic
 from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import StartSpec
+from fairwin.plan.schedule import StartSpec, waves_for
 from fairwin.telemetry.gpu import GpuSource
-from fairwin.vocabulary import BUDGET, WINDOW, PooledRow
+from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.chain import ChainedWindow, ChainRun
 from fairwin.window.close import archive_controls, decide_and_report, report_after_close
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
 from fairwin.window.lock import release
+from fairwin.window.manifest import manifest
 from fairwin.window.preflight import Preflight
 from fairwin.window.processes import Launcher
+from fairwin.window.progress import Listener, ProgressFeed
 from fairwin.window.shield import to_the_end
 from fairwin.window.start import StartContext, run_start
 
@@ -71,16 +73,19 @@ class Window:
     gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
     production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
     lock: Path | None = None  # the hardware's lock this window holds until its close
+    listener: Listener | None = None  # follows the window's progress events (window/progress.py)
     archived: bool = False
     restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
     # One context for every start: it carries the prompts the first start prepared.
     context: StartContext = field(init=False)
+    feed: ProgressFeed = field(init=False)
 
     def __post_init__(self) -> None:
+        self.feed = ProgressFeed(self.directory.window_id, self.listener)
         self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say,
-                                    gpu=self.gpu)  # fmt: skip
+                                    gpu=self.gpu, feed=self.feed)  # fmt: skip
 
     @property
     def commit(self) -> str | None:
@@ -124,39 +129,13 @@ class Window:
     async def open(self) -> dict[str, Any]:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
-        write_json_atomic(self.directory.manifest, self._manifest())
+        write_json_atomic(self.directory.manifest, manifest(self))
         self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
+        self.feed.opened(self.directory.path, self.order, self.starts, self.gate_summary.get("budget", {}),
+                         sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells))  # fmt: skip
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
         production = self.hold.snapshot if self.hold is not None else None
         return {"plan_sha256": self.loaded.sha256, "production": production}
-
-    def _manifest(self) -> dict[str, Any]:
-        mode, rule = self.checked.mode, self.checked.rule
-        return {
-            "format": WINDOW.id,
-            "window_id": self.directory.window_id,
-            "mode": self.checked.mode_name,
-            "control_role": mode.control,
-            "candidate_role": mode.candidate,
-            "order": self.order,
-            "starts": [{"start": s.name, "kind": s.kind, "role": s.role} for s in self.starts],
-            "plan_path": str(self.loaded.path),
-            "plan_sha256": self.loaded.sha256,
-            "rule_id": rule.id,
-            "rule_sha256": rule.sha256,
-            "archive": str(self.archive_file),
-            "power_warnings": self.power_warnings,
-            "gates": self.gate_summary,
-            "families": {
-                name: {"prompts_sha256": fam.prompts_sha256, "order_sha256": fam.order_sha256}
-                for name, fam in self.loaded.families.items()
-            },
-            "environment": self.environment,
-            "production": self.hold.snapshot if self.hold is not None else None,
-            "chain": self.chain.record() | {"last": self.chain.last} if self.chain is not None else None,
-            "telemetry": {"gpu": self.gpu.name if self.gpu is not None else None,
-                          "production_cap_mhz": self.production_cap[0], "production_cap_from": self.production_cap[1]},
-        }  # fmt: skip
 
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
@@ -228,15 +207,19 @@ class Window:
 
     async def _journaled(self, step: Step) -> None:
         self.directory.journal_event(step.name, "begin")
+        self.feed.emit("step", step=step.name, state="begin")
         try:
             details = await step.action()
         except asyncio.CancelledError:
             self.directory.journal_event(step.name, "interrupted")
+            self.feed.emit("step", step=step.name, state="interrupted")
             raise
         except BaseException as exc:
             self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
+            self.feed.emit("step", step=step.name, state="failed", error=str(exc))
             raise
         self.directory.journal_event(step.name, "end", **(details or {}))
+        self.feed.emit("step", step=step.name, state="end")
 
     async def close(self, error: BaseException | None) -> None:
         """The final status, journaled: production given back if it is still owed, then complete with the
@@ -277,6 +260,8 @@ class Window:
         self.directory.journal_event("close", "end", state=state, **restore)
         if self.decision is not None:
             report_after_close(self.directory, self.decision, self.say)
+        self.feed.emit("close", state=state, verdict=self.decision.verdict if self.decision and error is None else None,
+                       path=str(self.directory.path))  # fmt: skip
         if restore_failure is not None and not isinstance(error, RestoreFailed):
             raise self._loud(restore_failure, error)
 

@@ -27,6 +27,7 @@ from fairwin.window.lock import HardwareHeld, acquire, coordinator, lock_path, r
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
 from fairwin.window.processes import Launcher, local_launcher
+from fairwin.window.progress import Listener
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
 
@@ -40,6 +41,7 @@ class WindowOptions(TypedDict, total=False):
 
     launcher: Launcher  # starts each role's server (tests inject their own)
     say: Callable[[str], None]  # progress lines
+    progress: Listener | None  # progress events, fairwin.progress/1 (window/progress.py)
     output_dir: Path | None  # where the window's directory is made (default: the plan's window.output_dir)
     order: str | None  # overrides the rule's draw (tests; chained windows that balance orders)
     gates: GateInputs | None  # the receipts the window must be given
@@ -85,6 +87,7 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
         environment=environment, archive_file=archive, power_warnings=warnings,
         launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
+        listener=options.get("progress"),
         production_cap=cap,
     )  # fmt: skip
 

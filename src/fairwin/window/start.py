@@ -42,6 +42,7 @@ from fairwin.window.processes import (
     stop_all,
     stop_receipt,
 )
+from fairwin.window.progress import ProgressFeed
 from fairwin.window.records import append_streams
 from fairwin.window.runtime import check_speculative
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
@@ -60,6 +61,7 @@ class StartContext:
     launcher: Launcher
     say: Callable[[str], None]
     gpu: GpuSource | None = None  # sampled through every start, when the host has GPUs to read
+    feed: ProgressFeed | None = None  # progress events for a display (window/progress.py)
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
 
@@ -145,6 +147,9 @@ async def _run_waves(
             raise result.error
         results.append(result)
         ctx.say(f"  {target.start} {spec.key}: {len(result.streams)} streams in {result.seconds:.1f} s")
+        if ctx.feed is not None:
+            ctx.feed.emit("wave", start=target.start, kind=target.kind, role=target.role, cell=cell_name, wave=spec.key,
+                          seconds=round(result.seconds, 3))  # fmt: skip
     return results
 
 

@@ -1,0 +1,84 @@
+"""How a running window is shown: a live display on a terminal, plain lines otherwise, JSON lines for machines.
+
+On a terminal (stderr), one bar follows the window's waves with the step, start and
+cell it is at, the time spent against the budget's estimate and an ETA from the pace
+so far; the window's own lines print above it. Not on a terminal (CI logs, a pipe),
+the same lines print plainly. ``--progress-json`` writes every ``fairwin.progress/1``
+event to stdout, one JSON object per line, flushed as it happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn
+
+Say = Callable[[str], None]
+Listener = Callable[[dict[str, Any]], None]
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+class LiveDisplay:
+    """One bar over every wave of the window, its text kept up to date from the progress events."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[times]}"), console=console)  # fmt: skip
+        self.task: TaskID = self.progress.add_task("opening the window", total=None, times="")
+        self.started = time.monotonic()
+        self.estimate_s: float | None = None
+        self.where = ""
+
+    def say(self, line: str) -> None:
+        self.progress.console.print(line, markup=False, highlight=False)
+
+    def listen(self, event: dict[str, Any]) -> None:
+        kind = event["event"]
+        if kind == "open":
+            self.estimate_s = event.get("estimate_s")
+            total = len(event.get("starts", [])) * int(event.get("waves_per_start", 0))
+            self.progress.update(self.task, total=total or None)
+        elif kind == "step" and event.get("state") == "begin":
+            self.where = str(event["step"])
+        elif kind == "wave":
+            self.where = f"{event['start']} ({event['kind']}, {event['role']}) {event['wave']}"
+            self.progress.advance(self.task)
+        elif kind == "close":
+            self.where = f"{event['state']}" + (f": {event['verdict']}" if event.get("verdict") else "")
+        self.progress.update(self.task, description=self.where, times=self._times())
+
+    def _times(self) -> str:
+        elapsed = time.monotonic() - self.started
+        task = self.progress.tasks[0]
+        text = _minutes(elapsed) + (f" of ~{_minutes(self.estimate_s)} estimated" if self.estimate_s else "")
+        if task.total and task.completed:
+            text += f", ETA {_minutes(elapsed / task.completed * (task.total - task.completed))}"
+        return text
+
+
+def _json_line(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def window_display(console: Console, *, quiet: bool, as_json: bool) -> Iterator[tuple[Say, Listener | None]]:
+    """(say, listener) for ``run_window``: what the window's lines and progress events go to."""
+    plain: Say = (lambda _line: None) if quiet else (lambda line: console.print(line, markup=False))
+    if as_json:
+        yield plain, _json_line
+    elif quiet or not console.is_terminal:
+        yield plain, None
+    else:
+        shown = LiveDisplay(console)
+        with shown.progress:
+            yield shown.say, shown.listen

@@ -1,0 +1,61 @@
+"""Where a running window is, as events a display (or a machine) follows: ``fairwin.progress/1``.
+
+The window emits plain JSON-ready dicts, one per moment a person watching would want
+to see:
+
+- ``open``: the window's starts (name, kind, role), the waves each start runs, and the
+  budget's estimate of the measurement (``estimate_s``) and of each start;
+- ``step``: a journaled step's ``begin``, ``end``, ``failed`` or ``interrupted``
+  (``open``, ``production down``, ``start s2``, ``restore``, ``decide`` ...);
+- ``wave``: a measured wave done, with its start, cell, key and seconds;
+- ``close``: the window's final state, its verdict when it has one, and its directory.
+
+The window never waits on a display: a listener that raises is the display's bug, and
+is dropped with one warning rather than failing a measurement.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fairwin.plan.schedule import StartSpec
+from fairwin.vocabulary import PROGRESS
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class ProgressFeed:
+    """The window's side of the progress events: stamps each and hands it to the listener, if any."""
+
+    window_id: str
+    listener: Listener | None = None
+    dropped: bool = field(default=False, init=False)
+
+    def emit(self, event: str, **details: Any) -> None:
+        if self.listener is None or self.dropped:
+            return
+        record = {"format": PROGRESS.id, "time": time.time(), "window_id": self.window_id, "event": event,
+                  **{k: v for k, v in details.items() if v is not None}}  # fmt: skip
+        try:
+            self.listener(record)
+        except Exception as exc:
+            self.dropped = True
+            log.warning("progress display dropped after it failed: %s", exc)
+
+    def opened(
+        self, path: Path, order: str, starts: Sequence[StartSpec], budget: Mapping[str, Any], waves_per_start: int
+    ) -> None:
+        """The ``open`` event: what a display needs to show how far the window has come and what is left."""
+        estimates = budget.get("per_start_s", {})
+        self.emit("open", path=str(path), order=order, estimate_s=budget.get("measurement_end_s"),
+                  waves_per_start=waves_per_start,
+                  starts=[{"name": s.name, "kind": s.kind, "role": s.role, "estimate_s": estimates.get(s.name)}
+                          for s in starts])  # fmt: skip

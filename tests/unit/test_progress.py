@@ -1,0 +1,62 @@
+"""Progress events and their displays: the feed never fails a window, the live bar follows the waves."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from fairwin.cli._progress import LiveDisplay, window_display
+from fairwin.plan.schedule import StartSpec
+from fairwin.window.progress import ProgressFeed
+
+
+def test_a_listener_that_fails_is_dropped_once_and_the_window_goes_on() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def flaky(event: dict[str, Any]) -> None:
+        seen.append(event)
+        raise RuntimeError("terminal gone")
+
+    feed = ProgressFeed("w1", flaky)
+    feed.emit("step", step="open", state="begin")
+    feed.emit("step", step="open", state="end")  # not delivered: the listener was dropped
+    assert [e["state"] for e in seen] == ["begin"] and feed.dropped
+    assert seen[0]["format"] == "fairwin.progress/1" and seen[0]["window_id"] == "w1"
+
+
+def test_the_open_event_carries_the_starts_their_estimates_and_the_waves_each_runs() -> None:
+    seen: list[dict[str, Any]] = []
+    starts = [StartSpec(name="s1", kind="control", role="A"), StartSpec(name="s2", kind="candidate", role="B")]
+    ProgressFeed("w1", seen.append).opened(Path("/w"), "control-first", starts,
+                                           {"measurement_end_s": 90.0, "per_start_s": {"s1": 40.0}}, 6)  # fmt: skip
+    (event,) = seen
+    assert event["estimate_s"] == 90.0 and event["waves_per_start"] == 6 and event["path"] == "/w"
+    assert event["starts"] == [{"name": "s1", "kind": "control", "role": "A", "estimate_s": 40.0},
+                               {"name": "s2", "kind": "candidate", "role": "B", "estimate_s": None}]  # fmt: skip
+
+
+def test_the_live_bar_counts_waves_and_says_where_the_window_is() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=160)
+    shown = LiveDisplay(console)
+    shown.listen({"event": "open", "estimate_s": 120.0, "waves_per_start": 2, "starts": [{}, {}, {}]})
+    shown.listen({"event": "step", "step": "start s1", "state": "begin"})
+    shown.listen({"event": "wave", "start": "s1", "kind": "control", "role": "A", "wave": "c/r1/prose"})
+    task = shown.progress.tasks[0]
+    assert (task.total, task.completed) == (6, 1)
+    assert task.description == "s1 (control, A) c/r1/prose" and "of ~2:00 estimated, ETA" in task.fields["times"]
+    shown.listen({"event": "close", "state": "complete", "verdict": "WIN"})
+    assert shown.progress.tasks[0].description == "complete: WIN"
+
+
+def test_without_a_terminal_the_lines_are_plain_and_quiet_means_none() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False)
+    with window_display(console, quiet=False, as_json=False) as (say, listener):
+        say("s1 [control]: launching")
+    assert listener is None and out.getvalue() == "s1 [control]: launching\n"
+    with window_display(console, quiet=True, as_json=False) as (say, listener):
+        say("not shown")
+    assert listener is None and "not shown" not in out.getvalue()
