@@ -92,6 +92,7 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
     assert all(cell["cell"] in text for cell in decision["cells"]) and decision["rule_id"] in text
 
 
+@pytest.mark.slow
 def test_exports_and_the_comparisons_plot(make_plan: PlanFactory, tmp_path: Path) -> None:
     windows = two_windows(make_plan)
     out = tmp_path / "exports"
