@@ -79,6 +79,7 @@ CONTEXT = RecordFormat("fairwin.decision-context", 1)
 DECISION = RecordFormat("fairwin.decision", 2)
 BUDGET = RecordFormat("fairwin.budget", 1)
 PROGRESS = RecordFormat("fairwin.progress", 1)
+GREEDY = RecordFormat("fairwin.greedy", 1)
 JOURNAL = RecordFormat("fairwin.journal", 1)
 # Production and chains.
 PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1)

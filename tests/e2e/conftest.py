@@ -92,6 +92,10 @@ def e2e_plan(directory: Path) -> Path:
             "short-b1": {**cell, "prompt_tokens": 256, "streams_per_wave": 2, "max_tokens": 256},
             "long-b1": {**cell, "prompt_tokens": 4096, "streams_per_wave": 1},
         },
+        # After the first start of each kind: greedy streams with their top-2 logprobs, compared (docs/greedy.md).
+        "diagnostics": {
+            "greedy": {"on": ["control", "candidate"], "cells": ["short-b1"], "prompts": 2, "max_tokens": 48}
+        },
     }
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "e2e.toml"

@@ -132,3 +132,12 @@ def test_client_timing_is_right_or_flagged_with_its_cause(spec_window: Window, a
     assert_client_timing_right_or_flagged(aa_window)
     start = aa_window.json("starts/s1/start.json")
     assert start["scheduling"]["nice"] == 10 and start["host_before"]["memory_available_gib"] > 0
+
+
+def test_ngram_speculation_leaves_greedy_output_unchanged_but_for_near_ties(spec_window: Window) -> None:
+    greedy = spec_window.json("decision.json")["greedy"]
+    assert (greedy["streams"], greedy["compared"]) == (4, 2)  # s2 (n-gram) against s1 (none), two prompts
+    assert [d for d in greedy["divergences"] if not d["near_tie"]] == [], greedy["divergences"]
+    candidate = spec_window.jsonl("starts/s2/greedy.jsonl")
+    assert all(len(row["tokens"]) == 48 and len(row["top"]) == 48 for row in candidate)
+    assert all(row["speculated"] is True for row in candidate), greedy["notes"]  # it really drafted meanwhile

@@ -114,3 +114,21 @@ def test_a_client_only_rehearsal_does_not_probe_metrics(make_plan: PlanFactory) 
     plain = [p.name for p in probes_for(load_plan(make_plan(window={"counters": "none"}, name="plain.toml")), "m")]
     assert "metrics" in counted and "metrics" not in plain
     assert [n for n in counted if n != "metrics"] == plain
+
+
+@pytest.mark.parametrize(
+    "server", [("--spec-tokens", "2", "--reject-param", "logprobs"), ("--spec-tokens", "2")], indirect=True,
+    ids=["refused", "served"],
+)  # fmt: skip
+def test_the_greedy_diagnostics_request_shape_is_rehearsed(
+    make_plan: PlanFactory, server: SimProcess, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    plan = make_plan()
+    plan.write_text(plan.read_text() + "\n[diagnostics.greedy]\nmax_tokens = 16\n")
+    out = tmp_path / "r"
+    done = rehearse(plan, server, out)
+    probe = next(p for p in document(out)["probes"] if p["name"] == "greedy diagnostics")
+    if request.node.callspec.id == "served":
+        assert done.returncode == 0 and probe["reading"] is None and probe["status"] == 200
+    else:
+        assert done.returncode == 5 and probe["status"] == 400 and probe["reading"].startswith("4xx")

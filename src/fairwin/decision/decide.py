@@ -140,6 +140,8 @@ def window_verdict(cells: Sequence[CellDecision]) -> tuple[Verdict, list[str]]:
 def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContext) -> Decision:
     cells = [decide_cell(rows, cell, rule, context) for cell in context.cells]
     verdict, reasons = window_verdict(cells)
+    if context.greedy is not None:
+        reasons = [*reasons, context.greedy.line()]
     return Decision(
         window_id=context.window_id,
         mode=context.mode,
@@ -151,4 +153,5 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
         verdict=verdict,
         reasons=reasons,
         cells=cells,
+        greedy=context.greedy,
     )

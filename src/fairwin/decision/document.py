@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from fairwin.decision.greedy import GreedyFindings
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, Verdict
 from fairwin.decision.rules import RuleSpec
@@ -78,3 +79,6 @@ class Decision(Frozen):
     reasons: list[str]
     cells: list[CellDecision]
     inputs: SealedInputs | None = None  # set when a window's decision is written; None for rows decided alone
+    # Correctness beside the speed verdict: a real greedy divergence never changes the verdict, but a
+    # promotion refuses on it. None when the window ran no greedy diagnostics.
+    greedy: GreedyFindings | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairwin.decision.greedy import GreedyFindings
 from fairwin.vocabulary import DecisionRow, Order
 
 __all__ = ["ArchiveNoise", "DecisionRow", "WindowContext"]
@@ -45,6 +46,7 @@ class WindowContext(BaseModel):
     production_clock_cap_mhz: float | None = None
     order: Order = "control-first"
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
+    greedy: GreedyFindings | None = Field(None, description="The greedy diagnostics' findings, when they ran.")
 
     def noise(self, cell: str, metric: str) -> ArchiveNoise | None:
         return next((a for a in self.archive if a.cell == cell and a.metric == metric), None)

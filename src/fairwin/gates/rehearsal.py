@@ -30,6 +30,8 @@ import aiohttp
 from fairwin.durable import canonical_json, write_text_atomic
 from fairwin.errors import GateRefused, InputError
 from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.load.greedy import PATH as GREEDY_PATH
+from fairwin.load.greedy import parse, request
 from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
@@ -51,6 +53,7 @@ class Probe:
     stream: bool = False
     expect_status: int | None = None  # control probes only
     expect_tokens: int | None = None
+    expect_logprobs: bool = False  # the greedy diagnostics' answer: completions logprobs, top two
 
 
 def _stream_body(loaded: LoadedPlan, cell_name: str, model: str, max_tokens: int, salt: str) -> dict[str, Any]:
@@ -92,6 +95,9 @@ def probes_for(loaded: LoadedPlan, model: str) -> list[Probe]:
             Probe(f"cell {name}", "POST", endpoint_path(cell),
                   priced(_stream_body(loaded, name, model, n, f"{stamp}.{name}")), True, expect_tokens=n)
         )  # fmt: skip
+    if (greedy := plan.diagnostics.greedy) is not None:
+        body = request(model, PROBE_TEXT, min(MAX_PROBE_TOKENS, greedy.max_tokens), f"{stamp}.greedy")
+        probes.append(Probe("greedy diagnostics", "POST", GREEDY_PATH, priced(body), expect_logprobs=True))
     for control in settings.controls:
         cell = plan.cells[warm]
         body = priced(_stream_body(loaded, warm, model, tokens, f"{stamp}.control.{control.name}"))
@@ -143,6 +149,8 @@ async def _send(session: aiohttp.ClientSession, url: str, probe: Probe) -> dict[
     result.update(response_sha256=_digest(text), reply=text, http_status=result["status"])
     if result["status"] >= 300:
         result["error_body"] = text[:2000]
+    elif probe.expect_logprobs:
+        result["logprobs_problem"] = _logprobs_problem(text, probe.name)
     elif probe.stream:
         facts = _stream_facts(text)
         error = facts.pop("stream_error")
@@ -153,6 +161,15 @@ async def _send(session: aiohttp.ClientSession, url: str, probe: Probe) -> dict[
             result["status"] = code if isinstance(code, int) and 100 <= code <= 599 else 500
             result["error_body"] = json.dumps({"error": error})[:2000]
     return result
+
+
+def _logprobs_problem(text: str, name: str) -> str | None:
+    """Why an answer cannot feed the greedy diagnostics (no completions logprobs); None when it can."""
+    try:
+        tokens, top = parse(json.loads(text), name)
+    except (InputError, ValueError) as exc:
+        return str(exc)
+    return None if tokens and len(top) == len(tokens) else f"{name}: the answer's logprobs have no top tokens"
 
 
 def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
@@ -170,6 +187,8 @@ def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
         return READING_NO_ANSWER
     if status >= 400:
         return READING_4XX
+    if probe.expect_logprobs and result.get("logprobs_problem"):
+        return f"4xx-like: {result['logprobs_problem']}"
     if probe.stream:
         usage = result.get("usage") or {}
         if not result.get("done") or usage.get("completion_tokens") != probe.expect_tokens:

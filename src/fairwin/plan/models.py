@@ -17,6 +17,7 @@ from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
+from fairwin.plan.diagnostics import Diagnostics
 from fairwin.plan.hosts import Host
 from fairwin.plan.production import ProductionSettings
 from fairwin.plan.roles import SHA256_RE, Role
@@ -149,6 +150,9 @@ class Plan(StrictModel):
     chain: ChainSettings = Field(
         default_factory=ChainSettings, description="Windows that leave production down between them (docs/chain.md)."
     )
+    diagnostics: Diagnostics = Field(
+        default_factory=Diagnostics, description="Correctness diagnostics run beside the measurement (docs/greedy.md)."
+    )
 
     @field_validator("hosts", "roles", "modes", "families", "cells")
     @classmethod
@@ -183,6 +187,10 @@ class Plan(StrictModel):
                 raise ValueError(f"roles.{role_name}: unset_env and allowed_env_differences need a base role")
         self._production_role()
         self._remote_roles()
+        greedy = self.diagnostics.greedy
+        for name in (greedy.cells or []) if greedy is not None else []:
+            if name not in self.cells:
+                raise ValueError(f"diagnostics.greedy.cells names {name!r}, which [cells] does not declare")
         if not any(cell.decision for cell in self.cells.values()):
             raise ValueError("no cell has decision = true; a window needs at least one decision cell")
         return self

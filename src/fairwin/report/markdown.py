@@ -187,6 +187,7 @@ def render_summary(
         *fidelity_table(rows),
         "",
         *telemetry_section(telemetry),
+        *greedy_section(decision),
     ]
     return "\n".join(parts)
 
@@ -212,4 +213,26 @@ def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"| {start['start']} | {start['source']} | {start['samples']} | "
                      f"{'n/a' if cap is None else f'{cap:g}'} | {clocks} | {events} |")  # fmt: skip
         lines += [f"|  |  |  |  |  | {problem} |" for problem in start.get("problems", [])]
+    return [*lines, ""]
+
+
+def _cell_text(text: str) -> str:
+    """A token as a table cell: visible spaces, no pipe breaking the table."""
+    return "`" + text.replace("|", "\\|").replace("`", "'") + "`" if text.strip() else repr(text)
+
+
+def greedy_section(decision: Decision) -> list[str]:
+    """The greedy diagnostics: what was compared and every first divergence, near-tie or real."""
+    found = decision.greedy
+    if found is None:
+        return []
+    lines = ["## Greedy diagnostics", "", f"**{found.line()}**", ""]
+    lines += [f"- {note}" for note in found.notes]
+    if found.divergences:
+        lines += ["| start | against | cell | prompt | position | expected | got | top-2 margin | kind |",
+                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for d in found.divergences:
+            lines.append(f"| {d.start} | {d.reference} | {d.cell} | {d.prompt} | {d.position} | "
+                         f"{_cell_text(d.expected)} | {_cell_text(d.got)} | {_num(d.margin, 3)} | "
+                         f"{'near-tie' if d.near_tie else '**REAL**'} |")  # fmt: skip
     return [*lines, ""]

@@ -24,6 +24,8 @@ FAULTS = {
     "no-usage": "never send a usage chunk",
     "drop-connection": "close the connection in the middle of every stream",
     "burst-delivery": "hold every chunk and send the whole stream at its end, as a client starved of CPU reads it",
+    "greedy-wrong-token": "at temperature 0, emit a token the model ranks far below the best at position 3",
+    "greedy-near-tie": "at temperature 0, the best two tokens at position 3 are nearly tied and the other one wins",
 }
 
 

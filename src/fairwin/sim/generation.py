@@ -134,11 +134,22 @@ class _Generation:
         choice: dict[str, Any] = (
             {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
             if self.kind == "chat"
-            else {"index": 0, "text": text, "finish_reason": finish}
+            else {"index": 0, "text": text, "finish_reason": finish, "logprobs": self._logprobs()}
         )
         return web.json_response(
             {"id": self.rid, "object": self.kind, "model": self.config.model, "choices": [choice], "usage": usage}
         )
+
+    def _logprobs(self) -> dict[str, Any] | None:
+        """The completions API's logprobs, when asked for (``logprobs: N``, at most the top two here)."""
+        asked = self.body.get("logprobs")
+        if not isinstance(asked, int) or isinstance(asked, bool):
+            return None
+        words, top = self.drafter.words, self.drafter.top
+        chosen = [dict(pair).get(word, -9.0) for word, pair in zip(words, top, strict=True)]
+        offsets = [sum(len(w) for w in words[:i]) for i in range(len(words))]
+        return {"tokens": words, "token_logprobs": chosen, "top_logprobs": [dict(pair[:asked]) for pair in top],
+                "text_offset": offsets}  # fmt: skip
 
     async def end_stream(self, finish: str, decode_s: float, usage: dict[str, int], include_usage: bool) -> None:
         assert self.response is not None
@@ -171,7 +182,7 @@ def _count_prompt(request: web.Request, body: dict[str, Any], prompt: str, promp
 def _start(request: web.Request, kind: str, body: dict[str, Any], prompt: str) -> _Generation:
     config = request.app[CONFIG_KEY]
     max_tokens: int = body.get("max_tokens", 16)
-    drafter = Drafter(config, int(body.get("seed") or 0), prompt)
+    drafter = Drafter(config, int(body.get("seed") or 0), prompt, greedy=body.get("temperature") == 0)
     if not body.get("ignore_eos", False):
         max_tokens = min(max_tokens, 1 + int(drafter.rng.expovariate(1 / 200)))  # an EOS, as a model would
     prompt_tokens = len(tokenize(prompt))

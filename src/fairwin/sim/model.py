@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 TOKEN_RE = re.compile(r"\s*\S+|\s+")
+GREEDY_FAULT_AT = 3  # the position the greedy faults bend (0-based)
 WORDS = ("alpha", "beta", "gamma", "delta", "kappa", "lambda", "sigma", "omega", "theta", "zeta")
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -111,10 +112,15 @@ class Round:
 class Drafter:
     """Seeded per request: the same request (seed and prompt) sees the same draws on every start."""
 
-    def __init__(self, config: SimConfig, request_seed: int, prompt: str) -> None:
+    def __init__(self, config: SimConfig, request_seed: int, prompt: str, greedy: bool = False) -> None:
         material = f"{config.seed}:{request_seed}:{prompt}".encode()
         self.rng = random.Random(hashlib.sha256(material).digest())
         self.config = config
+        # At temperature 0 the words depend on the prompt alone, as a model's greedy output does: never on
+        # the seed, nor on how many drafts were accepted.
+        self.greedy = random.Random(hashlib.sha256(prompt.encode()).digest()) if greedy else None
+        self.words: list[str] = []
+        self.top: list[list[tuple[str, float]]] = []  # per token: the top two (token, logprob), best first
 
     def next_round(self, remaining: int) -> Round:
         """One decode round that emits at most ``remaining`` tokens."""
@@ -130,4 +136,23 @@ class Drafter:
         return Round(proposed=proposed, accepted=accepted, seconds=max(0.0, base * noise) / 1000.0)
 
     def text(self, tokens: int) -> str:
-        return "".join(" " + WORDS[self.rng.randrange(len(WORDS))] for _ in range(tokens))
+        start = len(self.words)
+        for _ in range(tokens):
+            drawn = self.rng.randrange(len(WORDS))  # drawn either way: the timing draws stay those of any request
+            self._emit(self.greedy.randrange(len(WORDS)) if self.greedy is not None else drawn)
+        return "".join(self.words[start:])
+
+    def _emit(self, index: int) -> None:
+        """One token and its top two; the greedy faults bend position GREEDY_FAULT_AT."""
+        best, runner_up = " " + WORDS[index], " " + WORDS[(index + 1) % len(WORDS)]
+        top = [(best, -0.05), (runner_up, -3.0)]
+        if self.greedy is not None and len(self.words) == GREEDY_FAULT_AT:
+            if "greedy-wrong-token" in self.config.faults:
+                self.words.append(runner_up)  # a wrong token: the model itself ranks it far below the best
+                self.top.append(top)
+                return
+            if "greedy-near-tie" in self.config.faults:
+                best, runner_up = runner_up, best  # a numerical near-tie, which the other token wins
+                top = [(best, -0.69), (runner_up, -0.70)]
+        self.words.append(best)
+        self.top.append(top)

@@ -20,6 +20,7 @@ from fairwin.plan.models import Cell
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.vocabulary import CONTEXT, POOLED, START
+from fairwin.window.greedy import findings
 from fairwin.window.layout import WindowDir
 
 
@@ -56,6 +57,7 @@ def context_for(
         production_clock_cap_mhz=production_cap_mhz,
         order="candidate-first" if order == "candidate-first" else "control-first",
         archive=archive,
+        greedy=findings(window.path, greedy, loaded.base_dir) if (greedy := loaded.plan.diagnostics.greedy) else None,
     )
 
 

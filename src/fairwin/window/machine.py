@@ -28,6 +28,7 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.chain import ChainedWindow, ChainRun
 from fairwin.window.close import archive_controls, decide_and_report, report_after_close
+from fairwin.window.greedy import diagnosed_starts
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
@@ -84,8 +85,9 @@ class Window:
 
     def __post_init__(self) -> None:
         self.feed = ProgressFeed(self.directory.window_id, self.listener)
+        greedy = diagnosed_starts(self.loaded, self.checked.mode_name, self.starts)
         self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say,
-                                    gpu=self.gpu, feed=self.feed)  # fmt: skip
+                                    gpu=self.gpu, feed=self.feed, greedy_starts=greedy)  # fmt: skip
 
     @property
     def commit(self) -> str | None:

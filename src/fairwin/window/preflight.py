@@ -45,6 +45,10 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
         check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
     rule = get_rule(plan.window.rule)
     check_counters(plan.window.counters, rule)
+    greedy = plan.diagnostics.greedy
+    if greedy is not None and greedy.reference is not None and not loaded.resolve(greedy.reference).is_file():
+        raise PlanError(f"diagnostics.greedy.reference {loaded.resolve(greedy.reference)} does not exist; "
+                        "point it at a stored greedy.jsonl or remove the key")  # fmt: skip
     return Preflight(mode_name=mode_name, mode=mode, rule=rule)
 
 

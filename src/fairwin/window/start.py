@@ -29,6 +29,7 @@ from fairwin.telemetry.gpu import GpuSource, PerHost, remote_source
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
 from fairwin.transport import client_session
 from fairwin.vocabulary import START, WAVE, PooledRow
+from fairwin.window.greedy import diagnose
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
 from fairwin.window.processes import (
@@ -62,6 +63,7 @@ class StartContext:
     say: Callable[[str], None]
     gpu: GpuSource | None = None  # sampled through every start, when the host has GPUs to read
     feed: ProgressFeed | None = None  # progress events for a display (window/progress.py)
+    greedy_starts: set[str] = field(default_factory=set)  # the starts that run greedy diagnostics
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
 
@@ -248,6 +250,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
             measured = await _measure(ctx, session, target, receipt, [p.spec for p in processes])
+            if start.name in ctx.greedy_starts:
+                receipt["greedy_streams"] = await _diagnose(ctx, session, target, bool(receipt["speculative"]))
             if (why := problem(processes)) is not None:
                 raise LaunchError(f"role {start.role}, start {start.name}: {why}; its measurements are not used")
             rows = measured
@@ -262,6 +266,17 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 where["stop"] = stop_receipt(record)
         finally:
             write_json_atomic(directory / "start.json", receipt)
+
+
+async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: Target, speculative: bool) -> int:
+    """The start's greedy diagnostics (window/greedy.py), after its waves and before its server stops."""
+    plan = ctx.loaded.plan
+    settings = plan.diagnostics.greedy
+    assert settings is not None  # only diagnosed starts get here
+    cells = settings.cells or [name for name, cell in plan.cells.items() if cell.decision]
+    ctx.say(f"  {target.start}: greedy diagnostics on {settings.prompts} prompt(s) of {', '.join(cells)}")
+    return await diagnose(session, target, ctx.window.window_id, settings, ctx.prepared, cells,
+                          ctx.window.start_dir(target.start), speculative)  # fmt: skip
 
 
 def _pins(identity: dict[str, dict[str, str]], member: str) -> dict[str, Any]:

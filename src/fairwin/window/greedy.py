@@ -1,0 +1,89 @@
+"""Greedy diagnostics during a window: uncounted temperature-0 streams after a chosen start's waves.
+
+After the waves of a diagnosed start (and before its server stops), the first
+``prompts`` prepared prompts of each chosen cell are sent once more, not streamed, at
+temperature 0 with EOS ignored and the top-2 logprobs of every position asked for,
+each under a cache salt of its own. They are not counted: the waves' counters are
+already read. Each answer goes to ``starts/sN/greedy.jsonl`` (``fairwin.greedy/1``);
+the decide step compares them all (decision/greedy.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from fairwin.decision.greedy import GreedyFindings, GreedyStream, compare_greedy
+from fairwin.durable import read_jsonl, write_jsonl_atomic
+from fairwin.load.greedy import PATH, parse, request
+from fairwin.load.prepare import PreparedPrompt
+from fairwin.load.wave import Target, salt
+from fairwin.metrics.scrape import delta, scrape
+from fairwin.plan.diagnostics import GreedySettings
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import StartSpec
+from fairwin.transport import post_json
+from fairwin.vocabulary import GREEDY
+
+FILE = "greedy.jsonl"
+
+
+def diagnosed_starts(loaded: LoadedPlan, mode: str, starts: Sequence[StartSpec]) -> set[str]:
+    """The starts that run greedy diagnostics: the plan's kinds (by default the candidate, and in
+    production-policy mode P's starts too), the first of each kind unless every start is asked for."""
+    settings = loaded.plan.diagnostics.greedy
+    if settings is None:
+        return set()
+    kinds = settings.on or (["candidate", "control"] if mode == "production-policy" else ["candidate"])
+    chosen = [s for s in starts if s.kind in kinds]
+    if not settings.every_start:
+        chosen = [s for s in chosen if s is next(o for o in chosen if o.kind == s.kind)]
+    return {s.name for s in chosen}
+
+
+async def diagnose(
+    session: aiohttp.ClientSession, target: Target, window_id: str, settings: GreedySettings,
+    prepared: dict[str, dict[str, PreparedPrompt]], cells: Sequence[str], directory: Path, speculative: bool,
+) -> int:  # fmt: skip
+    """Run the start's greedy streams and store them; how many were stored. A speculative start's rows say
+    whether it really speculated meanwhile (its draft counter moved): some servers turn speculation off
+    for requests that ask for logprobs, and then the comparison says nothing about speculative decoding."""
+    rows: list[dict[str, Any]] = []
+    url = f"{target.base_url}{PATH}"
+    before = await _scrape(session, target)
+    for cell in cells:
+        for key, prompt in sorted(prepared.get(cell, {}).items())[: settings.prompts]:
+            body = request(target.model, prompt.text, settings.max_tokens,
+                           salt(window_id, target.start, "greedy", len(rows)))  # fmt: skip
+            answer = await post_json(session, url, body, what=f"greedy diagnostics of {target.start}")
+            tokens, top = parse(answer, f"greedy diagnostics of {target.start}, {cell} {key}")
+            rows.append({"format": GREEDY.id, "start": target.start, "kind": target.kind, "role": target.role,
+                         "cell": cell, "prompt": key, "tokens": tokens, "top": top})  # fmt: skip
+    speculated = None
+    if speculative and target.profile.reads_counters and target.profile.drafts:
+        drafts = delta(before, await _scrape(session, target)).get(target.profile.drafts, 0.0)
+        speculated = drafts > 0
+    write_jsonl_atomic(directory / FILE, [{**row, "speculated": speculated} for row in rows])
+    return len(rows)
+
+
+async def _scrape(session: aiohttp.ClientSession, target: Target) -> dict[str, float]:
+    if not target.profile.reads_counters:
+        return {}
+    return await scrape(session, target.url, target.model, target.profile.prefix or "")
+
+
+def findings(window: Path, settings: GreedySettings, base_dir: Path) -> GreedyFindings | None:
+    """Every diagnosed start's streams, in start order, compared (decision/greedy.py); None if none ran."""
+    files = sorted(window.glob(f"starts/*/{FILE}"), key=lambda p: int(p.parent.name[1:]))
+    if not files:
+        return None
+    streams = [GreedyStream.model_validate(row) for path in files for row in read_jsonl(path, GREEDY.readable)]
+    reference: list[GreedyStream] = []
+    if settings.reference is not None:
+        path = settings.reference if settings.reference.is_absolute() else base_dir / settings.reference
+        reference = [GreedyStream.model_validate(row) for row in read_jsonl(path, GREEDY.readable)]
+    return compare_greedy(streams, settings.near_tie_margin, reference)

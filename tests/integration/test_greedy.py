@@ -1,0 +1,52 @@
+"""Greedy diagnostics in a window on `fairwin sim`: a wrong token is found where it is, a near-tie is shown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fairwin.durable import read_jsonl
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin, only_window
+
+FAULT_AT = 3  # fairwin sim's greedy faults bend this position (0-based)
+
+
+def greedy_plan(make_plan: PlanFactory, fault: str) -> Path:
+    roles = {"A": sim_role("--ms-per-round", "2", model="g"),
+             "B": sim_role("--ms-per-round", "2", "--spec-tokens", "3", "--fault", fault, model="g")}  # fmt: skip
+    plan = make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1})
+    plan.write_text(plan.read_text() + '\n[diagnostics.greedy]\non = ["control", "candidate"]\nprompts = 2\n'
+                    "max_tokens = 12\n")  # fmt: skip
+    return plan
+
+
+def test_a_wrong_token_is_a_real_divergence_at_its_position_shown_in_the_decision_and_report(
+    make_plan: PlanFactory,
+) -> None:
+    plan = greedy_plan(make_plan, "greedy-wrong-token")
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr  # a correctness failure stands beside the speed verdict
+    window = only_window(plan)
+    assert sorted(p.parent.name for p in window.glob("starts/*/greedy.jsonl")) == ["s1", "s2"]  # first of each kind
+    rows = read_jsonl(window / "starts" / "s2" / "greedy.jsonl")
+    assert len(rows) == 2 and all(len(r["tokens"]) == 12 and len(r["top"]) == 12 for r in rows)
+    greedy = json.loads((window / "decision.json").read_text())["greedy"]
+    assert (greedy["streams"], greedy["compared"], greedy["identical"]) == (4, 2, 0)
+    assert {(d["start"], d["reference"], d["position"], d["near_tie"]) for d in greedy["divergences"]} == {
+        ("s2", "s1", FAULT_AT, False)}  # fmt: skip
+    assert "1 real divergence" not in done.stdout
+    summary = (window / "summary.md").read_text()
+    assert "2 real divergence(s); CORRECTNESS FAILURE" in summary and "**REAL**" in summary
+    assert "Greedy diagnostics" in (window / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_a_near_tie_is_shown_and_is_no_correctness_failure(make_plan: PlanFactory) -> None:
+    plan = greedy_plan(make_plan, "greedy-near-tie")
+    assert fairwin("run", str(plan), "--mode", "controlled", "--quiet").returncode == 0
+    greedy = json.loads((only_window(plan) / "decision.json").read_text())["greedy"]
+    assert [(d["position"], d["near_tie"]) for d in greedy["divergences"]] == [(FAULT_AT, True)] * 2
+    assert "CORRECTNESS FAILURE" not in (only_window(plan) / "summary.md").read_text()
