@@ -117,6 +117,11 @@ def scratch_chain_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 @pytest.fixture
 def make_plan(tmp_path: Path) -> PlanFactory:
     """Write a plan for sim roles; keyword arguments replace whole sections or add keys."""
+    return plan_factory(tmp_path)
+
+
+def plan_factory(tmp_path: Path) -> PlanFactory:
+    """:func:`make_plan`'s factory, for a fixture of wider scope that writes into a directory of its own."""
 
     def factory(
         roles: dict[str, Any] | None = None,

@@ -80,6 +80,7 @@ DECISION = RecordFormat("fairwin.decision", 2)
 BUDGET = RecordFormat("fairwin.budget", 1)
 PROGRESS = RecordFormat("fairwin.progress", 1)
 GREEDY = RecordFormat("fairwin.greedy", 1)
+PROMOTION = RecordFormat("fairwin.promotion", 1)
 JOURNAL = RecordFormat("fairwin.journal", 1)
 # Production and chains.
 PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1)

@@ -45,6 +45,11 @@ def commit(repo: Path, files: dict[str, str], message: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path)
+
+
+def make_repo(tmp_path: Path) -> Path:
+    """A git work tree with a qualified commit and an untracked build output."""
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")

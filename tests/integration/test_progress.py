@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window
 
 
+@pytest.mark.slow
 def test_progress_json_follows_every_step_and_wave_and_ends_with_the_verdict(make_plan: PlanFactory) -> None:
     plan = make_plan(roles={"A": sim_role("--ms-per-round", "2"), "B": sim_role("--ms-per-round", "2")},
                      window={"repeats": 2, "warmup_waves_max": 1})  # fmt: skip

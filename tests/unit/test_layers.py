@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "fairwin"
 LAYERS = (
     "_version", "errors", "durable", "vocabulary", "profiles", "transport",
     "decision", "plan", "launch", "telemetry", "production", "metrics", "load", "pooling", "gates", "report",
-    "archive", "window",
+    "archive", "window", "promote",
     "sim", "cli", "__main__", "(api)",
 )  # fmt: skip
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin._version import __version__
-from fairwin.cli import _chain, _decision, _gates, _production, _report, _window
+from fairwin.cli import _chain, _decision, _gates, _production, _promote, _report, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     _rehearse_parser(commands)
     _decision_parsers(commands)
     _report.add_parsers(commands)
+    _promote.add_parsers(commands)
     _gate_parsers(commands)
     _production_parsers(commands)
     _chain_parsers(commands)

@@ -1,0 +1,1 @@
+"""The promotion gate: whether a window's result may promote its candidate (docs/promote.md)."""

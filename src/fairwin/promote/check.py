@@ -1,0 +1,199 @@
+"""``fairwin promote check``: ALLOWED only when everything a window's WIN rests on holds, else every reason.
+
+Each check reads what the window recorded and, for the receipts it was given, the
+receipts themselves again (sealed, PASS, at the window's commit, the digest the window
+recorded). Every failing check adds one line; none stops the others, so a refusal
+lists everything that must be fixed. The result is a sealed ``fairwin.promotion/1``
+receipt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fairwin.decision import Decision
+from fairwin.durable import read_json, sha256_file
+from fairwin.errors import FairwinError
+from fairwin.gates.correctness import require_gate
+from fairwin.gates.qualify import require_carry
+from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.promote.policy import PromotionPolicy
+from fairwin.vocabulary import PROMOTION, REHEARSAL, STATUS, WINDOW
+from fairwin.window.stored import completed_decision
+
+
+@dataclass
+class Evidence:
+    """What the window recorded, read once."""
+
+    path: Path
+    status: dict[str, Any]
+    manifest: dict[str, Any]
+    decision: Decision | None
+
+    @property
+    def gates(self) -> dict[str, Any]:
+        gates = self.manifest.get("gates")
+        return gates if isinstance(gates, dict) else {}
+
+    @property
+    def commit(self) -> str | None:
+        """The commit under test: the one the gates bound the window to, else the plan's work tree's."""
+        commit = self.gates.get("head") or (self.manifest.get("environment") or {}).get("git", {}).get("commit")
+        return commit if isinstance(commit, str) else None
+
+
+def _decided(found: Evidence, policy: PromotionPolicy) -> list[str]:
+    decision = found.decision
+    if decision is None:
+        return []  # the window is not complete: said once, by _complete
+    reasons = [] if decision.verdict == "WIN" else [f"the verdict is {decision.verdict}, not WIN"]
+    accepted = {(rule.id, rule.sha256) for rule in policy.rules}
+    if (decision.rule_id, decision.rule_sha256) not in accepted:
+        reasons.append(f"rule {decision.rule_id} (sha256 {decision.rule_sha256[:16]}...) is not one the policy "
+                       f"accepts: {', '.join(f'{r.id} ({r.sha256[:16]}...)' for r in policy.rules)}")  # fmt: skip
+    if decision.mode != policy.mode:
+        reasons.append(f"the window ran in mode {decision.mode}; the policy requires {policy.mode}")
+    return reasons
+
+
+def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[str]:
+    """The carry and every gate receipt, read again: sealed, at the window's commit, bound to each other."""
+    reasons: list[str] = []
+    head, gates = found.commit, found.gates
+    recorded = gates.get("qualification")
+    artifacts: dict[str, str] | None = None
+    if recorded is None:
+        if policy.require_qualification:
+            reasons.append("no qualification was given to the window (run it with --qualification CARRIED.json)")
+    elif head is None:
+        reasons.append("the window recorded no git commit, so its qualification cannot be bound to it")
+    else:
+        try:
+            carried = require_carry(Path(recorded["path"]), head)
+            artifacts = carried.get("artifacts", {})
+            if carried.get("sha256") != recorded.get("sha256"):
+                reasons.append(f"qualification {recorded['path']} is not the receipt the window was given")
+        except FairwinError as exc:
+            reasons.append(f"qualification: {exc}")
+    passed = set()
+    for gate in gates.get("gates") or []:
+        try:
+            receipt = require_gate(Path(gate["path"]), head or "", artifacts)
+        except FairwinError as exc:
+            reasons.append(f"gate receipt: {exc}")
+            continue
+        if receipt.get("sha256") != gate.get("sha256"):
+            reasons.append(f"gate receipt {gate['path']} is not the one the window was given")
+        else:
+            passed.add(str(receipt.get("name")))
+    reasons += [f"gate {name}: no PASS receipt was given to the window (--require-gate)"
+                for name in policy.require_gates if name not in passed]  # fmt: skip
+    return reasons
+
+
+def _rehearsal(found: Evidence, policy: PromotionPolicy) -> list[str]:
+    recorded = found.gates.get("rehearsal")
+    if recorded is None:
+        return ["no rehearsal was given to the window (--require-rehearsal DIR)"] if policy.require_rehearsal else []
+    try:
+        document = read_receipt(Path(recorded["path"]) / "rehearsal.json", REHEARSAL)
+    except FairwinError as exc:
+        return [f"rehearsal: {exc}"]
+    reasons = (
+        [] if document.get("verdict") == "PASS" else [f"rehearsal {recorded['path']} is {document.get('verdict')}"]
+    )
+    if document.get("plan_sha256") != found.manifest.get("plan_sha256"):
+        reasons.append(f"rehearsal {recorded['path']} was made for another plan (sha256 differs from the window's)")
+    if document.get("sha256") != recorded.get("sha256"):
+        reasons.append(f"rehearsal {recorded['path']} is not the receipt the window was given")
+    return reasons
+
+
+def _metrics_and_validity(found: Evidence, policy: PromotionPolicy) -> list[str]:
+    if found.decision is None:
+        return []
+    reasons = []
+    for cell in (c for c in found.decision.cells if c.decides):
+        measured = {r.metric for r in [cell.primary, *cell.reported] if r is not None and r.estimate is not None}
+        measured |= {g.metric for g in cell.guards if g.failed is not None}
+        reasons += [f"{cell.cell}: {metric} was not recorded" for metric in policy.require_metrics
+                    if metric not in measured]  # fmt: skip
+        reasons += [f"{cell.cell}: guard {g.metric} {'FAILED' if g.failed else 'was not judged'}: {g.detail}"
+                    for g in cell.guards if g.failed is not False]  # fmt: skip
+        if policy.require_observed_clock_caps and not (cell.validity is not None and cell.validity.observed):
+            reasons.append(f"{cell.cell}: its starts' clock caps were not observed (no GPU telemetry)")
+    return reasons
+
+
+def _greedy(found: Evidence, policy: PromotionPolicy) -> list[str]:
+    if found.decision is None:
+        return []
+    greedy = found.decision.greedy
+    if greedy is None:
+        return ["greedy diagnostics did not run ([diagnostics.greedy] in the plan)"] if policy.require_greedy else []
+    return [f"real greedy divergence: {d.start} against {d.reference}, {d.cell} {d.prompt} at position {d.position}: "
+            f"{d.expected!r} expected, {d.got!r} written" for d in greedy.real]  # fmt: skip
+
+
+def _restored(found: Evidence, policy: PromotionPolicy) -> list[str]:
+    if not policy.require_restored:
+        return []
+    restore = found.status.get("restore")
+    if not isinstance(restore, dict):
+        return ["the window held no production, so none was restored and watched"]
+    if restore.get("state") != "RESTORED":
+        why = f": {restore['reason']}" if restore.get("reason") else ""
+        return [f"production was not restored and watched: {restore.get('state')}{why}"]
+    return []
+
+
+CHECKS: list[tuple[str, Callable[[Evidence, PromotionPolicy], list[str]]]] = [
+    ("verdict, rule and mode", _decided),
+    ("qualification and gates", _qualification_and_gates),
+    ("rehearsal", _rehearsal),
+    ("metrics, guards and validity", _metrics_and_validity),
+    ("greedy diagnostics", _greedy),
+    ("production restored", _restored),
+]
+
+
+def gather(window: Path) -> tuple[Evidence, list[str]]:
+    """The window's records, and why it cannot be promoted at all (not complete, its decision unsealed)."""
+    status = read_json(window / "status.json", STATUS.readable)
+    manifest = read_json(window / "window.json", WINDOW.readable)
+    decision, reasons = None, []
+    if status.get("state") != "complete":
+        reasons.append(f"the window is {status.get('state')}, not complete")
+    else:
+        try:
+            decision = completed_decision(window)
+        except FairwinError as exc:
+            reasons.append(f"its decision cannot be trusted: {exc}")
+    sealed = decision.inputs if decision is not None else None
+    if sealed is not None and sha256_file(window / "window.json") != sealed.manifest_sha256:
+        reasons.append(f"{window / 'window.json'} changed since the decision sealed it")
+    return Evidence(window, status, manifest, decision), reasons
+
+
+def check_promotion(window: Path, policy: PromotionPolicy, policy_path: Path, policy_sha256: str,
+                    out: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every check, then the sealed ``fairwin.promotion/1`` receipt (written to ``out``, default
+    WINDOW/promotion.json); its ``verdict`` is ALLOWED or REFUSED with every reason."""
+    found, reasons = gather(window)
+    checked = []
+    for name, check in CHECKS:
+        failed = check(found, policy)
+        checked.append({"check": name, "ok": not failed})
+        reasons += failed
+    document = {
+        "format": PROMOTION.id, "verdict": "REFUSED" if reasons else "ALLOWED", "reasons": reasons,
+        "checks": checked, "window_id": found.manifest.get("window_id"), "window_path": str(window),
+        "decision_sha256": found.status.get("decision_sha256"), "commit": found.commit,
+        "policy_path": str(policy_path), "policy_sha256": policy_sha256, "created_unix": time.time(),
+    }  # fmt: skip
+    return write_receipt(out if out is not None else window / "promotion.json", document)
