@@ -8,16 +8,18 @@ from pathlib import Path
 import pytest
 
 from fairwin.durable import read_jsonl
-from tests.conftest import PlanFactory, sim_role
+from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, only_window
 
 FAULT_AT = 3  # fairwin sim's greedy faults bend this position (0-based)
 
 
 def greedy_plan(make_plan: PlanFactory, fault: str) -> Path:
-    roles = {"A": sim_role("--ms-per-round", "2", model="g"),
-             "B": sim_role("--ms-per-round", "2", "--spec-tokens", "3", "--fault", fault, model="g")}  # fmt: skip
-    plan = make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1})
+    candidate = sim_role(
+        "--ms-per-round", "2", "--spec-tokens", "3", "--acceptance", "0.8", "--fault", fault, model="g"
+    )
+    roles = {"A": sim_role("--ms-per-round", "2", model="g"), "B": candidate}
+    plan = make_plan(roles=roles, window={"repeats": 3, "warmup_waves_max": 1})
     plan.write_text(plan.read_text() + '\n[diagnostics.greedy]\non = ["control", "candidate"]\nprompts = 2\n'
                     "max_tokens = 12\n")  # fmt: skip
     return plan
@@ -37,10 +39,18 @@ def test_a_wrong_token_is_a_real_divergence_at_its_position_shown_in_the_decisio
     assert (greedy["streams"], greedy["compared"], greedy["identical"]) == (4, 2, 0)
     assert {(d["start"], d["reference"], d["position"], d["near_tie"]) for d in greedy["divergences"]} == {
         ("s2", "s1", FAULT_AT, False)}  # fmt: skip
-    assert "1 real divergence" not in done.stdout
     summary = (window / "summary.md").read_text()
     assert "2 real divergence(s); CORRECTNESS FAILURE" in summary and "**REAL**" in summary
     assert "Greedy diagnostics" in (window / "report.html").read_text()
+    # And the promotion refuses it, for that reason alone under a policy that asks nothing else.
+    decision = json.loads((window / "decision.json").read_text())
+    policy = plan.parent / "promote.toml"
+    policy.write_text(to_toml({"promote": {
+        "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}], "mode": "controlled",
+        "require_qualification": False, "require_rehearsal": False, "require_restored": False}}))  # fmt: skip
+    refused = fairwin("promote", "check", str(window), "--policy", str(policy))
+    assert refused.returncode == 1 and refused.stdout.splitlines()[0] == "REFUSED"
+    assert [line.split(":")[0] for line in refused.stdout.splitlines()[1:]] == ["  - real greedy divergence"] * 2
 
 
 @pytest.mark.slow
