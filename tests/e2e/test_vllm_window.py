@@ -139,5 +139,5 @@ def test_ngram_speculation_leaves_greedy_output_unchanged_but_for_near_ties(spec
     assert (greedy["streams"], greedy["compared"]) == (4, 2)  # s2 (n-gram) against s1 (none), two prompts
     assert [d for d in greedy["divergences"] if not d["near_tie"]] == [], greedy["divergences"]
     candidate = spec_window.jsonl("starts/s2/greedy.jsonl")
-    assert all(len(row["tokens"]) == 48 and len(row["top"]) == 48 for row in candidate)
+    assert all(len(row["tokens"]) == 32 and len(row["top"]) == 32 for row in candidate)
     assert all(row["speculated"] is True for row in candidate), greedy["notes"]  # it really drafted meanwhile

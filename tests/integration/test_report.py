@@ -52,13 +52,14 @@ class Resources(HTMLParser):
             self.text.append(data)
 
 
-def two_windows(make_plan: PlanFactory) -> list[Path]:
+def windows_of(make_plan: PlanFactory, count: int) -> list[Path]:
+    """``count`` controlled windows of one small plan, in the order they ran."""
     roles = {"A": sim_role("--ms-per-round", "2", model="rep"),
              "B": sim_role("--ms-per-round", "2", "--spec-tokens", "3", model="rep")}  # fmt: skip
     cells = {"short": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1},
              "code": {"families": ["code"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}}  # fmt: skip
     plan = make_plan(roles=roles, cells=cells, window={"repeats": 2, "warmup_waves_max": 1})
-    for _ in range(2):
+    for _ in range(count):
         done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
         assert done.returncode == 0, done.stderr
     return sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -67,8 +68,7 @@ def two_windows(make_plan: PlanFactory) -> list[Path]:
 def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_and_rule(
     make_plan: PlanFactory, tmp_path: Path
 ) -> None:
-    windows = two_windows(make_plan)
-    window = windows[0]
+    (window,) = windows_of(make_plan, 1)
     page = window / "report.html"  # written by `fairwin run` beside summary.md
     found = Resources()
     found.feed(page.read_text())
@@ -94,7 +94,7 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
 
 @pytest.mark.slow
 def test_exports_and_the_comparisons_plot(make_plan: PlanFactory, tmp_path: Path) -> None:
-    windows = two_windows(make_plan)
+    windows = windows_of(make_plan, 2)
     out = tmp_path / "exports"
     done = fairwin("export", *map(str, windows), "--out", str(out), "--format", "both")
     assert done.returncode == 0, done.stderr

@@ -216,7 +216,7 @@ def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _cell_text(text: str) -> str:
+def _token_cell(text: str) -> str:
     """A token as a table cell: visible spaces, no pipe breaking the table."""
     return "`" + text.replace("|", "\\|").replace("`", "'") + "`" if text.strip() else repr(text)
 
@@ -233,6 +233,6 @@ def greedy_section(decision: Decision) -> list[str]:
                   "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for d in found.divergences:
             lines.append(f"| {d.start} | {d.reference} | {d.cell} | {d.prompt} | {d.position} | "
-                         f"{_cell_text(d.expected)} | {_cell_text(d.got)} | {_num(d.margin, 3)} | "
+                         f"{_token_cell(d.expected)} | {_token_cell(d.got)} | {_num(d.margin, 3)} | "
                          f"{'near-tie' if d.near_tie else '**REAL**'} |")  # fmt: skip
     return [*lines, ""]
