@@ -25,6 +25,7 @@ def greedy_plan(make_plan: PlanFactory, fault: str) -> Path:
     return plan
 
 
+@pytest.mark.slow
 def test_a_wrong_token_is_a_real_divergence_at_its_position_shown_in_the_decision_and_report(
     make_plan: PlanFactory,
 ) -> None:

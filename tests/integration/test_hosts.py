@@ -146,6 +146,7 @@ def test_recover_stops_a_server_left_on_a_remote_host(make_plan: PlanFactory, ss
     assert processes_with("ssh-kill-b") == [] and status(window)["state"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_production_managed_on_a_remote_host_is_taken_down_and_given_back_over_ssh(
     make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path], tmp_path: Path
 ) -> None:

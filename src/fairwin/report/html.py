@@ -21,7 +21,6 @@ from markdown_it import MarkdownIt
 
 from fairwin.decision import Decision
 from fairwin.durable import read_json, read_jsonl, scan_jsonl, write_text_atomic
-from fairwin.report import plots
 from fairwin.report.error_rates import audited_rates
 from fairwin.vocabulary import STATUS, WAVE, WINDOW
 
@@ -76,6 +75,8 @@ def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:
 
 
 def _figures(window: Path, decision: Decision) -> list[str]:
+    from fairwin.report import plots  # matplotlib is loaded only when a page is drawn (about 0.8 s)
+
     parts = ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
     parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
     waves = read_jsonl(window / "waves.jsonl", WAVE.readable) if (window / "waves.jsonl").exists() else []
