@@ -86,6 +86,7 @@ def test_a_failed_start_gives_production_back(make_plan: PlanFactory, stop_produ
     assert fairwin("production", "status", str(plan)).returncode == 0
 
 
+@pytest.mark.slow
 def test_the_lock_refuses_a_second_run_and_a_killed_window_is_recovered(
     make_plan: PlanFactory, stop_production: list[Path]
 ) -> None:
