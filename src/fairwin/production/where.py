@@ -130,8 +130,8 @@ class OverSsh:
         """``setsid --fork`` on the host: production outlives the SSH session, with exactly its declared
         environment on the host's login one (``env -i``, as a role's server there)."""
         del env  # fairwin's own environment means nothing on another host
-        code, login = await self._run("env")
-        base = dict(line.split("=", 1) for line in login.splitlines() if "=" in line) if code == 0 else {}
+        code, login = await self._run("env -0")  # NUL-separated: a value may hold a newline
+        base = dict(item.split("=", 1) for item in login.split("\0") if "=" in item) if code == 0 else {}
         for key in ("SHLVL", "_", "PWD", "OLDPWD"):
             base.pop(key, None)
         whole = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted({**base, **declared}.items()))
