@@ -94,7 +94,7 @@ def e2e_plan(directory: Path) -> Path:
         },
         # After the first start of each kind: greedy streams with their top-2 logprobs, compared (docs/greedy.md).
         "diagnostics": {
-            "greedy": {"on": ["control", "candidate"], "cells": ["short-b1"], "prompts": 2, "max_tokens": 48}
+            "greedy": {"on": ["control", "candidate"], "cells": ["short-b1"], "prompts": 2, "max_tokens": 32}
         },
     }
     directory.mkdir(parents=True, exist_ok=True)
