@@ -19,8 +19,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
+from fairwin.window.progress import Listener
+
 Say = Callable[[str], None]
-Listener = Callable[[dict[str, Any]], None]
 
 
 def _minutes(seconds: float) -> str:

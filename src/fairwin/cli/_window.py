@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from fairwin.cli._console import stderr, stdout
-from fairwin.cli._progress import Listener, Say, window_display
+from fairwin.cli._progress import Say, window_display
 from fairwin.errors import UsageError
+from fairwin.window.progress import Listener
 
 if TYPE_CHECKING:
     from fairwin.plan.loading import LoadedPlan

@@ -79,7 +79,7 @@ async def _settled_after(
     deadline = time.monotonic() + timeout_s
     requests = target.profile.requests  # one finished request per stream; the loop waits for all of them
     while True:
-        after = await _scrape(session, target)
+        after = await server_counters(session, target)
         if requests not in after:
             raise MetricsError(
                 f"{target.start}: {target.url}/metrics has no {requests}; the {target.profile.name} profile pools "
@@ -96,7 +96,7 @@ async def _settled_after(
         await asyncio.sleep(SETTLE_POLL_S)
 
 
-async def _scrape(session: aiohttp.ClientSession, target: Target) -> Snapshot:
+async def server_counters(session: aiohttp.ClientSession, target: Target) -> Snapshot:
     """The server's counters, or nothing when the profile reads none."""
     if not target.profile.reads_counters:
         return {}
@@ -121,7 +121,7 @@ async def run_wave(
         async with gate:
             return await run_stream_recorded(session, url, record, body)
 
-    before = await _scrape(session, target)
+    before = await server_counters(session, target)
     started_unix = time.time()
     t0 = time.perf_counter()
     outcomes = await asyncio.gather(*(one(r, b) for r, b in zip(records, bodies, strict=True)), return_exceptions=True)

@@ -20,8 +20,8 @@ from fairwin.decision.greedy import GreedyFindings, GreedyStream, compare_greedy
 from fairwin.durable import read_jsonl, write_jsonl_atomic
 from fairwin.load.greedy import PATH, parse, request
 from fairwin.load.prepare import PreparedPrompt
-from fairwin.load.wave import Target, salt
-from fairwin.metrics.scrape import delta, scrape
+from fairwin.load.wave import Target, salt, server_counters
+from fairwin.metrics.scrape import delta
 from fairwin.plan.diagnostics import GreedySettings
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
@@ -53,7 +53,7 @@ async def diagnose(
     for requests that ask for logprobs, and then the comparison says nothing about speculative decoding."""
     rows: list[dict[str, Any]] = []
     url = f"{target.base_url}{PATH}"
-    before = await _scrape(session, target)
+    before = await server_counters(session, target)
     for cell in cells:
         for key, prompt in sorted(prepared.get(cell, {}).items())[: settings.prompts]:
             body = request(target.model, prompt.text, settings.max_tokens,
@@ -64,16 +64,10 @@ async def diagnose(
                          "cell": cell, "prompt": key, "tokens": tokens, "top": top})  # fmt: skip
     speculated = None
     if speculative and target.profile.reads_counters and target.profile.drafts:
-        drafts = delta(before, await _scrape(session, target)).get(target.profile.drafts, 0.0)
+        drafts = delta(before, await server_counters(session, target)).get(target.profile.drafts, 0.0)
         speculated = drafts > 0
     write_jsonl_atomic(directory / FILE, [{**row, "speculated": speculated} for row in rows])
     return len(rows)
-
-
-async def _scrape(session: aiohttp.ClientSession, target: Target) -> dict[str, float]:
-    if not target.profile.reads_counters:
-        return {}
-    return await scrape(session, target.url, target.model, target.profile.prefix or "")
 
 
 def findings(window: Path, settings: GreedySettings, base_dir: Path) -> GreedyFindings | None:
