@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -87,14 +87,26 @@ def append_jsonl(path: Path, rows: Iterable[Any]) -> None:
     it stays a line of its own that readers report, and never rewritten or glued to
     the new row.
     """
-    payload = "".join(json.dumps(_jsonable(row), sort_keys=True) + "\n" for row in rows).encode("utf-8")
-    if not payload:
-        return
+    payload = jsonl_bytes(rows)
+    if payload:
+        append_locked(path, lambda _: payload, read=False)
+
+
+def jsonl_bytes(rows: Iterable[Any]) -> bytes:
+    return "".join(json.dumps(_jsonable(row), sort_keys=True) + "\n" for row in rows).encode("utf-8")
+
+
+def append_locked(path: Path, payload_for: Callable[[bytes], bytes], *, read: bool = True) -> None:
+    """Append what ``payload_for`` returns, given the file as it is under the lock (``b""`` unless ``read``),
+    so a writer can decide from what is already there; fsynced before the lock is released."""
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             size = os.fstat(fd).st_size
+            payload = payload_for(_read_all(fd, size) if read else b"")
+            if not payload:
+                return
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 payload = b"\n" + payload
             os.write(fd, payload)
@@ -103,6 +115,17 @@ def append_jsonl(path: Path, rows: Iterable[Any]) -> None:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks, offset = [], 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:

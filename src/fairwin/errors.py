@@ -12,7 +12,8 @@ escaping is a bug and keeps its traceback.
     │   ├── PinMismatchError                   a pinned file's sha256 differs from the plan's pin
     │   ├── OutputDirError                     the output directory cannot be created or written
     │   ├── UsageError                         a command-line value that makes no sense
-    │   └── CorruptRecordError                 a stored file is torn, not JSON, of an unread format, or invalid
+    │   ├── CorruptRecordError                 a stored file is torn, not JSON, of an unread format, or invalid
+    │   └── ArchiveError                       the control archive cannot be reached, or its schema is not fairwin's
     ├── WindowError                   exit 3   a window started and could not finish
     │   ├── LaunchError                        a server did not come up
     │   │   ├── ServerExitedError              its process exited before it was healthy
@@ -78,6 +79,11 @@ class UsageError(InputError):
 class CorruptRecordError(InputError):
     """A file fairwin wrote earlier is torn, not JSON, of a format this version does not read, fails
     validation, or was changed since it was sealed. The message names the file; nothing is written."""
+
+
+class ArchiveError(InputError):
+    """The control archive cannot be read or written: a database that does not answer, refuses the login,
+    or holds a schema older or newer than this fairwin's. The message never carries a password."""
 
 
 class WindowError(FairwinError):

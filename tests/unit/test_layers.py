@@ -1,7 +1,7 @@
 """The package reads top-down: a module imports only its own package and the layers below it.
 
 The order follows the data: shared words at the bottom, then the decision (pure), the plan,
-starting servers, counters, waves, pooling, gates, reports, the archive, the window that
+starting servers, counters, waves, pooling, gates, the archive, reports, the window that
 drives them all, and the command line on top. Function-level imports count too: a lazy
 import from a lower layer to a higher one is still a cycle waiting to happen.
 """
@@ -15,8 +15,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "fairwin"
 
 LAYERS = (
     "_version", "errors", "durable", "vocabulary", "profiles", "transport",
-    "decision", "plan", "launch", "telemetry", "production", "metrics", "load", "pooling", "gates", "report",
-    "archive", "window", "promote",
+    "decision", "plan", "launch", "telemetry", "production", "metrics", "load", "pooling", "gates", "archive",
+    "report", "window", "promote",
     "sim", "cli", "__main__", "(api)",
 )  # fmt: skip
 

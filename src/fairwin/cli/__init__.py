@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin._version import __version__
-from fairwin.cli import _chain, _decision, _gates, _production, _promote, _report, _window
+from fairwin.cli import _archive, _chain, _decision, _gates, _production, _promote, _report, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     _prompts_parser(commands)
     _rehearse_parser(commands)
     _decision_parsers(commands)
+    _archive.add_parsers(commands)
     _report.add_parsers(commands)
     _promote.add_parsers(commands)
     _gate_parsers(commands)
@@ -253,17 +254,6 @@ def _decision_parsers(commands: Commands) -> None:
     audit.add_argument("--seed", type=int, default=0)
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=_decision.rules_audit)
-
-    archive = commands.add_parser("archive", help="the control archive")
-    archive_commands = archive.add_subparsers(dest="archive_command", required=True, metavar="SUBCOMMAND")
-    stats = archive_commands.add_parser("stats", help="the day-to-day spread the decision sets next to the bar")
-    stats.add_argument("--archive", default="windows/control-archive.jsonl", help="the archive file")
-    stats.add_argument("--cell", required=True)
-    stats.add_argument("--commit")
-    stats.add_argument("--clock-cap-mhz", type=float)
-    stats.add_argument("--max-tokens", type=int)
-    stats.add_argument("--json", action="store_true")
-    stats.set_defaults(func=_decision.archive_stats)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from fairwin.cli._console import stderr, stdout
-from fairwin.errors import InputError, UsageError
+from fairwin.errors import UsageError
 from fairwin.vocabulary import DECISIONS
 
 
@@ -33,7 +33,7 @@ def decide(args: argparse.Namespace) -> int:
     elif args.window:
         if args.mode or args.clock_cap_mhz is not None or args.reported:
             raise UsageError("--mode, --clock-cap-mhz and --reported are for --pooled; a window records its own")
-        recomputed = decide_window_dir(Path(args.window), rules, Path(args.archive) if args.archive else None)
+        recomputed = decide_window_dir(Path(args.window), rules, args.archive)
         decisions, notes = recomputed.decisions, recomputed.notes
     else:
         raise UsageError("give a WINDOW directory, or --pooled FILE --mode MODE")
@@ -78,7 +78,7 @@ def rules_audit(args: argparse.Namespace) -> int:
     if args.noise_from:
         if not args.cell:
             raise UsageError("--noise-from needs --cell: the archive's noise is per cell")
-        found = cell_noise(Path(args.noise_from), args.cell, rule.primary)
+        found = cell_noise(args.noise_from, args.cell, rule.primary)
         for problem in found.problems:
             stderr.print(f"warning: {problem}", markup=False)
         repeat_cv, starts = found.repeat_cv_pct, found.starts
@@ -100,27 +100,6 @@ def rules_audit(args: argparse.Namespace) -> int:
         f"{args.repeats} repeats, {rule.start_count} starts" + (f", archive of {starts} starts" if starts else ""),
         markup=False,
     )
-    return 0
-
-
-def archive_stats(args: argparse.Namespace) -> int:
-    from fairwin.archive import noise, read_archive, select
-    from fairwin.report.tables import archive_table
-    from fairwin.vocabulary import METRICS
-
-    path = Path(args.archive)
-    if not path.exists():
-        raise InputError(f"{path}: no archive yet; finished windows append to it (or pass --archive PATH)")
-    rows, problems = read_archive(path)
-    for problem in problems:
-        stderr.print(f"warning: {problem}", markup=False)
-    chosen = select(rows, cell=args.cell, commit=args.commit, clock_cap_mhz=args.clock_cap_mhz,
-                    max_tokens=args.max_tokens)  # fmt: skip
-    results = [noise(chosen, args.cell, metric, problems) for metric in METRICS]
-    if args.json:
-        stdout.print(json.dumps([r.model_dump(mode="json") for r in results], indent=2), markup=False)
-        return 0
-    stdout.print(archive_table(path, args.cell, len(chosen), results))
     return 0
 
 

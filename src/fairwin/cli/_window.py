@@ -52,7 +52,7 @@ def plan_show(args: argparse.Namespace) -> int:
     checked = preflight(loaded, args.mode)
     budgets = estimates(loaded, loaded.output_dir())
     stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
-    warnings = power_check(loaded, checked.rule)
+    warnings = power_check(loaded, checked.rule, checked.mode_name)
     stdout.print("", markup=False)
     if warnings:
         for warning in warnings:

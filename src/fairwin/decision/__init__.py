@@ -3,7 +3,7 @@
 from fairwin.decision.audit import AuditResult, audit
 from fairwin.decision.decide import decide, decide_cell, procedure_for, window_verdict
 from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise, SealedInputs
-from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
+from fairwin.decision.inputs import ArchiveNoise, ArchiveSnapshot, DecisionRow, WindowContext
 from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
 from fairwin.decision.procedures import PlannedError, Procedure
 from fairwin.decision.rules import (
@@ -25,6 +25,7 @@ __all__ = [
     "WIN2_LAUNCH_V1",
     "WIN2_V1",
     "ArchiveNoise",
+    "ArchiveSnapshot",
     "AuditResult",
     "CellDecision",
     "Decision",

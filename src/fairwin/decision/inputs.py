@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fairwin.decision.greedy import GreedyFindings
 from fairwin.vocabulary import DecisionRow, Order
 
-__all__ = ["ArchiveNoise", "DecisionRow", "WindowContext"]
+__all__ = ["ArchiveNoise", "ArchiveSnapshot", "DecisionRow", "WindowContext"]
 
 
 class ArchiveNoise(BaseModel):
@@ -34,6 +34,16 @@ class ArchiveNoise(BaseModel):
     problems: list[str] = Field(default_factory=list)
 
 
+class ArchiveSnapshot(BaseModel):
+    """Which archive a window decided from: the one snapshot it read at open, by row count and digest (the same
+    rows give the same digest in every backend)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rows: int
+    sha256: str
+
+
 class WindowContext(BaseModel):
     """Everything besides the rows: the cells (and which never decide), production's clock cap, the order."""
 
@@ -46,6 +56,7 @@ class WindowContext(BaseModel):
     production_clock_cap_mhz: float | None = None
     order: Order = "control-first"
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
+    archive_snapshot: ArchiveSnapshot | None = Field(None, description="The archive snapshot the noise came from.")
     greedy: GreedyFindings | None = Field(None, description="The greedy diagnostics' findings, when they ran.")
 
     def noise(self, cell: str, metric: str) -> ArchiveNoise | None:

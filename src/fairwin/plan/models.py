@@ -99,7 +99,11 @@ class WindowSettings(StrictModel):
     production_clock_cap_mhz: float | None = Field(
         None, gt=0, description="Production's GPU clock cap; every start must have run at it."
     )
-    archive: Path | None = Field(None, description="The control archive (default: OUTPUT_DIR/control-archive.jsonl).")
+    archive: str | None = Field(
+        None,
+        description="The control archive: a JSONL file (relative to the plan) or a postgresql:// URL "
+        "(default: $FAIRWIN_ARCHIVE_URL, else OUTPUT_DIR/control-archive.jsonl).",
+    )
     idle_check_s: float = Field(
         0.5, ge=0, le=10, description="Before and after each start, sample the host's CPU use this long (0: off)."
     )

@@ -32,6 +32,11 @@ class ProductionSettings(StrictModel):
     base_url: str | None = Field(None, description="Where production answers (default: the role's base_url).")
     health_path: str | None = Field(None, description="Polled until 200 (default: the role's, else /health).")
     model: str | None = Field(None, description="The model the watch's requests name (default: the role's).")
+    commit: str | None = Field(
+        None,
+        description="What production runs (a commit or build id), keying the control archive "
+        "(default: its declaration's digest).",
+    )
     must_not_run: list[str] = Field(
         default_factory=list, description="Command-line substrings: no such process may run while it is down."
     )

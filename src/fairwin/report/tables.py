@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from fairwin.archive import ArchiveKey
 from fairwin.decision import ArchiveNoise, AuditResult, RuleSpec
 from fairwin.gates.budget import BudgetRecord
 
@@ -43,14 +44,27 @@ def audit_table(rule: RuleSpec, null: AuditResult, powered: AuditResult | None, 
     return table
 
 
-def archive_table(path: Path, cell: str, starts: int, results: Sequence[ArchiveNoise]) -> Table:
-    table = Table(title=f"archive {path}: cell {cell}, {starts} control starts")
-    for column in ("metric", "starts", "windows", "day-to-day cv %", "repeat cv %", "range %"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    for r in results:
-        table.add_row(r.metric, str(r.starts), str(r.windows), _pct(r.launch_cv_pct), _pct(r.repeat_cv_pct),
-                      _pct(r.range_pct))  # fmt: skip
-    return table
+def archive_groups_table(
+    location: str, found: Sequence[tuple[ArchiveKey, Sequence[object], Sequence[ArchiveNoise]]]
+) -> list[Table]:
+    """One table per archive key: its control starts' spread of every metric."""
+    tables = []
+    for key, rows, results in found:
+        caps = ", ".join(f"{host} {cap:g} MHz" if cap is not None else f"{host} unknown"
+                         for host, cap in key.clock_caps_mhz or ()) or "none observed"  # fmt: skip
+        gpus = f"{key.gpu_count} x {key.gpu_model}" if key.gpu_model else "no GPU observed"
+        title = (f"{location}: cell {key.cell}, role {key.role}, mode {key.mode}, production {key.production_commit}\n"
+                 f"prompt {key.prompt_tokens} / max {key.max_tokens} tokens, concurrency {key.concurrency}, "
+                 f"temperature {key.temperature}; hosts {', '.join(key.hosts or ()) or 'unknown'}; {gpus}; "
+                 f"caps {caps}; {len(rows)} control starts")  # fmt: skip
+        table = Table(title=title)
+        for column in ("metric", "starts", "windows", "day-to-day cv %", "repeat cv %", "range %"):
+            table.add_column(column, justify="left" if column == "metric" else "right")
+        for r in results:
+            table.add_row(r.metric, str(r.starts), str(r.windows), _pct(r.launch_cv_pct), _pct(r.repeat_cv_pct),
+                          _pct(r.range_pct))  # fmt: skip
+        tables.append(table)
+    return tables
 
 
 def budget_table(directory: Path, history: Sequence[tuple[str, BudgetRecord]]) -> Table:

@@ -53,6 +53,7 @@ class StartTelemetry(BaseModel):
     cap_from: str
     cap_mhz: float | None
     cap_by_gpu: dict[str, float | None]
+    names: dict[str, str] = {}  # each GPU's model, by the same keys
     dialbacks: list[Dialback]
     problems: list[str]
 
@@ -117,6 +118,7 @@ def summarize(sampler: Sampler, cap_from: str, log: Path | None = None, pattern:
         source=sampler.source.name, samples=len(sampler.samples), failed_reads=len(sampler.failed), gpus=list(by_gpu),
         sm_mhz={"min": min(busy), "median": statistics.median(busy), "max": max(busy)} if busy else None,
         cap_from=cap_from, cap_mhz=cap, cap_by_gpu=cap_by_gpu,
+        names={gpu: samples[-1].name for gpu, samples in by_gpu.items()},
         dialbacks=[d for samples in by_gpu.values() for d in _dialbacks(samples)], problems=problems,
     )  # fmt: skip
 

@@ -1,44 +1,35 @@
-"""Closing a window: decide from the stored rows, report, and archive the control starts.
+"""Closing a window: decide from the stored rows, and report.
 
 The decision's inputs besides the rows (which cells decide, the production clock
-cap, the order, the archive's noise as it stood *before* this window was added) are
-written to ``context.json``, so ``fairwin decide WINDOW`` reproduces the decision
-exactly from the directory alone.
+cap, the order, the archive's noise in the snapshot read at open, before this window
+was added, with that snapshot's row count and digest) are written to ``context.json``, so
+``fairwin decide WINDOW`` reproduces the decision exactly from the directory alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from fairwin.archive import append_controls, control_rows, noise, read_archive, select
-from fairwin.decision import ArchiveNoise, Decision, DecisionRow, RuleSpec, SealedInputs, WindowContext, decide
+from fairwin.archive import Snapshot
+from fairwin.decision import (
+    ArchiveNoise,
+    ArchiveSnapshot,
+    Decision,
+    DecisionRow,
+    RuleSpec,
+    SealedInputs,
+    WindowContext,
+    decide,
+)
 from fairwin.durable import read_json, read_jsonl, sha256_file, write_json_atomic, write_text_atomic
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import Cell
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.vocabulary import CONTEXT, POOLED, START
+from fairwin.window.archiving import control_rows, window_noise
 from fairwin.window.greedy import findings
 from fairwin.window.layout import WindowDir
-
-
-def archive_path(loaded: LoadedPlan, output_dir: Path) -> Path:
-    setting = loaded.plan.window.archive
-    return loaded.resolve(setting) if setting is not None else output_dir / "control-archive.jsonl"
-
-
-def archive_noise(
-    path: Path, cells: dict[str, Cell], rule: RuleSpec, commit: str | None, clock_cap_mhz: float | None
-) -> list[ArchiveNoise]:
-    """The archive's spread for every cell and every metric the rule reads, same max_tokens, commit and cap."""
-    rows, problems = read_archive(path)
-    result = []
-    for cell_name, cell in cells.items():
-        chosen = select(rows, cell=cell_name, commit=commit, clock_cap_mhz=clock_cap_mhz, max_tokens=cell.max_tokens)
-        result += [noise(chosen, cell_name, metric, problems) for metric in (rule.primary, *rule.guards)]
-    return result
 
 
 def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
@@ -47,7 +38,7 @@ def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
 
 def context_for(
     loaded: LoadedPlan, window: WindowDir, mode: str, order: str, archive: list[ArchiveNoise],
-    production_cap_mhz: float | None,
+    production_cap_mhz: float | None, snapshot: Snapshot,
 ) -> WindowContext:  # fmt: skip
     return WindowContext(
         window_id=window.window_id,
@@ -57,6 +48,7 @@ def context_for(
         production_clock_cap_mhz=production_cap_mhz,
         order="candidate-first" if order == "candidate-first" else "control-first",
         archive=archive,
+        archive_snapshot=ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest),
         greedy=findings(window.path, greedy, loaded.base_dir) if (greedy := loaded.plan.diagnostics.greedy) else None,
     )
 
@@ -87,14 +79,15 @@ def decide_and_report(
     mode: str,
     order: str,
     rule: RuleSpec,
-    archive: Path,
-    commit: str | None,
+    snapshot: Snapshot,
+    planned: dict[str, dict[str, Any]],
     production_cap_mhz: float | None,
     held: Sequence[str] = (),
 ) -> Decision:
+    """``planned``: each cell's archive key as known at open, for a cell none of whose control starts finished."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
-    noise_now = archive_noise(archive, loaded.plan.cells, rule, commit, production_cap_mhz)
-    context = context_for(loaded, window, mode, order, noise_now, production_cap_mhz)
+    noise_now = window_noise(snapshot, control_rows(window.path), planned, rule)
+    context = context_for(loaded, window, mode, order, noise_now, production_cap_mhz, snapshot)
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)
@@ -111,18 +104,3 @@ def report_after_close(window: WindowDir, decision: Decision, say: Callable[[str
     except Exception as exc:
         say(f"warning: report.html could not be written ({type(exc).__name__}: {exc}); "
             f"run `fairwin report {window.path}` to try again")  # fmt: skip
-
-
-def archive_controls(
-    loaded: LoadedPlan, window: WindowDir, *, mode: str, archive: Path, commit: str | None, controls: dict[str, str]
-) -> int:
-    rows = control_rows(
-        window_id=window.window_id,
-        commit=commit,
-        mode=mode,
-        control_starts=controls,
-        max_tokens={name: cell.max_tokens for name, cell in loaded.plan.cells.items()},
-        pooled=read_jsonl(window.pooled, POOLED.readable),
-    )
-    append_controls(archive, rows)
-    return len(rows)

@@ -18,23 +18,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.decision import Decision
 from fairwin.durable import sha256_file, write_json_atomic
-from fairwin.errors import FairwinError, Interrupted, RestoreFailed
+from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.vocabulary import BUDGET, PooledRow
+from fairwin.window.archiving import control_rows
 from fairwin.window.chain import ChainedWindow, ChainRun
-from fairwin.window.close import archive_controls, decide_and_report, report_after_close
+from fairwin.window.close import decide_and_report, report_after_close
 from fairwin.window.greedy import diagnosed_starts
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
 from fairwin.window.lock import release
 from fairwin.window.manifest import manifest
-from fairwin.window.preflight import Preflight
+from fairwin.window.preflight import Preflight, planned_keys
 from fairwin.window.processes import Launcher
 from fairwin.window.progress import Listener, ProgressFeed
 from fairwin.window.shield import to_the_end
@@ -65,7 +67,8 @@ class Window:
     starts: list[StartSpec]
     gate_summary: dict[str, Any]
     environment: dict[str, Any]
-    archive_file: Path
+    archive_store: ArchiveStore
+    archive_snapshot: Snapshot  # read once at open: the power warnings and the decision's noise both come from it
     power_warnings: list[str]
     launcher: Launcher
     say: Callable[[str], None]
@@ -76,6 +79,7 @@ class Window:
     lock: Path | None = None  # the hardware's lock this window holds until its close
     listener: Listener | None = None  # follows the window's progress events (window/progress.py)
     archived: bool = False
+    archive_problem: str | None = None  # why the archive step could not append, with the command that retries
     restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
@@ -145,20 +149,25 @@ class Window:
     async def decide(self) -> None:
         self.decision = decide_and_report(
             self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
-            archive=self.archive_file, commit=self.commit, held=self._held_lines(),
-            production_cap_mhz=self.production_cap[0],
+            snapshot=self.archive_snapshot, planned=planned_keys(self.loaded, self.checked.mode_name),
+            held=self._held_lines(), production_cap_mhz=self.production_cap[0],
         )  # fmt: skip
 
-    async def archive(self) -> None:
-        """Every finished control start into the control archive (also from a window that failed later)."""
-        finished = {row.start for row in self.rows}
-        controls = {s.name: s.role for s in self.starts if s.kind == "control" and s.name in finished}
-        count = archive_controls(
-            self.loaded, self.directory, mode=self.checked.mode_name, archive=self.archive_file, commit=self.commit,
-            controls=controls,
-        )  # fmt: skip
+    async def archive(self) -> dict[str, Any]:
+        """Every finished control start into the control archive (also from a window that failed later). An
+        archive that cannot be written loses nothing and fails nothing: the rows are rebuilt from the window's
+        directory by the command the warning names, and the archive skips what it already holds."""
         self.archived = True
-        self.say(f"archived {count} control rows in {self.archive_file}")
+        try:
+            appended = self.archive_store.append(control_rows(self.directory.path))
+        except (ArchiveError, OSError) as exc:
+            self.archive_problem = (f"{exc}; nothing of the window is lost: append its control starts with "
+                                    f"`fairwin archive append {self.directory.path}`")  # fmt: skip
+            self.say(f"warning: the control archive was not appended: {self.archive_problem}")
+            return {"appended": False, "error": str(exc)}
+        self.say(f"archived {appended.added} control rows in {self.archive_store.location}"
+                 + (f" ({appended.already} were there already)" if appended.already else ""))  # fmt: skip
+        return {"appended": True, "added": appended.added, "already": appended.already}
 
     async def budget(self) -> None:
         record = {"format": BUDGET.id, "estimate": self.gate_summary["budget"],
@@ -236,22 +245,24 @@ class Window:
             # The runbook keeps every finished control start, whatever happened to the window after it.
             with contextlib.suppress(FairwinError, OSError):
                 await self.archive()
-        restore = {"restore": self.hold.restored} if self.hold is not None else {}
+        outcome: dict[str, Any] = {"restore": self.hold.restored} if self.hold is not None else {}
+        if self.archive_problem is not None:
+            outcome["archive"] = {"appended": False, "problem": self.archive_problem}
         if self.chain is not None:
-            restore["chain"] = self.chain.record()
+            outcome["chain"] = self.chain.record()
         if error is None:
             assert self.decision is not None  # the decide step ran (a failed restore let it)
             # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
             digest = sha256_file(self.directory.decision)
-            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **restore)
+            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **outcome)
         elif isinstance(error, Interrupted):
             self.directory.set_status(
-                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **restore
+                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **outcome
             )
         else:
             failed = error or restore_failure
             message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
-            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **restore)
+            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **outcome)
         for raised in (error, restore_failure):
             if isinstance(raised, FairwinError):
                 raised.window_path = self.directory.path
@@ -259,7 +270,7 @@ class Window:
                 if self.chain is not None and self.chain.end == "ABORTED":
                     raised.aftermath = "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "")
         state = "complete" if error is None else type(error).__name__
-        self.directory.journal_event("close", "end", state=state, **restore)
+        self.directory.journal_event("close", "end", state=state, **outcome)
         if self.decision is not None:
             report_after_close(self.directory, self.decision, self.say)
         self.feed.emit("close", state=state, verdict=self.decision.verdict if self.decision and error is None else None,

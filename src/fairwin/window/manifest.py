@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fairwin.vocabulary import WINDOW
+from fairwin.window.archiving import archive_key_record
 
 if TYPE_CHECKING:
     from fairwin.window.machine import Window
@@ -25,7 +26,9 @@ def manifest(window: Window) -> dict[str, Any]:
         "plan_sha256": window.loaded.sha256,
         "rule_id": rule.id,
         "rule_sha256": rule.sha256,
-        "archive": str(window.archive_file),
+        "archive": window.archive_store.location,  # never a password: the store redacts it
+        "archive_key": archive_key_record(window.loaded),
+        "archive_snapshot": window.archive_snapshot.record(),
         "power_warnings": window.power_warnings,
         "gates": window.gate_summary,
         "families": {

@@ -10,9 +10,11 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from fairwin.archive import Snapshot, open_archive
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
-from fairwin.errors import PlanError
+from fairwin.errors import ArchiveError, PlanError
 from fairwin.gates.power import error_rate_warnings, power_warnings
 from fairwin.launch.scheduling import check_cpus_exist
 from fairwin.launch.spec import make_spec
@@ -20,9 +22,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
 from fairwin.profiles import PROFILES
-from fairwin.telemetry.cap import production_cap
-from fairwin.window.close import archive_noise, archive_path
-from fairwin.window.environment import capture
+from fairwin.window.archiving import archive_location, planned_match, window_noise
 from fairwin.window.runtime import check_declared_env, check_speculative
 
 
@@ -64,36 +64,54 @@ def check_counters(profile: str, rule: RuleSpec) -> None:
     )
 
 
+def planned_keys(loaded: LoadedPlan, mode_name: str | None) -> dict[str, dict[str, Any]]:
+    """Each cell's archive key as far as it is known before a start ran (any mode's cells when none is named)."""
+    mode = loaded.plan.all_modes().get(mode_name) if mode_name is not None else None
+    if mode is None:
+        return {cell: {"cell": cell} for cell in loaded.plan.cells}
+    assert mode_name is not None
+    return {cell: planned_match(loaded, mode_name, mode.control, cell) for cell in loaded.plan.cells}
+
+
+def read_plan_archive(loaded: LoadedPlan, output_dir: Path | None = None) -> Snapshot:
+    """The archive a run of this plan reads, read once."""
+    return open_archive(archive_location(loaded, loaded.output_dir(output_dir))).snapshot()
+
+
 def _deciding_noise(
-    loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None
+    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None
 ) -> tuple[list[ArchiveNoise], list[str]]:
     """The archive's noise for the plan's cells, and the cells that decide."""
-    plan = loaded.plan
-    noise = archive_noise(archive, plan.cells, rule, commit, production_cap(loaded)[0])
-    return noise, [name for name, cell in plan.cells.items() if cell.decision]
+    noise = window_noise(snapshot, [], planned_keys(loaded, mode_name), rule)
+    return noise, [name for name, cell in loaded.plan.cells.items() if cell.decision]
 
 
-def _archive_and_commit(loaded: LoadedPlan, output_dir: Path | None) -> tuple[Path, str | None]:
-    """Where a run of this plan would find its archive, and the commit it would run at."""
-    out = loaded.output_dir(output_dir)
-    return archive_path(loaded, out), capture(loaded.base_dir).get("git", {}).get("commit")
-
-
-def preflight_power(loaded: LoadedPlan, rule: RuleSpec, archive: Path, commit: str | None) -> list[str]:
+def preflight_power(loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str) -> list[str]:
     """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
-    noise, deciding = _deciding_noise(loaded, rule, archive, commit)
+    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
     return power_warnings(rule, loaded.plan.window.repeats, noise, deciding)
 
 
 def error_rate_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
-    """Warnings when the plan's rule misses its error-rate targets at the control archive's noise."""
-    noise, deciding = _deciding_noise(loaded, rule, *_archive_and_commit(loaded, output_dir))
-    return error_rate_warnings(rule, loaded.plan.window.repeats, noise, deciding)
+    """Warnings when the plan's rule misses its error-rate targets at the control archive's noise (each mode's)."""
+    try:
+        snapshot = read_plan_archive(loaded, output_dir)
+    except ArchiveError as exc:
+        return [f"{exc}; the error rates were not checked against the archive"]
+    found: list[str] = []
+    for mode_name in loaded.plan.all_modes() or [None]:
+        noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
+        found += [w for w in error_rate_warnings(rule, loaded.plan.window.repeats, noise, deciding) if w not in found]
+    return found
 
 
-def power_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
-    """The power warnings a run of this plan would print, without running it."""
-    return preflight_power(loaded, rule, *_archive_and_commit(loaded, output_dir))
+def power_check(loaded: LoadedPlan, rule: RuleSpec, mode_name: str, output_dir: Path | None = None) -> list[str]:
+    """The power warnings a run of this plan and mode would print, without running it."""
+    try:
+        snapshot = read_plan_archive(loaded, output_dir)
+    except ArchiveError as exc:
+        return [f"{exc}; the power was not checked against the archive"]
+    return preflight_power(loaded, rule, snapshot, mode_name)
 
 
 def draw_order(rule: RuleSpec) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
 
+from fairwin.archive import open_archive
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan.loading import LoadedPlan
@@ -18,8 +19,8 @@ from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap
 from fairwin.telemetry.gpu import find_source
 from fairwin.telemetry.hosts import window_gpus, window_hosts
+from fairwin.window.archiving import archive_location
 from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
-from fairwin.window.close import archive_path
 from fairwin.window.environment import capture
 from fairwin.window.hold import Hold, fixed_role_urls
 from fairwin.window.layout import WindowDir, new_window_id
@@ -60,8 +61,10 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out)
     say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
     environment = capture(loaded.base_dir)
-    archive = archive_path(loaded, out)
-    warnings = preflight_power(loaded, checked.rule, archive, environment.get("git", {}).get("commit"))
+    archive = open_archive(archive_location(loaded, out))
+    # Read once: the warnings now and the noise at decide see the same rows, whatever is appended meanwhile.
+    snapshot = archive.snapshot()
+    warnings = preflight_power(loaded, checked.rule, snapshot, mode_name)
     for warning in warnings:
         say(f"warning: {warning}")
     gpu, cap = find_source(loaded.plan.telemetry.gpu), production_cap(loaded)
@@ -85,7 +88,7 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     return Window(
         loaded=loaded, checked=checked, directory=directory, order=chosen_order,
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
-        environment=environment, archive_file=archive, power_warnings=warnings,
+        environment=environment, archive_store=archive, archive_snapshot=snapshot, power_warnings=warnings,
         launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
         listener=options.get("progress"),
         production_cap=cap,

@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
+from fairwin.archive import read_archive
+from fairwin.decision import RULES, ArchiveSnapshot, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
 from fairwin.durable import first_problem, read_json, read_jsonl, read_model, sha256_file
 from fairwin.errors import CorruptRecordError, InputError
-from fairwin.plan.loading import parse_plan
 from fairwin.vocabulary import CONTEXT, DECISION, POOLED, STATUS, WINDOW, WindowStatus
-from fairwin.window.close import archive_noise
+from fairwin.window.archiving import control_rows, window_noise
 from fairwin.window.layout import WindowDir
 
 
@@ -90,8 +90,11 @@ def _compared(recorded: Decision | None, recomputed: Decision) -> str:
     )
 
 
-def decide_window_dir(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Path | None = None) -> Recomputed:
-    """Recompute a complete window's decision; with ``archive``, against that archive's noise as it is now.
+def decide_window_dir(
+    path: Path | str, rules: Sequence[RuleSpec] = (), archive: Path | str | None = None
+) -> Recomputed:
+    """Recompute a complete window's decision; with ``archive`` (a path or URL), against that archive's noise as
+    it is now, keyed as the window's own control starts.
 
     The rows and context are checked against the digests sealed in ``decision.json``; with the
     window's own rule and archive, the recomputation is compared with the recorded decision.
@@ -110,14 +113,15 @@ def decide_window_dir(path: Path | str, rules: Sequence[RuleSpec] = (), archive:
     context = _context(window.context)
     rows = _rows(window.pooled)
     chosen = list(rules) or [_rule_from(window.manifest, manifest)]
+    snapshot = read_archive(archive) if archive is not None else None
+    own = control_rows(window.path) if snapshot is not None else []
     decisions = []
     for rule in chosen:
         ctx = context
-        if archive is not None:
-            _, plan = parse_plan(window.plan_copy)
-            commit = manifest.get("environment", {}).get("git", {}).get("commit")
-            noise = archive_noise(archive, plan.cells, rule, commit, context.production_clock_cap_mhz)
-            ctx = context.model_copy(update={"archive": noise})
+        if snapshot is not None:
+            noise = window_noise(snapshot, own, {cell: {"cell": cell} for cell in context.cells}, rule)
+            taken = ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest)
+            ctx = context.model_copy(update={"archive": noise, "archive_snapshot": taken})
         # The same sealed files: the recomputation carries their digests, as the record does.
         sealed = recorded.inputs if recorded is not None and archive is None else None
         decisions.append(decide(rows, rule=rule, context=ctx).model_copy(update={"inputs": sealed}))

@@ -1,0 +1,99 @@
+"""An archived control start: one row per control start x cell, keyed the way the runbook keys it.
+
+A row says what was measured (every repeat's pooled metrics) and everything a later
+window must match before it may take this row's spread as its own noise: the control
+role and mode, production's commit, the cell's shape, the hardware (hosts, GPU model
+and count) and the clock cap each host's GPUs ran at. ``fairwin.archive/1`` rows, written
+before the keys existed, are read with those keys null: they are kept and shown, and never
+match a window's key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from fairwin.vocabulary import ARCHIVE, MetricValues
+
+
+class ArchivedRepeat(MetricValues):
+    repeat: int
+
+
+class ArchiveRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # ARCHIVE.id spelt out (a Literal needs one): a row of another version is reported, not used.
+    format: Literal["fairwin.archive/2"] = "fairwin.archive/2"
+    window_id: str
+    time: float
+    commit: str | None  # the commit under test (the plan repository's HEAD when the window ran)
+    mode: str
+    role: str
+    start: str
+    cell: str
+    max_tokens: int
+    clock_cap_mhz: float | None  # the start's one cap (null when its GPUs disagreed or none was observed)
+    repeats: list[ArchivedRepeat]
+    # The keys (fairwin.archive/2); null in rows upgraded from /1.
+    production_commit: str | None = None
+    prompt_tokens: int | None = None
+    concurrency: int | None = None
+    temperature: float | None = None
+    hosts: list[str] | None = None  # where the control ran: host names, fairwin's own included when it ran there
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    clock_caps_mhz: dict[str, float | None] | None = None  # per host; {} when no GPU was observed
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """What makes a row unique: a retried append of the same (window, start, cell) adds nothing."""
+        return (self.window_id, self.start, self.cell)
+
+    def key(self) -> ArchiveKey:
+        return ArchiveKey(
+            cell=self.cell, role=self.role, mode=self.mode, production_commit=self.production_commit,
+            prompt_tokens=self.prompt_tokens, max_tokens=self.max_tokens, concurrency=self.concurrency,
+            temperature=self.temperature, hosts=tuple(self.hosts) if self.hosts is not None else None,
+            gpu_model=self.gpu_model, gpu_count=self.gpu_count,
+            clock_caps_mhz=tuple(sorted(self.clock_caps_mhz.items())) if self.clock_caps_mhz is not None else None,
+        )  # fmt: skip
+
+    def mean(self, metric: str) -> float | None:
+        values = [v for r in self.repeats if (v := getattr(r, metric)) is not None]
+        return float(np.mean(values)) if values else None
+
+
+@dataclass(frozen=True)
+class ArchiveKey:
+    """Everything two control starts must share to be compared: their spread is one noise."""
+
+    cell: str
+    role: str
+    mode: str
+    production_commit: str | None
+    prompt_tokens: int | None
+    max_tokens: int
+    concurrency: int | None
+    temperature: float | None
+    hosts: tuple[str, ...] | None
+    gpu_model: str | None
+    gpu_count: int | None
+    clock_caps_mhz: tuple[tuple[str, float | None], ...] | None
+
+    def describe(self) -> dict[str, Any]:
+        """The key as JSON-ready fields (clock caps as a mapping of host to cap)."""
+        fields = dict(self.__dict__)
+        fields["hosts"] = list(self.hosts) if self.hosts is not None else None
+        fields["clock_caps_mhz"] = dict(self.clock_caps_mhz) if self.clock_caps_mhz is not None else None
+        return fields
+
+
+def upgrade(item: dict[str, Any]) -> dict[str, Any]:
+    """A stored row as this fairwin reads it: a /1 row becomes /2 with its keys null, every field kept."""
+    if item.get("format") == f"{ARCHIVE.name}/1":
+        return {**item, "format": ARCHIVE.id}
+    return item

@@ -1,0 +1,136 @@
+"""A window and the control archive: its key, the one snapshot it reads, and the rows it appends.
+
+At open the window reads the archive once (:class:`~fairwin.archive.Snapshot`) and
+records what it needs to key its rows (production's commit, each cell's shape, each host's
+name) in ``window.json``. The power warnings at open and the noise at decide both come from
+that one snapshot, so a window appending meanwhile changes neither. The rows appended at
+the end are built from the window's directory alone, which is why ``fairwin archive append
+WINDOW`` can retry an append that failed (the archive skips what it already holds).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
+from fairwin.decision import ArchiveNoise, RuleSpec
+from fairwin.durable import read_json, read_jsonl
+from fairwin.errors import CorruptRecordError
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.control import snapshot as production_snapshot
+from fairwin.vocabulary import METRICS, POOLED, START, WINDOW
+from fairwin.window.journal import read_whole
+
+HERE = "here"  # fairwin's own host, in telemetry and in a start's host
+
+
+def archive_location(loaded: LoadedPlan, output_dir: Path) -> str:
+    setting = loaded.plan.window.archive
+    return chosen_location(str(setting) if setting is not None else None, loaded.base_dir, output_dir)
+
+
+def production_commit(loaded: LoadedPlan) -> str | None:
+    """What production runs: the declared ``[production] commit``, else its declaration's digest (the same
+    argv, environment and env files are the same build as far as fairwin can tell); None without production."""
+    settings = loaded.plan.production
+    if settings is None:
+        return None
+    return settings.commit or f"snapshot:{production_snapshot(loaded)['sha256'][:16]}"
+
+
+def host_names(loaded: LoadedPlan) -> dict[str, str]:
+    """Each host a plan names, as the archive keys it: fairwin's own by its host name, the others by address."""
+    names = {HERE: socket.gethostname()}
+    for name, host in loaded.plan.hosts.items():
+        names[name] = host.address if host.port == 22 else f"{host.address}:{host.port}"
+    return names
+
+
+def archive_key_record(loaded: LoadedPlan) -> dict[str, Any]:
+    """window.json's ``archive_key``: what the window's rows are keyed by besides what its starts observe."""
+    return {
+        "production_commit": production_commit(loaded),
+        "hosts": host_names(loaded),
+        "cells": {name: {"prompt_tokens": cell.prompt_tokens, "max_tokens": cell.max_tokens,
+                         "concurrency": cell.concurrency, "temperature": cell.temperature}
+                  for name, cell in loaded.plan.cells.items()},
+    }  # fmt: skip
+
+
+def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dict[str, Any]:
+    """The key a window of this plan will have for ``cell``, as far as it is known before any start ran (the
+    GPUs and their caps are seen only by the starts); for the warnings at open."""
+    key = archive_key_record(loaded)
+    role = loaded.plan.roles[control]
+    hosts = key["hosts"]
+    ran_on = sorted({hosts[h or HERE] for h in (role.host, *(w.host for w in role.workers))})
+    return {"cell": cell, "role": control, "mode": mode, "production_commit": key["production_commit"],
+            **key["cells"][cell], "hosts": tuple(ran_on)}  # fmt: skip
+
+
+def control_rows(window: Path) -> list[ArchiveRow]:
+    """The archive rows of a window's finished control starts, from its directory alone."""
+    manifest = read_json(window / "window.json", WINDOW.readable)
+    key = manifest.get("archive_key")
+    if not isinstance(key, dict):
+        raise CorruptRecordError(f"{window}/window.json has no archive_key (written by an older fairwin); "
+                                 "its control starts cannot be keyed for the archive")  # fmt: skip
+    pooled = read_jsonl(window / "pooled.jsonl", POOLED.readable) if (window / "pooled.jsonl").exists() else []
+    ended = {e["step"]: e["time"] for e in read_whole(window / "journal.jsonl") if e.get("event") == "end"}
+    commit = manifest.get("environment", {}).get("git", {}).get("commit")
+    rows = []
+    for start in manifest["starts"]:
+        if start["kind"] != "control":
+            continue
+        receipt = window / "starts" / start["start"] / "start.json"
+        seen = _observed(read_json(receipt, START.readable), key["hosts"]) if receipt.exists() else None
+        for cell, shape in key["cells"].items():
+            mine = sorted((p for p in pooled if p["start"] == start["start"] and p["cell"] == cell),
+                          key=lambda p: p["repeat"])  # fmt: skip
+            if not mine or seen is None:
+                continue
+            caps = {p.get("clock_cap_mhz") for p in mine}
+            rows.append(ArchiveRow(
+                window_id=manifest["window_id"], time=ended.get(f"start {start['start']}", 0.0), commit=commit,
+                mode=manifest["mode"], role=start["role"], start=start["start"], cell=cell,
+                max_tokens=shape["max_tokens"], clock_cap_mhz=caps.pop() if len(caps) == 1 else None,
+                repeats=[ArchivedRepeat(**{k: p.get(k) for k in ("repeat", *METRICS)}) for p in mine],
+                production_commit=key["production_commit"], prompt_tokens=shape["prompt_tokens"],
+                concurrency=shape["concurrency"], temperature=shape["temperature"], **seen,
+            ))  # fmt: skip
+    return rows
+
+
+def _observed(receipt: dict[str, Any], hosts: dict[str, str]) -> dict[str, Any]:
+    """Where a start ran (its hosts), its GPUs (model and count) and each host's clock cap, from start.json."""
+    head = receipt.get("host") or HERE
+    ran_on = {hosts.get(h or HERE, h or HERE) for h in (head, *(w.get("host") for w in receipt.get("workers", [])))}
+    telemetry = receipt.get("telemetry") or {}
+    caps: dict[str, set[float | None]] = {}
+    for gpu, cap in (telemetry.get("cap_by_gpu") or {}).items():
+        host = gpu.split("/", 1)[0] if "/" in gpu else head
+        caps.setdefault(hosts.get(host, host), set()).add(cap)
+    models = sorted(set((telemetry.get("names") or {}).values()))
+    gpus = telemetry.get("gpus") or []
+    return {
+        "hosts": sorted(ran_on),
+        "gpu_model": "+".join(models) if models else None,
+        "gpu_count": len(gpus) if gpus else None,
+        "clock_caps_mhz": {host: seen.pop() if len(seen) == 1 else None for host, seen in sorted(caps.items())},
+    }
+
+
+def window_noise(
+    snapshot: Snapshot, own: Sequence[ArchiveRow], planned: dict[str, dict[str, Any]], rule: RuleSpec
+) -> list[ArchiveNoise]:
+    """The archive's noise for each cell and metric the rule reads: the rows keyed exactly as this window's first
+    control start of that cell (``own``), or as ``planned`` (per cell) where no control start of it finished."""
+    result = []
+    for cell, match in planned.items():
+        mine = next((row for row in own if row.cell == cell), None)
+        chosen = select(snapshot.rows, mine.key().__dict__ if mine is not None else match)
+        result += [noise(chosen, cell, metric, snapshot.problems) for metric in (rule.primary, *rule.guards)]
+    return result
