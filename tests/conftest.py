@@ -114,6 +114,12 @@ def scratch_chain_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_team_archive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team's shared archive named in the environment is never written by a test: each test says its own."""
+    monkeypatch.delenv("FAIRWIN_ARCHIVE_URL", raising=False)
+
+
 @pytest.fixture
 def make_plan(tmp_path: Path) -> PlanFactory:
     """Write a plan for sim roles; keyword arguments replace whole sections or add keys."""

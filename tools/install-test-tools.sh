@@ -2,6 +2,7 @@
 # System programs the tests run for real, installed from the system packages when missing:
 #   sshd                      (openssh-server)          roles on remote hosts, over loopback SSH
 #   chromium-headless-shell   (chromium-headless-shell) report.html rendered and screenshotted
+#   PostgreSQL's server       (postgresql)              the shared control archive, initdb'd per test session
 # When one cannot be installed (not root, no apt-get, no network), the tests that need it skip,
 # saying why, and so does this script.
 set -u
@@ -9,6 +10,8 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
 need=()
 have sshd || need+=(openssh-server)
 have chromium-headless-shell || need+=(chromium-headless-shell)
+# Debian keeps initdb and pg_ctl off the PATH, in /usr/lib/postgresql/VERSION/bin.
+have initdb || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi

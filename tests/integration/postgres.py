@@ -5,7 +5,6 @@ its own, dropped after it. As root (as CI runs) the server runs as the ``postgre
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import secrets
 import shutil
@@ -24,9 +23,9 @@ USER = "fairwin"
 
 def server_bin() -> Path | None:
     """The server's programs: Debian keeps them in /usr/lib/postgresql/VERSION/bin, off the PATH."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[4]))
     if found:
-        return Path(found[-1]).parent
+        return found[-1].parent
     initdb = shutil.which("initdb")
     return Path(initdb).parent if initdb else None
 
@@ -64,8 +63,9 @@ def postgres_server() -> Iterator[Server]:
     _chown(root / "pw")
     data, port = root / "data", free_port()
     run = {"check": True, "capture_output": True, "text": True, "timeout": 120}
-    subprocess.run(_as_server_user([str(binaries / "initdb"), "-D", str(data), "-U", USER, "--pwfile", str(root / "pw"),
-                                    "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8"]), **run)  # fmt: skip
+    initdb = [str(binaries / "initdb"), "-D", str(data), "-U", USER, "--pwfile", str(root / "pw"),
+              "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8"]  # fmt: skip
+    subprocess.run(_as_server_user(initdb), **run)
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1"
     subprocess.run(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
                                     str(root / "log"), "-w", "start"]), **run)  # fmt: skip

@@ -27,8 +27,11 @@ def control(window: str, start: str, base: float, **keys: Any) -> ArchiveRow:
         "prompt_tokens": 64, "concurrency": 1, "temperature": 0.0, "hosts": ["gpu-a", "gpu-b"],
         "gpu_model": "NVIDIA H200", "gpu_count": 2, "clock_caps_mhz": {"gpu-a": 1980.0, "gpu-b": None},
     }  # fmt: skip
-    repeats = [ArchivedRepeat(repeat=i, pooled_rate_tps=base * (1 + i / 300), accepted_per_round=2.5 + i / 7,
-                              decode_tps=None, ms_per_round=11.0 / 3, ttft_s=0.1 + i / 1000) for i in (1, 2, 3)]  # fmt: skip
+    repeats = [
+        ArchivedRepeat(repeat=i, pooled_rate_tps=base * (1 + i / 300), accepted_per_round=2.5 + i / 7,
+                       decode_tps=None, ms_per_round=11.0 / 3, ttft_s=0.1 + i / 1000)
+        for i in (1, 2, 3)
+    ]  # fmt: skip
     return ArchiveRow(**{**fields, **keys, "repeats": repeats})
 
 
@@ -95,7 +98,8 @@ def test_a_window_is_appended_whole_or_not_at_all(postgres_url: str) -> None:
 def test_schema_versions_are_applied_once_and_a_newer_one_is_refused(postgres_url: str, tmp_path: Path) -> None:
     store = open_archive(postgres_url)
     assert isinstance(store, PostgresArchive)
-    with pytest.raises(ArchiveError, match="has no fairwin schema, this fairwin needs v1; run `fairwin archive migrate"):
+    no_schema = "has no fairwin schema, this fairwin needs v1; run `fairwin archive migrate"
+    with pytest.raises(ArchiveError, match=no_schema):
         store.snapshot()
     # Two migrators at once: the advisory lock lets one apply, the other finds the schema current.
     script = f"from fairwin.archive import open_archive; print(len(open_archive({postgres_url!r}).migrate()))"

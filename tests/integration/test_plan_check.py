@@ -4,28 +4,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fairwin.archive import ArchivedRepeat, ArchiveRow, append_controls
+from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
+from fairwin.window.archiving import planned_match
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
 
 
-def noisy_archive(path: Path) -> None:
-    """Six control starts of short-b1 whose means differ launch to launch by about 12 %, repeats by about 1 %."""
+def noisy_archive(plan: Path) -> None:
+    """Six control starts of short-b1, keyed as this plan's controlled windows will be, whose means differ launch
+    to launch by about 12 %, repeats by about 1 %; and six more of another role, which must not count."""
+    from fairwin.plan import load_plan
+
+    key = planned_match(load_plan(plan), "controlled", "A", "short-b1")
     means = [1000.0, 1150.0, 880.0, 1070.0, 940.0, 1200.0]
     rows = [
         ArchiveRow(
-            window_id=f"w{i // 2}", time=0.0, commit=None, mode="controlled", role="A", start=("s1", "s3")[i % 2],
-            cell="short-b1", max_tokens=48, clock_cap_mhz=None,
+            window_id=f"w{i // 2}", time=float(i), commit=None, mode="controlled", role=role, start=("s1", "s3")[i % 2],
+            cell="short-b1", max_tokens=key["max_tokens"], clock_cap_mhz=None,
             repeats=[ArchivedRepeat(repeat=r, pooled_rate_tps=m * f) for r, f in enumerate((0.99, 1.0, 1.01), 1)],
+            production_commit=key["production_commit"], prompt_tokens=key["prompt_tokens"],
+            concurrency=key["concurrency"], temperature=key["temperature"], hosts=list(key["hosts"]),
         )
         for i, m in enumerate(means)
+        for role in ("A", "other")
     ]  # fmt: skip
-    append_controls(path, rows)
+    open_archive(plan.parent / "windows" / "control-archive.jsonl").append(rows)
 
 
 def test_plan_check_warns_when_the_rule_misses_its_targets(make_plan: PlanFactory) -> None:
     plan = make_plan()
-    noisy_archive(plan.parent / "windows" / "control-archive.jsonl")
+    noisy_archive(plan)
     done = fairwin("plan", "check", str(plan))
     assert done.returncode == 0, done.stderr
     assert "OK (sha256" in done.stdout
@@ -39,6 +47,6 @@ def test_plan_check_is_quiet_for_a_rule_that_meets_them(make_plan: PlanFactory) 
     plain = make_plan(window={"rule": "win2-v1"})  # no archive yet: nothing to audit against, nothing said
     assert fairwin("plan", "check", str(plain)).stderr == ""
     plan = make_plan(window={"rule": "win2-launch-v1"})
-    noisy_archive(plan.parent / "windows" / "control-archive.jsonl")
+    noisy_archive(plan)
     done = fairwin("plan", "check", str(plan))
     assert done.returncode == 0 and done.stderr == "", done.stderr

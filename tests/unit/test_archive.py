@@ -31,8 +31,8 @@ def row(window: str, start: str, values: list[float], **keys: Any) -> ArchiveRow
         "concurrency": 1, "temperature": 0.0, "hosts": ["gpu1"], "gpu_model": "H200", "gpu_count": 1,
         "clock_caps_mhz": {"gpu1": 1980.0},
     }  # fmt: skip
-    return ArchiveRow(**{**fields, **keys,
-                         "repeats": [ArchivedRepeat(repeat=i, pooled_rate_tps=v) for i, v in enumerate(values, 1)]})  # fmt: skip
+    repeats = [ArchivedRepeat(repeat=i, pooled_rate_tps=v) for i, v in enumerate(values, 1)]
+    return ArchiveRow(**{**fields, **keys, "repeats": repeats})
 
 
 def test_noise_by_hand() -> None:
