@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fairwin.durable import sha256_file
+from fairwin.redaction import forget_all
 from fairwin.vocabulary import ORDER
 
 WORDS = [
@@ -118,6 +119,13 @@ def scratch_chain_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 def no_team_archive(monkeypatch: pytest.MonkeyPatch) -> None:
     """A team's shared archive named in the environment is never written by a test: each test says its own."""
     monkeypatch.delenv("FAIRWIN_ARCHIVE_URL", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def forget_secrets() -> Iterator[None]:
+    """Secrets one test resolved are not scrubbed from the next test's files."""
+    yield
+    forget_all()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fairwin.errors import CorruptRecordError, InputError
+from fairwin.redaction import scrub_bytes
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -54,6 +55,7 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    data = scrub_bytes(data)  # a resolved secret never reaches a file, whatever path it took to get here
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -104,7 +106,7 @@ def append_locked(path: Path, payload_for: Callable[[bytes], bytes], *, read: bo
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             size = os.fstat(fd).st_size
-            payload = payload_for(_read_all(fd, size) if read else b"")
+            payload = scrub_bytes(payload_for(_read_all(fd, size) if read else b""))
             if not payload:
                 return
             if size and os.pread(fd, 1, size - 1) != b"\n":

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any
 
 import aiohttp
 
-from fairwin.errors import HTTPStatusError, TransportError
+from fairwin.errors import HTTPStatusError, InputError, TransportError
+from fairwin.redaction import remember
 
 log = logging.getLogger("fairwin.http")
 log.setLevel(logging.WARNING)  # always emitted; where it goes (a window's log, stderr with -v) is the caller's
@@ -34,14 +36,26 @@ def transport_error(what: str, url: str, exc: BaseException) -> TransportError:
     return TransportError(f"{what}: no answer from {url}: {reason}")
 
 
-def client_session(timeout: aiohttp.ClientTimeout) -> aiohttp.ClientSession:
-    """The session a start streams through.
+def client_session(timeout: aiohttp.ClientTimeout, headers: dict[str, str] | None = None) -> aiohttp.ClientSession:
+    """The session a start streams through (``headers``: a server's key, from :func:`api_headers`).
 
     aiohttp pools at most 100 connections by default and queues every request past
     that inside the client, where the wait would be timed as the stream's TTFT. A
     wave's own semaphore bounds its concurrency, so the pool is left unbounded.
     """
-    return aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0))
+    return aiohttp.ClientSession(timeout=timeout, headers=headers, connector=aiohttp.TCPConnector(limit=0))
+
+
+def api_headers(api_key_env: str | None, where: str) -> dict[str, str]:
+    """``Authorization: Bearer $NAME`` for a server that requires a key; the key is remembered as a secret, so
+    no file fairwin writes will hold it. ``where`` names the setting in the one-line error."""
+    if api_key_env is None:
+        return {}
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise InputError(f"{where} = {api_key_env!r}, but {api_key_env} is not set; export it and run again")
+    remember(key)
+    return {"Authorization": f"Bearer {key}"}
 
 
 async def get_text(session: aiohttp.ClientSession, url: str, *, what: str) -> str:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from fairwin.archive.rows import ArchiveRow
 from fairwin.durable import canonical_json, sha256_bytes
+from fairwin.redaction import remember, url_passwords
 
 #: Names the archive for every command and window, before the plan's ``window.archive``.
 ARCHIVE_ENV = "FAIRWIN_ARCHIVE_URL"
@@ -89,6 +90,7 @@ def open_archive(location: str | Path) -> ArchiveStore:
     if is_database(text):
         from fairwin.archive.postgres import PostgresArchive  # psycopg only where a database is used
 
+        remember(*url_passwords(text))  # an error message or a receipt never carries the password
         return PostgresArchive(text)
     from fairwin.archive.jsonl import JsonlArchive
 

@@ -19,6 +19,7 @@ from fairwin._version import __version__
 from fairwin.cli import _archive, _chain, _decision, _gates, _production, _promote, _report, _window
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
+from fairwin.redaction import ScrubbingFormatter, scrub
 
 if TYPE_CHECKING:  # argparse's subparsers type is subscriptable only for type checkers
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -106,6 +107,9 @@ def _sim_parser(commands: Commands) -> None:
     sim.add_argument("--jitter", type=float, default=0.02, help="relative s.d. of each round's time")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--fault", action="append", default=[], help="inject a fault (repeatable): see docs")
+    sim.add_argument(
+        "--api-key", help="answer 401 to /v1 requests without `Authorization: Bearer KEY` (default: $VLLM_API_KEY)"
+    )
     sim.add_argument("--reject-param", action="append", default=[], help="answer 400 to requests with this key")
     sim.add_argument(
         "--per-request-metrics",
@@ -261,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # warnings reach stderr only with -v
         handler.setLevel(logging.INFO if args.verbose else logging.ERROR)
+        handler.setFormatter(ScrubbingFormatter("%(name)s: %(message)s"))
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
@@ -268,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         state = exc.window_state or f"marked {'interrupted' if exc.exit_code == 130 else 'failed'}"
         where = f" (window {state}: {exc.window_path})" if exc.window_path else ""
         after = f"; {exc.aftermath}" if exc.aftermath else ""
-        stderr.print(f"fairwin: error: {exc}{where}{after}", markup=False, soft_wrap=True)
+        stderr.print(scrub(f"fairwin: error: {exc}{where}{after}"), markup=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         stderr.print("fairwin: interrupted", markup=False)

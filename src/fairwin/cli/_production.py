@@ -32,7 +32,7 @@ def up(args: argparse.Namespace) -> int:
     production = _production(args)
 
     async def bring_up() -> tuple[str, WatchResult | None]:
-        async with client_session(aiohttp.ClientTimeout(total=None)) as session:
+        async with client_session(aiohttp.ClientTimeout(total=None), production.headers) as session:
             proved = await production.bring_up(session)
             watched = await watch(production, session) if args.watch else None
         return f"UP: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)", watched
@@ -59,7 +59,7 @@ def status(args: argparse.Namespace) -> int:
     async def healthy() -> bool:
         import aiohttp
 
-        async with client_session(aiohttp.ClientTimeout(total=5.0)) as session:
+        async with client_session(aiohttp.ClientTimeout(total=5.0), production.headers) as session:
             return await production.healthy(session)
 
     if asyncio.run(healthy()):

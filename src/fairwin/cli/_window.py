@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -127,6 +128,7 @@ def sim(args: argparse.Namespace) -> int:
         faults=frozenset(args.fault),
         reject_params=frozenset(args.reject_param),
         per_request_metrics=args.per_request_metrics,
+        api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
     )
     serve(config, args.host, args.port)
     return 0

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
 from fairwin.profiles import PROFILES
+from fairwin.transport import api_headers
 from fairwin.vocabulary import REHEARSAL
 
 MAX_PROBE_TOKENS = 8
@@ -259,13 +259,16 @@ def require_rehearsal(directory: Path, loaded: LoadedPlan) -> dict[str, Any]:
     return document
 
 
-def api_headers(api_key_env: str | None) -> dict[str, str]:
-    if api_key_env is None:
-        return {}
-    key = os.environ.get(api_key_env)
-    if not key:
-        raise InputError(f"--api-key-env {api_key_env}: the variable is not set")
-    return {"Authorization": f"Bearer {key}"}
+def _key_env(loaded: LoadedPlan, given: str | None) -> tuple[str | None, str]:
+    """Which variable holds production's key: --api-key-env, else rehearsal's, else production's own."""
+    production = loaded.plan.production
+    role = loaded.plan.roles.get(production.role) if production and production.role else None
+    for name, where in ((given, "--api-key-env"), (loaded.plan.rehearsal.api_key_env, "rehearsal.api_key_env"),
+                        (production.api_key_env if production else None, "production.api_key_env"),
+                        (role.api_key_env if role else None, "the production role's api_key_env")):  # fmt: skip
+        if name is not None:
+            return name, where
+    return None, ""
 
 
 def run_rehearsal(
@@ -275,7 +278,7 @@ def run_rehearsal(
     if target is None:
         raise InputError("no URL: pass --url or set rehearsal.url in the plan")
     name = model or loaded.plan.rehearsal.model or next(iter(loaded.plan.roles.values())).served_model
-    return asyncio.run(rehearse(loaded, target, out, model=name, headers=api_headers(api_key_env)))
+    return asyncio.run(rehearse(loaded, target, out, model=name, headers=api_headers(*_key_env(loaded, api_key_env))))
 
 
 __all__ = ["Probe", "probes_for", "rehearse", "require_rehearsal", "run_rehearsal"]

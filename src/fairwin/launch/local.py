@@ -20,6 +20,7 @@ import aiohttp
 
 from fairwin.errors import HealthTimeoutError, LaunchError, ServerExitedError
 from fairwin.launch.spec import LaunchSpec
+from fairwin.redaction import scrub, scrub_file
 
 HEALTH_POLL_S = 0.1
 LOG_TAIL_BYTES = 2000
@@ -115,7 +116,7 @@ class LocalServer:
             data = self.log_path.read_bytes()[-LOG_TAIL_BYTES:]
         except OSError:
             return ""
-        lines = data.decode("utf-8", "replace").strip().splitlines()
+        lines = scrub(data.decode("utf-8", "replace")).strip().splitlines()
         return lines[-1] if lines else ""
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
@@ -156,6 +157,7 @@ class LocalServer:
         process = self.process
         if process is None or process.poll() is not None:
             self.stop_record = StopRecord("none", process.returncode if process else None, 0.0)
+            scrub_file(self.log_path)
             return self.stop_record
         sent = "SIGTERM"
         signal_group(process.pid, signal.SIGTERM)
@@ -168,6 +170,7 @@ class LocalServer:
         # Workers that ignored SIGTERM after their leader exited must not outlive the start.
         signal_group(process.pid, signal.SIGKILL)
         self.stop_record = StopRecord(sent, process.returncode, time.monotonic() - t0)
+        scrub_file(self.log_path)  # the server wrote its log itself: a secret it printed is hidden now it stopped
         return self.stop_record
 
 

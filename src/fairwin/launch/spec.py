@@ -12,10 +12,20 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
+from fairwin.durable import sha256_file
 from fairwin.errors import PlanError
 from fairwin.launch.scheduling import Scheduling
 from fairwin.plan.hosts import Host
 from fairwin.plan.roles import Role
+from fairwin.redaction import (
+    HIDDEN,
+    hide_url_passwords,
+    is_secret_name,
+    only_placeholders,
+    redact_argv,
+    remember,
+    url_passwords,
+)
 
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|head_address|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -26,16 +36,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def fill(text: str, values: dict[str, str]) -> str:
+def fill(text: str, values: dict[str, str], *, resolve_env: bool = True) -> str:
     """Replace {port}, {python}, {plan_dir}, {head_address} and {env:NAME}; other braces (JSON in an argument)
-    are left alone."""
+    are left alone. Without ``resolve_env``, {env:NAME} stays as written: the form receipts record."""
 
     def one(match: re.Match[str]) -> str:
         key = match.group(1)
         if key.startswith("env:"):
             name = key[4:]
+            if not resolve_env:
+                return match.group(0)
             if name not in os.environ:
                 raise PlanError(f"the plan uses {{{key}}} but {name} is not set; export {name}=... and run again")
+            if is_secret_name(name):
+                remember(os.environ[name])
             return os.environ[name]
         return values[key]
 
@@ -65,6 +79,9 @@ class LaunchSpec:
     inherit_env: bool = True
     member: str = "head"  # which of the role's processes: "head", or "worker N" of a role that spans hosts
     values: dict[str, str] = field(default_factory=dict)  # what its placeholders were filled with
+    shown_argv: list[str] = field(default_factory=list)  # what receipts record: {env:NAME} as written
+    shown_env: dict[str, str] = field(default_factory=dict)  # the plan's env as written, env files left out
+    env_files: dict[str, str] = field(default_factory=dict)  # each env file's path and sha256, never its contents
 
     @property
     def label(self) -> str:
@@ -91,6 +108,41 @@ def _declared_env(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> 
     return declared
 
 
+def _shown_env(role_name: str, roles: Mapping[str, Role], values: dict[str, str]) -> dict[str, str]:
+    """A role's declared variables as the plan writes them (env files' contents are never shown)."""
+    role = roles[role_name]
+    shown = _shown_env(role.base, roles, values) if role.base is not None else {}
+    for key in role.unset_env:
+        shown.pop(key, None)
+    for key, value in role.env.items():  # a plan that was loaded holds no literal secret; one built in code might
+        literal = is_secret_name(key) and not only_placeholders(value)
+        shown[key] = HIDDEN if literal else hide_url_passwords(fill(value, values, resolve_env=False))
+    return shown
+
+
+def _env_files(role_name: str, roles: Mapping[str, Role], plan_dir: Path) -> dict[str, str]:
+    role = roles[role_name]
+    files = _env_files(role.base, roles, plan_dir) if role.base is not None else {}
+    for env_file in role.env_files:
+        path = env_file if env_file.is_absolute() else plan_dir / env_file
+        files[str(env_file)] = sha256_file(path) if path.is_file() else "missing"
+    return files
+
+
+def _shown_argv(argv: list[str], values: dict[str, str]) -> list[str]:
+    return redact_argv([fill(arg, values, resolve_env=False) for arg in argv])
+
+
+def _remember_secrets(argv: list[str], env: dict[str, str]) -> None:
+    """Values in secret positions (after a secret flag, under a secret name, a URL's password) stay in memory
+    only: every file fairwin writes is scrubbed of them."""
+    for shown, real in zip(redact_argv(argv), argv, strict=True):
+        if shown != real:
+            remember(real)
+    for key, value in env.items():
+        remember(*([value] if is_secret_name(key) else url_passwords(value)))
+
+
 def _effective_env(role: Role, declared: dict[str, str], values: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ) if role.inherit_env else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     env.update({k: fill(v, values) for k, v in declared.items()})
@@ -111,11 +163,14 @@ def make_spec(
     if role.base is not None:
         base_env = _effective_env(roles[role.base], _declared_env(role.base, roles, plan_dir), values)
     base_url = fill(role.base_url, values)
+    argv = [fill(arg, values) for arg in role.argv]
+    declared_env = {k: fill(v, values) for k, v in declared.items()}
+    _remember_secrets(argv, declared_env)
     return LaunchSpec(
         role_name=role_name,
-        argv=[fill(arg, values) for arg in role.argv],
+        argv=argv,
         env=_effective_env(role, declared, values),
-        declared_env={k: fill(v, values) for k, v in declared.items()},
+        declared_env=declared_env,
         cwd=_cwd(role.cwd, values, plan_dir),
         base_url=base_url,
         health_url=base_url + role.health_path,
@@ -130,6 +185,9 @@ def make_spec(
         remote=_remote(role.host, hosts, plan_dir),
         inherit_env=role.inherit_env,
         values=values,
+        shown_argv=_shown_argv(role.argv, values),
+        shown_env=_shown_env(role_name, roles, values),
+        env_files=_env_files(role_name, roles, plan_dir),
     )
 
 
@@ -143,9 +201,16 @@ def worker_specs(
     for number, worker in enumerate(role.workers, 1):
         values = {**head.values, "python": _python(worker.host, hosts)}
         declared = {**_declared_env(head.role_name, roles, plan_dir), **worker.env}
+        argv, declared_env = (
+            [fill(arg, values) for arg in worker.argv],
+            {k: fill(v, values) for k, v in declared.items()},
+        )
+        _remember_secrets(argv, declared_env)
+        shown_env = {**_shown_env(head.role_name, roles, values),
+                     **{k: fill(v, values, resolve_env=False) for k, v in worker.env.items()}}  # fmt: skip
         specs.append(replace(
-            head, argv=[fill(arg, values) for arg in worker.argv], env=_effective_env(role, declared, values),
-            declared_env={k: fill(v, values) for k, v in declared.items()}, cwd=_cwd(worker.cwd, values, plan_dir),
+            head, argv=argv, env=_effective_env(role, declared, values), declared_env=declared_env,
+            shown_argv=_shown_argv(worker.argv, values), shown_env=shown_env, cwd=_cwd(worker.cwd, values, plan_dir),
             startup_timeout_s=worker.ready.timeout_s, base_role=None, base_env=None, scheduling=Scheduling(),
             host=worker.host, remote=_remote(worker.host, hosts, plan_dir), member=f"worker {number}", values=values,
         ))  # fmt: skip

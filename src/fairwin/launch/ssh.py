@@ -30,6 +30,7 @@ from fairwin.errors import GateRefused, HealthTimeoutError, InputError, LaunchEr
 from fairwin.launch.local import HEALTH_POLL_S, StopRecord
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.hosts import Host
+from fairwin.redaction import scrub_bytes, scrub_file
 
 POLL_S = 0.1
 T = TypeVar("T")
@@ -132,7 +133,7 @@ class RemoteServer:
         with self.log_path.open("ab") as log:
             try:
                 async for chunk in self.process.stdout:
-                    log.write(chunk)
+                    log.write(scrub_bytes(chunk))
                     log.flush()
             except (asyncssh.Error, OSError) as exc:
                 self.lost = f"the SSH connection to host {self.host_name} was lost: {exc}"
@@ -199,6 +200,7 @@ class RemoteServer:
         if self._pump is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
                 await asyncio.wait_for(self._pump, 5.0)
+        scrub_file(self.log_path)  # a secret split across two chunks of output is hidden here
         if self.conn is not None:
             self.conn.close()
             with contextlib.suppress(asyncssh.Error, OSError):

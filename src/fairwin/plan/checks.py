@@ -69,6 +69,9 @@ class RehearsalSettings(StrictModel):
     url: str | None = Field(None, description="Production's base URL, which rehearsals must be made against.")
     model: str | None = Field(None, description="Production's served model (default: the first role's).")
     priority: int | None = Field(None, description="Sent as `priority` with every probe, when the server supports it.")
+    api_key_env: str | None = Field(
+        None, description="The env variable holding production's API key (default: production's api_key_env)."
+    )
     max_age_h: float = Field(24.0, gt=0, description="--require-rehearsal refuses an older rehearsal.")
     controls: list[ControlProbe] = Field(
         default_factory=lambda: [ControlProbe(name="logit_bias", body={"logit_bias": {"1": 1.0}}, expect_status=400)],

@@ -19,6 +19,8 @@ from pydantic_core import ErrorDetails
 from fairwin.durable import sha256_bytes, sha256_file
 from fairwin.errors import PinMismatchError, PlanError
 from fairwin.plan.models import Family, Plan
+from fairwin.plan.secrecy import refuse_literal_secrets
+from fairwin.redaction import declare
 from fairwin.vocabulary import ORDER
 
 
@@ -189,6 +191,8 @@ def load_plan(path: Path | str) -> LoadedPlan:
     """Load a plan, check every reference and every pinned sha256."""
     path = Path(path)
     raw, plan = parse_plan(path)
+    refuse_literal_secrets(plan, path)
+    declare([*plan.secrets.names, *plan.secrets.flags], plan.secrets.public)
     base = path.resolve().parent
     families = {name: _load_family(path, base, name, fam) for name, fam in plan.families.items()}
     return LoadedPlan(path=path.resolve(), raw=raw, sha256=sha256_bytes(raw), plan=plan, families=families)

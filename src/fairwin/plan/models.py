@@ -21,6 +21,7 @@ from fairwin.plan.diagnostics import Diagnostics
 from fairwin.plan.hosts import Host
 from fairwin.plan.production import ProductionSettings
 from fairwin.plan.roles import SHA256_RE, Role
+from fairwin.plan.secrecy import SecretsSettings
 from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.profiles import ProfileName
 
@@ -156,6 +157,9 @@ class Plan(StrictModel):
     )
     diagnostics: Diagnostics = Field(
         default_factory=Diagnostics, description="Correctness diagnostics run beside the measurement (docs/greedy.md)."
+    )
+    secrets: SecretsSettings = Field(
+        default_factory=SecretsSettings, description="More secret names and flags (docs/security.md)."
     )
 
     @field_validator("hosts", "roles", "modes", "families", "cells")

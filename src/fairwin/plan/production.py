@@ -37,6 +37,9 @@ class ProductionSettings(StrictModel):
         description="What production runs (a commit or build id), keying the control archive "
         "(default: its declaration's digest).",
     )
+    api_key_env: str | None = Field(
+        None, description="The env variable holding production's API key (default: the role's api_key_env)."
+    )
     must_not_run: list[str] = Field(
         default_factory=list, description="Command-line substrings: no such process may run while it is down."
     )

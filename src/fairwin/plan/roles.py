@@ -79,6 +79,9 @@ class Role(StrictModel):
     startup_timeout_s: float = Field(600.0, gt=0)
     stop_timeout_s: float = Field(30.0, gt=0)
     served_model: str = Field(min_length=1, description="The model name requests carry.")
+    api_key_env: str | None = Field(
+        None, description="The env variable holding the key its requests carry (Authorization: Bearer)."
+    )
     base: str | None = Field(None, description="Derive from this role's environment (e.g. production's).")
     unset_env: list[str] = Field(default_factory=list, description="With base: keys removed from the base env.")
     allowed_env_differences: list[str] = Field(

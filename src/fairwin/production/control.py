@@ -21,13 +21,15 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.durable import canonical_json, read_json, sha256_bytes, sha256_file, write_json_atomic
+from fairwin.durable import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.errors import InputError, ProductionError
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production.proof import port_state
 from fairwin.production.where import Here, OverSsh, Where
+from fairwin.redaction import scrub_file
+from fairwin.transport import api_headers
 
 POLL_S = 0.1
 COMMAND_TIMEOUT_S = 300.0
@@ -55,9 +57,10 @@ def snapshot(loaded: LoadedPlan) -> dict[str, Any]:
     if settings.role is not None:
         spec = make_spec(settings.role, loaded.plan.roles, loaded.base_dir, loaded.plan.hosts)
         role = loaded.plan.roles[settings.role]
-        env_files = {str(p): sha256_file(loaded.base_dir / p) for p in role.env_files}
-        declared: dict[str, Any] = {"role": settings.role, "argv": spec.argv, "env": spec.declared_env,
-                                    "env_files": env_files, "base_url": settings.base_url or spec.base_url}  # fmt: skip
+        declared: dict[str, Any] = {
+            "role": settings.role, "argv": spec.shown_argv, "env": spec.shown_env, "env_files": spec.env_files,
+            "base_url": settings.base_url or spec.base_url,
+        }  # fmt: skip
         if role.host is not None:  # only then: a production here keeps the sha256 it always had
             declared["host"] = role.host
     else:
@@ -83,6 +86,10 @@ class Production:
         self.base_url = settings.base_url or (self.spec.base_url if self.spec else "")
         self.health_url = self.base_url + (settings.health_path or (role.health_path if role else "/health"))
         self.model = settings.model or (role.served_model if role else "")
+        key_env = settings.api_key_env or (role.api_key_env if role else None)
+        self.headers = api_headers(
+            key_env, "production.api_key_env" if settings.api_key_env else "its role's api_key_env"
+        )
         state = settings.state_dir or output_dir / ".production"
         self.state_dir = state if state.is_absolute() else loaded.base_dir / state
         self.state_file = self.state_dir / "production.json"
@@ -186,13 +193,15 @@ class Production:
                     f"production is not healthy {self.settings.up_timeout_s:g} s after {how} ({self.health_url})"
                 )
             await asyncio.sleep(POLL_S)
+        if self.spec is not None and not isinstance(self.where, OverSsh):
+            scrub_file(self.state_dir / "production.log")  # what it printed while starting (vLLM prints its args)
         return Proved("up", how, f"{self.health_url} answers 200", time.monotonic() - started)
 
     async def _launch(self) -> str:
         assert self.spec is not None
         pid = await self.where.launch(self.spec.argv, self.spec.declared_env, self.spec.env, self.spec.cwd)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.state_file, {"format": STATE_FORMAT, "pid": pid, "argv": self.spec.argv,
+        write_json_atomic(self.state_file, {"format": STATE_FORMAT, "pid": pid, "argv": self.spec.shown_argv,
                                             "host": self.spec.host, "started_unix": time.time(),
                                             "snapshot": self.snapshot()})  # fmt: skip
         return f"launched pid {pid}{self.where.label}"

@@ -8,7 +8,10 @@ in the ways real servers do; see :data:`FAULTS`.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fairwin.sim.generation import generate
@@ -68,8 +71,17 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await generate(request, "chat")
 
 
+@web.middleware
+async def require_key(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """vLLM's --api-key: every /v1 path needs ``Authorization: Bearer KEY``; /health, /metrics, /tokenize do not."""
+    key = request.app[CONFIG_KEY].api_key
+    if key is not None and request.path.startswith("/v1") and request.headers.get("Authorization") != f"Bearer {key}":
+        return web.json_response({"error": "Unauthorized"}, status=401)
+    return await handler(request)
+
+
 def build_app(config: SimConfig) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[require_key])
     app[CONFIG_KEY] = config
     app[METRICS_KEY] = SimMetrics(config.model, speculative=config.spec_tokens > 0)
     app[SEEN_KEY] = set()
@@ -85,6 +97,13 @@ def build_app(config: SimConfig) -> web.Application:
 def serve(config: SimConfig, host: str, port: int) -> None:
     if "exit-at-start" in config.faults:
         raise SystemExit(3)
+    # Its changed settings, each value as given, the way vLLM logged "non-default args" (the API key included,
+    # until vLLM redacted it in 2026): a server's log may hold a secret, and fairwin must keep it out of a window.
+    default = SimConfig()
+    changed = {
+        f.name: getattr(config, f.name) for f in fields(config) if getattr(config, f.name) != getattr(default, f.name)
+    }
+    print(f"fairwin sim: non-default args: {changed}", flush=True)
     # One line, as a server logs its start (flushed: a log read through a pipe or SSH sees it at once).
     print(f"fairwin sim: serving {config.model} on http://{host}:{port}", flush=True)
     web.run_app(build_app(config), host=host, port=port, print=None, access_log=None)

@@ -48,6 +48,7 @@ class SimConfig:
     faults: frozenset[str] = field(default_factory=frozenset)
     reject_params: frozenset[str] = field(default_factory=frozenset)
     per_request_metrics: bool = False
+    api_key: str | None = field(default=None, repr=False)  # /v1/* answers 401 without it, as vLLM's --api-key
 
     def acceptance_at(self, position: int) -> float:
         if position < len(self.acceptance):

@@ -75,7 +75,7 @@ class Hold:
     async def give_back(self) -> dict[str, Any]:
         """Restore production and watch it; RestoreFailed (after recording why) when it does not hold."""
         timeout = aiohttp.ClientTimeout(total=None)
-        async with client_session(timeout) as session:
+        async with client_session(timeout, self.production.headers) as session:
             try:
                 proved = await self.production.bring_up(session)
             except ProductionError as exc:

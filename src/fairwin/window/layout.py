@@ -20,6 +20,7 @@ from typing import Any
 
 from fairwin.durable import write_json_atomic
 from fairwin.errors import OutputDirError
+from fairwin.redaction import ScrubbingFormatter
 from fairwin.vocabulary import STATUS, WindowState
 from fairwin.window.journal import Event, record
 
@@ -130,7 +131,7 @@ def http_errors_logged(path: Path) -> Iterator[None]:
     """Every HTTP error during the window, with the server's whole body, in the window's own log."""
     handler = logging.FileHandler(path, delay=True, encoding="utf-8")
     handler.setLevel(logging.WARNING)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    handler.setFormatter(ScrubbingFormatter("%(asctime)s %(message)s"))
     logger = logging.getLogger("fairwin.http")
     logger.addHandler(handler)
     try:

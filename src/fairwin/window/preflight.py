@@ -22,6 +22,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
 from fairwin.profiles import PROFILES
+from fairwin.transport import api_headers
 from fairwin.window.archiving import archive_location, planned_match, window_noise
 from fairwin.window.runtime import check_declared_env, check_speculative
 
@@ -43,6 +44,7 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
         check_declared_env(spec)
         check_speculative(role, plan.roles[role].speculative, spec.argv, plan.runtime.standard_verification)
         check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
+        api_headers(plan.roles[role].api_key_env, f"roles.{role}.api_key_env")  # its key must be there to send
     rule = get_rule(plan.window.rule)
     check_counters(plan.window.counters, rule)
     greedy = plan.diagnostics.greedy

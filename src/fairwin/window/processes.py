@@ -116,14 +116,14 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
     for process in processes:
         spec = process.spec
         where = {"host": spec.host, **({"member": spec.member} if spec.member != "head" else {})}
-        window.journal_event(step, "launching", argv=spec.argv, **where)
+        window.journal_event(step, "launching", argv=spec.shown_argv, **where)
         await process.handle.start()
-        window.journal_event(step, "launched", pid=process.handle.pid, argv=spec.argv, **where)
+        window.journal_event(step, "launched", pid=process.handle.pid, argv=spec.shown_argv, **where)
         if process.ready is not None:
             address = spec.remote.address if spec.remote is not None else "127.0.0.1"
             ready_s = await wait_ready(process.handle, process.ready, process.log, spec.label, address)
-            receipts.append({"member": spec.member, "host": spec.host, "argv": spec.argv, "pid": process.handle.pid,
-                             "ready_after_s": round(ready_s, 3)})  # fmt: skip
+            receipts.append({"member": spec.member, "host": spec.host, "argv": spec.shown_argv,
+                             "pid": process.handle.pid, "ready_after_s": round(ready_s, 3)})  # fmt: skip
     return receipts
 
 

@@ -28,6 +28,7 @@ from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
+from fairwin.redaction import argv_matches
 from fairwin.vocabulary import STATUS, WindowStatus
 from fairwin.window.chain import Marker, marker_path, read_marker
 from fairwin.window.hold import Hold
@@ -61,7 +62,7 @@ def _matching(pid: int | None, argv: list[str]) -> list[psutil.Process]:
     found = []
     for process in candidates:
         with contextlib.suppress(psutil.Error):
-            if process.cmdline()[-len(argv) :] == argv and process.pid != os.getpid():
+            if argv_matches(argv, process.cmdline()[-len(argv) :]) and process.pid != os.getpid():
                 found.append(process)
     return found
 

@@ -8,7 +8,6 @@ stopped in a ``finally``: on success, on error and on cancellation (Ctrl-C).
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,7 @@ from fairwin.pooling.pool import pool_repeat
 from fairwin.profiles import PROFILES
 from fairwin.telemetry.gpu import GpuSource, PerHost, remote_source
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
-from fairwin.transport import client_session
+from fairwin.transport import api_headers, client_session
 from fairwin.vocabulary import START, WAVE, PooledRow
 from fairwin.window.greedy import diagnose
 from fairwin.window.host import condition, not_idle_warning
@@ -47,12 +46,6 @@ from fairwin.window.progress import ProgressFeed
 from fairwin.window.records import append_streams
 from fairwin.window.runtime import check_speculative
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
-
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
-
-
-def redacted(env: dict[str, str]) -> dict[str, str]:
-    return {k: ("***" if SECRET_NAME.search(k) else v) for k, v in env.items()}
 
 
 @dataclass
@@ -211,7 +204,8 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str,
         start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
     )
     return {"format": START.id, "start": start.name, "kind": start.kind, "role": start.role, "host": spec.host,
-            "argv": spec.argv, "declared_env": redacted(spec.declared_env), "base_url": spec.base_url,
+            "argv": spec.shown_argv, "declared_env": spec.shown_env, "env_files": spec.env_files,
+            "base_url": spec.base_url,
             "model": spec.model, "speculative": speculative}  # fmt: skip
 
 
@@ -241,7 +235,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
         for worker in await launch_all(ctx.window, f"start {start.name}", processes):
             _worker_receipt(receipt, worker["member"]).update(worker, **_pins(identity, worker["member"]))
-        async with client_session(timeout) as session:
+        headers = api_headers(plan.roles[start.role].api_key_env, f"roles.{start.role}.api_key_env")
+        async with client_session(timeout, headers) as session:
             receipt["healthy_after_s"] = await head.handle.wait_healthy(session)
             receipt["scheduling"] = head.handle.scheduling
             ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
