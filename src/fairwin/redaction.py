@@ -16,10 +16,16 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-#: Name parts that mark a secret: OPENAI_API_KEY, HF_TOKEN, PGPASSWORD, --api-key, client_secret.
-SECRET_PARTS = ("KEY", "KEYS", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY")
-#: Endings of a single-word name that mark one (PGPASSWORD, HFTOKEN).
-SECRET_ENDINGS = ("PASSWORD", "PASSWD", "TOKEN", "SECRET", "APIKEY")
+#: Parts that mark a secret wherever they stand: AWS_SECRET_ACCESS_KEY, DB_PASSWORD_URL, client_secret.
+STRONG_PARTS = ("SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY")
+#: Endings of a single word that mark one as well: PGPASSWORD, CLIENTSECRET, OPENAIAPIKEY.
+STRONG_ENDINGS = ("PASSWORD", "PASSWD", "SECRET", "APIKEY")
+#: Parts that mark a secret only as the name's last word (HF_TOKEN, --api-key, GITHUBTOKEN): in other places
+#: they are settings about keys and tokens (--return-tokens-as-token-ids, KEY_ORDER).
+LAST_PARTS = ("KEY", "KEYS", "TOKEN")
+LAST_ENDINGS = ("TOKEN",)
+#: With this word before the last, the name is a rate, not a secret: --ms-per-draft-token, COST_PER_TOKEN.
+RATE_MARK = "PER"
 #: A last part that makes the name a location, not a secret: SSL_KEY_FILE, --ssl-keyfile, KEY_DIR.
 LOCATION_PARTS = ("FILE", "FILES", "PATH", "DIR", "SOCK", "KEYFILE")
 #: ``scheme://user:password@`` (the password group is what is hidden).
@@ -57,13 +63,21 @@ def is_secret_name(name: str, extra: Iterable[str] = (), public: Iterable[str] =
     parts = _parts(name)
     if not parts or parts[-1] in LOCATION_PARTS:
         return False
-    return any(part in SECRET_PARTS or part.endswith(SECRET_ENDINGS) for part in parts)
+    if any(part in STRONG_PARTS or part.endswith(STRONG_ENDINGS) for part in parts):
+        return True
+    last = parts[-1]
+    return (last in LAST_PARTS or last.endswith(LAST_ENDINGS)) and RATE_MARK not in parts[:-1]
 
 
 def is_secret_flag(arg: str, extra: Iterable[str] = (), public: Iterable[str] = ()) -> bool:
     """``--api-key``, ``--hf-token``, ``--password`` (the flag alone, before any ``=``)."""
     flag = arg.split("=", 1)[0]
     return flag.startswith("-") and is_secret_name(flag, extra, public)
+
+
+def is_flag(arg: str) -> bool:
+    """``--port``: after a secret flag, such an argument means the flag took no value (a switch)."""
+    return re.match(r"--[A-Za-z]", arg) is not None
 
 
 def only_placeholders(value: str) -> bool:
@@ -86,10 +100,12 @@ def redact_argv(argv: list[str], extra: Iterable[str] = (), public: Iterable[str
     shown: list[str] = []
     hide_next = False
     for arg in argv:
-        if hide_next:  # a placeholder names where the secret comes from: that is what a receipt should say
+        if hide_next and not is_flag(arg):  # a placeholder names the secret's source: a receipt should say it
             shown.append(arg if only_placeholders(arg) else HIDDEN)
             hide_next = False
-        elif is_secret_flag(arg, extra, public):
+            continue
+        hide_next = False
+        if is_secret_flag(arg, extra, public):
             flag, sep, value = arg.partition("=")
             shown.append(f"{flag}={value if only_placeholders(value) else HIDDEN}" if sep else arg)
             hide_next = not sep
@@ -199,6 +215,7 @@ __all__ = [
     "declare",
     "forget_all",
     "hide_url_passwords",
+    "is_flag",
     "is_secret_flag",
     "is_secret_name",
     "only_placeholders",

@@ -69,7 +69,7 @@ def test_a_window_runs_its_roles_on_two_remote_hosts(
         assert receipt["env_check"] == ["matches the declaration"]  # read from /proc on the host, over SSH
         assert receipt["stop"]["signal"] == "SIGTERM"
         log = (window / "starts" / start / f"{host}.log").read_text()  # the server's output, streamed back
-        assert log.startswith(f"fairwin sim: serving ssh-ok-{'b' if host == 'h2' else 'a'} on http://")
+        assert f"\nfairwin sim: serving ssh-ok-{'b' if host == 'h2' else 'a'} on http://" in log
     s2 = json.loads((window / "starts" / "s2" / "start.json").read_text())
     assert s2["host"] == "h2" and s2["identity"] == {str(worker): sha256_file(worker)}  # checked on h2, over SSH
     launched = [e for e in read_jsonl(window / "journal.jsonl") if e["event"] == "launched"]

@@ -75,7 +75,7 @@ def test_a_role_across_hosts_starts_its_worker_ready_first_and_stops_it_last(
     assert entry["stop"]["signal"] == "SIGTERM" and s2["stop"]["signal"] == "SIGTERM"
     assert s2["env_check"] == ["matches the declaration"]  # the worker's too, read on h1 over SSH
     assert (window / "starts" / "s2" / "h1.log").read_text() == "engine ready\n"
-    assert (window / "starts" / "s2" / "h2.log").read_text().startswith("fairwin sim: serving span-ok-b")
+    assert "\nfairwin sim: serving span-ok-b on http://" in (window / "starts" / "s2" / "h2.log").read_text()
     assert processes_with("span-ok-worker") == [] and processes_with("span-ok-b") == []
 
 

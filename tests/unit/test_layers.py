@@ -14,7 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "fairwin"
 
 LAYERS = (
-    "_version", "errors", "durable", "vocabulary", "profiles", "transport",
+    "_version", "errors", "redaction", "durable", "vocabulary", "profiles", "transport",
     "decision", "plan", "launch", "telemetry", "production", "metrics", "load", "pooling", "gates", "archive",
     "report", "window", "promote",
     "sim", "cli", "__main__", "(api)",

@@ -29,7 +29,8 @@ from tests.conftest import PlanFactory, sim_role
     [("OPENAI_API_KEY", True), ("HF_TOKEN", True), ("PGPASSWORD", True), ("AWS_SECRET_ACCESS_KEY", True),
      ("GOOGLE_APPLICATION_CREDENTIALS_JSON", True), ("VLLM_API_KEY", True), ("client_secret", True),
      ("TOKENIZERS_PARALLELISM", False), ("MAX_NUM_BATCHED_TOKENS", False), ("SSL_KEY_FILE", False),
-     ("HF_HOME", False), ("CUDA_VISIBLE_DEVICES", False), ("KEYBOARD", False)],
+     ("HF_HOME", False), ("CUDA_VISIBLE_DEVICES", False), ("KEYBOARD", False), ("GITHUBTOKEN", True),
+     ("KEY_ORDER", False), ("COST_PER_TOKEN", False), ("SECRET_KEY_BASE", True)],
 )  # fmt: skip
 def test_secret_names_are_told_by_their_parts_not_by_substrings(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
@@ -38,7 +39,8 @@ def test_secret_names_are_told_by_their_parts_not_by_substrings(name: str, secre
 @pytest.mark.parametrize(
     ("flag", "secret"),
     [("--api-key", True), ("--hf-token", True), ("--password=x", True), ("--ssl-keyfile", False),
-     ("--max-num-batched-tokens", False), ("--tokenizer", False), ("api-key", False)],
+     ("--max-num-batched-tokens", False), ("--tokenizer", False), ("api-key", False),
+     ("--ms-per-draft-token", False), ("--return-tokens-as-token-ids", False), ("--client-secret", True)],
 )  # fmt: skip
 def test_secret_flags(flag: str, secret: bool) -> None:
     assert is_secret_flag(flag) is secret
@@ -54,6 +56,21 @@ def test_argv_values_after_secret_flags_and_url_passwords_are_hidden() -> None:
             "--db", "postgresql://fw:pw3@db:5432/x", "--ssl-keyfile", "/k.pem"]  # fmt: skip
     assert redact_argv(argv) == ["vllm", "serve", "m", "--api-key", "***", "--hf-token=***", "--port", "8000",
                                  "--db", "postgresql://fw:***@db:5432/x", "--ssl-keyfile", "/k.pem"]  # fmt: skip
+
+
+def test_a_secret_flag_followed_by_another_flag_is_a_switch_and_hides_nothing(
+    make_plan: PlanFactory,
+) -> None:
+    argv = ["srv", "--use-token", "--port", "8000", "--token", "--x"]
+    assert redact_argv(argv) == argv
+    plan = make_plan(roles={"A": sim_role("--use-token", "--seed", "1"), "B": sim_role()})
+    load_plan(plan)  # no literal secret: --use-token takes no value
+
+
+def test_a_literal_secret_refusal_says_how_to_declare_a_public_flag(make_plan: PlanFactory) -> None:
+    plan = make_plan(roles={"A": sim_role("--session-token", "abc123xyz"), "B": sim_role()})
+    with pytest.raises(PlanError, match=r"passes --session-token a literal secret.*\[secrets\] public"):
+        load_plan(plan)
 
 
 def test_a_recorded_argv_matches_the_live_command_line_it_stands_for() -> None:

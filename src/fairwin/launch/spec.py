@@ -83,6 +83,10 @@ class LaunchSpec:
     shown_env: dict[str, str] = field(default_factory=dict)  # the plan's env as written, env files left out
     env_files: dict[str, str] = field(default_factory=dict)  # each env file's path and sha256, never its contents
 
+    def __post_init__(self) -> None:
+        if not self.shown_argv:  # a spec made in code, not from a plan: its argv with secret flags' values hidden
+            object.__setattr__(self, "shown_argv", redact_argv(self.argv))
+
     @property
     def label(self) -> str:
         """How messages name it: "role B", "role B on host h1", "role B worker 1 on host w1"."""

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from fairwin.errors import PlanError
 from fairwin.plan.base import StrictModel
-from fairwin.redaction import is_secret_flag, is_secret_name, only_placeholders, url_passwords
+from fairwin.redaction import is_flag, is_secret_flag, is_secret_name, only_placeholders, url_passwords
 
 if TYPE_CHECKING:
     from fairwin.plan.models import Plan
@@ -38,9 +38,11 @@ def _argv_findings(where: str, argv: list[str], settings: SecretsSettings) -> It
         flag, sep, inline = arg.partition("=")
         if is_secret_flag(arg, settings.flags, settings.public):
             value = inline if sep else (argv[index + 1] if index + 1 < len(argv) else "")
+            if not sep and is_flag(value):
+                value = ""  # a switch: the next argument is a flag of its own
             if not only_placeholders(value):
-                yield (f"{where}[{index}] passes {flag} a literal secret; write {flag} {{env:NAME}} "
-                       "and export NAME before running")  # fmt: skip
+                yield (f"{where}[{index}] passes {flag} a literal secret; write {flag} {{env:NAME}} and export "
+                       f"NAME before running (if {flag} takes no secret, list it in [secrets] public)")  # fmt: skip
         yield from _url_findings(f"{where}[{index}]", arg)
 
 
@@ -53,7 +55,8 @@ def _env_findings(where: str, env: dict[str, str], settings: SecretsSettings) ->
     for name, value in env.items():
         if is_secret_name(name, settings.names, settings.public) and not only_placeholders(value):
             yield (f"{where}.{name} holds a literal secret; write {name} = \"{{env:{name}}}\" and export it, "
-                   "or move it to an env file (env_files)")  # fmt: skip
+                   f"or move it to an env file (env_files); if {name} is no secret, "
+                   "list it in [secrets] public")  # fmt: skip
         else:
             yield from _url_findings(f"{where}.{name}", value)
 

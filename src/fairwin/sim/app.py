@@ -98,7 +98,7 @@ def serve(config: SimConfig, host: str, port: int) -> None:
     if "exit-at-start" in config.faults:
         raise SystemExit(3)
     # Its changed settings, each value as given, the way vLLM logged "non-default args" (the API key included,
-    # until vLLM redacted it in 2026): a server's log may hold a secret, and fairwin must keep it out of a window.
+    # until vllm#52523 redacted it in 2026): a server's log may hold a secret, and fairwin must keep it out of a window.
     default = SimConfig()
     changed = {
         f.name: getattr(config, f.name) for f in fields(config) if getattr(config, f.name) != getattr(default, f.name)
