@@ -7,7 +7,10 @@ the window, the watch and the rehearsal make must carry it, and every log must b
 
 from __future__ import annotations
 
+import json
 import secrets
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,8 +20,10 @@ import pytest
 
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import SimProcess, fairwin, processes_with, status
+from tests.integration.helpers import SimProcess, fairwin, only_window, processes_with, status
 from tests.integration.production import WATCH, killed_inside, start_run
+from tests.integration.sshd import SshHosts
+from tests.integration.test_hosts import remote_plan
 
 KEY_ENV, HF_ENV = "FW_CANARY_API_KEY", "FW_CANARY_HF_TOKEN"
 
@@ -133,3 +138,52 @@ def test_a_server_that_requires_a_key_refuses_requests_without_it(tmp_path: Path
             assert metrics.status == 200
     finally:
         server.stop()
+
+
+def encrypted_hosts(make_plan: PlanFactory, ssh: SshHosts, tmp_path: Path, passphrase: str) -> Path:
+    """The remote plan of test_hosts, logging in with a copy of the user key encrypted under ``passphrase``."""
+    key = tmp_path / "encrypted_key"
+    shutil.copy(ssh.key_file, key)
+    subprocess.run(["ssh-keygen", "-q", "-p", "-P", "", "-N", passphrase, "-f", str(key)], check=True)
+    plan = remote_plan(make_plan, ssh, "ssh-pass")
+    text = plan.read_text().replace(f"key_file = {json.dumps(str(ssh.key_file))}\n",
+                        f"key_file = {json.dumps(str(key))}\npassphrase_env = {json.dumps(PASS_ENV)}\n")  # fmt: skip
+    plan.write_text(text)
+    assert text.count("passphrase_env") == 2
+    return plan
+
+
+PASS_ENV = "FW_CANARY_SSH_PASSPHRASE"
+
+
+def test_an_encrypted_key_without_its_passphrase_is_refused_in_one_line_before_anything_is_touched(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passphrase = f"canary-passphrase-{secrets.token_hex(8)}"
+    plan = encrypted_hosts(make_plan, ssh_hosts, tmp_path, passphrase)
+    monkeypatch.delenv(PASS_ENV, raising=False)
+    unset = fairwin("run", str(plan), "--quiet")
+    assert unset.returncode == 2 and unset.stderr.count("\n") == 1, unset.stderr
+    assert f"hosts.h1.passphrase_env = '{PASS_ENV}', but {PASS_ENV} is not set" in unset.stderr
+    monkeypatch.setenv(PASS_ENV, "not-the-passphrase")
+    wrong = fairwin("run", str(plan), "--quiet")
+    assert wrong.returncode != 0 and wrong.stderr.count("\n") == 1, wrong.stderr
+    assert "cannot read hosts.h1.key_file" in wrong.stderr and "not-the-passphrase" not in wrong.stderr
+    assert not any(p.is_file() for p in (tmp_path / "windows").rglob("*"))
+
+
+@pytest.mark.slow
+def test_a_window_logs_in_with_an_encrypted_key_and_no_file_holds_its_passphrase(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passphrase = f"canary-passphrase-{secrets.token_hex(8)}"
+    plan = encrypted_hosts(make_plan, ssh_hosts, tmp_path, passphrase)
+    monkeypatch.setenv(PASS_ENV, passphrase)
+    done = fairwin("-v", "run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert status(only_window(plan))["state"] == "complete"
+    assert passphrase not in done.stdout + done.stderr
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) > 20
+    for path in written:
+        assert passphrase.encode() not in path.read_bytes(), f"the passphrase is in {path}"

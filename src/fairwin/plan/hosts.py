@@ -1,6 +1,7 @@
 """The plan's ``[hosts.NAME]``: machines a role runs on over SSH (docs/hosts.md).
 
-Keys only, never a password prompt: a key file or the SSH agent. The host's key must
+Keys only, never a password prompt: a key file (an encrypted one's passphrase read from
+the variable ``passphrase_env`` names, and kept in memory only) or the SSH agent. The host's key must
 be in ``known_hosts`` (an unknown host is refused, never trusted on first use).
 """
 
@@ -19,6 +20,9 @@ class Host(StrictModel):
     user: str | None = Field(None, description="The login (default: yours).")
     known_hosts: Path = Field(Path("~/.ssh/known_hosts"), description="Where the host's key must be listed.")
     key_file: Path | None = Field(None, description="The private key to log in with (else the agent's keys).")
+    passphrase_env: str | None = Field(
+        None, description="The env variable holding key_file's passphrase, for an encrypted key (else none)."
+    )
     agent: bool = Field(True, description="Use the SSH agent's keys ($SSH_AUTH_SOCK) when there is one.")
     python: str = Field("python3", description="What {python} means in a role's argv on this host.")
     nvidia_smi: str = Field("nvidia-smi", description="The nvidia-smi that samples this host's GPUs.")
