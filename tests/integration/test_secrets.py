@@ -12,6 +12,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,7 +30,8 @@ KEY_ENV, HF_ENV = "FW_CANARY_API_KEY", "FW_CANARY_HF_TOKEN"
 
 
 def keyed(model: str, *flags: str, **overrides: Any) -> dict[str, Any]:
-    """A sim role that requires the key, launched with it, and with a token and an env file of secrets."""
+    """A sim role that requires the key, launched with it, and with a token and an env file of secrets.
+    Production (P) speculates, as the runbook's does: its rehearsal's control probe (logit_bias) must be refused."""
     return sim_role("--ms-per-round", "2", *flags, "--api-key", f"{{env:{KEY_ENV}}}", model=model,
                     api_key_env=KEY_ENV, env={"HF_TOKEN": f"{{env:{HF_ENV}}}", "HF_HOME": "/tmp/hf"},
                     env_files=["service.env"], **overrides)  # fmt: skip
@@ -38,7 +40,8 @@ def keyed(model: str, *flags: str, **overrides: Any) -> dict[str, Any]:
 def canary_plan(make_plan: PlanFactory, tmp_path: Path, password: str) -> Path:
     (tmp_path / "service.env").write_text(f"SERVICE_PASSWORD={password}\n")
     holder = {"argv": [sys.executable, "-c", "import time; time.sleep(3600)", "hold-canary"], "settle_s": 0.2}
-    roles = {"A": keyed("exp-canary"), "B": keyed("exp-canary"), "P": keyed("canary", port=free_port()),
+    roles = {"A": keyed("exp-canary"), "B": keyed("exp-canary"),
+             "P": keyed("canary", "--spec-tokens", "2", port=free_port()),
              "C": keyed("exp-canary", "--fault", "exit-at-start")}  # fmt: skip
     return make_plan(
         roles=roles,
@@ -87,6 +90,11 @@ def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
     ran("-v", "run", str(plan), "--quiet")
     ran("run", str(plan), "--mode", "broken", "--quiet", code=3)
     killed = killed_inside(plan, start_run(plan, kill_at="start s2:launched"), "start s2:launched")
+    orphan_log = killed / "starts" / "s2" / "server.log"  # the server outlived fairwin: recover must scrub its log
+    deadline = time.monotonic() + 20
+    while canaries["api-key"] not in orphan_log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert canaries["api-key"] in orphan_log.read_text()
     ran("recover", str(plan))
     assert status(killed)["state"] == "interrupted" and processes_with("exp-canary") == []
     ran("run", str(plan), "--chain", "--quiet")
@@ -97,7 +105,12 @@ def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
         if status(window)["state"] == "complete":
             ran("report", str(window))
     ran("archive", "export", str(tmp_path / "archive-export.jsonl"))
-    assert (tmp_path / "archive-export.jsonl").read_text().count('"window_id"') >= 6  # three windows' controls
+    exported = {json.loads(line)["window_id"] for line in (tmp_path / "archive-export.jsonl").read_text().splitlines()}
+    # Every complete window's controls, and the failed window's first start when it was a finished control (the
+    # rule draws each window's order).
+    archived = [w for w in windows if status(w)["state"] == "complete" or (status(w)["state"] == "failed"
+                and json.loads((w / "window.json").read_text())["order"] == "control-first")]  # fmt: skip
+    assert exported == {w.name for w in archived}
     # The key was used (every /v1 request needed it) and the sim printed it to each log fairwin keeps.
     assert any("non-default args" in p.read_text() for p in tmp_path.rglob("*.log"))
 

@@ -24,11 +24,12 @@ import psutil
 
 from fairwin.durable import read_model
 from fairwin.errors import InputError, LaunchError, RestoreFailed
+from fairwin.launch.spec import make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
-from fairwin.redaction import argv_matches
+from fairwin.redaction import argv_matches, scrub_file
 from fairwin.vocabulary import STATUS, WindowStatus
 from fairwin.window.chain import Marker, marker_path, read_marker
 from fairwin.window.hold import Hold
@@ -93,6 +94,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
             continue
         for process in _matching(server.pid, server.argv):
             result.stopped.append(await _stop(process))
+    _scrub_logs(loaded, directory, result.problems)
     chain = read_marker(marker_path(loaded, output_dir)) if loaded.plan.production is not None else None
     if chain is not None or (happened(events, "production down", "begin") and not happened(events, "restore", "end")):
         production = _production_at_open(loaded, directory, opened_with(events), output_dir, result.problems)
@@ -108,6 +110,20 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: "
                             f"{result.production.get('reason')}")  # fmt: skip
     return result
+
+
+def _scrub_logs(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -> None:
+    """The servers fairwin died beside wrote their logs themselves, and one may have printed a secret it was
+    launched with: each role's secrets are resolved again (into memory) and the window's logs scrubbed of them."""
+    plan = loaded.plan
+    for name in plan.roles:
+        try:  # making a role's specs remembers what its secret positions resolve to
+            worker_specs(make_spec(name, plan.roles, loaded.base_dir, plan.hosts), plan.roles, loaded.base_dir,
+                         plan.hosts)  # fmt: skip
+        except InputError as exc:
+            problems.append(f"the logs could not be scrubbed of role {name}'s secrets ({exc})")
+    for log in sorted(directory.path.rglob("*.log")):
+        scrub_file(log)
 
 
 async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]) -> list[str]:
