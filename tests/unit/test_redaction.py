@@ -139,3 +139,22 @@ def test_placeholders_and_env_files_are_accepted_and_receipts_record_the_plan_s_
     assert list(spec.env_files) == ["secrets.env"] and len(spec.env_files["secrets.env"]) == 64
     assert "sk-from" not in scrub("sk-from-env-4567") and "pw-from" not in scrub("pw-from-file-123")
     assert scrub("visible") == "visible"  # a value under a name that is not secret stays as it is
+
+
+def test_a_bugs_traceback_is_printed_without_a_resolved_secret(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fairwin import cli
+    from fairwin.cli import _decision
+
+    remember("sk-resolved-in-this-process")
+
+    def broken(_args: object) -> int:
+        raise RuntimeError("could not reach https://u:x@h/ with sk-resolved-in-this-process")
+
+    monkeypatch.setattr(_decision, "rules_list", broken)
+    assert cli.main(["rules", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "RuntimeError: could not reach" in err
+    assert "sk-resolved-in-this-process" not in err and "*" * len("sk-resolved-in-this-process") in err
+    assert err.rstrip().endswith("the traceback above is a bug in fairwin; please report it")

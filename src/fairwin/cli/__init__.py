@@ -3,7 +3,8 @@
 Exit codes: 0 done (whatever the verdict), 1 other fairwin error, 2 bad input (nothing
 was started; a stored file torn, edited or of another format included), 3 a window
 failed (its directory is marked failed), 4 a gate refused (nothing was started), 5 the
-API rehearsal did not pass, 130 interrupted.
+API rehearsal did not pass, 6 production did not come back healthy (RESTORE FAILED),
+130 interrupted. A bug's traceback is printed scrubbed of every resolved secret.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -278,6 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         stderr.print("fairwin: interrupted", markup=False)
         return 130
+    except Exception:  # a bug: its traceback is for the report, without any secret this process resolved
+        sys.stderr.write(scrub(traceback.format_exc()))
+        stderr.print("fairwin: internal error: the traceback above is a bug in fairwin; please report it",
+                     markup=False)  # fmt: skip
+        return 1
 
 
 if __name__ == "__main__":
