@@ -8,6 +8,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 ENGINE_ENV := .engine.env
+# Unit and integration tests run on this many workers, each test file on one of them (its tests share
+# process names and fixtures). The end-to-end tests always run alone: two vLLM servers on two cores
+# would measure each other.
+WORKERS ?= 2
+PARALLEL := -n $(WORKERS) --dist loadfile
 
 .PHONY: setup engine lint test test-fast test-e2e demo clean help
 
@@ -38,15 +43,17 @@ lint: setup
 # One case of each lifecycle matrix runs here; the rest and the longer cases (marked slow) in make test.
 test-fast: lint
 	bash tools/install-test-tools.sh
-	$(BIN)/pytest tests/unit tests/integration -m "not slow"
+	$(BIN)/pytest tests/unit tests/integration -m "not slow" $(PARALLEL)
 
 # A failed engine install is reported and the e2e tests skip with that reason;
-# every other test still runs.
+# every other test still runs. The e2e tests run after the others, even when some of those failed.
 test: lint
 	bash tools/install-test-tools.sh
 	@if bash engine/install.sh > $(ENGINE_ENV).tmp; then mv $(ENGINE_ENV).tmp $(ENGINE_ENV); \
 	else rm -f $(ENGINE_ENV).tmp $(ENGINE_ENV); echo "make: the vLLM engine could not be installed; e2e tests will skip" >&2; fi
-	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); set +a; $(BIN)/pytest
+	status=0; $(BIN)/pytest tests/unit tests/integration $(PARALLEL) || status=$$?; \
+	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); set +a; $(BIN)/pytest tests/e2e || status=$$?; \
+	exit $$status
 
 test-e2e: setup engine
 	set -a; source $(ENGINE_ENV); set +a; $(BIN)/pytest tests/e2e
