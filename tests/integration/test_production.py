@@ -122,7 +122,8 @@ def test_the_lock_refuses_a_second_run_and_a_killed_window_is_recovered(
 
 
 # Every journaled step a kill can land in; make test-fast runs one of them (start s1).
-KILL_AT = ["production down", "quiet", "start s1", "start s3", "quiet after", "restore", "decide", "archive", "budget"]
+KILL_AT = ["open", "production down", "quiet", "start s1", "start s2", "start s3", "quiet after", "restore", "decide",
+           "archive", "budget", "close"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
