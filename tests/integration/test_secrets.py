@@ -67,7 +67,7 @@ def test_a_literal_secret_is_refused_before_anything_is_written(make_plan: PlanF
 @pytest.mark.slow
 def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
     make_plan: PlanFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path],
-    postgres_url: str,
+    postgres_url: str, scratch_chain_marker: Path,
 ) -> None:  # fmt: skip
     canaries = {what: f"canary-{what}-{secrets.token_hex(8)}" for what in ("api-key", "hf-token", "env-file")}
     canaries["db-password"] = str(urlsplit(postgres_url).password)
@@ -98,6 +98,8 @@ def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
     ran("recover", str(plan))
     assert status(killed)["state"] == "interrupted" and processes_with("exp-canary") == []
     ran("run", str(plan), "--chain", "--quiet")
+    assert scratch_chain_marker.is_file()  # mid-chain: the marker, the placeholders' files, production down
+    no_canary_in(tmp_path, canaries, outputs)
     ran("run", str(plan), "--chain-last", "--quiet")
     windows = sorted(p for p in (tmp_path / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
     assert [status(w)["state"] for w in windows].count("complete") == 3
@@ -114,13 +116,19 @@ def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
     # The key was used (every /v1 request needed it) and the sim printed it to each log fairwin keeps.
     assert any("non-default args" in p.read_text() for p in tmp_path.rglob("*.log"))
 
+    assert no_canary_in(tmp_path, canaries, outputs) > 50
+
+
+def no_canary_in(tmp_path: Path, canaries: dict[str, str], outputs: list[str]) -> int:
+    """Assert no canary is in any file under the test's directory (the plan's env file aside) or in any command's
+    output; returns how many files were read."""
     written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "service.env"]
-    assert len(written) > 50
     for name, canary in canaries.items():
         for path in written:
             assert canary.encode() not in path.read_bytes(), f"the {name} canary is in {path}"
         for output in outputs:
             assert canary not in output, f"the {name} canary is in a command's output"
+    return len(written)
 
 
 def status_port(plan: Path) -> int:
