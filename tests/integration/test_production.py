@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from fairwin.durable import read_jsonl
 from fairwin.errors import ServerExitedError
-from fairwin.launch.spec import LaunchSpec
+from fairwin.launch.spec import LaunchSpec, free_port
 from fairwin.plan import load_plan
 from fairwin.production.proof import port_state
 from fairwin.window.processes import ServerHandle, local_launcher
@@ -21,8 +22,15 @@ from tests.integration.helpers import fairwin, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run, wait_for_step
 
 
-def test_production_commands_prove_up_and_down(make_plan: PlanFactory, stop_production: list[Path]) -> None:
-    plan = production_plan(make_plan, "prod-cmd")
+@pytest.mark.parametrize("python", ["{python}", "{env:FW_PRODUCTION_PYTHON}"])
+def test_production_commands_prove_up_and_down(
+    make_plan: PlanFactory, stop_production: list[Path], monkeypatch: pytest.MonkeyPatch, python: str
+) -> None:
+    # production.json records argv as the plan writes it ({env:NAME} unresolved, as the demo's vLLM is
+    # launched): fairwin must still know its own production by it, to watch it come up and to stop it.
+    monkeypatch.setenv("FW_PRODUCTION_PYTHON", sys.executable)
+    role = sim_role(model="prod-cmd", port=free_port())
+    plan = production_plan(make_plan, "prod-cmd", P={**role, "argv": [python, *role["argv"][1:]]})
     stop_production.append(plan)
     assert fairwin("production", "status", str(plan)).returncode == 1
     up = fairwin("production", "up", str(plan), "--watch")

@@ -28,7 +28,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production.proof import port_state
 from fairwin.production.where import Here, OverSsh, Where
-from fairwin.redaction import scrub_file
+from fairwin.redaction import argv_matches, scrub_file
 from fairwin.transport import api_headers
 
 POLL_S = 0.1
@@ -165,7 +165,9 @@ class Production:
             pid, argv = state.get("pid"), state.get("argv", [""])
             if not isinstance(pid, int) or not await self.where.alive(pid):
                 return None
-            return pid if (await self.where.command_of(pid))[:1] == argv[:1] else None
+            # The argv recorded is the plan's words ({env:NAME} unresolved, *** after a secret flag): it matches
+            # the live command line it stands for, never a recycled pid running something else.
+            return pid if argv_matches(argv, await self.where.command_of(pid)) else None
         pid = await self.where.launched_pid()
         if pid is None or self.spec is None or not await self.where.alive(pid):
             return None
