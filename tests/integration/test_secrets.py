@@ -27,6 +27,7 @@ from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import remote_plan
 
 KEY_ENV, HF_ENV = "FW_CANARY_API_KEY", "FW_CANARY_HF_TOKEN"
+PASS_ENV = "FW_CANARY_SSH_PASSPHRASE"
 
 
 def keyed(model: str, *flags: str, **overrides: Any) -> dict[str, Any]:
@@ -172,9 +173,6 @@ def encrypted_hosts(make_plan: PlanFactory, ssh: SshHosts, tmp_path: Path, passp
     plan.write_text(text)
     assert text.count("passphrase_env") == 2
     return plan
-
-
-PASS_ENV = "FW_CANARY_SSH_PASSPHRASE"
 
 
 def test_an_encrypted_key_without_its_passphrase_is_refused_in_one_line_before_anything_is_touched(
