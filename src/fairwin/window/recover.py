@@ -137,7 +137,7 @@ async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]
         return []
     try:
         conn = await connect(str(server.host), resolved(host, loaded.base_dir))
-    except LaunchError as exc:
+    except (LaunchError, InputError) as exc:  # an unset passphrase_env too: production is still given back
         problems.append(f"could not reach host {server.host} to stop pid {server.pid}: {exc}")
         return []
     try:
