@@ -11,10 +11,13 @@ after the server stops, since the server, not fairwin, writes it).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+
+from fairwin.errors import InputError
 
 #: Parts that mark a secret wherever they stand: AWS_SECRET_ACCESS_KEY, DB_PASSWORD_URL, client_secret.
 STRONG_PARTS = ("SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY")
@@ -168,6 +171,16 @@ def remember(*values: str | None) -> None:
                 _REMEMBERED.add(password)
 
 
+def secret_from_env(variable: str, where: str) -> str:
+    """The secret in the environment variable a setting names (``where``: the setting, for the one-line error
+    when it is unset), remembered so that no file fairwin writes will hold it."""
+    value = os.environ.get(variable)
+    if not value:
+        raise InputError(f"{where} = {variable!r}, but {variable} is not set; export it and run again")
+    remember(value)
+    return value
+
+
 def forget_all() -> None:
     """For tests: this process's remembered secrets and declared names dropped."""
     _REMEMBERED.clear()
@@ -224,4 +237,5 @@ __all__ = [
     "scrub",
     "scrub_bytes",
     "scrub_file",
+    "secret_from_env",
 ]

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any
 
 import aiohttp
 
-from fairwin.errors import HTTPStatusError, InputError, TransportError
-from fairwin.redaction import remember
+from fairwin.errors import HTTPStatusError, TransportError
+from fairwin.redaction import secret_from_env
 
 log = logging.getLogger("fairwin.http")
 log.setLevel(logging.WARNING)  # always emitted; where it goes (a window's log, stderr with -v) is the caller's
@@ -51,11 +50,7 @@ def api_headers(api_key_env: str | None, where: str) -> dict[str, str]:
     no file fairwin writes will hold it. ``where`` names the setting in the one-line error."""
     if api_key_env is None:
         return {}
-    key = os.environ.get(api_key_env)
-    if not key:
-        raise InputError(f"{where} = {api_key_env!r}, but {api_key_env} is not set; export it and run again")
-    remember(key)
-    return {"Authorization": f"Bearer {key}"}
+    return {"Authorization": f"Bearer {secret_from_env(api_key_env, where)}"}
 
 
 async def get_text(session: aiohttp.ClientSession, url: str, *, what: str) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shlex
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -31,7 +30,7 @@ from fairwin.errors import GateRefused, HealthTimeoutError, InputError, LaunchEr
 from fairwin.launch.local import HEALTH_POLL_S, StopRecord
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.hosts import Host
-from fairwin.redaction import remember, scrub, scrub_bytes, scrub_file
+from fairwin.redaction import scrub, scrub_bytes, scrub_file, secret_from_env
 
 POLL_S = 0.1
 T = TypeVar("T")
@@ -49,7 +48,7 @@ async def connect(name: str, host: Host) -> asyncssh.SSHClientConnection:
     if not host.agent:
         options["agent_path"] = None  # else asyncssh uses $SSH_AUTH_SOCK, as ssh does
     if host.passphrase_env is not None:
-        options["passphrase"] = key_passphrase(name, host)
+        options["passphrase"] = secret_from_env(host.passphrase_env, f"hosts.{name}.passphrase_env")
     try:
         return await asyncssh.connect(host.address, port=host.port, username=host.user, **options)
     except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:  # an encrypted key, no or a wrong passphrase
@@ -62,17 +61,6 @@ async def connect(name: str, host: Host) -> asyncssh.SSHClientConnection:
         raise LaunchError(f"{where}: the key was refused; check hosts.{name}.key_file and the user") from None
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise LaunchError(f"{where}: cannot connect: {exc or type(exc).__name__}") from None
-
-
-def key_passphrase(name: str, host: Host) -> str:
-    """The key file's passphrase from the variable the plan names, remembered as a secret (never written)."""
-    variable = host.passphrase_env
-    value = os.environ.get(variable) if variable else None
-    if not value:
-        raise InputError(f"hosts.{name}.passphrase_env = {variable!r}, but {variable} is not set; "
-                         "export it and run again")  # fmt: skip
-    remember(value)
-    return value
 
 
 def resolved(host: Host, base_dir: Path) -> Host:
