@@ -182,6 +182,7 @@ WRITER = textwrap.dedent("""
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # eight processes load every core: beside a window they would starve its client
 def test_eight_writers_of_two_hundred_windows_lose_nothing_and_duplicate_nothing(store: ArchiveStore) -> None:
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(getattr(store, "url", store.location)), str(w)])
                for w in range(8)]  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 
 from fairwin.decision import WIN2_V1
 from tests.conftest import PlanFactory
+from tests.integration.finished import FinishedWindows
 from tests.integration.helpers import fairwin
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "decision.md"
@@ -99,13 +100,8 @@ def test_rules_list_show_and_audit() -> None:
     assert "false LOSS (no change)" in table.stdout and "guard accepted_per_round fails" in table.stdout
 
 
-def test_window_decision_recomputes_exactly_and_the_archive_grows(make_plan: PlanFactory) -> None:
-    cell = {"families": ["prose", "code"], "max_tokens": 32, "streams_per_wave": 1}
-    cells = {"short-b1": {**cell, "prompt_tokens": 64}, "a-long": {**cell, "prompt_tokens": 256, "decision": False}}
-    plan = make_plan(window={"repeats": 2}, cells=cells)
-    for _ in range(2):
-        assert fairwin("run", str(plan), "--mode", "controlled", "--quiet").returncode == 0
-    windows = sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir())
+def test_window_decision_recomputes_exactly_and_the_archive_grows(two_windows: FinishedWindows) -> None:
+    windows = two_windows.windows
     for window in windows:
         done = fairwin("decide", str(window), "--json")
         assert done.returncode == 0, done.stderr
@@ -114,7 +110,7 @@ def test_window_decision_recomputes_exactly_and_the_archive_grows(make_plan: Pla
         assert printed["notes"] == [f"recomputed: identical to the recorded decision ({recomputed['verdict']})"]
         assert recomputed == json.loads((window / "decision.json").read_text())
         assert [(c["cell"], c["decides"]) for c in recomputed["cells"]] == [("short-b1", True), ("a-long", False)]
-    archive = plan.parent / "windows" / "control-archive.jsonl"
+    archive = two_windows.archive
     stats = fairwin("archive", "stats", "--archive", str(archive), "--cell", "short-b1", "--json")
     assert stats.returncode == 0, stats.stderr
     (group,) = json.loads(stats.stdout)  # every control start of short-b1 shares one key

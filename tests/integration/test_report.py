@@ -16,7 +16,7 @@ import pytest
 from matplotlib import image
 
 from fairwin.durable import read_jsonl
-from tests.conftest import PlanFactory, sim_role
+from tests.integration.finished import FinishedWindows
 from tests.integration.helpers import fairwin
 
 CHROMIUM = "chromium-headless-shell"
@@ -52,23 +52,10 @@ class Resources(HTMLParser):
             self.text.append(data)
 
 
-def windows_of(make_plan: PlanFactory, count: int) -> list[Path]:
-    """``count`` controlled windows of one small plan, in the order they ran."""
-    roles = {"A": sim_role("--ms-per-round", "2", model="rep"),
-             "B": sim_role("--ms-per-round", "2", "--spec-tokens", "3", model="rep")}  # fmt: skip
-    cells = {"short": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1},
-             "code": {"families": ["code"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}}  # fmt: skip
-    plan = make_plan(roles=roles, cells=cells, window={"repeats": 2, "warmup_waves_max": 1})
-    for _ in range(count):
-        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
-        assert done.returncode == 0, done.stderr
-    return sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
 def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_and_rule(
-    make_plan: PlanFactory, tmp_path: Path
+    two_windows: FinishedWindows, tmp_path: Path
 ) -> None:
-    (window,) = windows_of(make_plan, 1)
+    window = two_windows.windows[0]
     page = window / "report.html"  # written by `fairwin run` beside summary.md
     found = Resources()
     found.feed(page.read_text())
@@ -92,9 +79,8 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
     assert all(cell["cell"] in text for cell in decision["cells"]) and decision["rule_id"] in text
 
 
-@pytest.mark.slow
-def test_exports_and_the_comparisons_plot(make_plan: PlanFactory, tmp_path: Path) -> None:
-    windows = windows_of(make_plan, 2)
+def test_exports_and_the_comparisons_plot(two_windows: FinishedWindows, tmp_path: Path) -> None:
+    windows = two_windows.windows
     out = tmp_path / "exports"
     done = fairwin("export", *map(str, windows), "--out", str(out), "--format", "both")
     assert done.returncode == 0, done.stderr
@@ -104,7 +90,8 @@ def test_exports_and_the_comparisons_plot(make_plan: PlanFactory, tmp_path: Path
     assert len(exported) == len(pooled) == 2 * 3 * 2 * 2  # windows x starts x cells x repeats
     assert [float(r["pooled_rate_tps"]) for r in exported] == pytest.approx([r["pooled_rate_tps"] for r in pooled])
     table = pq.read_table(out / "decisions.parquet").to_pylist()
-    assert [(r["window_id"], r["cell"]) for r in table] == [(w.name, c) for w in windows for c in ("short", "code")]
+    cells = ("short-b1", "a-long")
+    assert [(r["window_id"], r["cell"]) for r in table] == [(w.name, c) for w in windows for c in cells]
     # A cell a starved client left undecided has no primary (and no effect) in the decision or the export.
     primary = json.loads((windows[0] / "decision.json").read_text())["cells"][0]["primary"]
     expected = None if primary is None else pytest.approx(primary["estimate"]["point_pct"])

@@ -108,6 +108,14 @@ def _sim_parser(commands: Commands) -> None:
     sim.add_argument("--prefill-ms-per-token", type=float, default=0.01)
     sim.add_argument("--jitter", type=float, default=0.02, help="relative s.d. of each round's time")
     sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument(
+        "--clock",
+        choices=("model", "wall"),
+        default="model",
+        help="what the counters and per-request timing report: the modelled seconds, whatever the machine's load "
+        "(model, the default: verdicts on the counters cannot be moved by CPU starvation), or the seconds the "
+        "server's own clock saw (wall, as a real server reports)",
+    )
     sim.add_argument("--fault", action="append", default=[], help="inject a fault (repeatable): see docs")
     sim.add_argument(
         "--api-key", help="answer 401 to /v1 requests without `Authorization: Bearer KEY` (default: $VLLM_API_KEY)"

@@ -64,6 +64,7 @@ def plan_show(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fairwin.gates.power import audit_trials
     from fairwin.gates.sequence import GateInputs
     from fairwin.plan import load_plan
     from fairwin.report.console import print_decision
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.chain_production and not (args.chain or args.chain_last):
         raise UsageError("--chain-production goes with --chain or --chain-last")
+    audit_trials()  # a bad setting is refused before anything is touched, not when the summary is written
     loaded = load_plan(args.plan)
     print_notices(loaded)
     output = Path(args.out) if args.out else None
@@ -128,6 +130,7 @@ def sim(args: argparse.Namespace) -> int:
         faults=frozenset(args.fault),
         reject_params=frozenset(args.reject_param),
         per_request_metrics=args.per_request_metrics,
+        clock=args.clock,
         api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
     )
     serve(config, args.host, args.port)

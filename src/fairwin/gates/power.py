@@ -9,16 +9,36 @@ be spent for nothing: the user is warned before anything starts.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from scipy import stats
 
 from fairwin.decision import ArchiveNoise, RuleSpec, audit, procedure_for
+from fairwin.errors import InputError
 
 POWER = 0.8
 #: What a rule should hold at the archive's noise: false WIN and false LOSS in windows where nothing changed.
 FALSE_WIN_TARGET, FALSE_LOSS_TARGET = 0.025, 0.05
 AUDIT_TRIALS, AUDIT_SEED = 1000, 0
+#: Fewer simulated windows (at least 100) where nobody reads the rates closely: the test suite sets it, since
+#: 1,000 trials cost one to two seconds a window. Every statement of the rates names its trials and Monte
+#: Carlo error, so a smaller audit is never passed off as a larger one.
+AUDIT_TRIALS_ENV = "FAIRWIN_AUDIT_TRIALS"
+MIN_AUDIT_TRIALS = 100
+
+
+def audit_trials() -> int:
+    """The trials of a window's audits (the gate's warnings, the summary's rates): $FAIRWIN_AUDIT_TRIALS, else 1000."""
+    value = os.environ.get(AUDIT_TRIALS_ENV, "").strip()
+    if not value:
+        return AUDIT_TRIALS
+    if not value.isdigit() or int(value) < MIN_AUDIT_TRIALS:
+        raise InputError(
+            f"{AUDIT_TRIALS_ENV}={value!r} is not a whole number of at least {MIN_AUDIT_TRIALS}; "
+            f"unset it for the default {AUDIT_TRIALS}"
+        )
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -78,8 +98,9 @@ def error_rate_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise],
         mine = next((n for n in noise if n.cell == cell and n.metric == rule.primary), None)
         if mine is None or mine.repeat_cv_pct is None or mine.launch_cv_pct is None:
             continue
+        trials = audit_trials()
         found = audit(rule, repeats=repeats, repeat_cv_pct=max(mine.repeat_cv_pct, 1e-6),
-                      launch_cv_pct=mine.launch_cv_pct, trials=AUDIT_TRIALS, seed=AUDIT_SEED,
+                      launch_cv_pct=mine.launch_cv_pct, trials=trials, seed=AUDIT_SEED,
                       archive_starts=mine.starts)  # fmt: skip
         false_win, false_loss, margin = found.false_win or 0.0, found.false_loss or 0.0, 2 * found.mc_error
         if false_win > FALSE_WIN_TARGET + margin or false_loss > FALSE_LOSS_TARGET + margin:
@@ -87,7 +108,7 @@ def error_rate_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise],
                 f"cell {cell}: at the archive's noise (repeat cv {mine.repeat_cv_pct:.2f} %, launch cv "
                 f"{mine.launch_cv_pct:.2f} % over {mine.starts} control starts) {rule.id} calls a no-change window "
                 f"WIN {100 * false_win:.1f} % and LOSS {100 * false_loss:.1f} % of the time (targets: at most "
-                f"{100 * FALSE_WIN_TARGET:g} % and {100 * FALSE_LOSS_TARGET:g} %; {AUDIT_TRIALS} simulated windows); "
+                f"{100 * FALSE_WIN_TARGET:g} % and {100 * FALSE_LOSS_TARGET:g} %; {trials} simulated windows); "
                 f"compare the registered rules: `fairwin rules audit RULE --noise-from ARCHIVE --cell {cell}`"
             )
     return warnings

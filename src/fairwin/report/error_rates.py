@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 
 from fairwin.decision import AuditResult, Decision, audit
-
-AUDIT_TRIALS = 1000
-AUDIT_SEED = 0
+from fairwin.gates.power import AUDIT_SEED, audit_trials
 
 
 def window_noise(decision: Decision) -> tuple[float, float, int] | None:
@@ -44,18 +42,19 @@ def audited_rates(decision: Decision) -> str:
     if noise is None:
         return f"{decision.rule_id}'s error rates: not audited (no decision cell has an estimate)"
     repeat_cv, launch_cv, repeats = noise
-    key = (decision.rule_sha256, repeat_cv, launch_cv, repeats)
+    trials = audit_trials()
+    key = (decision.rule_sha256, repeat_cv, launch_cv, repeats, trials)
     if key not in _AUDITED:  # a window states its rates twice (summary.md, report.html): one audit of ~2 s
         _AUDITED[key] = audit(decision.rule, repeats=repeats, repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv,
-                              trials=AUDIT_TRIALS, seed=AUDIT_SEED, archive_starts=0)  # fmt: skip
+                              trials=trials, seed=AUDIT_SEED, archive_starts=0)  # fmt: skip
     result = _AUDITED[key]
     return (
         f"{decision.rule_id}'s own error rates at this window's noise (repeat cv {repeat_cv:.2f} %, launch cv "
-        f"{launch_cv:.2f} %, {repeats} repeats; {AUDIT_TRIALS} simulated no-change windows, seed {AUDIT_SEED}): "
+        f"{launch_cv:.2f} %, {repeats} repeats; {trials} simulated no-change windows, seed {AUDIT_SEED}): "
         f"false LOSS {100 * (result.false_loss or 0):.1f} %, false WIN {100 * (result.false_win or 0):.1f} % "
         f"(Monte Carlo error about {100 * result.mc_error:.1f} points)"
     )
 
 
 # The audit is seeded, so the same rule at the same noise always gives the same rates.
-_AUDITED: dict[tuple[str, float, float, int], AuditResult] = {}
+_AUDITED: dict[tuple[str, float, float, int, int], AuditResult] = {}

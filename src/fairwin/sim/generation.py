@@ -1,8 +1,11 @@
 """One completion request in ``fairwin sim``: prefill, decode rounds on a schedule, chunks out, counters up.
 
 Time follows a schedule (prefill, then each round's modelled seconds) and the server
-sleeps *to* each point of it rather than *for* each step, so decode time matches the
-model despite timer slack. The counters are vLLM's, incremented as vLLM would.
+sleeps *to* each point of it rather than *for* each step, so the stream keeps the
+model's pace despite timer slack. The counters are vLLM's, incremented as vLLM would.
+What they say a request took is, under ``--clock model`` (the default), the schedule's
+own seconds: a starved machine delays the chunks, never the server's account of them,
+so a verdict decided on the counters does not depend on how busy the machine was.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class _Generation:
     emitted: int = 0
     rounds: int = 0
     first_at: float = 0.0
+    modelled_ttft_s: float = 0.0
+    modelled_decode_s: float = 0.0
 
     @property
     def labels(self) -> dict[str, str]:
@@ -80,12 +85,13 @@ class _Generation:
 
     async def first_token(self) -> float:
         """Prefill on the schedule, then the first token; returns the schedule's clock."""
-        clock = self.arrived + self.prompt_tokens * self.config.prefill_ms_per_token / 1000.0
+        self.modelled_ttft_s = self.prompt_tokens * self.config.prefill_ms_per_token / 1000.0
+        clock = self.arrived + self.modelled_ttft_s
         await asyncio.sleep(max(0.0, clock - time.monotonic()))
         self.pieces.append(self.drafter.text(1))
         self.emitted = 1
         self.first_at = time.monotonic()
-        self.counters.ttft.labels(**self.labels).observe(self.first_at - self.arrived)
+        self.counters.ttft.labels(**self.labels).observe(self.ttft_s)
         self.counters.generation_tokens.labels(**self.labels).inc(1)
         await self.chunk(self.pieces[0], None)
         return clock
@@ -98,6 +104,7 @@ class _Generation:
                 return False
             step = self.drafter.next_round(self.target - self.emitted)
             clock += step.seconds
+            self.modelled_decode_s += step.seconds
             await asyncio.sleep(max(0.0, clock - time.monotonic()))
             self._count_round(step.proposed, step.accepted)
             produced = 1 + step.accepted
@@ -107,6 +114,15 @@ class _Generation:
             if self.emitted < self.target:
                 await self.chunk(self.pieces[-1], None)
         return True
+
+    @property
+    def ttft_s(self) -> float:
+        """Arrival to first token, on the server's clock (``SimConfig.clock``)."""
+        return self.modelled_ttft_s if self.config.clock == "model" else self.first_at - self.arrived
+
+    def decode_s(self) -> float:
+        """First to last token, on the server's clock (``SimConfig.clock``)."""
+        return self.modelled_decode_s if self.config.clock == "model" else time.monotonic() - self.first_at
 
     def _count_round(self, proposed: int, accepted: int) -> None:
         counters = self.counters
@@ -121,7 +137,7 @@ class _Generation:
     def finish(self) -> tuple[str, float, dict[str, int]]:
         """The finish reason, decode seconds and usage, counted as a finished request."""
         finish = "length" if self.emitted >= self.max_tokens or "short-stream" in self.config.faults else "stop"
-        decode_s = time.monotonic() - self.first_at
+        decode_s = self.decode_s()
         self.counters.decode_time.labels(**self.labels).observe(decode_s)
         self.counters.request_success.labels(**self.labels, finished_reason=finish).inc()
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.emitted,
@@ -158,7 +174,7 @@ class _Generation:
             final: dict[str, Any] = {"id": self.rid, "object": "usage", "model": self.config.model, "choices": [],
                                      "usage": usage}  # fmt: skip
             if self.config.per_request_metrics:  # vLLM's field names; generation_time_ms is first to last token
-                final["metrics"] = {"time_to_first_token_ms": 1000.0 * (self.first_at - self.arrived),
+                final["metrics"] = {"time_to_first_token_ms": 1000.0 * self.ttft_s,
                                     "generation_time_ms": 1000.0 * decode_s, "queue_time_ms": 0.0}  # fmt: skip
             await self.send(final)
         for data in self.held:

@@ -15,6 +15,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -48,6 +49,10 @@ class SimConfig:
     faults: frozenset[str] = field(default_factory=frozenset)
     reject_params: frozenset[str] = field(default_factory=frozenset)
     per_request_metrics: bool = False
+    # "model": the counters and per-request timing report the modelled seconds (prefill, each round's),
+    # whatever the wall time was, so a machine starved of CPU cannot move what the server reports;
+    # "wall": what the server's clock measured around its sleeps, as a real server reports.
+    clock: Literal["model", "wall"] = "model"
     api_key: str | None = field(default=None, repr=False)  # /v1/* answers 401 without it, as vLLM's --api-key
 
     def acceptance_at(self, position: int) -> float:
