@@ -15,6 +15,9 @@ import pytest
 from tests.conftest import plan_factory, sim_role
 from tests.integration.helpers import fairwin
 
+#: The xdist group of every test that reads ``two_windows``: one worker makes them, once.
+TWO_WINDOWS = "two_windows"
+
 
 @dataclass(frozen=True)
 class FinishedWindows:

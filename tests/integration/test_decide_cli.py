@@ -10,7 +10,7 @@ import pytest
 
 from fairwin.decision import WIN2_V1
 from tests.conftest import PlanFactory
-from tests.integration.finished import FinishedWindows
+from tests.integration.finished import TWO_WINDOWS, FinishedWindows
 from tests.integration.helpers import fairwin
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "decision.md"
@@ -100,6 +100,7 @@ def test_rules_list_show_and_audit() -> None:
     assert "false LOSS (no change)" in table.stdout and "guard accepted_per_round fails" in table.stdout
 
 
+@pytest.mark.xdist_group(TWO_WINDOWS)
 def test_window_decision_recomputes_exactly_and_the_archive_grows(two_windows: FinishedWindows) -> None:
     windows = two_windows.windows
     for window in windows:

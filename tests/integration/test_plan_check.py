@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
 from fairwin.window.archiving import planned_match
 from tests.conftest import PlanFactory
@@ -31,7 +33,10 @@ def noisy_archive(plan: Path) -> None:
     open_archive(plan.parent / "windows" / "control-archive.jsonl").append(rows)
 
 
-def test_plan_check_warns_when_the_rule_misses_its_targets(make_plan: PlanFactory) -> None:
+def test_plan_check_warns_when_the_rule_misses_its_targets(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FAIRWIN_AUDIT_TRIALS")  # the suite's smaller audit off: the default's 1,000 windows
     plan = make_plan()
     noisy_archive(plan)
     done = fairwin("plan", "check", str(plan))
@@ -41,6 +46,18 @@ def test_plan_check_warns_when_the_rule_misses_its_targets(make_plan: PlanFactor
     assert warning.startswith("warning: cell short-b1: at the archive's noise (repeat cv ")
     assert "over 6 control starts) win2-v1 calls a no-change window WIN " in warning
     assert "(targets: at most 2.5 % and 5 %; 1000 simulated windows)" in warning
+
+
+def test_a_bad_audit_trials_setting_is_one_line_before_anything_runs(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan()
+    for value in ("ten", "99"):
+        monkeypatch.setenv("FAIRWIN_AUDIT_TRIALS", value)
+        done = fairwin("run", str(plan), "--mode", "controlled")
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert f"FAIRWIN_AUDIT_TRIALS='{value}' is not a whole number of at least 100" in done.stderr
+        assert not (plan.parent / "windows").exists()
 
 
 def test_plan_check_is_quiet_for_a_rule_that_meets_them(make_plan: PlanFactory) -> None:

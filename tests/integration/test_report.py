@@ -16,7 +16,7 @@ import pytest
 from matplotlib import image
 
 from fairwin.durable import read_jsonl
-from tests.integration.finished import FinishedWindows
+from tests.integration.finished import TWO_WINDOWS, FinishedWindows
 from tests.integration.helpers import fairwin
 
 CHROMIUM = "chromium-headless-shell"
@@ -52,6 +52,7 @@ class Resources(HTMLParser):
             self.text.append(data)
 
 
+@pytest.mark.xdist_group(TWO_WINDOWS)
 def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_and_rule(
     two_windows: FinishedWindows, tmp_path: Path
 ) -> None:
@@ -79,6 +80,7 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
     assert all(cell["cell"] in text for cell in decision["cells"]) and decision["rule_id"] in text
 
 
+@pytest.mark.xdist_group(TWO_WINDOWS)
 def test_exports_and_the_comparisons_plot(two_windows: FinishedWindows, tmp_path: Path) -> None:
     windows = two_windows.windows
     out = tmp_path / "exports"
