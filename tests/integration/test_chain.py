@@ -31,6 +31,8 @@ def run(plan: Path, *flags: str):  # type: ignore[no-untyped-def]
     return fairwin("run", str(plan), "--quiet", *flags)
 
 
+# Over 30 s: three chained windows, a refused plain one between them, and production's restore at the end:
+# the chain's whole life, which no shorter test shows.
 def test_a_chain_leaves_production_down_between_windows_and_its_last_window_restores_it(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
@@ -128,6 +130,7 @@ def test_check_prev_refuses_a_dead_placeholder_and_aborts_the_chain(
     assert fairwin("production", "status", str(plan)).returncode == 0 and not scratch_chain_marker.exists()
 
 
+# Over 30 s: two chained windows around a change of production's declaration, and the refusals before them.
 @pytest.mark.slow
 def test_a_changed_production_needs_its_capture_and_refusals_touch_nothing(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path

@@ -21,7 +21,9 @@ from tests.integration.production import WATCH, killed_inside, start_run
 from tests.integration.sshd import SshHosts
 
 
-def remote_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, **extra: object) -> Path:
+def remote_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, orphan_b: bool = False, **extra: object) -> Path:
+    """Role A on h1 and B on h2; ``orphan_b``: B's output goes to a file on its host, so a B whose fairwin died
+    (and with it the SSH channel B wrote to) keeps running whenever it logs, as a server with a log file does."""
     roles = {
         # Unbuffered: the sim's output reaches its log line by line, as a server's logging does.
         "A": sim_role(
@@ -31,6 +33,9 @@ def remote_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, **extra: obje
             "--ms-per-round", "4", model=f"{model}-b", port=free_port(), host="h2", env={"PYTHONUNBUFFERED": "1"}
         ),
     }
+    if orphan_b:
+        b_log = ssh.known_hosts.parent / f"{model}-b.log"
+        roles["B"]["argv"] = ["sh", "-c", f'exec "$0" "$@" > {b_log} 2>&1', *roles["B"]["argv"]]
     plan = make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, **extra)
     return with_hosts(plan, ssh)
 
@@ -137,7 +142,8 @@ def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_resto
 
 @pytest.mark.slow
 def test_recover_stops_a_server_left_on_a_remote_host(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
-    plan = remote_plan(make_plan, ssh_hosts, "ssh-kill")
+    # Killed right after B's launch, while B still starts: B must outlive the channel its fairwin held.
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-kill", orphan_b=True)
     window = killed_inside(plan, start_run(plan, kill_at="start s2:launched"), "start s2:launched")
     assert len(processes_with("ssh-kill-b")) == 1  # left running on h2 by the fairwin that died
     recovered = fairwin("recover", str(plan))

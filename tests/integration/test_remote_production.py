@@ -31,6 +31,8 @@ def remote_production_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, tm
     return with_hosts(plan, ssh)
 
 
+# Over 30 s on a busy machine: production launched over SSH, a window that takes it down and restores it over
+# SSH, and a health watch; each SSH connection costs a key exchange.
 @pytest.mark.slow
 def test_a_production_role_on_a_remote_host_is_launched_there_taken_down_and_given_back(
     make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path], tmp_path: Path

@@ -65,6 +65,8 @@ def test_a_literal_secret_is_refused_before_anything_is_written(make_plan: PlanF
     assert not (tmp_path / "windows").exists()
 
 
+# Over 30 s: every channel a secret could leak through in one directory (a rehearsal, a window, a failed one, a
+# killed one and its recover, a chain and its last window, reports and exports), scanned mid-chain and at the end.
 @pytest.mark.slow
 def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
     make_plan: PlanFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path],
