@@ -9,14 +9,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 ENGINE_ENV := .engine.env
 # Unit and integration tests run on pytest-xdist workers, one per core (WORKERS=1: serially), each test
-# file on one worker (a file's tests share fixtures, windows and process names), and the tests that read
-# windows made once per run (tests/integration/finished.py) on one worker too (their xdist_group). The tests marked `alone`
+# file on one worker (a file's tests share fixtures, windows and process names). The tests marked `alone`
 # need the machine to themselves (they load every core, or their point is a quiet client), so they run
 # after the parallel part, one at a time; the end-to-end tests run last and alone too: two vLLM servers
 # on two cores would measure each other. HOG=1 runs the tests beside a busy loop holding one CPU: the
 # verdicts the tests assert must not depend on how busy the machine is.
 WORKERS ?= auto
-PARALLEL := $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
+PARALLEL := $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 HOG ?= 0
 WITH := $(if $(filter 1,$(HOG)),bash tools/with-cpu-hog.sh,)
 # pytest exits 5 when a marker selects no test: not a failure here.

@@ -108,15 +108,6 @@ def to_toml(data: dict[str, Any]) -> str:
 PlanFactory = Callable[..., Path]
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` a file's tests run on one worker (they share module fixtures and process
-    names), unless a test names a group of its own: windows made once and read by tests in several files."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
 def pytest_configure(config: pytest.Config) -> None:
     # Each window states its rule's audited error rates; 100 simulated windows instead of 1,000 save one to two
     # seconds a window, and the statement names its trials. A test of the audit itself passes its own --trials.

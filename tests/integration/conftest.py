@@ -1,8 +1,7 @@
 """Fixtures shared by the integration tests."""
 
-from tests.integration.finished import two_windows
 from tests.integration.postgres import postgres_server, postgres_url
 from tests.integration.production import stop_production
 from tests.integration.sshd import ssh_hosts
 
-__all__ = ["postgres_server", "postgres_url", "ssh_hosts", "stop_production", "two_windows"]
+__all__ = ["postgres_server", "postgres_url", "ssh_hosts", "stop_production"]

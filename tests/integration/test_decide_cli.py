@@ -10,7 +10,6 @@ import pytest
 
 from fairwin.decision import WIN2_V1
 from tests.conftest import PlanFactory
-from tests.integration.finished import TWO_WINDOWS, FinishedWindows
 from tests.integration.helpers import fairwin
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "decision.md"
@@ -98,35 +97,6 @@ def test_rules_list_show_and_audit() -> None:
     assert audit["effect"]["power"] is not None
     table = fairwin("rules", "audit", "win2-v1", "--cv", "1", "--trials", "300")
     assert "false LOSS (no change)" in table.stdout and "guard accepted_per_round fails" in table.stdout
-
-
-@pytest.mark.xdist_group(TWO_WINDOWS)
-def test_window_decision_recomputes_exactly_and_the_archive_grows(two_windows: FinishedWindows) -> None:
-    windows = two_windows.windows
-    for window in windows:
-        done = fairwin("decide", str(window), "--json")
-        assert done.returncode == 0, done.stderr
-        printed = json.loads(done.stdout)
-        (recomputed,) = printed["decisions"]
-        assert printed["notes"] == [f"recomputed: identical to the recorded decision ({recomputed['verdict']})"]
-        assert recomputed == json.loads((window / "decision.json").read_text())
-        assert [(c["cell"], c["decides"]) for c in recomputed["cells"]] == [("short-b1", True), ("a-long", False)]
-    archive = two_windows.archive
-    stats = fairwin("archive", "stats", "--archive", str(archive), "--cell", "short-b1", "--json")
-    assert stats.returncode == 0, stats.stderr
-    (group,) = json.loads(stats.stdout)  # every control start of short-b1 shares one key
-    rate = next(r for r in group["noise"] if r["metric"] == "pooled_rate_tps")
-    assert (rate["starts"], rate["windows"]) == (4, 2)
-    assert rate["launch_cv_pct"] is not None
-    audit = fairwin("rules", "audit", "win2-launch-v1", "--noise-from", str(archive), "--cell", "short-b1",
-                    "--trials", "200", "--json")  # fmt: skip
-    assert audit.returncode == 0, audit.stderr
-    no_change = json.loads(audit.stdout)["no_change"]
-    assert no_change["repeat_cv_pct"] == pytest.approx(rate["repeat_cv_pct"])
-    assert no_change["launch_cv_pct"] == pytest.approx(rate["launch_cv_pct"])
-    # Against the archive as it is now, the first window sees the second one's starts too.
-    (now,) = json.loads(fairwin("decide", str(windows[0]), "--archive", str(archive), "--json").stdout)["decisions"]
-    assert now["cells"][0]["noise"]["archive"]["starts"] == 4
 
 
 def test_a_failed_window_is_not_decided(make_plan: PlanFactory) -> None:

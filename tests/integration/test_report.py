@@ -1,4 +1,8 @@
-"""report.html of real windows, rendered by a real headless Chromium; the exports and the comparison's plot."""
+"""What is made of finished windows: report.html rendered by a real headless Chromium, the exports, the
+comparison's plot, and the decision recomputed from the stored rows.
+
+Every test here only reads the same two windows (``two_windows``), made once for the file: these tests are
+about what is done with a finished window, not how a window runs."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -16,10 +21,39 @@ import pytest
 from matplotlib import image
 
 from fairwin.durable import read_jsonl
-from tests.integration.finished import TWO_WINDOWS, FinishedWindows
+from tests.conftest import plan_factory, sim_role
 from tests.integration.helpers import fairwin
 
 CHROMIUM = "chromium-headless-shell"
+
+
+@dataclass(frozen=True)
+class FinishedWindows:
+    plan: Path
+    windows: list[Path]  # in the order they ran
+
+    @property
+    def archive(self) -> Path:
+        return self.plan.parent / "windows" / "control-archive.jsonl"
+
+
+@pytest.fixture(scope="module")
+def two_windows(tmp_path_factory: pytest.TempPathFactory) -> FinishedWindows:
+    """Two controlled win2-v1 windows of one plan, two repeats each, sharing an archive: a deciding cell
+    (short-b1) and a reported one (a-long, ``decision = false``), two families, one stream a wave."""
+    directory = tmp_path_factory.mktemp("two-windows")
+    cell = {"families": ["prose", "code"], "max_tokens": 32, "streams_per_wave": 1}
+    cells = {"short-b1": {**cell, "prompt_tokens": 64}, "a-long": {**cell, "prompt_tokens": 256, "decision": False}}
+    roles = {
+        "A": sim_role("--ms-per-round", "2", model="shared"),
+        "B": sim_role("--ms-per-round", "2", "--spec-tokens", "4", "--acceptance", "0.8,0.6,0.5,0.4", model="shared"),
+    }
+    plan = plan_factory(directory)(roles=roles, cells=cells, window={"repeats": 2, "warmup_waves_max": 1})
+    for _ in range(2):
+        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+        assert done.returncode == 0, done.stderr
+    windows = sorted(p for p in (directory / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+    return FinishedWindows(plan, windows)
 
 
 class Resources(HTMLParser):
@@ -52,7 +86,6 @@ class Resources(HTMLParser):
             self.text.append(data)
 
 
-@pytest.mark.xdist_group(TWO_WINDOWS)
 def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_and_rule(
     two_windows: FinishedWindows, tmp_path: Path
 ) -> None:
@@ -80,7 +113,6 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
     assert all(cell["cell"] in text for cell in decision["cells"]) and decision["rule_id"] in text
 
 
-@pytest.mark.xdist_group(TWO_WINDOWS)
 def test_exports_and_the_comparisons_plot(two_windows: FinishedWindows, tmp_path: Path) -> None:
     windows = two_windows.windows
     out = tmp_path / "exports"
@@ -104,3 +136,31 @@ def test_exports_and_the_comparisons_plot(two_windows: FinishedWindows, tmp_path
     assert np.asarray(image.imread(plot)).std() > 0.05
     refused = fairwin("export", str(windows[0]), str(windows[0]), "--out", str(out))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "named twice" in refused.stderr
+
+
+def test_window_decision_recomputes_exactly_and_the_archive_grows(two_windows: FinishedWindows) -> None:
+    windows = two_windows.windows
+    for window in windows:
+        done = fairwin("decide", str(window), "--json")
+        assert done.returncode == 0, done.stderr
+        printed = json.loads(done.stdout)
+        (recomputed,) = printed["decisions"]
+        assert printed["notes"] == [f"recomputed: identical to the recorded decision ({recomputed['verdict']})"]
+        assert recomputed == json.loads((window / "decision.json").read_text())
+        assert [(c["cell"], c["decides"]) for c in recomputed["cells"]] == [("short-b1", True), ("a-long", False)]
+    archive = two_windows.archive
+    stats = fairwin("archive", "stats", "--archive", str(archive), "--cell", "short-b1", "--json")
+    assert stats.returncode == 0, stats.stderr
+    (group,) = json.loads(stats.stdout)  # every control start of short-b1 shares one key
+    rate = next(r for r in group["noise"] if r["metric"] == "pooled_rate_tps")
+    assert (rate["starts"], rate["windows"]) == (4, 2)
+    assert rate["launch_cv_pct"] is not None
+    audit = fairwin("rules", "audit", "win2-launch-v1", "--noise-from", str(archive), "--cell", "short-b1",
+                    "--trials", "200", "--json")  # fmt: skip
+    assert audit.returncode == 0, audit.stderr
+    no_change = json.loads(audit.stdout)["no_change"]
+    assert no_change["repeat_cv_pct"] == pytest.approx(rate["repeat_cv_pct"])
+    assert no_change["launch_cv_pct"] == pytest.approx(rate["launch_cv_pct"])
+    # Against the archive as it is now, the first window sees the second one's starts too.
+    (now,) = json.loads(fairwin("decide", str(windows[0]), "--archive", str(archive), "--json").stdout)["decisions"]
+    assert now["cells"][0]["noise"]["archive"]["starts"] == 4
