@@ -9,7 +9,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 ENGINE_ENV := .engine.env
 # Unit and integration tests run on pytest-xdist workers, one per core (WORKERS=1: serially), each test
-# file on one worker (a file's tests share fixtures, windows and process names). The tests marked `alone`
+# file on one worker (a file's tests share fixtures, windows and process names); the integration files go
+# first so that their long ones start early and the many short unit files fill the gaps. The tests marked `alone`
 # need the machine to themselves (they load every core, or their point is a quiet client), so they run
 # after the parallel part, one at a time; the end-to-end tests run last and alone too: two vLLM servers
 # on two cores would measure each other. HOG=1 runs the tests beside a busy loop holding one CPU: the
@@ -50,7 +51,7 @@ lint: setup
 # One case of each lifecycle matrix runs here; the rest and the longer cases (marked slow) in make test.
 test-fast: lint
 	bash tools/install-test-tools.sh
-	status=0; $(WITH) $(BIN)/pytest tests/unit tests/integration -m "not slow and not alone" $(PARALLEL) || status=$$?; \
+	status=0; $(WITH) $(BIN)/pytest tests/integration tests/unit -m "not slow and not alone" $(PARALLEL) || status=$$?; \
 	$(WITH) $(BIN)/pytest tests/integration -m "alone and not slow" || { $(PYTEST_OK); }; \
 	exit $$status
 
@@ -60,7 +61,7 @@ test: lint
 	bash tools/install-test-tools.sh
 	@if bash engine/install.sh > $(ENGINE_ENV).tmp; then mv $(ENGINE_ENV).tmp $(ENGINE_ENV); \
 	else rm -f $(ENGINE_ENV).tmp $(ENGINE_ENV); echo "make: the vLLM engine could not be installed; e2e tests will skip" >&2; fi
-	status=0; $(WITH) $(BIN)/pytest tests/unit tests/integration -m "not alone" $(PARALLEL) || status=$$?; \
+	status=0; $(WITH) $(BIN)/pytest tests/integration tests/unit -m "not alone" $(PARALLEL) || status=$$?; \
 	$(WITH) $(BIN)/pytest tests/integration -m alone || { $(PYTEST_OK); }; \
 	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); set +a; $(WITH) $(BIN)/pytest tests/e2e || status=$$?; \
 	exit $$status

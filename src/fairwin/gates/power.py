@@ -94,11 +94,11 @@ def error_rate_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise],
     rate counts as missed when it exceeds its target by more than two Monte Carlo errors.
     """
     warnings = []
+    trials = audit_trials()
     for cell in cells:
         mine = next((n for n in noise if n.cell == cell and n.metric == rule.primary), None)
         if mine is None or mine.repeat_cv_pct is None or mine.launch_cv_pct is None:
             continue
-        trials = audit_trials()
         found = audit(rule, repeats=repeats, repeat_cv_pct=max(mine.repeat_cv_pct, 1e-6),
                       launch_cv_pct=mine.launch_cv_pct, trials=trials, seed=AUDIT_SEED,
                       archive_starts=mine.starts)  # fmt: skip
