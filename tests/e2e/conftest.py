@@ -121,15 +121,25 @@ class Window:
         return json.loads((self.path / name).read_text())
 
 
+#: Under pytest's own 600 s: a window still running then gets SIGTERM, so that fairwin stops its vLLM and marks
+#: the window interrupted (pytest-timeout's kill, or subprocess.run's, would orphan the server). A window takes
+#: four to six minutes here.
+WINDOW_TIMEOUT_S = 540
+
+
 def run_window(engine: Engine, directory: Path, mode: str, greedy: bool = True) -> Window:
     plan = e2e_plan(directory, greedy)
-    done = subprocess.run(
-        [sys.executable, "-m", "fairwin", "run", str(plan), "--mode", mode, "--quiet"],
-        capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    process = subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--mode", mode, "--quiet"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=WINDOW_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        stdout, stderr = process.communicate(timeout=50)
+        raise AssertionError(f"the {mode} window ran past {WINDOW_TIMEOUT_S} s and was stopped: {stderr}") from None
+    assert process.returncode == 0, stderr
     (window,) = [p for p in (directory / "windows").iterdir() if p.is_dir()]
-    return Window(window, done.stdout)
+    return Window(window, stdout)
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ def run(plan: Path, *flags: str):  # type: ignore[no-untyped-def]
 
 # Over 30 s: three chained windows, a refused plain one between them, and production's restore at the end:
 # the chain's whole life, which no shorter test shows.
+@pytest.mark.slow
 def test_a_chain_leaves_production_down_between_windows_and_its_last_window_restores_it(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:

@@ -50,6 +50,7 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
     assert all(row["format"] == "fairwin.chunks/1" and row["arrivals_ms"] for row in sidecar)
 
 
+@pytest.mark.slow
 def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanFactory) -> None:
     window = aa_window(make_plan, "--per-request-metrics", model="own-a")
     streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
@@ -65,6 +66,7 @@ def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanF
         assert r["server_stream_decode_s"] == pytest.approx(r["client_decode_s"], rel=0.05)
 
 
+@pytest.mark.slow
 def test_a_role_runs_on_its_cpus_at_its_priority(make_plan: PlanFactory) -> None:
     cpu = sorted(os.sched_getaffinity(0))[0]
     plan = make_plan(

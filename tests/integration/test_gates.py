@@ -195,6 +195,7 @@ def test_no_host_is_touched_when_a_gate_refuses(make_plan: PlanFactory, repo: Pa
     assert "over the 1 min limit" in refused(small, GateInputs())
 
 
+@pytest.mark.slow
 def test_gates_pass_and_are_recorded_in_the_window(make_plan: PlanFactory, repo: Path, tmp_path: Path) -> None:
     q = git(repo, "rev-parse", "HEAD")
     plan = plan_with_qualification(make_plan, repo)

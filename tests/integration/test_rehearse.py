@@ -89,6 +89,7 @@ def test_a_control_that_succeeds_means_the_cause_is_not_confirmed(
     assert doc["probes"][-1]["status"] == 200
 
 
+@pytest.mark.slow
 def test_run_requires_a_fresh_passing_rehearsal_of_this_plan(
     make_plan: PlanFactory, server: SimProcess, tmp_path: Path
 ) -> None:

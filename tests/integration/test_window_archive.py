@@ -78,6 +78,7 @@ def test_an_archive_that_cannot_be_written_fails_nothing_and_append_retries_it(
     assert "appended 0 control rows" in again.stdout and "2 were there already" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_window_decides_the_same_from_postgresql_and_from_the_same_rows_in_a_file(
     make_plan: PlanFactory, postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

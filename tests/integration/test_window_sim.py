@@ -59,6 +59,7 @@ def test_identical_candidate_is_no_change_under_the_default_rule(make_plan: Plan
     assert abs(decision["cells"][0]["primary"]["estimate"]["point_pct"]) < 2
 
 
+@pytest.mark.slow
 def test_the_default_rule_runs_seven_alternating_starts(make_plan: PlanFactory) -> None:
     plan = make_plan(
         roles={
