@@ -10,13 +10,13 @@ BIN := $(VENV)/bin
 ENGINE_ENV := .engine.env
 # Unit and integration tests run on pytest-xdist workers, one per core (WORKERS=1: serially), each test
 # file on one worker (a file's tests share fixtures, windows and process names); the integration files go
-# first so that their long ones start early and the many short unit files fill the gaps. The tests marked `alone`
-# need the machine to themselves (they load every core, or their point is a quiet client), so they run
-# after the parallel part, one at a time; the end-to-end tests run last and alone too: two vLLM servers
-# on two cores would measure each other. HOG=1 runs the unit and integration tests beside a busy loop holding
-# one CPU: the verdicts they assert must not depend on how busy the machine is. Not the e2e tests: vLLM for
-# CPU binds its engine to one core and their plans run it at nice 10, so beside a hog on that core it gets a
-# tenth of it, and a window would take over an hour.
+# first, so that their long tests start early and the many short unit files fill the gaps. The tests
+# marked `alone` need the machine to themselves (they load every core), so they run after the parallel
+# part, one at a time; the end-to-end tests run last and alone too: two vLLM servers on two cores would
+# measure each other. HOG=1 runs the unit and integration tests beside a busy loop holding one CPU: the
+# verdicts they assert must not depend on how busy the machine is. Not the e2e tests: vLLM for CPU binds
+# its engine to one core and their plans run it at nice 10, so beside a hog on that core it gets a tenth
+# of it, and a window would take over an hour.
 WORKERS ?= auto
 PARALLEL := $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 HOG ?= 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Literal
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -40,8 +41,8 @@ async def stalled_stream(config: SimConfig) -> tuple[dict[str, float], dict[str,
     return scraped, timing
 
 
-def sim(clock: str) -> SimConfig:
-    return SimConfig(model="m", ms_per_round=1.0, jitter=0.0, prefill_ms_per_token=0.5, clock=clock,  # type: ignore[arg-type]
+def sim(clock: Literal["model", "wall"]) -> SimConfig:
+    return SimConfig(model="m", ms_per_round=1.0, jitter=0.0, prefill_ms_per_token=0.5, clock=clock,
                      per_request_metrics=True)  # fmt: skip
 
 

@@ -91,7 +91,7 @@ class _Generation:
         self.pieces.append(self.drafter.text(1))
         self.emitted = 1
         self.first_at = time.monotonic()
-        self.counters.ttft.labels(**self.labels).observe(self.ttft_s)
+        self.counters.ttft.labels(**self.labels).observe(self.ttft_s())
         self.counters.generation_tokens.labels(**self.labels).inc(1)
         await self.chunk(self.pieces[0], None)
         return clock
@@ -115,7 +115,6 @@ class _Generation:
                 await self.chunk(self.pieces[-1], None)
         return True
 
-    @property
     def ttft_s(self) -> float:
         """Arrival to first token, on the server's clock (``SimConfig.clock``)."""
         return self.modelled_ttft_s if self.config.clock == "model" else self.first_at - self.arrived
@@ -174,7 +173,7 @@ class _Generation:
             final: dict[str, Any] = {"id": self.rid, "object": "usage", "model": self.config.model, "choices": [],
                                      "usage": usage}  # fmt: skip
             if self.config.per_request_metrics:  # vLLM's field names; generation_time_ms is first to last token
-                final["metrics"] = {"time_to_first_token_ms": 1000.0 * self.ttft_s,
+                final["metrics"] = {"time_to_first_token_ms": 1000.0 * self.ttft_s(),
                                     "generation_time_ms": 1000.0 * decode_s, "queue_time_ms": 0.0}  # fmt: skip
             await self.send(final)
         for data in self.held:
