@@ -84,7 +84,11 @@ def e2e_plan(directory: Path, greedy: bool = True) -> Path:
         }
         for name in ("prose", "code")
     }
-    cell = {"families": ["prose", "code"], "temperature": 0, "max_tokens": 128}
+    # 256 tokens a stream: vLLM's API server delivers a stream's first chunk later, against its engine's clock,
+    # than later ones (0.3 to 7 ms at 256-token prompts, up to 4.7 ms behind a 4,096-token prefill); over 128
+    # tokens (about 80 ms of decode) that alone moved a start's client/server ratio by 2.4 % (short-b1) and
+    # 5.2 % (long-b1, CI 2026-12-02); over 256 it is about half (docs/fidelity.md).
+    cell = {"families": ["prose", "code"], "temperature": 0, "max_tokens": 256}
     data: dict[str, Any] = {
         "window": {"output_dir": "windows", "repeats": 3, "warmup_max_tokens": 8},
         "budget": {"startup_s": 25, "stop_s": 3, "decode_ms_per_token": 2, "prefill_ms_per_token": 0.1},
@@ -92,10 +96,7 @@ def e2e_plan(directory: Path, greedy: bool = True) -> Path:
         "modes": {"spec-vs-spec": {"control": "B", "candidate": "B"}},
         "families": families,
         "cells": {
-            # 256 tokens: vLLM's API server delivers a stream's first chunk 0.3 to 7 ms later, against its
-            # engine's clock, than later ones; over 128 tokens (~80 ms of decode) that alone moved a start's
-            # client/server ratio by 2.4 %, over 256 it is about half (docs/fidelity.md).
-            "short-b1": {**cell, "prompt_tokens": 256, "streams_per_wave": 2, "max_tokens": 256},
+            "short-b1": {**cell, "prompt_tokens": 256, "streams_per_wave": 2},
             "long-b1": {**cell, "prompt_tokens": 4096, "streams_per_wave": 1},
         },
     }
