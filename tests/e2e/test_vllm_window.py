@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fairwin.profiles import VLLM
-from tests.e2e.conftest import Engine, Window, run_window
+from tests.e2e.conftest import AA_MEASUREMENT_LIMIT_MIN, Engine, Window, run_window
 
 pytestmark = pytest.mark.e2e
 
@@ -15,7 +15,8 @@ pytestmark = pytest.mark.e2e
 def test_every_stream_is_exactly_max_tokens_with_prompts_at_target_length(spec_window: Window) -> None:
     plan_cells = {"short-b1": (256, 256), "long-b1": (4096, 256)}  # prompt tokens, max_tokens
     streams = [s for s in spec_window.jsonl("streams.jsonl") if s["repeat"] > 0]
-    assert len(streams) == 7 * 3 * (2 * 2 + 2 * 1)  # starts x repeats x (families x streams per wave)
+    ran = spec_window.json("decision.json")["sequential"]["starts_used"]
+    assert len(streams) == ran * 3 * (2 * 2 + 2 * 1)  # starts x repeats x (families x streams per wave)
     for s in streams:
         target, max_tokens = plan_cells[s["cell"]]
         assert s["ok"] and s["completion_tokens"] == s["max_tokens"] == max_tokens, s
@@ -39,7 +40,7 @@ def test_speculative_counters_move_only_for_the_speculative_role(spec_window: Wi
 def test_pooled_rate_recomputes_from_the_stored_raw_deltas(spec_window: Window) -> None:
     waves = spec_window.jsonl("waves.jsonl")
     rows = spec_window.jsonl("pooled.jsonl")
-    assert len(rows) == 7 * 2 * 3  # starts x cells x repeats
+    assert len(rows) == spec_window.json("decision.json")["sequential"]["starts_used"] * 2 * 3  # x cells x repeats
     for row in rows:
         mine = [
             w["deltas"]
@@ -66,9 +67,13 @@ def test_no_prefix_cache_hits_across_starts(spec_window: Window) -> None:
 def test_the_speculative_candidate_wins_at_temperature_zero(spec_window: Window) -> None:
     decision = spec_window.json("decision.json")
     assert spec_window.json("status.json")["state"] == "complete"
-    assert decision["rule_id"] == "win2-alt7-v1" and len(spec_window.json("window.json")["starts"]) == 7
+    assert decision["rule_id"] == "win2-seq-v1" and len(spec_window.json("window.json")["starts"]) == 9  # at most
     assert decision["verdict"] == "WIN", [c["reasons"] for c in decision["cells"]]
+    # A look settled it, after 5 (no archive: the first look) or 7 starts, where win2-alt7-v1 always ran 7.
+    stopping = decision["sequential"]
+    assert stopping["ended"] == "decided" and stopping["starts_used"] in (5, 7, 9), stopping
     assert "verdict: WIN" in spec_window.stdout
+    assert f"decided WIN after {stopping['starts_used']} of at most 9 starts" in spec_window.stdout
 
 
 NOT_A_CALL = ("NEUTRAL", "NO-CHANGE")
@@ -84,11 +89,15 @@ def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
     # decides: a systematic fault (the client's timing, the pooling, the fit) miscalls both, chance
     # both about three runs in a thousand.
     decision = aa_window.json("decision.json")
-    assert decision["rule_id"] == "win2-alt7-v1"
-    assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B"] * 7
+    assert decision["rule_id"] == "win2-seq-v1"
+    assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B"] * 9
+    stopping = decision["sequential"]  # the starts it used, at most the rule's maximum (its budget caps them)
+    assert 5 <= stopping["starts_used"] <= stopping["max_starts"] == 9, stopping
+    assert len({row["start"] for row in aa_window.jsonl("pooled.jsonl")}) == stopping["starts_used"]
     verdicts = [decision["verdict"]]
     if verdicts[0] not in NOT_A_CALL:
-        again = run_window(engine, tmp_path_factory.mktemp("aa-again"), "spec-vs-spec", greedy=False)
+        again = run_window(engine, tmp_path_factory.mktemp("aa-again"), "spec-vs-spec", greedy=False,
+                           measurement_limit_min=AA_MEASUREMENT_LIMIT_MIN)  # fmt: skip
         verdicts.append(again.json("decision.json")["verdict"])
     assert verdicts[-1] in NOT_A_CALL, (verdicts, [c["reasons"] for c in decision["cells"]])
 

@@ -57,7 +57,7 @@ def test_two_rules_side_by_side(tmp_path: Path) -> None:
 def test_pooled_rows_of_a_bracket_need_a_rule_that_decides_three_starts(tmp_path: Path) -> None:
     done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert "the rows come from 3 starts and the default rule win2-alt7-v1 registers 7" in done.stderr
+    assert "the rows come from 3 starts and the default rule win2-seq-v1 registers looks from 5 to 9" in done.stderr
     assert "--rule (win2-launch-v1, win2-v1 decides 3)" in done.stderr
 
 

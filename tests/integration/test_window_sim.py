@@ -45,8 +45,9 @@ def test_clearly_faster_candidate_wins(make_plan: PlanFactory) -> None:
 
 @pytest.mark.slow
 def test_identical_candidate_is_no_change_under_the_default_rule(make_plan: PlanFactory) -> None:
-    # The simulator's rounds cost the same in every start (no jitter), so seven launches of one role
-    # agree to well within the bar: the default rule's 90 % interval lies inside +-2 %.
+    # The simulator's rounds cost the same in every start (no jitter), so launches of one role agree to well
+    # within the bar: at the default rule's first look (after 5 starts: no archive) the equivalence interval
+    # lies inside +-2 %, and the window stops there.
     plan = make_plan(
         roles={"A": sim_role("--ms-per-round", "3", model="aa-a")},
         modes={"aa": {"control": "A", "candidate": "A"}},
@@ -57,10 +58,12 @@ def test_identical_candidate_is_no_change_under_the_default_rule(make_plan: Plan
     decision = json.loads((only_window(plan) / "decision.json").read_text())
     assert decision["verdict"] == "NO-CHANGE", decision["cells"][0]["reasons"]
     assert abs(decision["cells"][0]["primary"]["estimate"]["point_pct"]) < 2
+    assert (decision["sequential"]["ended"], decision["sequential"]["starts_used"]) == ("decided", 5)
+    assert "decided NO-CHANGE after 5 of at most 9 starts; 4 starts of hold (about 0 min) not spent" in done.stdout
 
 
 @pytest.mark.slow
-def test_the_default_rule_runs_seven_alternating_starts(make_plan: PlanFactory) -> None:
+def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_plan: PlanFactory) -> None:
     plan = make_plan(
         roles={
             "A": sim_role("--ms-per-round", "3", model="alt-a"),
@@ -69,24 +72,40 @@ def test_the_default_rule_runs_seven_alternating_starts(make_plan: PlanFactory) 
         window={"rule": None, "repeats": 2},
     )
     shown = fairwin("plan", "show", str(plan), "--mode", "controlled")
-    assert "rule win2-alt7-v1 (7 starts, kinds alternating, first kind drawn at random)" in shown.stdout
+    assert ("rule win2-seq-v1 (looks after 3*, 5, 7, 9 (at most 9; * with an archive), kinds alternating, first "
+            "kind drawn at random)") in shown.stdout  # fmt: skip
+    assert "hold under win2-seq-v1 (looks after 5, 7, 9 starts):" in shown.stdout
+    assert (
+        "| controlled | 5 starts (first look) |" in shown.stdout
+        and "| controlled | 9 starts (maximum) |" in shown.stdout
+    )
+    assert "expected:   not known: no archived control starts of every deciding cell" in shown.stdout
     done = fairwin("run", str(plan), "--mode", "controlled")
     assert done.returncode == 0, done.stderr
+    assert "look after s5: WIN, short-b1 +" in done.stdout
     window = only_window(plan)
     manifest = json.loads((window / "window.json").read_text())
-    assert manifest["rule_id"] == "win2-alt7-v1"
+    assert manifest["rule_id"] == "win2-seq-v1"
     first, second = ("A", "B") if manifest["order"] == "control-first" else ("B", "A")
-    assert [s["start"] for s in manifest["starts"]] == [f"s{i}" for i in range(1, 8)]
-    assert [s["role"] for s in manifest["starts"]] == [first, second] * 3 + [first]
-    steps = [e["step"] for e in read_jsonl(window / "journal.jsonl") if e["event"] == "begin"]
-    assert steps == ["open", *(f"start s{i}" for i in range(1, 8)), "decide", "archive", "budget", "close"]
+    assert [s["start"] for s in manifest["starts"]] == [f"s{i}" for i in range(1, 10)]  # at most
+    assert [s["role"] for s in manifest["starts"]] == [first, second] * 4 + [first]
+    journal = read_jsonl(window / "journal.jsonl")
+    steps = [e["step"] for e in journal if e["event"] == "begin"]
+    assert steps == ["open", *(f"start s{i}" for i in range(1, 6)), "look after s5", "decide", "archive", "budget",
+                     "close"]  # fmt: skip
+    (look,) = [e for e in journal if e["step"] == "look after s5" and e["event"] == "end"]
+    assert (look["verdict"], look["stopped"], look["cells"]) == ("WIN", "decided", {"short-b1": "WIN"})
     decision = json.loads((window / "decision.json").read_text())
     assert decision["verdict"] == "WIN", decision["cells"][0]["reasons"]
+    assert decision["sequential"]["starts_used"] == 5 and decision["sequential"]["ended"] == "decided"
     estimate = decision["cells"][0]["primary"]["estimate"]
-    assert estimate["method"] == "alternating" and estimate["df"] == 4 and estimate["point_pct"] > 20
-    controls = [s["start"] for s in manifest["starts"] if s["kind"] == "control"]
+    assert estimate["method"] == "alternating" and estimate["df"] == 2 and estimate["point_pct"] > 20
+    assert "The window decided WIN after 5 of at most 9 starts." in (window / "summary.md").read_text()
+    controls = [s["start"] for s in manifest["starts"][:5] if s["kind"] == "control"]
     archived = read_jsonl(plan.parent / "windows" / "control-archive.jsonl")
     assert sorted(r["start"] for r in archived) == sorted(controls)  # one cell: one row per control start
+    recomputed = fairwin("decide", str(window))
+    assert recomputed.returncode == 0 and "identical to the recorded decision (WIN)" in recomputed.stderr
     assert processes_with("alt-a") == []
 
 

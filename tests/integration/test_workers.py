@@ -17,11 +17,15 @@ from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
 
 # An engine worker stand-in: it listens on its port at once, says it is ready after a while, then serves on.
+# It serves on when the channel its output went to is gone (its fairwin killed before the ready line, CI
+# 2026-12-02: the line's BrokenPipeError had ended it before recover could), as a worker logging to a file does.
 WORKER = (
     "import socket, sys, time\n"
     "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
     "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n"
-    "time.sleep(float(sys.argv[2])); print('engine ready', flush=True); time.sleep(3600)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+    "try:\n    print('engine ready', flush=True)\nexcept BrokenPipeError:\n    sys.stdout = None\n"
+    "time.sleep(3600)\n"
 )
 
 

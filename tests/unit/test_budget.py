@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fairwin.errors import GateRefused
-from fairwin.gates.budget import Calibration, cell_key, check_budget, estimate, role_key
+from fairwin.gates.budget import Calibration, cell_key, check_budget, estimate, render_table, role_key
 from fairwin.plan import load_plan, resolve_mode
 from tests.conftest import PlanFactory
 
@@ -51,3 +53,49 @@ def test_refusals_name_what_would_fit(make_plan: PlanFactory) -> None:
     loaded = load_plan(path)
     with pytest.raises(GateRefused, match=r"past its 0\.01 min limit"):
         check_budget(loaded, estimate(loaded, "controlled", resolve_mode(loaded, "controlled")))
+
+
+def runbook_plan(make_plan: PlanFactory, rule: str | None) -> Path:
+    """The runbook's shape: one 32K-prompt cell, 3 repeats x 2 families, one stream a wave; its [budget] set so
+    that win2-v1 gives the runbook's ESTIMATED HOLD row (80.1 / 68.1 / 84.5 min, controlled): 1,362 s a start
+    (22.7 min) and 387 s of restore and watch."""
+    cell = {"families": ["prose", "code"], "prompt_tokens": 32768, "max_tokens": 512, "streams_per_wave": 1}
+    path = make_plan(cells={"32k-b1": cell}, window={"rule": rule, "warmup_waves_max": 0})
+    waves = 6 * (32768 * 0.5 + 512 * 20) / 1000  # 0.5 ms a prefill token, 20 ms a decode token
+    warmup = (32768 * 0.5 + 16 * 20) / 1000
+    startup = 1362 - waves - warmup - 10
+    budget = f"startup_s = {startup!r}\nstop_s = 10\ndecode_ms_per_token = 20\nrestore_s = 387"
+    path.write_text(path.read_text().replace("startup_s = 1\nstop_s = 1\ndecode_ms_per_token = 2", budget))
+    return path
+
+
+def test_the_runbooks_estimated_hold_under_win2_v1(make_plan: PlanFactory) -> None:
+    loaded = load_plan(runbook_plan(make_plan, "win2-v1"))
+    found = estimate(loaded, "controlled", resolve_mode(loaded, "controlled"))
+    assert render_table([found], loaded)[2] == "| controlled | 3 starts (its starts) | 80.1 min | 68.1 min | 84.5 min |"
+    check_budget(loaded, found)
+
+
+def test_the_runbooks_plan_fits_under_the_default_rule_with_an_archive_and_is_refused_without(
+    make_plan: PlanFactory,
+) -> None:
+    loaded = load_plan(runbook_plan(make_plan, None))
+    mode = resolve_mode(loaded, "controlled")
+    with_archive = estimate(loaded, "controlled", mode, archive_starts=10)
+    assert (with_archive.rule_id, with_archive.first_look, len(with_archive.starts)) == ("win2-seq-v1", 3, 9)
+    check_budget(loaded, with_archive)  # the first look, after 3 starts, ends at 68.1 min
+    assert render_table([with_archive], loaded)[2:] == [
+        "| controlled | 3 starts (first look) | 80.1 min | 68.1 min | 84.5 min |",
+        "| controlled | 9 starts (maximum) | 216.3 min | 204.3 min | 220.8 min (over) |",
+    ]
+    without = estimate(loaded, "controlled", mode, archive_starts=9)
+    with pytest.raises(GateRefused) as refused:
+        check_budget(loaded, without)
+    assert str(refused.value) == (
+        "budget: the measurement would end at 113.5 min, past its 73 min limit; rule win2-seq-v1: its first look "
+        "comes after 5 starts; registered rules that would fit: win2-v1 (3 starts), win2-launch-v1 (3 starts) "
+        "(window.rule); or fewer repeats, cells or streams, or a larger limit in [budget]"
+    )
+    alt7 = load_plan(runbook_plan(make_plan, "win2-alt7-v1"))
+    with pytest.raises(GateRefused, match=r"end at 158\.9 min, .* rule win2-alt7-v1: it runs 7 starts; "):
+        check_budget(alt7, estimate(alt7, "controlled", resolve_mode(alt7, "controlled")))

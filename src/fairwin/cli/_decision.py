@@ -97,7 +97,7 @@ def rules_audit(args: argparse.Namespace) -> int:
     stdout.print(audit_table(rule, null, powered, args.effect))
     stdout.print(
         f"noise: repeat cv {repeat_cv:.3f} %, launch cv {launch_cv:.3f} %, drift {args.drift:+g} % a start, "
-        f"{args.repeats} repeats, {rule.start_count} starts" + (f", archive of {starts} starts" if starts else ""),
+        f"{args.repeats} repeats, starts {rule.starts_text()}" + (f", archive of {starts} starts" if starts else ""),
         markup=False,
     )
     return 0

@@ -53,6 +53,10 @@ class LiveDisplay:
         elif kind == "wave":
             self.where = f"{event['start']} ({event['kind']}, {event['role']}) {event['wave']}"
             self.progress.advance(self.task)
+        elif kind == "look":
+            self.where = f"look after s{event['after']}: {event['verdict']}"
+            if event.get("stop"):  # a sequential window that stopped early: the bar ends where it did
+                self.progress.update(self.task, total=self.progress.tasks[0].completed)
         elif kind == "close":
             self.where = f"{event['state']}" + (f": {event['verdict']}" if event.get("verdict") else "")
         self.progress.update(self.task, description=self.where, times=self._times())

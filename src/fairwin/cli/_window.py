@@ -25,14 +25,19 @@ def print_notices(loaded: LoadedPlan) -> None:
 
 def plan_check(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
+    from fairwin.gates.budget import check_budget
+    from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
-    from fairwin.window.preflight import error_rate_check, preflight
+    from fairwin.window.preflight import error_rate_check, preflight, read_plan_archive_starts
 
     loaded = load_plan(args.plan)
     print_notices(loaded)
     modes = loaded.plan.all_modes()
     for mode in modes:
         preflight(loaded, mode)
+    # The budget's gate, as `fairwin run` applies it: a plan that cannot fit is not OK.
+    for found in estimates(loaded, loaded.output_dir(), read_plan_archive_starts(loaded)):
+        check_budget(loaded, found)
     stdout.print(
         f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
         f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
@@ -46,13 +51,18 @@ def plan_show(args: argparse.Namespace) -> int:
     from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
     from fairwin.report.dryplan import render_dry_plan
-    from fairwin.window.preflight import power_check, preflight
+    from fairwin.window.preflight import first_look_archive, hold_lines, power_check, preflight, read_plan_archive
 
     loaded = load_plan(args.plan)
     print_notices(loaded)
     checked = preflight(loaded, args.mode)
-    budgets = estimates(loaded, loaded.output_dir())
+    snapshot = read_plan_archive(loaded)
+    budgets = estimates(loaded, loaded.output_dir(),
+                        first_look_archive(loaded, checked.rule, snapshot, checked.mode_name))  # fmt: skip
     stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
+    chosen = next(found for found in budgets if found.mode == checked.mode_name)
+    for line in ["", *hold_lines(loaded, checked.rule, checked.mode_name, chosen, snapshot)]:
+        stdout.print(line, markup=False)
     warnings = power_check(loaded, checked.rule, checked.mode_name)
     stdout.print("", markup=False)
     if warnings:

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.decision.decide import decide_cell
+from fairwin.decision.decide import decide_cell, window_verdict
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.rules import RuleSpec
+from fairwin.decision.sequential import judge_looks
 from fairwin.vocabulary import AUDIT, order_kinds
 
 CELL = "audit"
@@ -46,6 +47,12 @@ class AuditResult(BaseModel):
     false_loss: float | None
     power: float | None  # WIN share when effect_pct != 0
     mc_error: float  # one standard error of a rate near 0.5: sqrt(0.25 / trials)
+    # Starts the simulated windows ran before their verdict: a fixed rule's always; a sequential rule's vary.
+    starts_mean: float | None = None
+    starts_median: float | None = None
+    starts_p90: float | None = None
+    max_starts: int | None = None
+    win_after: dict[int, float] | None = None  # starts -> share of the trials called WIN after exactly that many
 
 
 def _rows(rng: np.random.Generator, rule: RuleSpec, repeats: int, repeat_cv: float, launch_cv: float,
@@ -106,6 +113,8 @@ def audit(
     archive = _archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct)
     counts: dict[str, int] = {}
     guard_fails = dict.fromkeys(rule.guards, 0)
+    used: list[int] = []
+    wins: dict[int, int] = {}
     # A cell's verdict reads only the primary, the guards and validity: reported metrics and the
     # checklist's literal primary are left undecided here (half of every trial's intervals). The rows
     # still carry them, so the random draws, and so every audited rate, are those of the whole rule.
@@ -115,8 +124,16 @@ def audit(
         context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order,
                                 archive=archive)  # fmt: skip
         rows = _rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order, drift_pct)
-        decision = decide_cell(rows, CELL, deciding, context)
+        if rule.kind == "sequential":
+            # The same stopping code a window runs; the rows of starts after the stopping look go unread.
+            (decision,), stopping = judge_looks(rows, deciding, context, decide_cell, window_verdict)
+            used.append(stopping.looks[-1].after)
+        else:
+            decision = decide_cell(rows, CELL, deciding, context)
+            used.append(rule.start_count)
         counts[decision.verdict] = counts.get(decision.verdict, 0) + 1
+        if decision.verdict == "WIN":
+            wins[used[-1]] = wins.get(used[-1], 0) + 1
         for guard in decision.guards:
             if guard.failed:
                 guard_fails[guard.metric] += 1
@@ -138,4 +155,9 @@ def audit(
         false_loss=rates.get("LOSS", 0.0) if null else None,
         power=None if null else rates.get("WIN", 0.0),
         mc_error=math.sqrt(0.25 / trials),
+        starts_mean=float(np.mean(used)),
+        starts_median=float(np.median(used)),
+        starts_p90=float(np.percentile(used, 90)),
+        max_starts=rule.start_count,
+        win_after={k: n / trials for k, n in sorted(wins.items())},
     )

@@ -11,6 +11,7 @@ from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict, verdict_for
 from fairwin.decision.procedures import Procedure, TwoLevel, Win2
 from fairwin.decision.rules import RuleSpec
+from fairwin.decision.sequential import judge_looks
 from fairwin.decision.table import CellTable, arrange, off_off_spread_pct
 from fairwin.decision.validity import check_validity
 from fairwin.vocabulary import metric_source
@@ -138,8 +139,14 @@ def window_verdict(cells: Sequence[CellDecision]) -> tuple[Verdict, list[str]]:
 
 
 def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContext) -> Decision:
-    cells = [decide_cell(rows, cell, rule, context) for cell in context.cells]
+    stopping = None
+    if rule.kind == "sequential":
+        cells, stopping = judge_looks(rows, rule, context, decide_cell, window_verdict)
+    else:
+        cells = [decide_cell(rows, cell, rule, context) for cell in context.cells]
     verdict, reasons = window_verdict(cells)
+    if stopping is not None:
+        reasons = [*reasons, stopping.line(verdict)]
     if context.greedy is not None:
         reasons = [*reasons, context.greedy.line()]
     return Decision(
@@ -154,4 +161,5 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
         reasons=reasons,
         cells=cells,
         greedy=context.greedy,
+        sequential=stopping,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.decision.greedy import GreedyFindings
@@ -64,6 +66,42 @@ class SealedInputs(Frozen):
     manifest_sha256: str  # window.json: the rule, order and starts the window ran
 
 
+LookVerdict = Literal["WIN", "LOSS", "NEUTRAL", "NO-CHANGE", "INCONCLUSIVE", "CONTINUE"]
+#: How a sequential window ended: a look settled it; it ran its maximum; its budget stopped it before; or it
+#: ended between looks for another reason (killed, and recovered).
+Ended = Literal["decided", "maximum", "budget", "short"]
+
+
+class Look(Frozen):
+    """One look of a sequential window: after how many starts, at which level, and what it found."""
+
+    after: int
+    verdict: LookVerdict  # the window's: CONTINUE while it goes on
+    level: float  # the two-sided confidence of the look's WIN/LOSS interval (its nominal level, not the rule's)
+    cells: dict[str, LookVerdict]
+    primary: dict[str, tuple[float, float, float]]  # cell -> the primary's point, low, high in % at this look
+
+
+class Stopping(Frozen):
+    """How a sequential window ended, look by look."""
+
+    looks: list[Look]
+    starts_used: int
+    max_starts: int
+    ended: Ended
+    stop_reason: str | None = None  # the budget's words, when it stopped the window
+
+    def line(self, verdict: str) -> str:
+        """'decided WIN after 5 of at most 9 starts' and the like."""
+        if self.ended == "decided":
+            return f"decided {verdict} after {self.starts_used} of at most {self.max_starts} starts"
+        if self.ended == "maximum":
+            return f"no look decided before the maximum of {self.max_starts} starts: {verdict}"
+        if self.ended == "budget":
+            return f"stopped at the budget after {self.starts_used} of {self.max_starts} starts: {verdict}"
+        return f"ended after {self.starts_used} of at most {self.max_starts} starts, between looks: {verdict}"
+
+
 class Decision(Frozen):
     format: str = DECISION.id
     window_id: str
@@ -82,3 +120,5 @@ class Decision(Frozen):
     # Correctness beside the speed verdict: a real greedy divergence never changes the verdict, but a
     # promotion refuses on it. None when the window ran no greedy diagnostics.
     greedy: GreedyFindings | None = None
+    # A sequential rule's looks and how the window ended (None for a fixed rule).
+    sequential: Stopping | None = None

@@ -58,6 +58,9 @@ class WindowContext(BaseModel):
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
     archive_snapshot: ArchiveSnapshot | None = Field(None, description="The archive snapshot the noise came from.")
     greedy: GreedyFindings | None = Field(None, description="The greedy diagnostics' findings, when they ran.")
+    stop_reason: str | None = Field(
+        None, description="Why a sequential window stopped before a look settled it (its budget), when it did."
+    )
 
     def noise(self, cell: str, metric: str) -> ArchiveNoise | None:
         return next((a for a in self.archive if a.cell == cell and a.metric == metric), None)

@@ -99,6 +99,8 @@ def pooled_tau2(
         weight_archive = float(archive.starts - 1)
         archive_var = (archive.launch_cv_pct / 100.0 * control_mean) ** 2
     df = window_df + weight_archive
+    if df <= 0:  # no degree of freedom at all (three alternating starts, no archive): the caller refuses
+        return 0.0, 0.0
     return (window_df * window_var + weight_archive * archive_var) / df, df
 
 

@@ -17,14 +17,24 @@ from fairwin.vocabulary import BRACKET_STARTS, LOWER_IS_BETTER, METRICS, metric_
 
 #: Parameters added after the first rules were registered. Left unset they stay out of a
 #: rule's canonical JSON, so every rule registered before them keeps its sha256.
-ADDED_PARAMETERS = ("starts", "guard_confidence")
+ADDED_PARAMETERS = (
+    "starts",
+    "guard_confidence",
+    "looks",
+    "look_levels",
+    "equivalence_levels",
+    "spending",
+    "first_look_archive_starts",
+)
 
 
 class RuleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
-    kind: Literal["win2", "launch", "alternating"] = Field(description="The decision procedure the parameters feed.")
+    kind: Literal["win2", "launch", "alternating", "sequential"] = Field(
+        description="The decision procedure the parameters feed."
+    )
     description: str
     primary: str = Field(description="Pooled-row field the verdict is decided on.")
     guards: tuple[str, ...] = Field(description="Higher-is-better fields that can only cause LOSS.")
@@ -51,20 +61,36 @@ class RuleSpec(BaseModel):
     guard_confidence: float | None = Field(
         None, gt=0, lt=1, description="alternating: the level of a guard's interval (unset: confidence)."
     )
+    looks: tuple[int, ...] | None = Field(
+        None, description="sequential: the starts after which the window decides or goes on; the last is its maximum."
+    )
+    look_levels: tuple[float, ...] | None = Field(
+        None, description="sequential: each look's nominal one-sided level for WIN and for LOSS (the spent alpha)."
+    )
+    equivalence_levels: tuple[float, ...] | None = Field(
+        None, description="sequential: each look's nominal one-sided level of the two tests for NO-CHANGE."
+    )
+    spending: str | None = Field(None, description="sequential: the spending function the levels come from.")
+    first_look_archive_starts: int | None = Field(
+        None, ge=2, description="sequential: the first look is taken only with at least this many archived starts."
+    )
 
     @model_validator(mode="after")
     def _parameters_fit_the_kind(self) -> RuleSpec:
         """Each kind's procedure reads its own parameters: a rule missing one, or carrying another
         kind's, cannot register (a win2 rule without guard_fail_repeats once failed every guard)."""
+        sequential = ("looks", "look_levels", "equivalence_levels", "spending", "first_look_archive_starts")
         needs = {
             "win2": ("guard_fail_repeats",),
             "launch": ("guard_tolerance_pct",),
             "alternating": ("guard_tolerance_pct", "starts"),
+            "sequential": ("guard_tolerance_pct", "equivalence_confidence", *sequential),
         }[self.kind]
         foreign = {
-            "win2": ("guard_tolerance_pct", "equivalence_confidence", "guard_confidence", "starts"),
-            "launch": ("guard_fail_repeats", "guard_confidence", "starts"),
-            "alternating": ("guard_fail_repeats",),
+            "win2": ("guard_tolerance_pct", "equivalence_confidence", "guard_confidence", "starts", *sequential),
+            "launch": ("guard_fail_repeats", "guard_confidence", "starts", *sequential),
+            "alternating": ("guard_fail_repeats", *sequential),
+            "sequential": ("guard_fail_repeats", "starts"),
         }[self.kind]
         missing = [name for name in needs if getattr(self, name) is None]
         if missing:
@@ -74,14 +100,48 @@ class RuleSpec(BaseModel):
             raise ValueError(f"{', '.join(stray)} mean nothing to a rule of kind {self.kind}")
         if self.kind == "alternating" and (self.start_count < 5 or self.start_count % 2 == 0):
             raise ValueError("an alternating rule needs an odd number of starts, at least 5")
+        if self.kind == "sequential":
+            self._looks_fit()
         unknown = [m for m in self.metrics if m not in METRICS]
         if unknown:
             raise ValueError(f"{', '.join(unknown)}: not a pooled-row metric ({', '.join(METRICS)})")
         return self
 
+    def _looks_fit(self) -> None:
+        looks, levels, equivalence = self.looks or (), self.look_levels or (), self.equivalence_levels or ()
+        if len(looks) < 2 or list(looks) != sorted(set(looks)) or looks[0] < 3 or any(k % 2 == 0 for k in looks):
+            raise ValueError("a sequential rule's looks are two or more odd numbers of starts, rising, from 3")
+        if len(levels) != len(looks) or len(equivalence) != len(looks):
+            raise ValueError("a sequential rule needs one look level and one equivalence level per look")
+        if not all(0 < level < 0.5 for level in (*levels, *equivalence)):
+            raise ValueError("a look's level is a one-sided tail probability, between 0 and 0.5")
+
     @property
     def start_count(self) -> int:
+        """The starts a window of this rule runs at most (a sequential rule's last look)."""
+        if self.looks:
+            return self.looks[-1]
         return self.starts or BRACKET_STARTS
+
+    def first_look(self, archive_starts: int) -> int:
+        """The starts before a window of this rule may first stop, given the fewest archived control starts
+        among its deciding cells (for a fixed rule: all of them)."""
+        if not self.looks:
+            return self.start_count
+        ready = self.first_look_archive_starts is not None and archive_starts >= self.first_look_archive_starts
+        return self.looks[0] if ready else self.looks[1]
+
+    def looks_taken(self, archive_starts: int) -> tuple[int, ...]:
+        """The looks a window takes: every registered one from its first."""
+        first = self.first_look(archive_starts)
+        return tuple(k for k in (self.looks or (self.start_count,)) if k >= first)
+
+    def starts_text(self) -> str:
+        """The starts in words: 'fixed 7', or 'looks 3*, 5, 7, 9 (at most 9)'."""
+        if not self.looks:
+            return f"fixed {self.start_count}"
+        marked = [f"{k}*" if i == 0 else str(k) for i, k in enumerate(self.looks)]
+        return f"looks after {', '.join(marked)} (at most {self.start_count}; * with an archive)"
 
     @property
     def sha256(self) -> str:
@@ -193,10 +253,40 @@ WIN2_ALT7_CLIENT_V1 = RuleSpec(
     guard_confidence=0.99,
 )
 
-RULES: dict[str, RuleSpec] = {rule.id: rule for rule in (WIN2_V1, WIN2_LAUNCH_V1, WIN2_ALT7_V1, WIN2_ALT7_CLIENT_V1)}
-#: The rule a plan gets when it names none: the registered rule whose audited error rates
-#: hold at the noise measured on shared machines and which still has the power to decide.
-DEFAULT_RULE = WIN2_ALT7_V1.id
+WIN2_SEQ_V1 = RuleSpec(
+    id="win2-seq-v1",
+    kind="sequential",
+    description=(
+        "win2-alt7-v1's question and fit, looked at as the window runs: control and candidate take turns (the "
+        "first kind drawn at random per window), and after 3 (with at least 10 archived control starts), 5, 7 "
+        "and 9 starts the window decides or goes on. Each look judges the starts so far with win2-alt7-v1's "
+        "log-scale fit (level, drift, effect; launch variance pooled with the archive) at that look's nominal "
+        "level: Lan-DeMets spending of Pocock's shape, one-sided 2.5 % for WIN and for LOSS and 5 % for each of "
+        "NO-CHANGE's two tests, over the looks' information (t quantiles at each look's degrees of freedom). "
+        "WIN/LOSS beyond +-2 % with the look's interval excluding 0; NO-CHANGE when the look's equivalence "
+        "interval lies within +-2 %; a guard fails when its 99 % interval, split evenly over the looks, lies wholly "
+        "below -3 %, and a failed guard stops the window with LOSS. A cell keeps the verdict of the look it "
+        "crossed at; the window stops once its verdict is settled, and a cell still open after 9 starts is NEUTRAL."
+    ),
+    **WIN2_QUESTION,
+    guard_tolerance_pct=3.0,
+    equivalence_confidence=0.90,
+    order="random",
+    guard_confidence=0.99,
+    looks=(3, 5, 7, 9),
+    # python tools/sequential_boundaries.py --looks 3 5 7 9 --alpha 0.025 --shape pocock (and --alpha 0.05)
+    look_levels=(0.010393, 0.009014, 0.008997, 0.009122),
+    equivalence_levels=(0.020787, 0.019202, 0.019752, 0.020441),
+    spending="lan-demets pocock; one-sided 0.025 (WIN, LOSS), 0.05 (each NO-CHANGE test); information 1/var factor",
+    first_look_archive_starts=10,
+)
+
+RULES: dict[str, RuleSpec] = {
+    rule.id: rule for rule in (WIN2_V1, WIN2_LAUNCH_V1, WIN2_ALT7_V1, WIN2_ALT7_CLIENT_V1, WIN2_SEQ_V1)
+}
+#: The rule a plan gets when it names none: the registered rule whose audited error rates hold at the noise
+#: measured on shared machines, with win2-alt7-v1's power or more, and which stops as soon as a look decides.
+DEFAULT_RULE = WIN2_SEQ_V1.id
 
 
 def get_rule(rule_id: str | None) -> RuleSpec:

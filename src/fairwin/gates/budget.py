@@ -15,20 +15,20 @@ import contextlib
 import json
 import math
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fairwin.decision.rules import get_rule
+from fairwin.decision.rules import RULES, get_rule
 from fairwin.durable import read_json, read_jsonl, read_model
 from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanError
 from fairwin.plan.loading import LoadedPlan, parse_plan
-from fairwin.plan.models import Cell, Mode
+from fairwin.plan.models import BudgetSettings, Cell, Mode
 from fairwin.plan.roles import Role
-from fairwin.plan.schedule import starts_for
+from fairwin.plan.schedule import StartSpec, starts_for
 from fairwin.production.control import snapshot
 from fairwin.vocabulary import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
 
@@ -147,10 +147,26 @@ class TimeEstimate:
     sources: dict[str, str]
     waves_per_start: int
     takedown_s: float = 0.0  # taking production down, before the first start
+    rule_id: str = ""
+    first_look: int = 0  # a sequential rule's first look (starts); 0: the rule's starts are fixed
+    archive_starts: int = 0  # the fewest archived control starts of a deciding cell, which the first look rests on
+
+    def end_after(self, starts: int) -> float:
+        """When the measurement ends if the window stops after ``starts`` starts, from its open."""
+        return self.takedown_s + sum(s.total_s for s in self.starts[:starts])
 
     @property
     def measurement_end_s(self) -> float:
-        return self.takedown_s + sum(s.total_s for s in self.starts)
+        """At the rule's maximum: every start the window may run."""
+        return self.end_after(len(self.starts))
+
+    @property
+    def first_look_end_s(self) -> float:
+        """Where the window may first stop: a sequential rule's first look, or a fixed rule's last start."""
+        return self.end_after(self.first_look or len(self.starts))
+
+    def dry_bound_after(self, starts: int) -> float:
+        return self.end_after(starts) + self.restore_s + self.dry_reserve_s
 
     @property
     def reserve_total_s(self) -> float:
@@ -170,8 +186,13 @@ def _median(values: list[float] | None) -> float | None:
     return statistics.median(values) if values else None
 
 
-def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibration | None = None) -> TimeEstimate:
+def estimate(
+    loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibration | None = None, archive_starts: int = 0
+) -> TimeEstimate:
+    """``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look
+    comes after 3 starts only with enough of them)."""
     plan, budget = loaded.plan, loaded.plan.budget
+    rule = get_rule(plan.window.rule)
     found = calibration or Calibration()
     sources: dict[str, str] = {}
     waves_s = 0.0
@@ -196,7 +217,7 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
     warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
     starts = []
-    for start in starts_for(mode, count=get_rule(plan.window.rule).start_count):
+    for start in starts_for(mode, count=rule.start_count):
         key = role_key(plan.roles[start.role])
         startup, stop = _median(found.startup_s.get(key)), _median(found.stop_s.get(key))
         sources[f"role {start.role} start"] = (
@@ -213,7 +234,8 @@ def estimate(loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibr
         )
     takedown_s, restore_s = _production_estimate(loaded, found, sources)
     return TimeEstimate(mode_name, starts, restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves,
-                        takedown_s)  # fmt: skip
+                        takedown_s, rule.id, rule.first_look(archive_starts) if rule.looks else 0,
+                        archive_starts)  # fmt: skip
 
 
 def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[str, str]) -> tuple[float, float]:
@@ -235,35 +257,90 @@ def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[s
             restore if restore is not None else budget.restore_s + production.watch_s)  # fmt: skip
 
 
-def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
+def fits_limits(loaded: LoadedPlan, found: TimeEstimate, starts: int) -> bool:
+    """Whether a window that stops after ``starts`` starts ends its measurement and its dry bound within the limits."""
     budget = loaded.plan.budget
-    end_min, dry_min = found.measurement_end_s / 60.0, found.dry_bound_s / 60.0
+    return (found.end_after(starts) <= budget.measurement_limit_min * 60.0
+            and found.dry_bound_after(starts) <= budget.limit_min * 60.0)  # fmt: skip
+
+
+def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
+    """Which rule's starts the refusal rests on, and which registered rules would fit (their first look)."""
+    rule = get_rule(loaded.plan.window.rule)
+    starts = found.first_look or len(found.starts)
+    per_start = found.end_after(1) - found.takedown_s
+    fitting = []
+    for other in RULES.values():
+        first = other.first_look(found.archive_starts)
+        padded = TimeEstimate(found.mode, [found.starts[0]] * first, found.restore_s, found.pair_reserve_s,
+                              found.dry_reserve_s, {}, 0, found.takedown_s)  # fmt: skip
+        if per_start > 0 and fits_limits(loaded, padded, first):
+            fitting.append(f"{other.id} ({first} starts)")
+    shape = f"its first look comes after {starts} starts" if found.first_look else f"it runs {starts} starts"
+    return (f"rule {rule.id}: {shape}; registered rules that would fit: {', '.join(fitting) or 'none'} "
+            "(window.rule)")  # fmt: skip
+
+
+def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
+    """Refuses a window whose first chance to stop (a sequential rule's first look; a fixed rule's last start)
+    cannot fit the limits; a sequential window's later starts are checked as it runs."""
+    budget = loaded.plan.budget
+    starts = found.first_look or len(found.starts)
+    end_min, dry_min = found.end_after(starts) / 60.0, found.dry_bound_after(starts) / 60.0
     if end_min > budget.measurement_limit_min:
         raise GateRefused(
             f"budget: the measurement would end at {end_min:.1f} min, past its {budget.measurement_limit_min:g} min "
-            "limit; fewer repeats, cells or streams, or a larger limit in [budget]"
+            f"limit; {_rule_words(loaded, found)}; or fewer repeats, cells or streams, or a larger limit in [budget]"
         )
     if dry_min > budget.limit_min:
-        room = budget.limit_min * 60.0 - found.measurement_end_s - found.restore_s
+        room = budget.limit_min * 60.0 - found.end_after(starts) - found.restore_s
         raise GateRefused(
             f"budget: the dry bound is {dry_min:.1f} min, over the {budget.limit_min:g} min limit; it fits while the "
-            f"pair reserve is at most {max(room, 0.0):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s)"
+            f"pair reserve is at most {max(room, 0.0):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s); "
+            f"{_rule_words(loaded, found)}"
         )
+
+
+def next_pair_refused(
+    estimate: dict[str, Any], pair: Sequence[StartSpec], elapsed_s: float, budget: BudgetSettings
+) -> str | None:
+    """Why a sequential window may not run its next pair of starts (None: it fits), measured against the time
+    actually spent since the window opened: the pair's estimated cost must end the measurement within
+    ``measurement_limit_min`` and leave the close and dry reserve within ``limit_min``."""
+    if not pair:
+        return None
+    per_start = estimate.get("per_start_s", {})
+    pair_s = sum(float(per_start.get(start.name, 0.0)) for start in pair)
+    tail_s = float(estimate.get("dry_bound_s", 0.0)) - float(estimate.get("measurement_end_s", 0.0))
+    names = " and ".join(start.name for start in pair)
+    end_min, dry_min = (elapsed_s + pair_s) / 60.0, (elapsed_s + pair_s + tail_s) / 60.0
+    if end_min > budget.measurement_limit_min:
+        return (f"the budget: {names} would end the measurement at {end_min:.1f} min, past its "
+                f"{budget.measurement_limit_min:g} min limit")  # fmt: skip
+    if dry_min > budget.limit_min:
+        return (f"the budget: after {names} the dry bound would be {dry_min:.1f} min, over the "
+                f"{budget.limit_min:g} min limit")  # fmt: skip
+    return None
 
 
 def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]:
+    """Per mode: the first look's (where the window may first stop) and the maximum's measurement end and bounds."""
     budget = loaded.plan.budget
     lines = [
-        f"| mode | {budget.pair_reserve_s:g} s pair reserve | measurement ends "
+        f"| mode | stops after | {budget.pair_reserve_s:g} s pair reserve | measurement ends "
         f"| {budget.dry_reserve_s:g} s dry bound |",
-        "|---|---|---|---|",
+        "|---|---|---|---|---|",
     ]
     for found in estimates:
-        fits = "" if found.dry_bound_s / 60 <= budget.limit_min else " (refuses)"
-        lines.append(
-            f"| {found.mode} | {found.reserve_total_s / 60:.1f} min | {found.measurement_end_s / 60:.1f} min | "
-            f"{found.dry_bound_s / 60:.1f} min{fits} |"
-        )
+        first, most = found.first_look or len(found.starts), len(found.starts)
+        for starts, words in ((first, "first look"), (most, "maximum")) if first != most else ((most, "its starts"),):
+            end = found.end_after(starts)
+            reserve = end + found.restore_s + found.pair_reserve_s
+            fits = "" if fits_limits(loaded, found, starts) else " (over)"
+            lines.append(
+                f"| {found.mode} | {starts} starts ({words}) | {reserve / 60:.1f} min | {end / 60:.1f} min "
+                f"| {found.dry_bound_after(starts) / 60:.1f} min{fits} |"
+            )
     return lines
 
 

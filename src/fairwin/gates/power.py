@@ -112,3 +112,19 @@ def error_rate_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise],
                 f"compare the registered rules: `fairwin rules audit RULE --noise-from ARCHIVE --cell {cell}`"
             )
     return warnings
+
+
+def expected_starts(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise], cells: list[str]) -> float | None:
+    """The mean starts a window of a sequential rule runs when nothing changed, at the archive's noise (the
+    noisiest deciding cell's), by the rule's audit; None when the archive does not say or the rule is fixed."""
+    if not rule.looks:
+        return None
+    known = [n for n in noise if n.cell in cells and n.metric == rule.primary and n.repeat_cv_pct is not None
+             and n.launch_cv_pct is not None]  # fmt: skip
+    if len(known) < len(cells) or not known:
+        return None
+    worst = max(known, key=lambda n: (n.launch_cv_pct or 0.0, n.repeat_cv_pct or 0.0))
+    found = audit(rule, repeats=repeats, repeat_cv_pct=max(worst.repeat_cv_pct or 0.0, 1e-6),
+                  launch_cv_pct=worst.launch_cv_pct or 0.0, trials=audit_trials(), seed=AUDIT_SEED,
+                  archive_starts=min(n.starts for n in known))  # fmt: skip
+    return found.starts_mean

@@ -31,10 +31,11 @@ class GateInputs:
     rehearsal: Path | None = None
 
 
-def estimates(loaded: LoadedPlan, output_dir: Path) -> list[TimeEstimate]:
-    """The budget of every mode the plan can run, calibrated from the windows already in ``output_dir``."""
+def estimates(loaded: LoadedPlan, output_dir: Path, archive_starts: int = 0) -> list[TimeEstimate]:
+    """The budget of every mode the plan can run, calibrated from the windows already in ``output_dir``;
+    ``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look)."""
     found = calibrate(output_dir)
-    return [estimate(loaded, name, mode, found) for name, mode in loaded.plan.all_modes().items()]
+    return [estimate(loaded, name, mode, found, archive_starts) for name, mode in loaded.plan.all_modes().items()]
 
 
 def check_required(loaded: LoadedPlan, inputs: GateInputs, gate_names: list[str]) -> None:
@@ -49,7 +50,10 @@ def check_required(loaded: LoadedPlan, inputs: GateInputs, gate_names: list[str]
             raise GateRefused(f"the plan requires gate {gate}, and it was not given; pass {hint}")
 
 
-def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs, output_dir: Path) -> dict[str, Any]:
+def run_gates(
+    loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs, output_dir: Path, archive_starts: int = 0
+) -> dict[str, Any]:
+    """``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look)."""
     summary: dict[str, Any] = {}
     artifacts: dict[str, str] | None = None
     names: list[str] = []
@@ -70,17 +74,21 @@ def run_gates(loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs
     if inputs.rehearsal is not None:
         document = require_rehearsal(inputs.rehearsal, loaded)
         summary["rehearsal"] = {"path": str(inputs.rehearsal), "sha256": document.get("sha256")}
-    found = estimate(loaded, mode_name, mode, calibrate(output_dir))
+    found = estimate(loaded, mode_name, mode, calibrate(output_dir), archive_starts)
     check_budget(loaded, found)
     summary["budget"] = budget_record(found)
     return summary
 
 
 def budget_record(found: TimeEstimate) -> dict[str, Any]:
+    """At the rule's maximum; with a sequential rule's first look beside it."""
+    first = found.first_look or len(found.starts)
     return {
         "measurement_end_s": found.measurement_end_s,
         "reserve_total_s": found.reserve_total_s,
         "dry_bound_s": found.dry_bound_s,
+        "first_look": first,
+        "first_look_end_s": found.end_after(first),
         "per_start_s": {cost.start: cost.total_s for cost in found.starts},
         "sources": found.sources,
     }

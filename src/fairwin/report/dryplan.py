@@ -16,7 +16,7 @@ def render_dry_plan(
     lines = [
         f"plan {loaded.path} (sha256 {loaded.sha256})",
         f"mode {mode_name}: control {mode.control}, candidate {mode.candidate}; rule {rule.id} "
-        f"({rule.start_count} starts, kinds alternating, "
+        f"({rule.starts_text() if rule.looks else f'{rule.start_count} starts'}, kinds alternating, "
         f"{'first kind drawn at random' if rule.order == 'random' else 'control first'})",
         "",
         "starts, in order (each: launch, health, 1 warm-up stream, every cell's waves, stop):",

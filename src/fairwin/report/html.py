@@ -60,8 +60,9 @@ def verdict_sentence(decision: Decision) -> str:
                            f"[{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}]")  # fmt: skip
         elif cell.decides:
             effects.append(f"{cell.cell} {cell.verdict}")
+    ended = f" The window {decision.sequential.line(decision.verdict)}." if decision.sequential else ""
     return (f"{decision.verdict}: the candidate against its control under rule {rule.id}, {rule.primary} "
-            f"with a {rule.bar_pct:g} % bar ({'; '.join(effects) or 'no deciding cell measured'}).")  # fmt: skip
+            f"with a {rule.bar_pct:g} % bar ({'; '.join(effects) or 'no deciding cell measured'}).{ended}")  # fmt: skip
 
 
 def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:

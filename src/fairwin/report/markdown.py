@@ -166,6 +166,7 @@ def render_summary(
         f"reported {', '.join(rule.reported) or 'none'}",
         f"- primary measured by: {_SOURCE[decision.primary_source]}",
         "",
+        *looks_section(decision),
         "## Decision by cell",
         "",
         *decision_table(decision),
@@ -190,6 +191,23 @@ def render_summary(
         *greedy_section(decision),
     ]
     return "\n".join(parts)
+
+
+def looks_section(decision: Decision) -> list[str]:
+    """A sequential window's looks, one line each: what each found, and how the window ended."""
+    stopping = decision.sequential
+    if stopping is None:
+        return []
+    lines = ["## Looks", "", f"The window {stopping.line(decision.verdict)}"
+             + (f" ({stopping.stop_reason})" if stopping.stop_reason else "") + ".", ""]  # fmt: skip
+    for look in stopping.looks:
+        found = "; ".join(f"{cell} {look.cells.get(cell, '?')} {point:+.2f} % [{low:+.2f}, {high:+.2f}]"
+                          for cell, (point, low, high) in look.primary.items())  # fmt: skip
+        lines.append(f"- after s{look.after} ({look.level:.2%} interval): **{look.verdict}**; {found or 'no estimate'}")
+    saved = stopping.max_starts - stopping.starts_used
+    if saved > 0:
+        lines.append(f"- {saved} of {stopping.max_starts} starts of hold not spent")
+    return [*lines, ""]
 
 
 def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:

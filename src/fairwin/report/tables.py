@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.table import Table
 
 from fairwin.archive import ArchiveKey
-from fairwin.decision import ArchiveNoise, AuditResult, RuleSpec
+from fairwin.decision import DEFAULT_RULE, ArchiveNoise, AuditResult, RuleSpec
 from fairwin.gates.budget import BudgetRecord
 
 
@@ -17,13 +17,14 @@ def _pct(value: float | None) -> str:
 
 
 def rules_table(rules: Sequence[RuleSpec]) -> Table:
-    table = Table(title="registered rules")
-    for column in ("id", "kind", "primary", "bar %", "confidence", "order", "sha256"):
+    table = Table(title="registered rules (* the default: a plan that names no rule)")
+    for column in ("id", "kind", "starts", "primary", "bar %", "confidence", "order", "sha256"):
         table.add_column(column)
     for rule in rules:
         table.add_row(
-            rule.id, rule.kind, rule.primary, f"{rule.bar_pct:g}", f"{rule.confidence:g}", rule.order, rule.sha256[:16]
-        )
+            rule.id + (" *" if rule.id == DEFAULT_RULE else ""), rule.kind, rule.starts_text(), rule.primary,
+            f"{rule.bar_pct:g}", f"{rule.confidence:g}", rule.order, rule.sha256[:16],
+        )  # fmt: skip
     return table
 
 
@@ -38,10 +39,18 @@ def audit_table(rule: RuleSpec, null: AuditResult, powered: AuditResult | None, 
         table.add_row(f"  guard {guard} fails (no change)", f"{100 * rate:.2f} %")
     for verdict, rate in null.rates.items():
         table.add_row(f"  {verdict} (no change)", f"{100 * rate:.2f} %")
+    table.add_row("starts used (no change): mean / median / 90th pct", _starts(null))
     if powered is not None:
         table.add_row(f"power: WIN at a true {effect_pct:+g} %", f"{100 * (powered.power or 0):.2f} %")
+        table.add_row(f"starts used at {effect_pct:+g} %: mean / median / 90th pct", _starts(powered))
     table.add_row("Monte Carlo error (1 s.e., worst case)", f"{100 * null.mc_error:.2f} points")
     return table
+
+
+def _starts(found: AuditResult) -> str:
+    if found.starts_mean is None:
+        return "not recorded"
+    return f"{found.starts_mean:.2f} / {found.starts_median:g} / {found.starts_p90:g} of {found.max_starts}"
 
 
 def archive_groups_table(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,6 +23,7 @@ from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.decision import Decision
 from fairwin.durable import sha256_file, write_json_atomic
 from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
+from fairwin.gates.budget import next_pair_refused
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
@@ -29,7 +31,7 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.archiving import control_rows
 from fairwin.window.chain import ChainedWindow, ChainRun
-from fairwin.window.close import decide_and_report, report_after_close
+from fairwin.window.close import decide_and_report, look_now, report_after_close
 from fairwin.window.greedy import diagnosed_starts
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
@@ -54,6 +56,7 @@ class WindowResult:
 class Step:
     name: str
     action: Callable[[], Awaitable[dict[str, Any] | None]]  # what it returns is journaled with its end
+    measuring: bool = False  # a start or a look: skipped once a sequential window has stopped
 
 
 @dataclass
@@ -77,12 +80,16 @@ class Window:
     gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
     production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
     lock: Path | None = None  # the hardware's lock this window holds until its close
+    archive_starts: int = 0  # the fewest archived control starts of a deciding cell: a sequential rule's first look
     listener: Listener | None = None  # follows the window's progress events (window/progress.py)
     archived: bool = False
     archive_problem: str | None = None  # why the archive step could not append, with the command that retries
     restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
+    stopped: str | None = None  # a sequential window: why it runs no more starts ("decided", or the budget's words)
+    finished: list[str] = field(default_factory=list)  # the starts run, in order
+    opened_at: float = 0.0  # time.monotonic() at the open step: the budget's clock
     # One context for every start: it carries the prompts the first start prepared.
     context: StartContext = field(init=False)
     feed: ProgressFeed = field(init=False)
@@ -99,15 +106,20 @@ class Window:
         return commit if isinstance(commit, str) else None
 
     def steps(self) -> list[Step]:
-        starts = [Step(f"start {start.name}", partial(self.start, start)) for start in self.starts]
+        starts: list[Step] = []
+        looks = self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else ()
+        for number, start in enumerate(self.starts, 1):
+            starts.append(Step(f"start {start.name}", partial(self.start, start), measuring=True))
+            if number in looks and number < len(self.starts):
+                starts.append(Step(f"look after {start.name}", partial(self.look, number), measuring=True))
         if self.hold is not None:
-            first, last = self.starts[0].name, self.starts[-1].name
+            hold = self.hold
             starts = [
-                self._down_step(self.hold),
-                Step("quiet", partial(self.hold.prove_quiet, f"before {first}")),
+                self._down_step(hold),
+                Step("quiet", partial(hold.prove_quiet, f"before {self.starts[0].name}")),
                 *starts,
-                Step("quiet after", partial(self.hold.prove_quiet, f"after {last}")),
-                *self._end_steps(self.hold),
+                Step("quiet after", lambda: hold.prove_quiet(f"after {(self.finished or ['no start'])[-1]}")),
+                *self._end_steps(hold),
             ]
         return [Step("open", self.open), *starts, Step("decide", self.decide), Step("archive", self.archive),
                 Step("budget", self.budget)]  # fmt: skip
@@ -134,6 +146,7 @@ class Window:
 
     async def open(self) -> dict[str, Any]:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
+        self.opened_at = time.monotonic()
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
         write_json_atomic(self.directory.manifest, manifest(self))
         self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
@@ -145,13 +158,44 @@ class Window:
 
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
+        self.finished.append(start.name)
+
+    async def look(self, after: int) -> dict[str, Any]:
+        """A sequential rule's look after ``after`` starts: stop when it settles the verdict, or when the next
+        pair of starts would not fit the budget; else go on. Journaled, said, and sent as a progress event."""
+        found = look_now(self.loaded, self.directory, mode=self.checked.mode_name, order=self.order,
+                         rule=self.checked.rule, snapshot=self.archive_snapshot,
+                         planned=planned_keys(self.loaded, self.checked.mode_name),
+                         production_cap_mhz=self.production_cap[0])  # fmt: skip
+        if found is None:
+            return {"taken": False, "why": f"{self.checked.rule.id} takes its first look later (too few archived "
+                                           "control starts for a look after 3)"}  # fmt: skip
+        words = "; ".join(f"{cell} {point:+.1f} % [{low:+.1f}, {high:+.1f}]"
+                          for cell, (point, low, high) in found.primary.items())  # fmt: skip
+        if found.verdict != "CONTINUE":
+            self.stopped = "decided"
+        else:
+            self.stopped = next_pair_refused(self.gate_summary.get("budget", {}), self.starts[after:after + 2],
+                                             time.monotonic() - self.opened_at, self.loaded.plan.budget)  # fmt: skip
+        line = f"look after s{after}: {found.verdict}" + (f", {words}" if words else "")
+        self.say(line + (f"; stopped: {self.stopped}" if self.stopped not in (None, "decided") else ""))
+        self.feed.emit("look", after=after, verdict=found.verdict, cells=found.cells, stop=self.stopped)
+        return {"verdict": found.verdict, "cells": found.cells, "level": found.level, "stopped": self.stopped}
 
     async def decide(self) -> None:
         self.decision = decide_and_report(
             self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
             snapshot=self.archive_snapshot, planned=planned_keys(self.loaded, self.checked.mode_name),
             held=self._held_lines(), production_cap_mhz=self.production_cap[0],
+            stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
         )  # fmt: skip
+        stopping = self.decision.sequential
+        if stopping is not None:
+            unspent = [s.name for s in self.starts[stopping.starts_used :]]
+            per_start = self.gate_summary.get("budget", {}).get("per_start_s", {})
+            minutes = sum(float(per_start.get(name, 0.0)) for name in unspent) / 60.0
+            saved = f"; {len(unspent)} starts of hold (about {minutes:.0f} min) not spent" if unspent else ""
+            self.say(f"{stopping.line(self.decision.verdict)}{saved}")
 
     async def archive(self) -> dict[str, Any]:
         """Every finished control start into the control archive (also from a window that failed later). An
@@ -192,7 +236,8 @@ class Window:
                 ClientAffinity(self.loaded.plan.window.client_cpus),
             ):
                 for step in self.steps():
-                    await self._step(step)
+                    if not (step.measuring and self.stopped):
+                        await self._step(step)
         except asyncio.CancelledError:
             interrupted = Interrupted("interrupted; every server was stopped")
             await self._close_shielded(interrupted)

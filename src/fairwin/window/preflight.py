@@ -15,7 +15,8 @@ from typing import Any
 from fairwin.archive import Snapshot, open_archive
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
 from fairwin.errors import ArchiveError, PlanError
-from fairwin.gates.power import error_rate_warnings, power_warnings
+from fairwin.gates.budget import TimeEstimate
+from fairwin.gates.power import audit_trials, error_rate_warnings, expected_starts, power_warnings
 from fairwin.launch.scheduling import check_cpus_exist
 from fairwin.launch.spec import make_spec
 from fairwin.plan.loading import LoadedPlan
@@ -80,12 +81,33 @@ def read_plan_archive(loaded: LoadedPlan, output_dir: Path | None = None) -> Sna
     return open_archive(archive_location(loaded, loaded.output_dir(output_dir))).snapshot()
 
 
+def read_plan_archive_starts(loaded: LoadedPlan) -> int:
+    """The fewest archived control starts of a deciding cell in any mode, or 0 when the archive cannot be read
+    (then a sequential rule's budget is checked as if its first look came later, which is the safer side)."""
+    try:
+        snapshot = read_plan_archive(loaded)
+    except ArchiveError:
+        return 0
+    rule = get_rule(loaded.plan.window.rule)
+    return min((first_look_archive(loaded, rule, snapshot, mode) for mode in loaded.plan.all_modes() or [None]),
+               default=0)  # fmt: skip
+
+
 def _deciding_noise(
     loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None
 ) -> tuple[list[ArchiveNoise], list[str]]:
     """The archive's noise for the plan's cells, and the cells that decide."""
     noise = window_noise(snapshot, [], planned_keys(loaded, mode_name), rule)
     return noise, [name for name, cell in loaded.plan.cells.items() if cell.decision]
+
+
+def first_look_archive(loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None) -> int:
+    """The fewest archived control starts behind a deciding cell's primary, keyed as planned: what a sequential
+    rule's first look rests on (the window itself looks with its own control starts' keys)."""
+    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
+    counts = [next((n.starts for n in noise if n.cell == cell and n.metric == rule.primary
+                    and n.launch_cv_pct is not None), 0) for cell in deciding]  # fmt: skip
+    return min(counts, default=0)
 
 
 def preflight_power(loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str) -> list[str]:
@@ -121,3 +143,28 @@ def draw_order(rule: RuleSpec) -> str:
     if rule.order == "control-first":
         return "control-first"
     return secrets.choice(("control-first", "candidate-first"))
+
+
+def hold_lines(
+    loaded: LoadedPlan, rule: RuleSpec, mode_name: str, found: TimeEstimate, snapshot: Snapshot
+) -> list[str]:
+    """What the window holds production for under a sequential rule: the first look's, the expected (at the
+    archive's noise, no change, from the rule's audit) and the maximum measurement time."""
+    if not rule.looks:
+        return []
+    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
+    mean = expected_starts(rule, loaded.plan.window.repeats, noise, deciding)
+    first, most = found.first_look or rule.start_count, rule.start_count
+    per_start = (found.end_after(most) - found.end_after(first)) / max(most - first, 1)
+    expected = (
+        f"about {mean:.1f} starts ({(found.end_after(first) + (mean - first) * per_start) / 60:.1f} min) when "
+        f"nothing changed, at the archive's noise ({audit_trials()} simulated windows)" if mean is not None
+        else "not known: no archived control starts of every deciding cell"
+    )  # fmt: skip
+    return [
+        f"hold under {rule.id} (looks after {', '.join(str(k) for k in rule.looks_taken(found.archive_starts))} "
+        "starts):",
+        f"  first look: after {first} starts, measurement ends at {found.end_after(first) / 60:.1f} min",
+        f"  expected:   {expected}",
+        f"  maximum:    {most} starts, measurement ends at {found.end_after(most) / 60:.1f} min",
+    ]

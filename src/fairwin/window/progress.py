@@ -8,6 +8,8 @@ to see:
 - ``step``: a journaled step's ``begin``, ``end``, ``failed`` or ``interrupted``
   (``open``, ``production down``, ``start s2``, ``restore``, ``decide`` ...);
 - ``wave``: a measured wave done, with its start, cell, key and seconds;
+- ``look``: a sequential rule's look (``after`` starts): the window's verdict there (CONTINUE while it goes
+  on), each cell's, and ``stop`` when the window runs no more starts ("decided", or the budget's words);
 - ``close``: the window's final state, its verdict when it has one, and its directory.
 
 The window never waits on a display: a listener that raises is the display's bug, and

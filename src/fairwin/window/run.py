@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
 
 from fairwin.archive import open_archive
+from fairwin.decision import RuleSpec
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan.loading import LoadedPlan
@@ -26,7 +27,7 @@ from fairwin.window.hold import Hold, fixed_role_urls
 from fairwin.window.layout import WindowDir, new_window_id
 from fairwin.window.lock import HardwareHeld, acquire, coordinator, lock_path, refuse_if_held, release
 from fairwin.window.machine import Window, WindowResult
-from fairwin.window.preflight import Preflight, draw_order, preflight, preflight_power
+from fairwin.window.preflight import Preflight, draw_order, first_look_archive, preflight, preflight_power
 from fairwin.window.processes import Launcher, local_launcher
 from fairwin.window.progress import Listener
 
@@ -58,12 +59,14 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     out = loaded.output_dir(options.get("output_dir"))
     lock = lock_path(loaded, out)
     refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
-    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out)
-    say(f"gates passed; estimated {gate_summary['budget']['measurement_end_s'] / 60:.1f} min of measurement")
-    environment = capture(loaded.base_dir)
     archive = open_archive(archive_location(loaded, out))
-    # Read once: the warnings now and the noise at decide see the same rows, whatever is appended meanwhile.
+    # Read once: the budget's first look, the warnings now and the noise at decide see the same rows.
     snapshot = archive.snapshot()
+    archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
+    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out,
+                             archive_starts)  # fmt: skip
+    say(gate_line(checked.rule, gate_summary["budget"]))
+    environment = capture(loaded.base_dir)
     warnings = preflight_power(loaded, checked.rule, snapshot, mode_name)
     for warning in warnings:
         say(f"warning: {warning}")
@@ -91,8 +94,17 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
         environment=environment, archive_store=archive, archive_snapshot=snapshot, power_warnings=warnings,
         launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
         listener=options.get("progress"),
-        production_cap=cap,
+        production_cap=cap, archive_starts=archive_starts,
     )  # fmt: skip
+
+
+def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
+    """'gates passed; estimated ...': the measurement's end, and a sequential rule's first look beside its maximum."""
+    most = f"{budget['measurement_end_s'] / 60:.1f} min of measurement"
+    if not rule.looks:
+        return f"gates passed; estimated {most}"
+    return (f"gates passed; estimated {budget['first_look_end_s'] / 60:.1f} min to the first look (after "
+            f"{budget['first_look']} starts), at most {most} ({rule.start_count} starts)")  # fmt: skip
 
 
 def chain_for(

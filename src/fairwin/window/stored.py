@@ -173,14 +173,23 @@ def default_rule_for(path: Path, rows: list[DecisionRow]) -> RuleSpec:
     """The default rule, when it registers as many starts as the rows come from; else a clear refusal."""
     rule = get_rule(None)
     ran = len({row.start for row in rows})
-    if ran == rule.start_count:
+    if _decides(rule, ran):
         return rule
-    fitting = sorted(r.id for r in RULES.values() if r.start_count == ran)
+    fitting = sorted(r.id for r in RULES.values() if _decides(r, ran))
+    registers = f"looks from {rule.first_look(0)} to {rule.start_count} starts" if rule.looks else f"{rule.start_count}"
     raise InputError(
         f"{path}: the rows come from {ran} start{'s' if ran != 1 else ''} and the default rule {rule.id} registers "
-        f"{rule.start_count}; "
+        f"{registers} (no archive here); "
         f"name the rule with --rule ({', '.join(fitting) or 'no registered rule'} decides {ran})"
     )
+
+
+def _decides(rule: RuleSpec, ran: int) -> bool:
+    """A fixed rule decides its own number of starts; a sequential one any number from its first look without an
+    archive (``decide --pooled`` has none) to its maximum: the look at that number."""
+    if rule.looks:
+        return rule.first_look(0) <= ran <= rule.start_count
+    return ran == rule.start_count
 
 
 def decide_pooled(

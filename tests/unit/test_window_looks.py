@@ -1,0 +1,67 @@
+"""A sequential window's looks with an injected launcher: it stops when a look settles, or at its budget."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from fairwin.decision import RULES, WIN2_SEQ_V1
+from fairwin.durable import read_jsonl
+from fairwin.plan import load_plan
+from fairwin.window.run import run_window
+from tests.conftest import PlanFactory
+from tests.unit.test_window_steps import launcher_recording
+
+
+def begun(journal: list[dict[str, object]]) -> list[object]:
+    return [e["step"] for e in journal if e["event"] == "begin"]
+
+
+def test_a_clear_win_stops_at_the_first_look_and_launches_nothing_after(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan(window={"rule": None, "repeats": 2}))
+    events: list[str] = []
+    said: list[str] = []
+    result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events), order="control-first",
+                                    say=said.append))  # fmt: skip
+    assert [e for e in events if e.startswith("launch")] == ["launch A", "launch B", "launch A", "launch B", "launch A"]
+    journal = read_jsonl(result.window.journal)
+    assert begun(journal) == ["open", "start s1", "start s2", "start s3", "start s4", "start s5", "look after s5",
+                              "decide", "archive", "budget", "close"]  # fmt: skip
+    assert result.decision.verdict == "WIN" and result.decision.sequential is not None
+    assert (result.decision.sequential.ended, result.decision.sequential.starts_used) == ("decided", 5)
+    assert any(line.startswith("look after s5: WIN, short-b1 +") for line in said), said
+    assert any(line.startswith("decided WIN after 5 of at most 9 starts; 4 starts of hold (about ") for line in said)
+    budget = json.loads((result.window.path / "budget.json").read_text())
+    assert budget["estimate"]["first_look"] == 5 and len(budget["estimate"]["per_start_s"]) == 9
+
+
+NEVER = WIN2_SEQ_V1.model_copy(update={"id": "test-seq-never", "look_levels": (1e-6,) * 4,
+                                       "equivalence_levels": (1e-6,) * 4})  # fmt: skip
+
+
+def test_the_budget_stops_a_window_no_look_settled(make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rule whose looks never cross, and a budget whose estimate (nearly free starts) admits the first look while
+    # the starts really take seconds: after s5 the next pair would end the measurement past its 0.02 min.
+    monkeypatch.setitem(RULES, NEVER.id, NEVER)
+    path = make_plan(window={"rule": NEVER.id, "repeats": 2})
+    path.write_text(path.read_text().replace(
+        "startup_s = 1\nstop_s = 1\ndecode_ms_per_token = 2",
+        "startup_s = 0\nstop_s = 0\ndecode_ms_per_token = 0.001\nprefill_ms_per_token = 0\n"
+        "measurement_limit_min = 0.02",
+    ))  # fmt: skip
+    loaded = load_plan(path)
+    result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording([]), order="control-first"))
+    journal = read_jsonl(result.window.journal)
+    assert begun(journal)[5:8] == ["start s5", "look after s5", "decide"]
+    (look,) = [e for e in journal if e["step"] == "look after s5" and e["event"] == "end"]
+    assert look["verdict"] == "CONTINUE"
+    assert str(look["stopped"]).startswith("the budget: s6 and s7 would end the measurement at ")
+    assert str(look["stopped"]).endswith(" min, past its 0.02 min limit")
+    stopping = result.decision.sequential
+    assert stopping is not None and (stopping.ended, stopping.starts_used) == ("budget", 5)
+    assert stopping.stop_reason == look["stopped"] and result.decision.verdict == "NEUTRAL"
+    assert "stopped at the budget after 5 of 9 starts: NEUTRAL" in result.decision.reasons
+    context = json.loads((result.window.path / "context.json").read_text())
+    assert context["stop_reason"] == look["stopped"]

@@ -1,0 +1,82 @@
+"""Nominal one-sided levels of a group-sequential rule's looks, from a Lan-DeMets spending function.
+
+    python tools/sequential_boundaries.py --looks 3 5 7 9 --alpha 0.025 --shape obrien-fleming
+
+A sequential rule registers its levels as numbers (so they are part of its sha256); this is how they
+were computed, and tests/unit/test_sequential.py recomputes them. Each look's information is the
+inverse of the effect's variance factor in the alternating fit (level, drift, effect) over that many
+starts, as a fraction of the last look's. The level at look j is the tail probability of the
+boundary c_j that spends alpha(t_j) - alpha(t_{j-1}) under no effect, given no earlier crossing:
+the joint law of the looks' z statistics is multivariate normal with corr(Z_i, Z_j) = sqrt(t_i / t_j).
+Written here because scipy has the multivariate normal but no group-sequential boundary solver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+from scipy import optimize, stats
+
+
+def variance_factor(starts: int) -> float:
+    """var(effect) / tau^2 for ``starts`` alternating starts fitted with a level, a linear drift and the effect."""
+    position = np.arange(starts, dtype=float) - (starts - 1) / 2.0
+    candidate = np.arange(starts) % 2 == 1
+    design = np.column_stack([np.ones(starts), position, candidate.astype(float)])
+    return float(np.linalg.inv(design.T @ design)[2, 2])
+
+
+def information(looks: tuple[int, ...]) -> list[float]:
+    last = variance_factor(looks[-1])
+    return [last / variance_factor(k) for k in looks]
+
+
+def spent(t: float, alpha: float, shape: str) -> float:
+    """Alpha spent by information fraction ``t`` (one side): Lan-DeMets O'Brien-Fleming or Pocock shapes."""
+    if shape == "obrien-fleming":
+        return 2.0 * (1.0 - float(stats.norm.cdf(float(stats.norm.ppf(1.0 - alpha / 2.0)) / math.sqrt(t))))
+    if shape == "pocock":
+        return alpha * math.log(1.0 + (math.e - 1.0) * t)
+    raise ValueError(f"unknown spending shape {shape!r}")
+
+
+def _below(bounds: list[float], corr: np.ndarray) -> float:
+    """P(Z_1 < c_1, ..., Z_j < c_j)."""
+    if len(bounds) == 1:
+        return float(stats.norm.cdf(bounds[0]))
+    size = len(bounds)
+    return float(stats.multivariate_normal.cdf(np.asarray(bounds), mean=np.zeros(size), cov=corr[:size, :size],
+                                               abseps=1e-7, releps=1e-7))  # fmt: skip
+
+
+def levels(looks: tuple[int, ...], alpha: float, shape: str) -> list[float]:
+    """Each look's nominal one-sided level: the tail probability beyond its boundary."""
+    t = information(looks)
+    corr = np.array([[math.sqrt(min(a, b) / max(a, b)) for b in t] for a in t])
+    bounds: list[float] = []
+    for j, tj in enumerate(t):
+        target = spent(tj, alpha, shape) - (spent(t[j - 1], alpha, shape) if j else 0.0)
+        before = _below(bounds, corr) if bounds else 1.0
+
+        def excess(c: float, bounds: list[float] = bounds, before: float = before, target: float = target) -> float:
+            return before - _below([*bounds, c], corr) - target
+
+        bounds.append(float(optimize.brentq(excess, 1.0, 5.0, xtol=1e-5)))
+    return [float(1.0 - stats.norm.cdf(c)) for c in bounds]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--looks", type=int, nargs="+", required=True)
+    parser.add_argument("--alpha", type=float, required=True, help="one-sided total")
+    parser.add_argument("--shape", choices=("obrien-fleming", "pocock"), default="obrien-fleming")
+    args = parser.parse_args()
+    looks = tuple(args.looks)
+    for k, t, level in zip(looks, information(looks), levels(looks, args.alpha, args.shape), strict=True):
+        print(f"after {k} starts: information {t:.3f}, one-sided level {level:.6f} (z {stats.norm.isf(level):.4f})")
+
+
+if __name__ == "__main__":
+    main()
