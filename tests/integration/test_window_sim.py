@@ -14,6 +14,7 @@ import pytest
 from fairwin.durable import read_jsonl
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status
+from tests.integration.production import killed_inside, start_run
 
 
 def test_clearly_faster_candidate_wins(make_plan: PlanFactory) -> None:
@@ -296,3 +297,27 @@ def test_a_rule_needing_server_counters_is_refused_when_none_are_read(make_plan:
     line = done.stderr.strip()
     assert "\n" not in line and "reads no server counters" in line and "win2-alt7-client-v1" in line
     assert processes_with("co-b") == []
+
+
+@pytest.mark.slow
+def test_a_window_killed_at_a_look_recovers_and_its_rows_decide_at_that_look(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={
+            "A": sim_role("--ms-per-round", "3", model="look-kill"),
+            "B": sim_role(
+                "--ms-per-round", "3", "--spec-tokens", "3", "--acceptance", "0.8,0.7,0.6", model="look-kill"
+            ),
+        },
+        window={"rule": None, "repeats": 2},
+    )
+    window = killed_inside(plan, start_run(plan, "--mode", "controlled", kill_at="look after s5:begin"),
+                           "look after s5:begin")  # fmt: skip
+    recovered = fairwin("recover", str(plan))
+    assert recovered.returncode == 0, recovered.stderr
+    assert status(window)["state"] == "interrupted" and processes_with("look-kill") == []
+    # Its five finished starts decide as the look the kill cut off would have.
+    decided = fairwin("decide", "--pooled", str(window / "pooled.jsonl"), "--mode", "controlled", "--json")
+    assert decided.returncode == 0, decided.stderr
+    (document,) = json.loads(decided.stdout)["decisions"]
+    assert document["verdict"] == "WIN" and document["sequential"]["ended"] == "decided"
+    assert [look["after"] for look in document["sequential"]["looks"]] == [5]

@@ -81,12 +81,17 @@ def _rows(rng: np.random.Generator, rule: RuleSpec, repeats: int, repeat_cv: flo
     return rows
 
 
-def _archive(rule: RuleSpec, starts: int, repeat_cv_pct: float, launch_cv_pct: float) -> list[ArchiveNoise]:
-    """An archive of ``starts`` control starts at the given noise, for the primary and the guards."""
+def _archive(
+    rule: RuleSpec, starts: int, repeat_cv_pct: float, launch_cv_pct: float, repeats: int
+) -> list[ArchiveNoise]:
+    """An archive of ``starts`` control starts at the given noise, for the primary and the guards, as a real one
+    reports it: its launch cv is the spread of the starts' means, so it holds the repeats' share too
+    (launch^2 + repeat^2 / repeats)."""
     if starts <= 1:
         return []
+    spread = math.sqrt(launch_cv_pct**2 + repeat_cv_pct**2 / repeats)
     return [
-        ArchiveNoise(metric=m, cell=CELL, starts=starts, windows=starts, launch_cv_pct=launch_cv_pct,
+        ArchiveNoise(metric=m, cell=CELL, starts=starts, windows=starts, launch_cv_pct=spread,
                      repeat_cv_pct=repeat_cv_pct, range_pct=None)
         for m in (rule.primary, *rule.guards)
     ]  # fmt: skip
@@ -110,7 +115,7 @@ def audit(
     measured on shared machines), compounding, with the launch and repeat noise relative to that level.
     """
     rng = np.random.default_rng(seed)
-    archive = _archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct)
+    archive = _archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct, repeats)
     counts: dict[str, int] = {}
     guard_fails = dict.fromkeys(rule.guards, 0)
     used: list[int] = []

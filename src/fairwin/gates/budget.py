@@ -12,6 +12,7 @@ uses the reserve's upper bound. A window is refused when its dry bound exceeds
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import statistics
@@ -160,11 +161,6 @@ class TimeEstimate:
         """At the rule's maximum: every start the window may run."""
         return self.end_after(len(self.starts))
 
-    @property
-    def first_look_end_s(self) -> float:
-        """Where the window may first stop: a sequential rule's first look, or a fixed rule's last start."""
-        return self.end_after(self.first_look or len(self.starts))
-
     def dry_bound_after(self, starts: int) -> float:
         return self.end_after(starts) + self.restore_s + self.dry_reserve_s
 
@@ -264,20 +260,22 @@ def fits_limits(loaded: LoadedPlan, found: TimeEstimate, starts: int) -> bool:
             and found.dry_bound_after(starts) <= budget.limit_min * 60.0)  # fmt: skip
 
 
+def _with_starts(found: TimeEstimate, count: int) -> TimeEstimate:
+    """The estimate for ``count`` starts of the same two roles taking turns (another rule's shape)."""
+    starts = [found.starts[i] if i < len(found.starts) else found.starts[i % 2] for i in range(count)]
+    return dataclasses.replace(found, starts=starts, first_look=0)
+
+
 def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
-    """Which rule's starts the refusal rests on, and which registered rules would fit (their first look)."""
-    rule = get_rule(loaded.plan.window.rule)
+    """Which rule's starts the refusal rests on, and which registered rules would fit (at their first look)."""
     starts = found.first_look or len(found.starts)
-    per_start = found.end_after(1) - found.takedown_s
     fitting = []
     for other in RULES.values():
         first = other.first_look(found.archive_starts)
-        padded = TimeEstimate(found.mode, [found.starts[0]] * first, found.restore_s, found.pair_reserve_s,
-                              found.dry_reserve_s, {}, 0, found.takedown_s)  # fmt: skip
-        if per_start > 0 and fits_limits(loaded, padded, first):
+        if fits_limits(loaded, _with_starts(found, first), first):
             fitting.append(f"{other.id} ({first} starts)")
     shape = f"its first look comes after {starts} starts" if found.first_look else f"it runs {starts} starts"
-    return (f"rule {rule.id}: {shape}; registered rules that would fit: {', '.join(fitting) or 'none'} "
+    return (f"rule {found.rule_id}: {shape}; registered rules that would fit: {', '.join(fitting) or 'none'} "
             "(window.rule)")  # fmt: skip
 
 
