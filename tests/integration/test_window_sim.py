@@ -60,7 +60,7 @@ def test_identical_candidate_is_no_change_under_the_default_rule(make_plan: Plan
     assert decision["verdict"] == "NO-CHANGE", decision["cells"][0]["reasons"]
     assert abs(decision["cells"][0]["primary"]["estimate"]["point_pct"]) < 2
     assert (decision["sequential"]["ended"], decision["sequential"]["starts_used"]) == ("decided", 5)
-    assert "decided NO-CHANGE after 5 of at most 9 starts; 4 starts of hold (about 0 min) not spent" in done.stdout
+    assert "decided NO-CHANGE after 5 of at most 9 starts; 4 starts of hold (about 0 min) not spent" in done.stderr
 
 
 @pytest.mark.slow
@@ -83,7 +83,7 @@ def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_pla
     assert "expected:   not known: no archived control starts of every deciding cell" in shown.stdout
     done = fairwin("run", str(plan), "--mode", "controlled")
     assert done.returncode == 0, done.stderr
-    assert "look after s5: WIN, short-b1 +" in done.stdout
+    assert "look after s5: WIN, short-b1 +" in done.stderr  # progress lines: stderr
     window = only_window(plan)
     manifest = json.loads((window / "window.json").read_text())
     assert manifest["rule_id"] == "win2-seq-v1"
