@@ -97,7 +97,7 @@ def test_a_damaged_budget_record_is_one_line_and_exit_2(
 def test_a_damaged_earlier_window_calibrates_nothing_and_is_named(
     finished: Path, tmp_path: Path, name: str, damage: Callable[[Path], None]
 ) -> None:
-    from fairwin.gates.budget import calibrate
+    from fairwin.gates.calibration import calibrate
 
     whole = calibrate(finished.parent)
     assert whole.unreadable == [] and whole.startup_s and whole.wave_s

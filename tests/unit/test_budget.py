@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from fairwin.errors import GateRefused
-from fairwin.gates.budget import Calibration, cell_key, check_budget, estimate, render_table, role_key
+from fairwin.gates.budget import check_budget, estimate, render_table
+from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.plan import load_plan, resolve_mode
 from tests.conftest import PlanFactory
 

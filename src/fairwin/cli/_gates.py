@@ -40,7 +40,7 @@ def gate_run(args: argparse.Namespace) -> int:
 
 
 def budget_history(args: argparse.Namespace) -> int:
-    from fairwin.gates.budget import history
+    from fairwin.gates.calibration import history
     from fairwin.report.tables import budget_table
 
     directory = Path(args.dir)

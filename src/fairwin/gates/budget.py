@@ -1,127 +1,32 @@
-"""The window's time budget: an estimate that must fit before anything starts, and how good it was.
+"""The window's time budget: an estimate that must fit before anything starts, and the pairs a window may add.
 
 Each start costs a server start, one warm-up stream, every cell's waves and a stop.
 Costs come from earlier windows of the same roles and cells when there are any
-(*measured*: the median over the windows found) and from the plan's ``[budget]``
-otherwise (*assumed*); the table says which is which. The window then needs its
-close (``restore_s``) and a reserve for restarting a pair of servers; the dry bound
-uses the reserve's upper bound. A window is refused when its dry bound exceeds
-``limit_min`` or its measurement end exceeds ``measurement_limit_min``.
+(*measured*: the median over the windows found, gates/calibration.py) and from the
+plan's ``[budget]`` otherwise (*assumed*); the table says which is which. The window
+then needs its close (``restore_s``) and a reserve for restarting a pair of servers;
+the dry bound uses the reserve's upper bound. A window is refused when, at its first
+chance to stop (a fixed rule's last start, a sequential rule's first look), its dry
+bound exceeds ``limit_min`` or its measurement end exceeds ``measurement_limit_min``;
+a sequential window checks each further pair against the time it really spent.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import math
 import statistics
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from fairwin.decision.rules import RULES, get_rule
-from fairwin.durable import read_json, read_jsonl, read_model
-from fairwin.errors import CorruptRecordError, GateRefused, InputError, PlanError
-from fairwin.plan.loading import LoadedPlan, parse_plan
-from fairwin.plan.models import BudgetSettings, Cell, Mode
-from fairwin.plan.roles import Role
+from fairwin.errors import GateRefused
+from fairwin.gates.calibration import Calibration, cell_key, role_key
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.models import BudgetSettings, Mode
 from fairwin.plan.schedule import StartSpec, starts_for
 from fairwin.production.control import snapshot
-from fairwin.vocabulary import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
-
-
-def cell_key(cell: Cell) -> str:
-    return json.dumps(
-        [cell.endpoint, cell.prompt_tokens, cell.max_tokens, cell.streams_per_wave, cell.concurrency], sort_keys=True
-    )
-
-
-def role_key(role: Role) -> str:
-    return json.dumps(role.argv)
-
-
-@dataclass
-class Calibration:
-    """Measured costs from earlier complete windows: per role (by argv) and per cell (by shape)."""
-
-    startup_s: dict[str, list[float]] = field(default_factory=dict)
-    stop_s: dict[str, list[float]] = field(default_factory=dict)
-    wave_s: dict[str, list[float]] = field(default_factory=dict)
-    # Per production declaration (its snapshot's sha256): taking it down, and restoring it with the watch.
-    takedown_s: dict[str, list[float]] = field(default_factory=dict)
-    restore_s: dict[str, list[float]] = field(default_factory=dict)
-    unreadable: list[str] = field(default_factory=list)  # "window: why", for windows left out
-
-
-def calibrate(output_dir: Path) -> Calibration:
-    """Costs measured by the complete windows in ``output_dir``; a damaged one is left out, and named."""
-    found = Calibration()
-    if not output_dir.is_dir():
-        return found
-    for window in sorted(p for p in output_dir.iterdir() if (p / "status.json").exists()):
-        try:
-            _calibrate_from(window, found)
-        except (OSError, ValueError, KeyError, TypeError, PlanError, InputError) as exc:
-            # Not this gate's to judge: the window calibrates nothing, and the estimate says so.
-            found.unreadable.append(f"{window.name}: {exc}")
-    return found
-
-
-@contextlib.contextmanager
-def _fields_of(path: Path) -> Iterator[None]:
-    """A field calibration needs, missing or of the wrong type (or naming a role or cell the plan lacks)."""
-    try:
-        yield
-    except KeyError as exc:
-        raise CorruptRecordError(f"{path}: no {exc.args[0]!r} where calibration reads it") from None
-    except (TypeError, ValueError) as exc:
-        raise CorruptRecordError(f"{path}: {exc}") from None
-
-
-def _calibrate_from(window: Path, found: Calibration) -> None:
-    status = read_model(window / "status.json", WindowStatus, STATUS.readable)
-    if status.state != "complete":
-        return
-    _, plan = parse_plan(window / "plan.toml")
-    startup, stop, waves = [], [], []
-    for start_file in sorted((window / "starts").glob("*/start.json")):
-        with _fields_of(start_file):
-            start = read_json(start_file, START.readable)
-            key = role_key(plan.roles[start["role"]])
-            startup.append((key, float(start["healthy_after_s"])))
-            stop.append((key, float(start["stop"]["seconds"])))
-    with _fields_of(window / "waves.jsonl"):
-        for wave in read_jsonl(window / "waves.jsonl", WAVE.readable):
-            waves.append((cell_key(plan.cells[wave["cell"]]), float(wave["seconds"])))
-    for what, found_in, name in ((startup, "starts", "starts/*/start.json"), (waves, "waves", "waves.jsonl")):
-        if not what:
-            raise CorruptRecordError(f"{window / name}: no {found_in}, though the window is complete")
-    takedown, restore = _production_costs(window)
-    # Only a window read whole counts: nothing is added from one that fails halfway.
-    for table, pairs in ((found.startup_s, startup), (found.stop_s, stop), (found.wave_s, waves),
-                         (found.takedown_s, takedown), (found.restore_s, restore)):  # fmt: skip
-        for key, seconds in pairs:
-            table.setdefault(key, []).append(seconds)
-
-
-def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """(production's sha256, seconds) of the take-down and of the restore with its watch, from the journal's
-    step times in budget.json; nothing for a window without production or from before budget.json."""
-    with _fields_of(window / "window.json"):
-        production = read_json(window / "window.json", WINDOW.readable).get("production")
-    if not production or not (window / "budget.json").exists():
-        return [], []
-    actual = read_model(window / "budget.json", BudgetRecord, BUDGET.readable).actual_s
-    if not {"open", "production down", "quiet after", "restore"} <= actual.keys():
-        return [], []  # a restore that failed measured nothing a later window may plan on
-    with _fields_of(window / "window.json"):
-        key = str(production["sha256"])
-    return ([(key, actual["production down"] - actual["open"])],
-            [(key, actual["restore"] - actual["quiet after"])])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -340,39 +245,3 @@ def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]
                 f"| {found.dry_bound_after(starts) / 60:.1f} min{fits} |"
             )
     return lines
-
-
-class _Estimated(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    measurement_end_s: float = Field(gt=0)
-
-
-class BudgetRecord(BaseModel):
-    """A finished window's ``budget.json``: the estimate it was admitted on, and the journal's step times."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    format: Literal["fairwin.budget/1"]
-    estimate: _Estimated
-    actual_s: dict[str, float]
-
-    @property
-    def measured_s(self) -> float:
-        """When the last start ended, from the window's open: what ``measurement_end_s`` estimated."""
-        return max(seconds for step, seconds in self.actual_s.items() if step.startswith("start "))
-
-
-def history(directory: Path) -> list[tuple[str, BudgetRecord]]:
-    """Every finished window's budget record under ``directory``, oldest first; a damaged one is refused."""
-    if not directory.is_dir():
-        raise InputError(f"{directory}: no such directory of windows")
-    found = []
-    for path in sorted(directory.glob("*/budget.json")):
-        record = read_model(path, BudgetRecord, BUDGET.readable)
-        if not any(step.startswith("start ") for step in record.actual_s):
-            raise CorruptRecordError(f"{path}: actual_s names no finished start")
-        found.append((path.parent.name, record))
-    if not found:
-        raise InputError(f"{directory}: no finished window has a budget.json yet")
-    return found

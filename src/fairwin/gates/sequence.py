@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.errors import GateRefused
-from fairwin.gates.budget import TimeEstimate, calibrate, check_budget, estimate
+from fairwin.gates.budget import TimeEstimate, check_budget, estimate
+from fairwin.gates.calibration import calibrate
 from fairwin.gates.correctness import require_gate
 from fairwin.gates.qualify import require_carry, resolve
 from fairwin.gates.rehearsal import require_rehearsal

@@ -22,8 +22,6 @@ from fairwin.decision import (
     WindowContext,
     decide,
 )
-from fairwin.decision.document import Look
-from fairwin.decision.sequential import archive_starts
 from fairwin.durable import read_json, read_jsonl, sha256_file, write_json_atomic, write_text_atomic
 from fairwin.plan.loading import LoadedPlan
 from fairwin.report.html import write_report
@@ -98,23 +96,6 @@ def decide_and_report(
     summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
     write_text_atomic(window.summary, summary)
     return decision
-
-
-def look_now(
-    loaded: LoadedPlan, window: WindowDir, *, mode: str, order: str, rule: RuleSpec, snapshot: Snapshot,
-    planned: dict[str, dict[str, Any]], production_cap_mhz: float | None,
-) -> Look | None:  # fmt: skip
-    """A sequential window's look over the starts it has finished, computed as the decide step will replay it
-    (the same rows and archive noise), or None when this number of starts is not one of its looks."""
-    pooled = read_jsonl(window.pooled, POOLED.readable)
-    ran = len({row["start"] for row in pooled})
-    noise = window_noise(snapshot, control_rows(window.path), planned, rule)
-    context = context_for(loaded, window, mode, order, noise, production_cap_mhz, snapshot)
-    if ran not in rule.looks_taken(archive_starts(rule, context)):
-        return None
-    stopping = decide(decision_rows(pooled), rule=rule, context=context).sequential
-    assert stopping is not None  # a sequential rule's decision always has its looks
-    return stopping.looks[-1]
 
 
 def report_after_close(window: WindowDir, decision: Decision, say: Callable[[str], None]) -> None:

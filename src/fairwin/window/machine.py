@@ -23,7 +23,6 @@ from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.decision import Decision
 from fairwin.durable import sha256_file, write_json_atomic
 from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
-from fairwin.gates.budget import next_pair_refused
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
@@ -31,12 +30,13 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.archiving import control_rows
 from fairwin.window.chain import ChainedWindow, ChainRun
-from fairwin.window.close import decide_and_report, look_now, report_after_close
+from fairwin.window.close import decide_and_report, report_after_close
 from fairwin.window.greedy import diagnosed_starts
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
 from fairwin.window.lock import release
+from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
 from fairwin.window.manifest import manifest
 from fairwin.window.preflight import Preflight, planned_keys
 from fairwin.window.processes import Launcher
@@ -170,17 +170,12 @@ class Window:
         if found is None:
             return {"taken": False, "why": f"{self.checked.rule.id} takes its first look later (too few archived "
                                            "control starts for a look after 3)"}  # fmt: skip
-        words = "; ".join(f"{cell} {point:+.1f} % [{low:+.1f}, {high:+.1f}]"
-                          for cell, (point, low, high) in found.primary.items())  # fmt: skip
-        if found.verdict != "CONTINUE":
-            self.stopped = "decided"
-        else:
-            self.stopped = next_pair_refused(self.gate_summary.get("budget", {}), self.starts[after:after + 2],
-                                             time.monotonic() - self.opened_at, self.loaded.plan.budget)  # fmt: skip
-        line = f"look after s{after}: {found.verdict}" + (f", {words}" if words else "")
-        self.say(line + (f"; stopped: {self.stopped}" if self.stopped not in (None, "decided") else ""))
+        result = go_on_or_stop(found, after, self.starts, self.gate_summary.get("budget", {}),
+                               time.monotonic() - self.opened_at, self.loaded)  # fmt: skip
+        self.stopped = result.stopped
+        self.say(result.line(after))
         self.feed.emit("look", after=after, verdict=found.verdict, cells=found.cells, stop=self.stopped)
-        return {"verdict": found.verdict, "cells": found.cells, "level": found.level, "stopped": self.stopped}
+        return result.record()
 
     async def decide(self) -> None:
         self.decision = decide_and_report(
@@ -189,13 +184,9 @@ class Window:
             held=self._held_lines(), production_cap_mhz=self.production_cap[0],
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
         )  # fmt: skip
-        stopping = self.decision.sequential
-        if stopping is not None:
-            unspent = [s.name for s in self.starts[stopping.starts_used :]]
-            per_start = self.gate_summary.get("budget", {}).get("per_start_s", {})
-            minutes = sum(float(per_start.get(name, 0.0)) for name in unspent) / 60.0
-            saved = f"; {len(unspent)} starts of hold (about {minutes:.0f} min) not spent" if unspent else ""
-            self.say(f"{stopping.line(self.decision.verdict)}{saved}")
+        if self.decision.sequential is not None:
+            self.say(unspent_line(self.decision.sequential, self.decision.verdict, self.starts,
+                                  self.gate_summary.get("budget", {})))  # fmt: skip
 
     async def archive(self) -> dict[str, Any]:
         """Every finished control start into the control archive (also from a window that failed later). An

@@ -1,0 +1,82 @@
+"""A sequential rule's looks while its window runs: what the starts so far decide, and whether to go on.
+
+A look is computed exactly as the decide step will replay it (the same stored rows, the same archive
+noise), so the window stops where ``fairwin decide WINDOW`` says it stopped. When a look settles
+nothing, the next pair of starts runs only if the budget, measured against the time really spent,
+still fits it (gates/budget.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fairwin.archive import Snapshot
+from fairwin.decision import RuleSpec, decide
+from fairwin.decision.document import Look, Stopping
+from fairwin.decision.sequential import archive_starts
+from fairwin.durable import read_jsonl
+from fairwin.gates.budget import next_pair_refused
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import StartSpec
+from fairwin.vocabulary import POOLED
+from fairwin.window.archiving import control_rows, window_noise
+from fairwin.window.close import context_for, decision_rows
+from fairwin.window.layout import WindowDir
+
+
+def look_now(
+    loaded: LoadedPlan, window: WindowDir, *, mode: str, order: str, rule: RuleSpec, snapshot: Snapshot,
+    planned: dict[str, dict[str, Any]], production_cap_mhz: float | None,
+) -> Look | None:  # fmt: skip
+    """A sequential window's look over the starts it has finished, computed as the decide step will replay it
+    (the same rows and archive noise), or None when this number of starts is not one of its looks."""
+    pooled = read_jsonl(window.pooled, POOLED.readable)
+    ran = len({row["start"] for row in pooled})
+    noise = window_noise(snapshot, control_rows(window.path), planned, rule)
+    context = context_for(loaded, window, mode, order, noise, production_cap_mhz, snapshot)
+    if ran not in rule.looks_taken(archive_starts(rule, context)):
+        return None
+    stopping = decide(decision_rows(pooled), rule=rule, context=context).sequential
+    assert stopping is not None  # a sequential rule's decision always has its looks
+    return stopping.looks[-1]
+
+
+@dataclass(frozen=True)
+class LookResult:
+    """What a look found, and why the window runs no more starts (None: it goes on)."""
+
+    look: Look
+    stopped: str | None  # "decided", or the budget's words
+
+    def line(self, after: int) -> str:
+        """``look after s5: CONTINUE, short-b1 +12.4 % [-3.1, +30.2]``, with the budget's words when it stopped."""
+        words = "; ".join(f"{cell} {point:+.1f} % [{low:+.1f}, {high:+.1f}]"
+                          for cell, (point, low, high) in self.look.primary.items())  # fmt: skip
+        line = f"look after s{after}: {self.look.verdict}" + (f", {words}" if words else "")
+        return line + (f"; stopped: {self.stopped}" if self.stopped not in (None, "decided") else "")
+
+    def record(self) -> dict[str, Any]:
+        """The look step's journaled end."""
+        return {"verdict": self.look.verdict, "cells": self.look.cells, "level": self.look.level,
+                "stopped": self.stopped}  # fmt: skip
+
+
+def go_on_or_stop(
+    look: Look, after: int, starts: Sequence[StartSpec], budget: Mapping[str, Any], elapsed_s: float,
+    loaded: LoadedPlan,
+) -> LookResult:  # fmt: skip
+    """Stop when the look settled the verdict; else when the next pair would not fit the budget."""
+    if look.verdict != "CONTINUE":
+        return LookResult(look, "decided")
+    return LookResult(look, next_pair_refused(dict(budget), starts[after : after + 2], elapsed_s, loaded.plan.budget))
+
+
+def unspent_line(stopping: Stopping, verdict: str, starts: Sequence[StartSpec], budget: Mapping[str, Any]) -> str:
+    """``decided WIN after 5 of at most 9 starts; 4 starts of hold (about 38 min) not spent``."""
+    unspent = [s.name for s in starts[stopping.starts_used :]]
+    per_start = budget.get("per_start_s", {})
+    minutes = sum(float(per_start.get(name, 0.0)) for name in unspent) / 60.0
+    saved = f"; {len(unspent)} starts of hold (about {minutes:.0f} min) not spent" if unspent else ""
+    return stopping.line(verdict) + saved
