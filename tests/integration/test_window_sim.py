@@ -73,8 +73,8 @@ def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_pla
         window={"rule": None, "repeats": 2},
     )
     shown = fairwin("plan", "show", str(plan), "--mode", "controlled")
-    assert ("rule win2-seq-v1 (looks after 3*, 5, 7, 9 (at most 9; * with an archive), kinds alternating, first "
-            "kind drawn at random)") in shown.stdout  # fmt: skip
+    assert ("rule win2-seq-v1 (looks after 3, 5, 7, 9 starts, the first only with 10 archived control starts; at "
+            "most 9, kinds alternating, first kind drawn at random)") in shown.stdout  # fmt: skip
     assert "hold under win2-seq-v1 (looks after 5, 7, 9 starts):" in shown.stdout
     assert (
         "| controlled | 5 starts (first look) |" in shown.stdout

@@ -68,8 +68,8 @@ def rules_show(args: argparse.Namespace) -> int:
 
 def rules_audit(args: argparse.Namespace) -> int:
     from fairwin.archive import cell_noise
-    from fairwin.decision import audit, get_rule
-    from fairwin.report.tables import audit_table
+    from fairwin.decision import RULES, audit, get_rule
+    from fairwin.report.tables import audit_table, beside_table
 
     rule = get_rule(args.rule)
     if (args.cv is None) == (args.noise_from is None):
@@ -89,12 +89,20 @@ def rules_audit(args: argparse.Namespace) -> int:
               "trials": args.trials, "seed": args.seed, "archive_starts": starts, "drift_pct": args.drift}  # fmt: skip
     null = audit(rule, effect_pct=0.0, **common)
     powered = audit(rule, effect_pct=args.effect, **common) if args.effect else None
+    # A sequential rule's starts vary: the fixed rules that ask its question are audited beside it, same noise.
+    beside = [r for r in RULES.values() if rule.looks and not r.looks and r.primary == rule.primary]
+    compared = [(r, audit(r, effect_pct=0.0, **common), audit(r, effect_pct=args.effect, **common) if args.effect
+                 else None) for r in beside]  # fmt: skip
     if args.json:
+        beside_json = [{"no_change": n.model_dump(mode="json"), "effect": e.model_dump(mode="json") if e else None}
+                       for _, n, e in compared]  # fmt: skip
         payload = {"no_change": null.model_dump(mode="json"),
-                   "effect": powered.model_dump(mode="json") if powered else None}  # fmt: skip
+                   "effect": powered.model_dump(mode="json") if powered else None, "beside": beside_json}  # fmt: skip
         stdout.print(json.dumps(payload, indent=2), markup=False)
         return 0
     stdout.print(audit_table(rule, null, powered, args.effect))
+    if compared:
+        stdout.print(beside_table([(rule, null, powered), *compared], args.effect))
     stdout.print(
         f"noise: repeat cv {repeat_cv:.3f} %, launch cv {launch_cv:.3f} %, drift {args.drift:+g} % a start, "
         f"{args.repeats} repeats, starts {rule.starts_text()}" + (f", archive of {starts} starts" if starts else ""),

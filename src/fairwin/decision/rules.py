@@ -137,11 +137,10 @@ class RuleSpec(BaseModel):
         return tuple(k for k in (self.looks or (self.start_count,)) if k >= first)
 
     def starts_text(self) -> str:
-        """The starts in words: 'fixed 7', or 'looks 3*, 5, 7, 9 (at most 9)'."""
+        """The starts in words: 'fixed 7', or 'looks 3*, 5, 7, 9' (* only with enough archived control starts)."""
         if not self.looks:
             return f"fixed {self.start_count}"
-        marked = [f"{k}*" if i == 0 else str(k) for i, k in enumerate(self.looks)]
-        return f"looks after {', '.join(marked)} (at most {self.start_count}; * with an archive)"
+        return "looks " + ", ".join(f"{k}*" if i == 0 else str(k) for i, k in enumerate(self.looks))
 
     @property
     def sha256(self) -> str:

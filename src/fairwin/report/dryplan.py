@@ -9,6 +9,13 @@ from fairwin.plan.models import Mode
 from fairwin.plan.schedule import starts_for, waves_for
 
 
+def _starts(rule: RuleSpec) -> str:
+    if not rule.looks:
+        return f"{rule.start_count} starts"
+    return (f"looks after {', '.join(str(k) for k in rule.looks)} starts, the first only with "
+            f"{rule.first_look_archive_starts} archived control starts; at most {rule.start_count}")  # fmt: skip
+
+
 def render_dry_plan(
     loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSpec, estimates: list[TimeEstimate]
 ) -> str:
@@ -16,7 +23,7 @@ def render_dry_plan(
     lines = [
         f"plan {loaded.path} (sha256 {loaded.sha256})",
         f"mode {mode_name}: control {mode.control}, candidate {mode.candidate}; rule {rule.id} "
-        f"({rule.starts_text() if rule.looks else f'{rule.start_count} starts'}, kinds alternating, "
+        f"({_starts(rule)}, kinds alternating, "
         f"{'first kind drawn at random' if rule.order == 'random' else 'control first'})",
         "",
         "starts, in order (each: launch, health, 1 warm-up stream, every cell's waves, stop):",

@@ -17,7 +17,10 @@ def _pct(value: float | None) -> str:
 
 
 def rules_table(rules: Sequence[RuleSpec]) -> Table:
-    table = Table(title="registered rules (* the default: a plan that names no rule)")
+    table = Table(
+        title="registered rules (`*` after an id: the default, for a plan that names none; looks 3*: the look after 3 "
+        "starts is taken only with enough archived control starts, `rules show`)"
+    )
     for column in ("id", "kind", "starts", "primary", "bar %", "confidence", "order", "sha256"):
         table.add_column(column)
     for rule in rules:
@@ -44,6 +47,23 @@ def audit_table(rule: RuleSpec, null: AuditResult, powered: AuditResult | None, 
         table.add_row(f"power: WIN at a true {effect_pct:+g} %", f"{100 * (powered.power or 0):.2f} %")
         table.add_row(f"starts used at {effect_pct:+g} %: mean / median / 90th pct", _starts(powered))
     table.add_row("Monte Carlo error (1 s.e., worst case)", f"{100 * null.mc_error:.2f} points")
+    return table
+
+
+def beside_table(rows: Sequence[tuple[RuleSpec, AuditResult, AuditResult | None]], effect_pct: float | None) -> Table:
+    """A sequential rule beside the fixed rules that ask its question, at the same noise: rates and starts."""
+    table = Table(title="beside the fixed rules, at the same noise")
+    columns = ["rule", "starts", "false WIN", "false LOSS", "starts used (no change)"]
+    if effect_pct:
+        columns += [f"WIN at {effect_pct:+g} %", f"starts used at {effect_pct:+g} %"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("rule", "starts") else "right")
+    for rule, null, powered in rows:
+        cells = [rule.id, rule.starts_text(), f"{100 * (null.false_win or 0):.2f} %",
+                 f"{100 * (null.false_loss or 0):.2f} %", _starts(null)]  # fmt: skip
+        if powered is not None:
+            cells += [f"{100 * (powered.power or 0):.2f} %", _starts(powered)]
+        table.add_row(*cells)
     return table
 
 
