@@ -31,6 +31,12 @@ class Sshd:
     port: int
     process: subprocess.Popen[bytes]
 
+    log: Path
+
+    def logins(self) -> int:
+        """Connections this server authenticated (its log's "Accepted publickey" lines)."""
+        return self.log.read_text(errors="replace").count("Accepted publickey") if self.log.exists() else 0
+
     def sessions(self) -> list[psutil.Process]:
         """The per-connection sshd processes this server forked (killing one drops that SSH connection)."""
         try:
@@ -58,10 +64,10 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read() if process.stdout else "sshd exited"
+        assert process.poll() is None, log.read_text(errors="replace")
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -91,12 +97,13 @@ def ssh_hosts(tmp_path: Path) -> Iterator[SshHosts]:
             f"Port {port}\nListenAddress 127.0.0.1\nHostKey {state / 'host_key'}\nPidFile {state / name}.pid\n"
             f"AuthorizedKeysFile {state / 'authorized_keys'}\nStrictModes no\nUsePAM no\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
-            "PubkeyAuthentication yes\nLogLevel ERROR\n"
+            "PubkeyAuthentication yes\nLogLevel INFO\n"
         )
-        process = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT)  # fmt: skip
-        _wait_listening(port, process)
-        servers.append(Sshd(name, port, process))
+        log = state / f"{name}.log"  # a file, not a pipe nobody reads: INFO logs every login
+        with log.open("wb") as out:
+            process = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=out, stderr=subprocess.STDOUT)
+        _wait_listening(port, process, log)
+        servers.append(Sshd(name, port, process, log))
         known.append(f"[127.0.0.1]:{port} {' '.join(host_key)}")
     (state / "known_hosts").write_text("\n".join(known) + "\n")
     try:

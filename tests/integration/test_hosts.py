@@ -96,6 +96,30 @@ def test_a_worker_whose_pinned_file_changed_is_refused_before_it_starts(
     assert not (only_window(plan) / "starts" / "s1" / "h1.log").exists() and processes_with("ssh-pin") == []
 
 
+def test_a_gate_that_refuses_refuses_before_any_host_is_logged_into(
+    make_plan: PlanFactory, ssh_hosts: SshHosts
+) -> None:
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-gated")
+    plan.write_text(plan.read_text() + '\n[gates]\nrequired = ["rehearsal"]\n')
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 4, done.stderr
+    assert "the plan requires gate rehearsal, and it was not given" in done.stderr
+    assert [host.logins() for host in ssh_hosts.hosts] == [0, 0]
+    assert not (plan.parent / "windows").exists()
+    # The count is real: the same reachability check the window makes after its gates logs into each host once.
+    import asyncio
+
+    from fairwin.launch.ssh import reachable, resolved
+    from fairwin.plan import load_plan
+
+    loaded = load_plan(plan)
+    asyncio.run(reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in ("h1", "h2")}))
+    deadline = time.monotonic() + 5
+    while [host.logins() for host in ssh_hosts.hosts] != [1, 1] and time.monotonic() < deadline:
+        time.sleep(0.05)  # sshd writes its log line as it accepts
+    assert [host.logins() for host in ssh_hosts.hosts] == [1, 1]
+
+
 def test_an_unknown_host_key_is_refused_in_one_line(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
     ssh_hosts.known_hosts.write_text("")
     plan = remote_plan(make_plan, ssh_hosts, "ssh-unknown")

@@ -6,10 +6,11 @@ The window itself, one method per journaled step, is :class:`fairwin.window.mach
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
 
-from fairwin.archive import open_archive
+from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.decision import RuleSpec
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.gates.sequence import GateInputs, run_gates
@@ -52,19 +53,44 @@ class WindowOptions(TypedDict, total=False):
     chain_production: Path | None  # --chain-production: a new capture of production, when its declaration changed
 
 
-def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
-    """Preflight and gates, then a new window directory: everything before the first journaled step."""
-    say = options.get("say", _quiet)
+@dataclass(frozen=True)
+class Admission:
+    """A window past its preflight and gates, before any host is contacted or anything is made."""
+
+    checked: Preflight
+    out: Path
+    lock: Path
+    archive: ArchiveStore
+    snapshot: Snapshot  # read once: the budget's first look, the warnings and the noise at decide see the same rows
+    archive_starts: int
+    gate_summary: dict[str, Any]
+
+
+def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
+    """Preflight, the lock's state and every gate: what refuses a window before it touches any host."""
     checked = preflight(loaded, mode_name)
     out = loaded.output_dir(options.get("output_dir"))
     lock = lock_path(loaded, out)
     refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
     archive = open_archive(archive_location(loaded, out))
-    # Read once: the budget's first look, the warnings now and the noise at decide see the same rows.
     snapshot = archive.snapshot()
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out,
                              archive_starts)  # fmt: skip
+    return Admission(checked, out, lock, archive, snapshot, archive_starts, gate_summary)
+
+
+def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
+    """Preflight and gates, then a new window directory: everything before the first journaled step."""
+    return open_admitted(loaded, mode_name, admit(loaded, mode_name, **options), **options)
+
+
+def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **options: Unpack[WindowOptions]) -> Window:
+    """A new window directory for an admitted window, under the hardware's lock."""
+    say = options.get("say", _quiet)
+    checked, out, lock, archive, snapshot = (admitted.checked, admitted.out, admitted.lock, admitted.archive,
+                                             admitted.snapshot)  # fmt: skip
+    archive_starts, gate_summary = admitted.archive_starts, admitted.gate_summary
     say(gate_line(checked.rule, gate_summary["budget"]))
     environment = capture(loaded.base_dir)
     warnings = preflight_power(loaded, checked.rule, snapshot, mode_name)
@@ -146,8 +172,9 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
     """Run one window: :func:`open_window`, then every step of it. A chained window that fails before it
     opened aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
     try:
+        admitted = admit(loaded, mode_name, **options)  # the gates, before any host is contacted
         await _hosts_reachable(loaded, mode_name)
-        window = open_window(loaded, mode_name, **options)
+        window = open_admitted(loaded, mode_name, admitted, **options)
     except FairwinError as exc:
         if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
             await _abort_before_open(loaded, options, exc)
@@ -157,7 +184,7 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
 
 async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
     """Every host the window touches (production's, its roles' and their workers') answers with a known key,
-    before anything is touched."""
+    after the gates and before anything is touched."""
     mode = loaded.plan.all_modes().get(mode_name)
     names = [h for h in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()) if h is not None]
     if names:
