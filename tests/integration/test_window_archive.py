@@ -103,3 +103,16 @@ def test_a_window_decides_the_same_from_postgresql_and_from_the_same_rows_in_a_f
     assert json.loads(from_database.stdout) == json.loads(from_file.stdout)
     (decided,) = json.loads(from_file.stdout)["decisions"]
     assert decided["cells"][0]["noise"]["archive"]["starts"] == 2
+
+
+def test_a_postgresql_archive_without_the_schema_is_refused_with_the_gates(
+    make_plan: PlanFactory, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.integration.helpers import fairwin
+
+    plan = make_plan()
+    monkeypatch.setenv("FAIRWIN_ARCHIVE_URL", postgres_url)  # a database fairwin never migrated
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert "has no fairwin schema, this fairwin needs v1; run `fairwin archive migrate" in done.stderr
+    assert not (plan.parent / "windows").exists()  # no directory made, no server started

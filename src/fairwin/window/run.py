@@ -12,7 +12,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.decision import RuleSpec
-from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
+from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
@@ -72,8 +72,11 @@ def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
     out = loaded.output_dir(options.get("output_dir"))
     lock = lock_path(loaded, out)
     refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
-    archive = open_archive(archive_location(loaded, out))
-    snapshot = archive.snapshot()
+    try:
+        archive = open_archive(archive_location(loaded, out))
+        snapshot = archive.snapshot()
+    except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
+        raise GateRefused(f"the control archive: {exc}") from None
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out,
                              archive_starts)  # fmt: skip
