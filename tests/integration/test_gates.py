@@ -236,6 +236,32 @@ def test_a_required_gate_cannot_be_skipped(make_plan: PlanFactory, repo: Path, t
     assert checked.returncode == 2 and "'rgn' is not a gate" in checked.stderr
 
 
+def test_a_window_runs_only_at_its_expected_commit_and_clean(make_plan: PlanFactory, repo: Path) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    plan = plan_with_qualification(make_plan, repo)
+    later = commit(repo, {"bench/notes.txt": "x\n"}, "later")
+    message = refused(plan, GateInputs(expected_commit=q))
+    assert message == (f"{repo} is at {later[:12]}, not the expected commit {q} ({q[:12]}); check it out there, or "
+                       "run with the commit this window is for")  # fmt: skip
+    assert (
+        refused(plan, GateInputs(expected_commit="no-such-ref"))
+        == f"expected commit no-such-ref is not a commit of {repo}"
+    )
+    (repo / "src" / "runtime.py").write_text(RUNTIME + "# edited\n")  # at the expected commit, but dirty
+    assert "has uncommitted changes (src/runtime.py); commit or stash them" in refused(
+        plan, GateInputs(expected_commit=later)
+    )
+    # The plan's own window.expected_commit, and the command line's flag, refuse the same way.
+    plan.write_text(plan.read_text().replace("[window]\n", f'[window]\nexpected_commit = "{q}"\n', 1))
+    assert f"not the expected commit {q}" in refused(plan, GateInputs())
+    done = fairwin("run", str(plan), "--expected-experiment-commit", later, "--quiet")
+    assert done.returncode == 4 and "has uncommitted changes (src/runtime.py)" in done.stderr, done.stderr
+    git(repo, "checkout", "--", "src/runtime.py")
+    from fairwin.gates.qualify import require_commit
+
+    assert require_commit(repo, later) == later  # clean and there: admitted, and recorded as the head
+
+
 def test_a_chain_continues_at_a_documented_successor_only(repo: Path) -> None:
     from fairwin.gates.qualify import successor_problems
     from fairwin.plan.checks import Qualification

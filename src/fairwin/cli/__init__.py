@@ -78,6 +78,9 @@ def _run_parser(commands: Commands) -> None:
         "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"
     )
     run.add_argument("--require-rehearsal", help="a PASS rehearsal directory from `fairwin rehearse`")
+    run.add_argument("--expected-commit", "--expected-experiment-commit", dest="expected_commit",
+                     help="refuse unless the plan's repository ([qualification] repo) is at this commit and clean "
+                     "(default: window.expected_commit)")  # fmt: skip
     run.add_argument("--coordinator", help="who runs this window, kept in the hardware's lock (default: "
                      "$FAIRWIN_COORDINATOR, else your user name)")  # fmt: skip
     chained = run.add_mutually_exclusive_group()

@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         qualification=Path(args.qualification) if args.qualification else None,
         gates=[Path(p) for p in args.require_gate],
         rehearsal=Path(args.require_rehearsal) if args.require_rehearsal else None,
+        expected_commit=args.expected_commit,
     )
 
     async def until_signalled(say: Say, listener: Listener | None) -> WindowResult:

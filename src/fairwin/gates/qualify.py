@@ -41,6 +41,25 @@ def resolve(repo: Path, revision: str) -> str:
     return git(repo, "rev-parse", "--verify", f"{revision}^{{commit}}").strip()
 
 
+def require_commit(repo: Path, expected: str) -> str:
+    """HEAD of ``repo``, when it is ``expected`` (a sha or any revision) and nothing tracked is uncommitted; else
+    a refusal naming what is there instead. The runbook's --expected-experiment-commit."""
+    head = resolve(repo, "HEAD")
+    try:
+        wanted = resolve(repo, expected)
+    except GateRefused:
+        raise GateRefused(f"expected commit {expected} is not a commit of {repo}") from None
+    if head != wanted:
+        raise GateRefused(f"{repo} is at {head[:12]}, not the expected commit {expected} ({wanted[:12]}); "
+                          f"check it out there, or run with the commit this window is for")  # fmt: skip
+    changed = [line[3:] for line in git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        raise GateRefused(f"{repo} is at the expected commit {head[:12]} but has uncommitted changes "
+                          f"({', '.join(changed[:3])}{more}); commit or stash them")  # fmt: skip
+    return head
+
+
 def blobs(repo: Path, commit: str) -> dict[str, str]:
     """path -> blob id for every file in the commit's tree."""
     out = git(repo, "ls-tree", "-r", "-z", "--full-tree", commit)

@@ -19,7 +19,7 @@ from fairwin.errors import GateRefused
 from fairwin.gates.budget import TimeEstimate, check_budget, estimate
 from fairwin.gates.calibration import calibrate
 from fairwin.gates.correctness import require_gate
-from fairwin.gates.qualify import require_carry, resolve
+from fairwin.gates.qualify import require_carry, require_commit, resolve
 from fairwin.gates.rehearsal import require_rehearsal
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
@@ -30,6 +30,7 @@ class GateInputs:
     qualification: Path | None = None
     gates: list[Path] = field(default_factory=list)
     rehearsal: Path | None = None
+    expected_commit: str | None = None  # --expected-commit; else the plan's window.expected_commit
 
 
 def estimates(loaded: LoadedPlan, output_dir: Path, archive_starts: int = 0) -> list[TimeEstimate]:
@@ -56,6 +57,9 @@ def run_gates(
 ) -> dict[str, Any]:
     """``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look)."""
     summary: dict[str, Any] = {}
+    expected = inputs.expected_commit or loaded.plan.window.expected_commit
+    if expected is not None:
+        summary["expected_commit"] = require_commit(loaded.resolve(loaded.plan.qualification.repo), expected)
     artifacts: dict[str, str] | None = None
     names: list[str] = []
     if inputs.qualification is not None or inputs.gates:

@@ -88,6 +88,9 @@ class Cell(StrictModel):
 class WindowSettings(StrictModel):
     output_dir: Path = Path("windows")
     rule: str | None = Field(None, description="A registered decision rule (`fairwin rules list`); unset: the default.")
+    expected_commit: str | None = Field(
+        None, description="The commit [qualification] repo must be at, with no uncommitted change, for a window to run."
+    )
     repeats: int = Field(3, ge=1)
     base_seed: int = 42
     warmup_max_tokens: int = Field(16, ge=1)
