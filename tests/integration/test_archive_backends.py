@@ -98,7 +98,7 @@ def test_a_window_is_appended_whole_or_not_at_all(postgres_url: str) -> None:
 def test_schema_versions_are_applied_once_and_a_newer_one_is_refused(postgres_url: str, tmp_path: Path) -> None:
     store = open_archive(postgres_url)
     assert isinstance(store, PostgresArchive)
-    no_schema = "has no fairwin schema, this fairwin needs v1; run `fairwin archive migrate"
+    no_schema = f"has no fairwin schema, this fairwin needs v{SCHEMA_VERSION}; run `fairwin archive migrate"
     with pytest.raises(ArchiveError, match=no_schema):
         store.snapshot()
     # Two migrators at once: the advisory lock lets one apply, the other finds the schema current.

@@ -114,5 +114,63 @@ def test_a_postgresql_archive_without_the_schema_is_refused_with_the_gates(
     monkeypatch.setenv("FAIRWIN_ARCHIVE_URL", postgres_url)  # a database fairwin never migrated
     done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
-    assert "has no fairwin schema, this fairwin needs v1; run `fairwin archive migrate" in done.stderr
+    assert "has no fairwin schema, this fairwin needs v2; run `fairwin archive migrate" in done.stderr
     assert not (plan.parent / "windows").exists()  # no directory made, no server started
+
+
+@pytest.mark.slow
+def test_two_coordinators_sharing_a_postgresql_archive_never_hold_the_hardware_at_once(
+    make_plan: PlanFactory, postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two plans for the same machine, each with its own output directory and so its own lock file (as two
+    # coordinator machines have), and one archive: only the archive's lock can keep them apart.
+    import psycopg
+
+    from tests.integration.helpers import fairwin
+    from tests.integration.production import start_run, wait_for_step
+
+    monkeypatch.setenv("FAIRWIN_ARCHIVE_URL", postgres_url)
+    assert fairwin("archive", "migrate").returncode == 0
+    first = make_plan(window={"repeats": 2}, name="first.toml")
+    second = make_plan(window={"repeats": 2, "output_dir": "elsewhere"}, name="second.toml")
+    running = start_run(first, "--mode", "controlled", "--coordinator", "alice")
+    window = wait_for_step(first, "start s1", running)
+    refused = fairwin("run", str(second), "--mode", "controlled", "--quiet", "--coordinator", "bob")
+    assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"the hardware is held by window {window.name} (pid {running.pid} on {socket.gethostname()}, " \
+           "coordinator alice" in refused.stderr  # fmt: skip
+    assert "in the shared archive's locks (postgresql://" in refused.stderr
+    assert not (tmp_path / "elsewhere").exists()  # refused with the gates: nothing made
+    assert running.wait(120) == 0, running.communicate()
+    for name in ("window.json", "status.json"):
+        recorded = json.loads((window / name).read_text())["coordinator"]
+        assert recorded == {"name": "alice", "host": socket.gethostname(), "pid": running.pid}
+    with psycopg.connect(postgres_url) as connection:  # given back at the close
+        assert connection.execute("SELECT count(*) FROM fairwin_hardware_locks").fetchone() == (0,)
+    done = fairwin("run", str(second), "--mode", "controlled", "--quiet", "--coordinator", "bob")
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_recover_gives_back_the_shared_lock_of_a_window_whose_fairwin_died(
+    make_plan: PlanFactory, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from tests.integration.helpers import fairwin
+    from tests.integration.production import killed_inside, start_run
+
+    monkeypatch.setenv("FAIRWIN_ARCHIVE_URL", postgres_url)
+    assert fairwin("archive", "migrate").returncode == 0
+    first = make_plan(window={"repeats": 2}, name="first.toml")
+    second = make_plan(window={"repeats": 2, "output_dir": "elsewhere"}, name="second.toml")
+    window = killed_inside(first, start_run(first, "--mode", "controlled", kill_at="start s1:launched"),
+                           "start s1:launched")  # fmt: skip
+    held = fairwin("run", str(second), "--mode", "controlled", "--quiet")
+    assert held.returncode == 4 and f"held by window {window.name}" in held.stderr, held.stderr
+    assert fairwin("recover", str(first)).returncode == 0
+    with psycopg.connect(postgres_url) as connection:
+        assert connection.execute("SELECT count(*) FROM fairwin_hardware_locks").fetchone() == (0,)
+    assert fairwin("plan", "check", str(second)).returncode == 0
+    done = fairwin("run", str(second), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr

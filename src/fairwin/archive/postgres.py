@@ -6,6 +6,11 @@ appended in one transaction, all or none, and a row already there is skipped
 (``ON CONFLICT DO NOTHING``), so any number of coordinators may append at once and a
 retry never duplicates. A snapshot is read in one repeatable-read transaction.
 
+The archive also holds the hardware's locks (``fairwin_hardware_locks``): a window takes
+one row per piece of hardware it touches (each host, or the coordinator's own machine),
+all or none in one transaction, so two coordinators sharing the archive never hold the
+same hardware at once; the rows go at the window's close, or with ``fairwin recover``.
+
 The schema is versioned: :data:`MIGRATIONS` is applied by ``fairwin archive migrate``,
 one transaction each, under an advisory lock so two migrators never race. A database
 whose schema is behind or ahead of this fairwin's is refused with the command to run.
@@ -59,10 +64,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         CREATE INDEX fairwin_control_starts_key ON fairwin_control_starts (cell, role, mode, production_commit);
     """),
+    Migration(2, "the hardware's locks, held across coordinators", """
+        CREATE TABLE fairwin_hardware_locks (
+            hardware text PRIMARY KEY,
+            window_id text NOT NULL,
+            record jsonb NOT NULL
+        );
+    """),
 )  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1].version
 _VERSIONS = "fairwin_archive_schema"
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('fairwin archive schema'))"
+
+
+class _Held(Exception):
+    """Control flow inside take_hardware: raised in its transaction, it rolls every key taken back."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
 
 
 class PostgresArchive:
@@ -131,6 +150,39 @@ class PostgresArchive:
     def exists(self) -> bool:
         with self._connect() as connection:
             return self.schema_version(connection) is not None
+
+    # -- the hardware's locks ----------------------------------------------------------------------
+
+    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Every key for ``window_id``, or none: None when taken, else the record of a window holding one."""
+        try:
+            with self._connect() as connection, connection.transaction():
+                self._check_schema(connection)
+                for key in keys:
+                    taken = connection.execute(
+                        "INSERT INTO fairwin_hardware_locks (hardware, window_id, record) VALUES (%s, %s, %s) "
+                        "ON CONFLICT DO NOTHING RETURNING hardware", (key, window_id, Jsonb(record)),
+                    ).fetchone()  # fmt: skip
+                    if taken is None:  # held: the transaction rolls back every key taken before this one
+                        held = connection.execute("SELECT record FROM fairwin_hardware_locks WHERE hardware = %s",
+                                                  (key,)).fetchone()  # fmt: skip
+                        raise _Held(dict(held[0]) if held else {"hardware": key})
+        except _Held as held:
+            return held.record
+        return None
+
+    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None:
+        """The record of a window holding any of ``keys``, or None."""
+        with self._connect() as connection:
+            self._check_schema(connection)
+            held = connection.execute("SELECT record FROM fairwin_hardware_locks WHERE hardware = ANY(%s) LIMIT 1",
+                                      (keys,)).fetchone()  # fmt: skip
+        return dict(held[0]) if held else None
+
+    def release_hardware(self, window_id: str) -> None:
+        """Every lock ``window_id`` holds (never another window's)."""
+        with self._connect() as connection:
+            connection.execute("DELETE FROM fairwin_hardware_locks WHERE window_id = %s", (window_id,))
 
     # -- rows ------------------------------------------------------------------------------------
 

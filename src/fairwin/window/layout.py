@@ -34,9 +34,12 @@ def new_window_id(mode: str) -> str:
 class WindowDir:
     path: Path
     window_id: str
+    coordinator: dict[str, Any] | None = None  # who runs it (name, host, pid): in every status it writes
 
     @classmethod
-    def create(cls, output_dir: Path, mode: str, window_id: str | None = None) -> WindowDir:
+    def create(
+        cls, output_dir: Path, mode: str, window_id: str | None = None, coordinator: dict[str, Any] | None = None
+    ) -> WindowDir:
         window_id = window_id or new_window_id(mode)
         try:
             output_dir.mkdir(parents=True, exist_ok=True)
@@ -51,7 +54,7 @@ class WindowDir:
             ) from None
         if not os.access(path, os.W_OK):
             raise OutputDirError(f"{path} is not writable; choose a writable window.output_dir")
-        window = cls(path=path, window_id=window_id)
+        window = cls(path=path, window_id=window_id, coordinator=coordinator)
         window.set_status("running")
         return window
 
@@ -117,6 +120,7 @@ class WindowDir:
                 "window_id": self.window_id,
                 "state": state,
                 "time": time.time(),
+                **({"coordinator": self.coordinator} if self.coordinator is not None else {}),
                 **details,
             },
         )

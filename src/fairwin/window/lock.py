@@ -6,6 +6,11 @@ the window's id and directory, the host, fairwin's pid and the coordinator (who 
 only after its close. A lock left behind by a fairwin that died is not stale by age:
 the window it names may have left production down and servers running, so
 ``fairwin run`` refuses until ``fairwin recover`` has finished that window.
+
+A lock file holds against windows of this coordinator. Where the archive is a shared
+PostgreSQL database, the window also takes the hardware there (one row per host it
+touches, or per coordinator machine for what runs locally), so that a second coordinator
+with its own lock file is refused too, naming who holds the hardware.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from fairwin.durable import read_json
 from fairwin.errors import GateRefused, OutputDirError
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
+from fairwin.telemetry.hosts import window_hosts
 
 LOCK_FORMAT = "fairwin.lock/1"
 
@@ -87,11 +93,21 @@ def refuse_if_held(path: Path) -> None:
     )
 
 
+def lock_record(window_id: str, window_path: Path, who: str) -> dict[str, Any]:
+    """What a lock holds: the window, and who runs it where (the coordinator's name, host and pid)."""
+    return {"format": LOCK_FORMAT, "window_id": window_id, "window_path": str(window_path),
+            "host": socket.gethostname(), "pid": os.getpid(), "coordinator": who,
+            "started_unix": time.time()}  # fmt: skip
+
+
+def coordinator_of(record: dict[str, Any]) -> dict[str, Any]:
+    """Who runs a window, for window.json and status.json: the coordinator's name, its machine and fairwin's pid."""
+    return {"name": record["coordinator"], "host": record["host"], "pid": record["pid"]}
+
+
 def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
     """Take the lock for a new window, or refuse (exit 4) naming who holds it and what to do."""
-    record = {"format": LOCK_FORMAT, "window_id": window_id, "window_path": str(window_path),
-              "host": socket.gethostname(), "pid": os.getpid(), "coordinator": who,
-              "started_unix": time.time()}  # fmt: skip
+    record = lock_record(window_id, window_path, who)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -116,3 +132,53 @@ def release(path: Path, window_id: str) -> None:
         held = holder(path)
         if held is not None and held.record.get("window_id") == window_id:
             path.unlink()
+
+
+@runtime_checkable
+class HardwareLocks(Protocol):
+    """An archive that also holds the hardware's locks across coordinators (PostgreSQL)."""
+
+    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None: ...
+
+    def release_hardware(self, window_id: str) -> None: ...
+
+
+def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
+    """Each piece of hardware a window of this mode touches: every host by address, and this machine for what runs
+    here (another coordinator's local roles run on other hardware)."""
+    mode = loaded.plan.all_modes().get(mode_name)
+    keys = []
+    for name in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()):
+        host = loaded.plan.hosts[name] if name is not None else None
+        keys.append(f"ssh://{host.address}:{host.port}" if host is not None else f"local://{socket.gethostname()}")
+    return sorted(set(keys))
+
+
+def _shared_refusal(record: dict[str, Any], archive: HardwareLocks) -> HardwareHeld:
+    held, where = Holder(Path(), record), getattr(archive, "location", "the archive")
+    return HardwareHeld(
+        f"the hardware is held by {held.describe()}, in the shared archive's locks ({where}); wait for it to "
+        "finish, or, if its fairwin died, run `fairwin recover PLAN` where it ran"
+    )
+
+
+def refuse_if_held_elsewhere(archive: object, keys: list[str]) -> None:
+    """Refuse (exit 4) while a window of any coordinator sharing this archive holds any of ``keys``."""
+    if isinstance(archive, HardwareLocks) and (record := archive.hardware_holder(keys)) is not None:
+        raise _shared_refusal(record, archive)
+
+
+def acquire_shared(archive: object, keys: list[str], record: dict[str, Any]) -> None:
+    """Take ``keys`` in a shared archive for the window ``record`` names, all or none; refuse naming the holder."""
+    if isinstance(archive, HardwareLocks):
+        held = archive.take_hardware(keys, str(record["window_id"]), record)
+        if held is not None:
+            raise _shared_refusal(held, archive)
+
+
+def release_shared(archive: object, window_id: str) -> None:
+    """Give back every key ``window_id`` holds in a shared archive (none for an archive that holds no locks)."""
+    if isinstance(archive, HardwareLocks):
+        archive.release_hardware(window_id)

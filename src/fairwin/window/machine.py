@@ -35,7 +35,7 @@ from fairwin.window.greedy import diagnosed_starts
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
-from fairwin.window.lock import release
+from fairwin.window.lock import release, release_shared
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
 from fairwin.window.manifest import manifest
 from fairwin.window.preflight import Preflight, planned_keys
@@ -217,8 +217,17 @@ class Window:
         finally:
             if self.lock is not None:
                 release(self.lock, self.directory.window_id)
+            self._release_shared()
         assert self.decision is not None  # the decide step ran
         return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
+
+    def _release_shared(self) -> None:
+        """The hardware's locks in a shared archive; one that cannot be given back now is given back by recover."""
+        try:
+            release_shared(self.archive_store, self.directory.window_id)
+        except ArchiveError as exc:
+            self.say(f"warning: the hardware's lock in the shared archive was not released ({exc}); "
+                     "`fairwin recover PLAN` releases it")  # fmt: skip
 
     async def _steps_then_close(self) -> None:
         try:

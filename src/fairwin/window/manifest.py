@@ -31,6 +31,7 @@ def manifest(window: Window) -> dict[str, Any]:
         "archive_snapshot": window.archive_snapshot.record(),
         "power_warnings": window.power_warnings,
         "gates": window.gate_summary,
+        "coordinator": window.directory.coordinator,
         "families": {
             name: {"prompts_sha256": fam.prompts_sha256, "order_sha256": fam.order_sha256}
             for name, fam in window.loaded.families.items()

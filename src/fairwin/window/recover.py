@@ -22,8 +22,9 @@ from typing import Any
 
 import psutil
 
+from fairwin.archive import open_archive
 from fairwin.durable import read_model
-from fairwin.errors import InputError, LaunchError, RestoreFailed
+from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
 from fairwin.launch.spec import make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
@@ -31,11 +32,12 @@ from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
 from fairwin.redaction import argv_matches, scrub_file
 from fairwin.vocabulary import STATUS, WindowStatus
+from fairwin.window.archiving import archive_location
 from fairwin.window.chain import Marker, marker_path, read_marker
 from fairwin.window.hold import Hold
 from fairwin.window.journal import Launched, happened, opened_with, read_journal, servers
 from fairwin.window.layout import WindowDir
-from fairwin.window.lock import holder, lock_path
+from fairwin.window.lock import holder, lock_path, release_shared
 
 STOP_GRACE_S = 10.0
 
@@ -105,6 +107,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         directory.set_status("interrupted", error="fairwin died during the window; recovered by `fairwin recover`",
                              recovery={"stopped": result.stopped, "restore": result.production})  # fmt: skip
     directory.journal_event("recover", "end", stopped=result.stopped, restore=result.production)
+    _release_shared(loaded, output_dir, directory.window_id, result.problems)
     lock.unlink(missing_ok=True)
     if result.production is not None and result.production.get("state") != "RESTORED":
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: "
@@ -202,3 +205,11 @@ def _state(directory: WindowDir) -> str | None:
         return read_model(directory.status, WindowStatus, STATUS.readable).state
     except InputError:
         return None
+
+
+def _release_shared(loaded: LoadedPlan, output_dir: Path, window_id: str, problems: list[str]) -> None:
+    """The dead window's locks in a shared archive, so that other coordinators may take the hardware again."""
+    try:
+        release_shared(open_archive(archive_location(loaded, output_dir)), window_id)
+    except ArchiveError as exc:
+        problems.append(f"the hardware's lock in the shared archive was not released: {exc}; run recover again")

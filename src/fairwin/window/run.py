@@ -26,7 +26,20 @@ from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuat
 from fairwin.window.environment import capture
 from fairwin.window.hold import Hold, fixed_role_urls
 from fairwin.window.layout import WindowDir, new_window_id
-from fairwin.window.lock import HardwareHeld, acquire, coordinator, lock_path, refuse_if_held, release
+from fairwin.window.lock import (
+    HardwareHeld,
+    acquire,
+    acquire_shared,
+    coordinator,
+    coordinator_of,
+    hardware_keys,
+    lock_path,
+    lock_record,
+    refuse_if_held,
+    refuse_if_held_elsewhere,
+    release,
+    release_shared,
+)
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, first_look_archive, preflight, preflight_power
 from fairwin.window.processes import Launcher, local_launcher
@@ -77,6 +90,7 @@ def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
         snapshot = archive.snapshot()
     except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
         raise GateRefused(f"the control archive: {exc}") from None
+    refuse_if_held_elsewhere(archive, hardware_keys(loaded, mode_name))  # a second coordinator sharing the archive
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out,
                              archive_starts)  # fmt: skip
@@ -111,11 +125,19 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
     found = chain.found if chain is not None else None
     chosen_order = options.get("order") or chained_order(checked.rule, found) or draw_order(checked.rule)
     window_id = new_window_id(mode_name)
-    acquire(lock, window_id, out / window_id, coordinator(options.get("coordinator")))
+    who = coordinator(options.get("coordinator"))
+    acquire(lock, window_id, out / window_id, who)
+    record = lock_record(window_id, out / window_id, who)
     try:
-        directory = WindowDir.create(out, mode_name, window_id)
+        acquire_shared(archive, hardware_keys(loaded, mode_name), record)
     except BaseException:
         release(lock, window_id)
+        raise
+    try:
+        directory = WindowDir.create(out, mode_name, window_id, coordinator=coordinator_of(record))
+    except BaseException:
+        release(lock, window_id)
+        release_shared(archive, window_id)
         raise
     return Window(
         loaded=loaded, checked=checked, directory=directory, order=chosen_order,
