@@ -8,7 +8,7 @@ from fairwin.errors import GateRefused
 from fairwin.gates.budget import check_budget, estimate, render_table
 from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.plan import load_plan, resolve_mode
-from tests.conftest import PlanFactory
+from tests.conftest import PlanFactory, sim_role
 
 
 def test_assumed_estimate_by_hand(make_plan: PlanFactory) -> None:
@@ -24,7 +24,7 @@ def test_assumed_estimate_by_hand(make_plan: PlanFactory) -> None:
     assert found.measurement_end_s == pytest.approx(3 * per_start)
     assert found.reserve_total_s == pytest.approx(3 * per_start + 333)
     assert found.dry_bound_s == pytest.approx(3 * per_start + 600)
-    assert found.sources["role A start"] == "assumed: 1 s"
+    assert found.sources["role A start"] == "assumed: 1 s ([budget] startup_s)"
 
 
 def test_measured_costs_replace_assumed_ones(make_plan: PlanFactory) -> None:
@@ -57,24 +57,41 @@ def test_refusals_name_what_would_fit(make_plan: PlanFactory) -> None:
 
 
 def runbook_plan(make_plan: PlanFactory, rule: str | None) -> Path:
-    """The runbook's shape: one 32K-prompt cell, 3 repeats x 2 families, one stream a wave; its [budget] set so
-    that win2-v1 gives the runbook's ESTIMATED HOLD row (80.1 / 68.1 / 84.5 min, controlled): 1,362 s a start
-    (22.7 min) and 387 s of restore and watch."""
+    """The runbook's shape and registered inputs: one 32K-prompt cell, 3 repeats x 2 families, one stream a wave;
+    A, B and P, P starting 19.5 s slower than A (production's own weights and config); a start of A or B costs
+    4,088 / 3 s, the restore with its watch 385 s, the pair reserve 333 s and the dry reserve 600 s."""
     cell = {"families": ["prose", "code"], "prompt_tokens": 32768, "max_tokens": 512, "streams_per_wave": 1}
-    path = make_plan(cells={"32k-b1": cell}, window={"rule": rule, "warmup_waves_max": 0})
+    roles = {"A": sim_role(model="rb-a"), "B": sim_role(model="rb-b"), "P": sim_role(model="rb-p")}
+    path = make_plan(roles=roles, cells={"32k-b1": cell}, window={"rule": rule, "warmup_waves_max": 0})
     waves = 6 * (32768 * 0.5 + 512 * 20) / 1000  # 0.5 ms a prefill token, 20 ms a decode token
     warmup = (32768 * 0.5 + 16 * 20) / 1000
-    startup = 1362 - waves - warmup - 10
-    budget = f"startup_s = {startup!r}\nstop_s = 10\ndecode_ms_per_token = 20\nrestore_s = 387"
+    startup = 4088 / 3 - waves - warmup - 10
+    budget = (f"startup_s = {startup!r}\nstop_s = 10\ndecode_ms_per_token = 20\nrestore_s = 385\n"
+              f"role_startup_s = {{ P = {startup + 19.5!r} }}")  # fmt: skip
     path.write_text(path.read_text().replace("startup_s = 1\nstop_s = 1\ndecode_ms_per_token = 2", budget))
     return path
 
 
 def test_the_runbooks_estimated_hold_under_win2_v1(make_plan: PlanFactory) -> None:
     loaded = load_plan(runbook_plan(make_plan, "win2-v1"))
-    found = estimate(loaded, "controlled", resolve_mode(loaded, "controlled"))
-    assert render_table([found], loaded)[2] == "| controlled | 3 starts (its starts) | 80.1 min | 68.1 min | 84.5 min |"
-    check_budget(loaded, found)
+    found = [estimate(loaded, name, resolve_mode(loaded, name)) for name in ("controlled", "production-policy")]
+    assert render_table(found, loaded)[2:] == [
+        "| controlled | 3 starts (its starts) | 80.1 min | 68.1 min | 84.5 min |",
+        "| production-policy | 3 starts (its starts) | 80.8 min | 68.8 min | 85.2 min (refuses; fits while the "
+        "measured pair reserve is at most 588 s) |",
+    ]
+    check_budget(loaded, found[0])
+    with pytest.raises(GateRefused, match=r"nothing measured a pair reserve yet, and the dry bound is 85\.2 min"):
+        check_budget(loaded, found[1])
+    # Earlier windows measured P's and B's restarts: the gate holds the measured reserve, and the window fits.
+    plan = loaded.plan
+    measured = Calibration(startup_s={role_key(plan.roles["P"]): [150.0], role_key(plan.roles["B"]): [163.0]},
+                           stop_s={role_key(plan.roles["P"]): [10.0], role_key(plan.roles["B"]): [10.0]})  # fmt: skip
+    policy = estimate(loaded, "production-policy", resolve_mode(loaded, "production-policy"), measured)
+    assert policy.pair_reserve_measured and policy.pair_reserve_s == 333.0
+    assert policy.sources["pair reserve"] == "measured: 333.0 s to stop and start the pair again (medians)"
+    check_budget(loaded, policy)
+    assert "(measured)" in render_table([policy], loaded)[2]
 
 
 def test_the_runbooks_plan_fits_under_the_default_rule_with_an_archive_and_is_refused_without(
@@ -87,16 +104,32 @@ def test_the_runbooks_plan_fits_under_the_default_rule_with_an_archive_and_is_re
     check_budget(loaded, with_archive)  # the first look, after 3 starts, ends at 68.1 min
     assert render_table([with_archive], loaded)[2:] == [
         "| controlled | 3 starts (first look) | 80.1 min | 68.1 min | 84.5 min |",
-        "| controlled | 9 starts (maximum) | 216.3 min | 204.3 min | 220.8 min (over) |",
+        "| controlled | 9 starts (maximum) | 216.4 min | 204.4 min | 220.8 min (over) |",
     ]
     without = estimate(loaded, "controlled", mode, archive_starts=9)
     with pytest.raises(GateRefused) as refused:
         check_budget(loaded, without)
     assert str(refused.value) == (
-        "budget: the measurement would end at 113.5 min, past its 73 min limit; rule win2-seq-v1: its first look "
+        "budget: the measurement would end at 113.6 min, past its 73 min limit; rule win2-seq-v1: its first look "
         "comes after 5 starts; registered rules that would fit: win2-v1 (3 starts), win2-launch-v1 (3 starts) "
         "(window.rule); or fewer repeats, cells or streams, or a larger limit in [budget]"
     )
     alt7 = load_plan(runbook_plan(make_plan, "win2-alt7-v1"))
-    with pytest.raises(GateRefused, match=r"end at 158\.9 min, .* rule win2-alt7-v1: it runs 7 starts; "):
+    with pytest.raises(GateRefused, match=r"end at 159\.0 min, .* rule win2-alt7-v1: it runs 7 starts; "):
         check_budget(alt7, estimate(alt7, "controlled", resolve_mode(alt7, "controlled")))
+
+
+def test_greedy_diagnostics_and_a_roles_own_start_up_are_budgeted(make_plan: PlanFactory) -> None:
+    path = make_plan()
+    path.write_text(
+        path.read_text().replace("decode_ms_per_token = 2", "decode_ms_per_token = 2\nrole_startup_s = { B = 7 }")
+        + "\n[diagnostics.greedy]\nprompts = 2\nmax_tokens = 10\n"
+    )
+    loaded = load_plan(path)
+    found = estimate(loaded, "controlled", resolve_mode(loaded, "controlled"))
+    greedy = 2 * (64 * 0.5 + 10 * 2) / 1000  # the candidate's first start: 2 prompts of the deciding cell
+    assert [(c.start, c.startup_s, c.diagnostics_s) for c in found.starts] == [
+        ("s1", 1.0, 0.0), ("s2", 7.0, pytest.approx(greedy)), ("s3", 1.0, 0.0)]  # fmt: skip
+    assert found.sources["role B start"] == "assumed: 7 s ([budget] role_startup_s)"
+    assert found.sources["greedy diagnostics"].startswith("assumed: 0.1 s a diagnosed start (2 prompts x 1 cells")
+    assert found.starts[1].total_s - found.starts[0].total_s == pytest.approx(6.0 + greedy)

@@ -23,6 +23,7 @@ from typing import Any
 from fairwin.decision.rules import RULES, get_rule
 from fairwin.errors import GateRefused
 from fairwin.gates.calibration import Calibration, cell_key, role_key
+from fairwin.plan.diagnostics import diagnosed_starts
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import BudgetSettings, Mode
 from fairwin.plan.schedule import StartSpec, starts_for
@@ -37,10 +38,11 @@ class StartCost:
     warmup_s: float
     waves_s: float
     stop_s: float
+    diagnostics_s: float = 0.0  # the greedy diagnostics, on the starts that run them
 
     @property
     def total_s(self) -> float:
-        return self.startup_s + self.warmup_s + self.waves_s + self.stop_s
+        return self.startup_s + self.warmup_s + self.waves_s + self.stop_s + self.diagnostics_s
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class TimeEstimate:
     waves_per_start: int
     takedown_s: float = 0.0  # taking production down, before the first start
     rule_id: str = ""
+    pair_reserve_measured: bool = False  # pair_reserve_s is the median restart of this mode's pair, measured
     first_look: int = 0  # a sequential rule's first look (starts); 0: the rule's starts are fixed
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell, which the first look rests on
 
@@ -68,6 +71,19 @@ class TimeEstimate:
 
     def dry_bound_after(self, starts: int) -> float:
         return self.end_after(starts) + self.restore_s + self.dry_reserve_s
+
+    def reserve_after(self, starts: int) -> float:
+        return self.end_after(starts) + self.restore_s + self.pair_reserve_s
+
+    def deciding_bound_after(self, starts: int) -> float:
+        """What the gate holds against ``limit_min``: the reserve total on a measured pair reserve, else the dry
+        bound (the reserve's upper bound)."""
+        return self.reserve_after(starts) if self.pair_reserve_measured else self.dry_bound_after(starts)
+
+    @property
+    def close_reserve_s(self) -> float:
+        """What must still fit after the measurement: the restore and the deciding reserve."""
+        return self.restore_s + (self.pair_reserve_s if self.pair_reserve_measured else self.dry_reserve_s)
 
     @property
     def reserve_total_s(self) -> float:
@@ -96,9 +112,35 @@ def estimate(
     rule = get_rule(plan.window.rule)
     found = calibration or Calibration()
     sources: dict[str, str] = {}
-    waves_s = 0.0
-    waves = 0
+    one_wave, waves_s, waves = _waves(loaded, found, sources)
+    shortest = min(plan.cells.values(), key=lambda c: c.prompt_tokens)
+    # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
+    warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
+    warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
+    schedule = starts_for(mode, count=rule.start_count)
+    diagnosed = diagnosed_starts(plan.diagnostics.greedy, mode_name, schedule)
+    greedy_s = _greedy_seconds(loaded, sources)
+    starts = []
+    for start in schedule:
+        startup, stop = _role_costs(loaded, found, start.role, sources)
+        starts.append(StartCost(start.name, start.role, startup, warmup, waves_s, stop,
+                                greedy_s if start.name in diagnosed else 0.0))  # fmt: skip
+    if found.unreadable:
+        sources["earlier windows left out"] = (
+            f"{len(found.unreadable)} could not be read (first: {found.unreadable[0]})"
+        )
+    takedown_s, restore_s = _production_estimate(loaded, found, sources)
+    pair = _measured_pair(loaded, found, mode, sources)
+    return TimeEstimate(mode_name, starts, restore_s, pair if pair is not None else budget.pair_reserve_s,
+                        budget.dry_reserve_s, sources, waves, takedown_s, rule.id, pair is not None,
+                        rule.first_look(archive_starts) if rule.looks else 0, archive_starts)  # fmt: skip
+
+
+def _waves(loaded: LoadedPlan, found: Calibration, sources: dict[str, str]) -> tuple[dict[str, float], float, int]:
+    """Each cell's wave, every counted wave of a start together, and their number: measured, else assumed."""
+    plan = loaded.plan
     one_wave: dict[str, float] = {}
+    waves_s, waves = 0.0, 0
     for name, cell in plan.cells.items():
         count = plan.window.repeats * len(cell.families)
         waves += count
@@ -113,30 +155,54 @@ def estimate(
             one_wave[name] = batches * stream_seconds(loaded, cell.prompt_tokens, cell.max_tokens)
             sources[f"cell {name}"] = "assumed: [budget] ms per token"
         waves_s += count * one_wave[name]
-    shortest = min(plan.cells.values(), key=lambda c: c.prompt_tokens)
-    # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
-    warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
-    warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
-    starts = []
-    for start in starts_for(mode, count=rule.start_count):
-        key = role_key(plan.roles[start.role])
+    return one_wave, waves_s, waves
+
+
+def _role_costs(loaded: LoadedPlan, found: Calibration, role: str, sources: dict[str, str]) -> tuple[float, float]:
+    """A role's start-up and stop: measured over earlier windows, else its own [budget] role_startup_s, else
+    startup_s."""
+    budget = loaded.plan.budget
+    key = role_key(loaded.plan.roles[role])
+    startup, stop = _median(found.startup_s.get(key)), _median(found.stop_s.get(key))
+    assumed = budget.role_startup_s.get(role, budget.startup_s)
+    where = "role_startup_s" if role in budget.role_startup_s else "startup_s"
+    sources[f"role {role} start"] = (
+        f"measured: median {startup:.1f} s over {len(found.startup_s[key])} starts" if startup is not None
+        else f"assumed: {assumed:g} s ([budget] {where})"
+    )  # fmt: skip
+    return (startup if startup is not None else assumed, stop if stop is not None else budget.stop_s)
+
+
+def _greedy_seconds(loaded: LoadedPlan, sources: dict[str, str]) -> float:
+    """The greedy diagnostics of one diagnosed start: each chosen cell's prompts, one stream at a time."""
+    settings = loaded.plan.diagnostics.greedy
+    if settings is None:
+        return 0.0
+    cells = settings.cells or [name for name, cell in loaded.plan.cells.items() if cell.decision]
+    seconds = sum(settings.prompts * stream_seconds(loaded, loaded.plan.cells[name].prompt_tokens, settings.max_tokens)
+                  for name in cells)  # fmt: skip
+    sources["greedy diagnostics"] = (
+        f"assumed: {seconds:.1f} s a diagnosed start ({settings.prompts} prompts x {len(cells)} cells x "
+        f"{settings.max_tokens} tokens, [budget] ms per token)"
+    )
+    return seconds
+
+
+def _measured_pair(loaded: LoadedPlan, found: Calibration, mode: Mode, sources: dict[str, str]) -> float | None:
+    """The time to restart this mode's pair of servers (each role's median stop and start-up), when earlier windows
+    measured both roles; None otherwise (then the gate holds the dry bound)."""
+    total = 0.0
+    for role in dict.fromkeys((mode.control, mode.candidate)):
+        key = role_key(loaded.plan.roles[role])
         startup, stop = _median(found.startup_s.get(key)), _median(found.stop_s.get(key))
-        sources[f"role {start.role} start"] = (
-            f"measured: median {startup:.1f} s over {len(found.startup_s[key])} starts" if startup is not None
-            else f"assumed: {budget.startup_s:g} s"
-        )  # fmt: skip
-        starts.append(
-            StartCost(start.name, start.role, startup if startup is not None else budget.startup_s, warmup, waves_s,
-                      stop if stop is not None else budget.stop_s)
-        )  # fmt: skip
-    if found.unreadable:
-        sources["earlier windows left out"] = (
-            f"{len(found.unreadable)} could not be read (first: {found.unreadable[0]})"
-        )
-    takedown_s, restore_s = _production_estimate(loaded, found, sources)
-    return TimeEstimate(mode_name, starts, restore_s, budget.pair_reserve_s, budget.dry_reserve_s, sources, waves,
-                        takedown_s, rule.id, rule.first_look(archive_starts) if rule.looks else 0,
-                        archive_starts)  # fmt: skip
+        if startup is None or stop is None:
+            sources["pair reserve"] = f"assumed: [budget] pair_reserve_s {loaded.plan.budget.pair_reserve_s:g} s"
+            return None
+        total += startup + stop
+    if mode.control == mode.candidate:
+        total *= 2  # a pair of one role: it restarts twice
+    sources["pair reserve"] = f"measured: {total:.1f} s to stop and start the pair again (medians)"
+    return total
 
 
 def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[str, str]) -> tuple[float, float]:
@@ -159,10 +225,11 @@ def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[s
 
 
 def fits_limits(loaded: LoadedPlan, found: TimeEstimate, starts: int) -> bool:
-    """Whether a window that stops after ``starts`` starts ends its measurement and its dry bound within the limits."""
+    """Whether a window that stops after ``starts`` starts ends its measurement, and its deciding bound (the
+    measured reserve, else the dry bound), within the limits."""
     budget = loaded.plan.budget
     return (found.end_after(starts) <= budget.measurement_limit_min * 60.0
-            and found.dry_bound_after(starts) <= budget.limit_min * 60.0)  # fmt: skip
+            and found.deciding_bound_after(starts) <= budget.limit_min * 60.0)  # fmt: skip
 
 
 def _with_starts(found: TimeEstimate, count: int) -> TimeEstimate:
@@ -186,22 +253,31 @@ def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
 
 def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
     """Refuses a window whose first chance to stop (a sequential rule's first look; a fixed rule's last start)
-    cannot fit the limits; a sequential window's later starts are checked as it runs."""
+    cannot fit the limits: its measurement end, and its total on the measured pair reserve where earlier windows
+    measured one, else its dry bound. A sequential window's later starts are checked as it runs."""
     budget = loaded.plan.budget
     starts = found.first_look or len(found.starts)
-    end_min, dry_min = found.end_after(starts) / 60.0, found.dry_bound_after(starts) / 60.0
+    end_min = found.end_after(starts) / 60.0
     if end_min > budget.measurement_limit_min:
         raise GateRefused(
             f"budget: the measurement would end at {end_min:.1f} min, past its {budget.measurement_limit_min:g} min "
             f"limit; {_rule_words(loaded, found)}; or fewer repeats, cells or streams, or a larger limit in [budget]"
         )
-    if dry_min > budget.limit_min:
-        room = budget.limit_min * 60.0 - found.end_after(starts) - found.restore_s
+    if found.deciding_bound_after(starts) / 60.0 <= budget.limit_min:
+        return
+    room = budget.limit_min * 60.0 - found.end_after(starts) - found.restore_s
+    if found.pair_reserve_measured:
         raise GateRefused(
-            f"budget: the dry bound is {dry_min:.1f} min, over the {budget.limit_min:g} min limit; it fits while the "
-            f"pair reserve is at most {max(room, 0.0):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s); "
+            f"budget: on the measured pair reserve ({found.pair_reserve_s:.0f} s) the window needs "
+            f"{found.reserve_after(starts) / 60.0:.1f} min, over the {budget.limit_min:g} min limit; "
             f"{_rule_words(loaded, found)}"
         )
+    raise GateRefused(
+        f"budget: nothing measured a pair reserve yet, and the dry bound is {found.dry_bound_after(starts) / 60.0:.1f} "
+        f"min, over the {budget.limit_min:g} min limit; it fits while the pair reserve is at most "
+        f"{max(room, 0.0):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s), which earlier windows of this "
+        f"mode's roles measure; {_rule_words(loaded, found)}"
+    )
 
 
 def next_pair_refused(
@@ -214,20 +290,21 @@ def next_pair_refused(
         return None
     per_start = estimate.get("per_start_s", {})
     pair_s = sum(float(per_start.get(start.name, 0.0)) for start in pair)
-    tail_s = float(estimate.get("dry_bound_s", 0.0)) - float(estimate.get("measurement_end_s", 0.0))
+    tail_s = float(estimate.get("close_reserve_s", 0.0))
     names = " and ".join(start.name for start in pair)
     end_min, dry_min = (elapsed_s + pair_s) / 60.0, (elapsed_s + pair_s + tail_s) / 60.0
     if end_min > budget.measurement_limit_min:
         return (f"the budget: {names} would end the measurement at {end_min:.1f} min, past its "
                 f"{budget.measurement_limit_min:g} min limit")  # fmt: skip
     if dry_min > budget.limit_min:
-        return (f"the budget: after {names} the dry bound would be {dry_min:.1f} min, over the "
-                f"{budget.limit_min:g} min limit")  # fmt: skip
+        return (f"the budget: after {names} the window would need {dry_min:.1f} min with its close and reserve, "
+                f"over the {budget.limit_min:g} min limit")  # fmt: skip
     return None
 
 
 def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]:
-    """Per mode: the first look's (where the window may first stop) and the maximum's measurement end and bounds."""
+    """Per mode: the first look's (where the window may first stop) and the maximum's measurement end and bounds.
+    The bound the gate holds is the reserve total on a measured pair reserve, else the dry bound."""
     budget = loaded.plan.budget
     lines = [
         f"| mode | stops after | {budget.pair_reserve_s:g} s pair reserve | measurement ends "
@@ -238,10 +315,20 @@ def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]
         first, most = found.first_look or len(found.starts), len(found.starts)
         for starts, words in ((first, "first look"), (most, "maximum")) if first != most else ((most, "its starts"),):
             end = found.end_after(starts)
-            reserve = end + found.restore_s + found.pair_reserve_s
-            fits = "" if fits_limits(loaded, found, starts) else " (over)"
+            reserve = f"{found.reserve_after(starts) / 60:.1f} min" + (" (measured)" if found.pair_reserve_measured
+                                                                       else "")  # fmt: skip
             lines.append(
-                f"| {found.mode} | {starts} starts ({words}) | {reserve / 60:.1f} min | {end / 60:.1f} min "
-                f"| {found.dry_bound_after(starts) / 60:.1f} min{fits} |"
+                f"| {found.mode} | {starts} starts ({words}) | {reserve} | {end / 60:.1f} min "
+                f"| {found.dry_bound_after(starts) / 60:.1f} min{_verdict(loaded, found, starts)} |"
             )
     return lines
+
+
+def _verdict(loaded: LoadedPlan, found: TimeEstimate, starts: int) -> str:
+    """What the dry-bound cell adds: nothing when it fits; else refuses (and what would fit), or over."""
+    if fits_limits(loaded, found, starts):
+        return ""
+    room = loaded.plan.budget.limit_min * 60.0 - found.end_after(starts) - found.restore_s
+    if found.end_after(starts) <= loaded.plan.budget.measurement_limit_min * 60.0 and not found.pair_reserve_measured:
+        return f" (refuses; fits while the measured pair reserve is at most {max(room, 0.0):.0f} s)"
+    return " (over)"

@@ -92,6 +92,8 @@ def budget_record(found: TimeEstimate) -> dict[str, Any]:
         "measurement_end_s": found.measurement_end_s,
         "reserve_total_s": found.reserve_total_s,
         "dry_bound_s": found.dry_bound_s,
+        "close_reserve_s": found.close_reserve_s,
+        "pair_reserve_measured": found.pair_reserve_measured,
         "first_look": first,
         "first_look_end_s": found.end_after(first),
         "per_start_s": {cost.start: cost.total_s for cost in found.starts},

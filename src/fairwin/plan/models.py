@@ -127,6 +127,9 @@ class BudgetSettings(StrictModel):
     """Assumed costs for the dry estimate (calibration from history comes later)."""
 
     startup_s: float = Field(60.0, ge=0)
+    role_startup_s: dict[str, float] = Field(
+        default_factory=dict, description="A role's own start-up seconds, where it differs from startup_s."
+    )
     stop_s: float = Field(10.0, ge=0)
     decode_ms_per_token: float = Field(20.0, gt=0)
     prefill_ms_per_token: float = Field(0.5, ge=0)

@@ -23,25 +23,10 @@ from fairwin.load.prepare import PreparedPrompt
 from fairwin.load.wave import Target, salt, server_counters
 from fairwin.metrics.scrape import delta
 from fairwin.plan.diagnostics import GreedySettings
-from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import StartSpec
 from fairwin.transport import post_json
 from fairwin.vocabulary import GREEDY
 
 FILE = "greedy.jsonl"
-
-
-def diagnosed_starts(loaded: LoadedPlan, mode: str, starts: Sequence[StartSpec]) -> set[str]:
-    """The starts that run greedy diagnostics: the plan's kinds (by default the candidate, and in
-    production-policy mode P's starts too), the first of each kind unless every start is asked for."""
-    settings = loaded.plan.diagnostics.greedy
-    if settings is None:
-        return set()
-    kinds = settings.on or (["candidate", "control"] if mode == "production-policy" else ["candidate"])
-    chosen = [s for s in starts if s.kind in kinds]
-    if not settings.every_start:
-        chosen = [s for s in chosen if s is next(o for o in chosen if o.kind == s.kind)]
-    return {s.name for s in chosen}
 
 
 async def diagnose(

@@ -24,6 +24,7 @@ from fairwin.decision import Decision
 from fairwin.durable import sha256_file, write_json_atomic
 from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
+from fairwin.plan.diagnostics import diagnosed_starts
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
 from fairwin.telemetry.gpu import GpuSource
@@ -31,7 +32,6 @@ from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.archiving import control_rows
 from fairwin.window.chain import ChainedWindow, ChainRun
 from fairwin.window.close import decide_and_report, report_after_close
-from fairwin.window.greedy import diagnosed_starts
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
@@ -96,7 +96,7 @@ class Window:
 
     def __post_init__(self) -> None:
         self.feed = ProgressFeed(self.directory.window_id, self.listener)
-        greedy = diagnosed_starts(self.loaded, self.checked.mode_name, self.starts)
+        greedy = diagnosed_starts(self.loaded.plan.diagnostics.greedy, self.checked.mode_name, self.starts)
         self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say,
                                     gpu=self.gpu, feed=self.feed, greedy_starts=greedy)  # fmt: skip
 
