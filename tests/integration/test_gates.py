@@ -236,6 +236,25 @@ def test_a_required_gate_cannot_be_skipped(make_plan: PlanFactory, repo: Path, t
     assert checked.returncode == 2 and "'rgn' is not a gate" in checked.stderr
 
 
+def test_a_carry_made_under_a_looser_qualification_than_the_plans_is_refused(
+    make_plan: PlanFactory, repo: Path, tmp_path: Path
+) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    loose = make_plan(name="loose.toml")
+    lines = ["[qualification]", f'repo = "{repo}"', 'measurement_layer = ["bench/*", "src/*"]',
+             'carried_units = ["bench/measure.py::Runner.launch"]']  # fmt: skip
+    loose.write_text(loose.read_text() + "\n" + "\n".join(lines) + "\n")
+    carried = tmp_path / "carried.json"
+    assert carry(loose, admission(tmp_path, repo, q), q, carried).returncode == 0
+    strict = plan_with_qualification(make_plan, repo)
+    message = refused(strict, GateInputs(qualification=carried))
+    assert message == (
+        f"the carry receipt {carried} was made under a looser [qualification] than the plan's: it did not hold "
+        "carried file bench/cells.py; it did not hold carried prefix bench/frozen/; it let src/* change, which the "
+        "plan's measurement layer does not; run `fairwin qualify carry` again with this plan"
+    )
+
+
 def test_a_window_runs_only_at_its_expected_commit_and_clean(make_plan: PlanFactory, repo: Path) -> None:
     q = git(repo, "rev-parse", "HEAD")
     plan = plan_with_qualification(make_plan, repo)

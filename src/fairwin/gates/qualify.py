@@ -195,12 +195,30 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
     return document
 
 
-def require_carry(path: Path, head: str) -> dict[str, Any]:
-    """Refuse unless the carry receipt is CARRIED, to exactly the commit under test."""
+def require_carry(path: Path, head: str, rules: Qualification | None) -> dict[str, Any]:
+    """Refuse unless the carry receipt is CARRIED, to exactly the commit under test, under rules at least as strict
+    as the plan's ``[qualification]``."""
     carried = read_receipt(path, CARRY)
     require_admitting(path, carried, what="qualification", verdict="CARRIED", at="head", head=head,
                       again="run `fairwin qualify carry` again")  # fmt: skip
+    looser = looser_than(carried.get("rules") or {}, rules) if rules is not None else []
+    if looser:
+        raise GateRefused(f"the carry receipt {path} was made under a looser [qualification] than the plan's: "
+                          f"{'; '.join(looser)}; run `fairwin qualify carry` again with this plan")  # fmt: skip
     return carried
+
+
+def looser_than(used: dict[str, Any], plan: Qualification) -> list[str]:
+    """What a carry's rules (``used``) left out that the plan's hold: a carried file, prefix or unit it did not
+    compare, or a glob it let change that the plan's measurement layer does not."""
+    found = []
+    for key, what in (("carried_files", "carried file"), ("carried_prefixes", "carried prefix"),
+                      ("carried_units", "carried unit")):  # fmt: skip
+        missing = sorted(set(getattr(plan, key)) - set(used.get(key) or []))
+        found += [f"it did not hold {what} {name}" for name in missing]
+    wider = sorted(set(used.get("measurement_layer") or []) - set(plan.measurement_layer))
+    found += [f"it let {glob} change, which the plan's measurement layer does not" for glob in wider]
+    return found
 
 
 def successor_problems(repo: Path, rules: Qualification, earlier: str, later: str) -> list[str]:

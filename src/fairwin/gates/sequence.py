@@ -67,7 +67,7 @@ def run_gates(
         head = resolve(repo, "HEAD")
         summary["head"] = head
         if inputs.qualification is not None:
-            carried = require_carry(inputs.qualification, head)
+            carried = require_carry(inputs.qualification, head, loaded.plan.qualification)
             artifacts = carried.get("artifacts", {})
             summary["qualification"] = {"path": str(inputs.qualification), "sha256": carried.get("sha256")}
         receipts = [require_gate(path, head, artifacts) for path in inputs.gates]

@@ -21,6 +21,8 @@ from fairwin.errors import FairwinError
 from fairwin.gates.correctness import require_gate
 from fairwin.gates.qualify import require_carry
 from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.plan.checks import Qualification
+from fairwin.plan.loading import parse_plan
 from fairwin.promote.policy import PromotionPolicy
 from fairwin.vocabulary import PROMOTION, REHEARSAL, STATUS, WINDOW
 from fairwin.window.stored import completed_decision
@@ -61,6 +63,12 @@ def _decided(found: Evidence, policy: PromotionPolicy) -> list[str]:
     return reasons
 
 
+def _qualification_rules(found: Evidence) -> Qualification:
+    """The [qualification] of the plan the window ran (its copy): what the carry must have held."""
+    _, plan = parse_plan(found.path / "plan.toml")
+    return plan.qualification
+
+
 def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[str]:
     """The carry and every gate receipt, read again: sealed, at the window's commit, bound to each other."""
     reasons: list[str] = []
@@ -74,7 +82,7 @@ def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[s
         reasons.append("the window recorded no git commit, so its qualification cannot be bound to it")
     else:
         try:
-            carried = require_carry(Path(recorded["path"]), head)
+            carried = require_carry(Path(recorded["path"]), head, _qualification_rules(found))
             artifacts = carried.get("artifacts", {})
             if carried.get("sha256") != recorded.get("sha256"):
                 reasons.append(f"qualification {recorded['path']} is not the receipt the window was given")
