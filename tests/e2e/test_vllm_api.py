@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,12 +87,18 @@ def test_rehearsal_passes_against_the_real_server(speculative_server: LocalServe
 
     plan = e2e_plan(tmp_path / "plan")
     out = tmp_path / "rehearsal"
-    done = fairwin(
-        "rehearse", str(plan), "--url", speculative_server.spec.base_url, "--model", "tiny", "--out", str(out)
-    )
+    # The runbook's rehearsal: every probe at priority 10 (the default), and the terminator probe forcing the
+    # model's end-of-sequence token with allowed_token_ids, which a speculative vLLM accepts (logit_bias it refuses).
+    eos = json.loads((Path(os.environ["FAIRWIN_TINY_MODEL"]) / "config.json").read_text())["eos_token_id"]
+    done = fairwin("rehearse", str(plan), "--url", speculative_server.spec.base_url, "--model", "tiny", "--out",
+                   str(out), "--eos", str(eos))  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads((out / "rehearsal.json").read_text())
     assert doc["verdict"] == "PASS" and doc["cause_confirmed"]
     control = doc["probes"][-1]
     assert control["name"] == "control logit_bias" and control["status"] == 400
     assert "logit_bias" in control["error_body"]
+    terminator = next(p for p in doc["probes"] if p["name"] == "eos")
+    assert (terminator["finish_reason"], terminator["usage"]["completion_tokens"]) == ("stop", 1), terminator
+    sent = [json.loads(line)["request"] for line in (out / "responses.jsonl").read_text().splitlines()]
+    assert all(body.get("priority") == 10 for body in sent if body and "max_tokens" in body)

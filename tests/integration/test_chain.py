@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.durable import read_jsonl
-from tests.conftest import PlanFactory, sim_role
+from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run
 
@@ -88,6 +88,18 @@ def test_a_chain_leaves_production_down_between_windows_and_its_last_window_rest
     assert compared.returncode == (0 if found["agree"] else 1)
     table = fairwin("compare", str(w1), str(w2), str(w3))
     assert w3.name in table.stdout and ("the windows agree" in table.stdout) == found["agree"]
+    # The chain's first window left production down: a promotion counts it restored, since the chain's last
+    # window restored it (the runbook's chained production-policy windows).
+    assert status(w1)["chain"]["chain_id"] == marker["chain_id"] == status(w3)["chain"]["chain_id"]
+    decision = json.loads((w1 / "decision.json").read_text())
+    policy = plan.parent / "policy.toml"
+    policy.write_text(to_toml({"promote": {
+        "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}], "mode": decision["mode"],
+        "require_qualification": False, "require_rehearsal": False, "require_greedy": False}}))  # fmt: skip
+    receipt = plan.parent / "promotion.json"
+    fairwin("promote", "check", str(w1), "--policy", str(policy), "--out", str(receipt))
+    checks = {c["check"]: c["ok"] for c in json.loads(receipt.read_text())["checks"]}
+    assert checks["production restored"] is True, json.loads(receipt.read_text())["reasons"]
 
 
 @pytest.mark.slow

@@ -55,6 +55,33 @@ def test_pass_against_a_speculative_server(make_plan: PlanFactory, server: SimPr
         assert SECRET not in path.read_text()
 
 
+def test_the_terminator_probe_forces_the_eos_at_priority_10(
+    make_plan: PlanFactory, server: SimProcess, tmp_path: Path
+) -> None:
+    # The runbook's rehearsal: --eos adds the terminator probe, forced with allowed_token_ids (not logit_bias,
+    # which a speculative server refuses), and every probe goes at priority 10 unless the plan says otherwise.
+    out = tmp_path / "rehearsal"
+    done = rehearse(make_plan(), server, out, "--eos", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    probes = {p["name"]: p for p in document(out)["probes"]}
+    eos = probes["eos"]
+    assert (eos["ok"], eos["finish_reason"], eos["stop_reason"], eos["usage"]["completion_tokens"]) == (
+        True, "stop", None, 1)  # fmt: skip
+    assert probes["cell short-b1"]["finish_reason"] == "length" and "stop_reason" in probes["cell short-b1"]
+    sent = {
+        line["name"]: line["request"] for line in map(json.loads, (out / "responses.jsonl").read_text().splitlines())
+    }
+    assert sent["eos"]["allowed_token_ids"] == [2] and sent["eos"]["ignore_eos"] is False
+    assert "logit_bias" not in sent["eos"]
+    assert {name: body.get("priority") for name, body in sent.items() if body and "max_tokens" in body} == {
+        "warmup": 10, "cell short-b1": 10, "eos": 10, "control logit_bias": 10}  # fmt: skip
+    # A wrong end-of-sequence id is read as the probe being wrong for this model, and the rehearsal FAILs.
+    wrong = tmp_path / "wrong"
+    assert rehearse(make_plan(name="wrong.toml"), server, wrong, "--eos", "7").returncode == 5
+    (failure,) = document(wrong)["failures"]
+    assert failure.startswith("eos: 4xx-like: the terminator probe ended with finish_reason 'length', not 'stop'")
+
+
 @pytest.mark.parametrize("server", [("--spec-tokens", "2", "--reject-param", "min_p")], indirect=True)
 def test_a_wrong_parameter_fails_with_the_4xx_reading(
     make_plan: PlanFactory, server: SimProcess, tmp_path: Path

@@ -110,6 +110,8 @@ def _sim_parser(commands: Commands) -> None:
     sim.add_argument("--ms-per-draft-token", type=float, default=0.0, help="extra cost per proposed token")
     sim.add_argument("--prefill-ms-per-token", type=float, default=0.01)
     sim.add_argument("--jitter", type=float, default=0.02, help="relative s.d. of each round's time")
+    sim.add_argument("--eos-token-id", type=int, default=2,
+                     help="the end-of-sequence token: allowed_token_ids = [it] ends a stream at once")  # fmt: skip
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument(
         "--clock",
@@ -161,6 +163,8 @@ def _rehearse_parser(commands: Commands) -> None:
     rehearse.add_argument("--out", required=True, help="a new directory for rehearsal.json and responses.jsonl")
     rehearse.add_argument("--model", help="production's served model (default: rehearsal.model or the first role's)")
     rehearse.add_argument("--api-key-env", help="send Authorization: Bearer $NAME (the key is never recorded)")
+    rehearse.add_argument("--eos", type=int, help="the model's end-of-sequence token id: adds the terminator probe, "
+                          "forced with allowed_token_ids (default: rehearsal.eos_token_id)")  # fmt: skip
     rehearse.set_defaults(func=_window.rehearse)
 
 

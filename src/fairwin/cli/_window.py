@@ -142,6 +142,7 @@ def sim(args: argparse.Namespace) -> int:
         reject_params=frozenset(args.reject_param),
         per_request_metrics=args.per_request_metrics,
         clock=args.clock,
+        eos_token_id=args.eos_token_id,
         api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
     )
     serve(config, args.host, args.port)
@@ -175,7 +176,7 @@ def rehearse(args: argparse.Namespace) -> int:
 
     loaded = load_plan(args.plan)
     print_notices(loaded)
-    document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env)
+    document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env, args.eos)
     for probe in document["probes"]:
         state = "ok" if probe["ok"] else probe["reading"]
         stdout.print(f"  {probe['name']:<24} HTTP {probe.get('status')}  {state}", markup=False)

@@ -54,6 +54,7 @@ class Probe:
     expect_status: int | None = None  # control probes only
     expect_tokens: int | None = None
     expect_logprobs: bool = False  # the greedy diagnostics' answer: completions logprobs, top two
+    expect_finish: str | None = None  # the terminator probe: "stop", on the forced end-of-sequence token
 
 
 def _stream_body(loaded: LoadedPlan, cell_name: str, model: str, max_tokens: int, salt: str) -> dict[str, Any]:
@@ -66,15 +67,16 @@ def _stream_body(loaded: LoadedPlan, cell_name: str, model: str, max_tokens: int
     return request_body(record, model, PROBE_TEXT, cell.temperature, cell.top_p, cell.extra_body)
 
 
-def probes_for(loaded: LoadedPlan, model: str) -> list[Probe]:
-    """One probe per distinct request shape of the window, then the control probes."""
+def probes_for(loaded: LoadedPlan, model: str, eos: int | None = None) -> list[Probe]:
+    """One probe per distinct request shape of the window, the terminator probe when the model's end-of-sequence
+    token is known (``eos``, else the plan's rehearsal.eos_token_id), then the control probes."""
     plan = loaded.plan
     settings = plan.rehearsal
     tokens = min(MAX_PROBE_TOKENS, plan.window.warmup_max_tokens)
     stamp = f"rehearsal-{int(time.time())}"
 
     def priced(body: dict[str, Any]) -> dict[str, Any]:
-        return {**body, "priority": settings.priority} if settings.priority is not None else body
+        return body if settings.priority is False else {**body, "priority": settings.priority}
 
     probes = [Probe("health", "GET", "/health", None)]
     if PROFILES[plan.window.counters].reads_counters:  # a client-only window never reads /metrics
@@ -98,6 +100,14 @@ def probes_for(loaded: LoadedPlan, model: str) -> list[Probe]:
     if (greedy := plan.diagnostics.greedy) is not None:
         body = request(model, PROBE_TEXT, min(MAX_PROBE_TOKENS, greedy.max_tokens), f"{stamp}.greedy")
         probes.append(Probe("greedy diagnostics", "POST", GREEDY_PATH, priced(body), expect_logprobs=True))
+    terminator = eos if eos is not None else settings.eos_token_id
+    if terminator is not None:
+        # The runbook's terminator probe, forced with allowed_token_ids: vLLM refuses logit_bias whenever
+        # speculative decoding is on, which is what the default control probe proves.
+        body = {**_stream_body(loaded, warm, model, tokens, f"{stamp}.eos"), "ignore_eos": False,
+                "allowed_token_ids": [terminator]}  # fmt: skip
+        probes.append(Probe("eos", "POST", endpoint_path(plan.cells[warm]), priced(body), True, expect_tokens=1,
+                            expect_finish="stop"))  # fmt: skip
     for control in settings.controls:
         cell = plan.cells[warm]
         body = priced(_stream_body(loaded, warm, model, tokens, f"{stamp}.control.{control.name}"))
@@ -115,7 +125,7 @@ def _digest(data: str | bytes) -> str:
 def _stream_facts(text: str) -> dict[str, Any]:
     """finish_reason, usage, [DONE], and an error event: vLLM reports some refusals of a streaming
     request (logit_bias under speculation) as HTTP 200 with a ``data: {"error": {..., "code": 400}}`` event."""
-    finish = usage = error = None
+    finish = stop = usage = error = None
     done = False
     for line in text.splitlines():
         data = sse_payload(line)
@@ -132,8 +142,9 @@ def _stream_facts(text: str) -> dict[str, Any]:
             error = chunk["error"]
         for choice in chunk.get("choices") or []:
             finish = choice.get("finish_reason") or finish
+            stop = choice.get("stop_reason", stop) if choice.get("finish_reason") else stop
         usage = chunk.get("usage") or usage
-    return {"finish_reason": finish, "usage": usage, "done": done, "stream_error": error}
+    return {"finish_reason": finish, "stop_reason": stop, "usage": usage, "done": done, "stream_error": error}
 
 
 async def _send(session: aiohttp.ClientSession, url: str, probe: Probe) -> dict[str, Any]:
@@ -189,6 +200,10 @@ def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
         return READING_4XX
     if probe.expect_logprobs and result.get("logprobs_problem"):
         return f"4xx-like: {result['logprobs_problem']}"
+    if probe.expect_finish is not None and result.get("finish_reason") != probe.expect_finish:
+        return (f"4xx-like: the terminator probe ended with finish_reason {result.get('finish_reason')!r}, not "
+                f"{probe.expect_finish!r}: the server did not end on the forced token (is --eos the model's "
+                "end-of-sequence id?)")  # fmt: skip
     if probe.stream:
         usage = result.get("usage") or {}
         if not result.get("done") or usage.get("completion_tokens") != probe.expect_tokens:
@@ -199,21 +214,25 @@ def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
     return None
 
 
-async def rehearse(loaded: LoadedPlan, url: str, out: Path, *, model: str, headers: dict[str, str]) -> dict[str, Any]:
+async def rehearse(
+    loaded: LoadedPlan, url: str, out: Path, *, model: str, headers: dict[str, str], eos: int | None = None
+) -> dict[str, Any]:
     try:
         out.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
         raise InputError(f"{out} already exists; a rehearsal never overwrites one") from None
     except OSError as exc:
         raise InputError(f"cannot create {out}: {exc.strerror}") from None
-    probes = probes_for(loaded, model)
+    probes = probes_for(loaded, model, eos)
     timeout = aiohttp.ClientTimeout(total=loaded.plan.window.request_timeout_s)
     results = []
     async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
         for probe in probes:  # back to back, no idle wait
             results.append(await _send(session, url.rstrip("/"), probe))
-    replies = "".join(json.dumps({"name": r["name"], "status": r.get("status"), "reply": r.pop("reply")}) + "\n"
-                      for r in results)  # fmt: skip
+    # The requests as sent (their bodies; never a header) beside the replies.
+    lines = [{"name": r["name"], "request": probe.body, "status": r.get("status"), "reply": r.pop("reply")}
+             for probe, r in zip(probes, results, strict=True)]  # fmt: skip
+    replies = "".join(json.dumps(line) + "\n" for line in lines)
     write_text_atomic(out / "responses.jsonl", replies, mode=0o600)
     failures = []
     for probe, result in zip(probes, results, strict=True):
@@ -272,13 +291,14 @@ def _key_env(loaded: LoadedPlan, given: str | None) -> tuple[str | None, str]:
 
 
 def run_rehearsal(
-    loaded: LoadedPlan, url: str | None, out: Path, model: str | None, api_key_env: str | None
+    loaded: LoadedPlan, url: str | None, out: Path, model: str | None, api_key_env: str | None, eos: int | None = None
 ) -> dict[str, Any]:
     target = url or loaded.plan.rehearsal.url
     if target is None:
         raise InputError("no URL: pass --url or set rehearsal.url in the plan")
     name = model or loaded.plan.rehearsal.model or next(iter(loaded.plan.roles.values())).served_model
-    return asyncio.run(rehearse(loaded, target, out, model=name, headers=api_headers(*_key_env(loaded, api_key_env))))
+    headers = api_headers(*_key_env(loaded, api_key_env))
+    return asyncio.run(rehearse(loaded, target, out, model=name, headers=headers, eos=eos))
 
 
 __all__ = ["Probe", "probes_for", "rehearse", "require_rehearsal", "run_rehearsal"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -68,7 +68,12 @@ class ControlProbe(StrictModel):
 class RehearsalSettings(StrictModel):
     url: str | None = Field(None, description="Production's base URL, which rehearsals must be made against.")
     model: str | None = Field(None, description="Production's served model (default: the first role's).")
-    priority: int | None = Field(None, description="Sent as `priority` with every probe, when the server supports it.")
+    priority: int | Literal[False] = Field(
+        10, description="Sent as `priority` with every probe (10: behind production's own requests); false: never."
+    )
+    eos_token_id: int | None = Field(
+        None, description="The model's end-of-sequence token: a terminator probe forces it (`allowed_token_ids`)."
+    )
     api_key_env: str | None = Field(
         None, description="The env variable holding production's API key (default: production's api_key_env)."
     )

@@ -154,10 +154,33 @@ def _restored(found: Evidence, policy: PromotionPolicy) -> list[str]:
     restore = found.status.get("restore")
     if not isinstance(restore, dict):
         return ["the window held no production, so none was restored and watched"]
+    if restore.get("state") == "CHAINED":
+        return _chain_restored(found)
     if restore.get("state") != "RESTORED":
         why = f": {restore['reason']}" if restore.get("reason") else ""
         return [f"production was not restored and watched: {restore.get('state')}{why}"]
     return []
+
+
+def _chain_restored(found: Evidence) -> list[str]:
+    """A window that left production down for its chain (the runbook's chained production-policy windows) counts
+    as restored once the chain's last window, beside it, restored production and the watch held."""
+    chain = found.status.get("chain")
+    chain_id = chain.get("chain_id") if isinstance(chain, dict) else None
+    if not chain_id:
+        return ["production was left down for a chain (CHAINED) that the window's status does not name"]
+    for other in sorted(found.path.parent.glob("*/status.json")):
+        try:
+            status = read_json(other, STATUS.readable)
+        except FairwinError:
+            continue
+        ended = status.get("chain") or {}
+        if ended.get("chain_id") == chain_id and ended.get("end") == "ENDED":
+            if (status.get("restore") or {}).get("state") == "RESTORED":
+                return []
+            return [f"chain {chain_id}'s last window {other.parent.name} did not restore production"]
+    return [f"production was left down for chain {chain_id} (CHAINED), and no window beside it has ended the chain "
+            "with production restored yet"]  # fmt: skip
 
 
 CHECKS: list[tuple[str, Callable[[Evidence, PromotionPolicy], list[str]]]] = [

@@ -41,6 +41,8 @@ def _chunk(kind: str, rid: str, model: str, text: str | None, finish: str | None
     else:
         choice = {"index": 0, "text": text or "", "finish_reason": finish}
         obj = "text_completion"
+    if finish is not None:
+        choice["stop_reason"] = None  # vLLM's: a matched stop string or token id; None for the EOS and for length
     return {"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [choice]}
 
 
@@ -53,7 +55,8 @@ class _Generation:
     counters: SimMetrics
     body: dict[str, Any]
     prompt_tokens: int
-    max_tokens: int
+    max_tokens: int  # tokens it may write: the request's, or fewer where an end-of-sequence token comes first
+    requested: int  # the request's max_tokens: reaching it is finish_reason "length", stopping before it "stop"
     target: int  # tokens it will produce (half of max_tokens under the short-stream fault)
     drafter: Drafter
     arrived: float
@@ -135,7 +138,7 @@ class _Generation:
 
     def finish(self) -> tuple[str, float, dict[str, int]]:
         """The finish reason, decode seconds and usage, counted as a finished request."""
-        finish = "length" if self.emitted >= self.max_tokens or "short-stream" in self.config.faults else "stop"
+        finish = "length" if self.emitted >= self.requested or "short-stream" in self.config.faults else "stop"
         decode_s = self.decode_s()
         self.counters.decode_time.labels(**self.labels).observe(decode_s)
         self.counters.request_success.labels(**self.labels, finished_reason=finish).inc()
@@ -198,13 +201,17 @@ def _start(request: web.Request, kind: str, body: dict[str, Any], prompt: str) -
     config = request.app[CONFIG_KEY]
     max_tokens: int = body.get("max_tokens", 16)
     drafter = Drafter(config, int(body.get("seed") or 0), prompt, greedy=body.get("temperature") == 0)
+    requested = max_tokens
     if not body.get("ignore_eos", False):
         max_tokens = min(max_tokens, 1 + int(drafter.rng.expovariate(1 / 200)))  # an EOS, as a model would
+        if body.get("allowed_token_ids") == [config.eos_token_id]:
+            max_tokens = 1  # the only token it may write is the end of sequence
     prompt_tokens = len(tokenize(prompt))
     _count_prompt(request, body, prompt, prompt_tokens)
     return _Generation(
         kind=kind, config=config, counters=request.app[METRICS_KEY], body=body, prompt_tokens=prompt_tokens,
-        max_tokens=max_tokens, target=max_tokens // 2 if "short-stream" in config.faults else max_tokens,
+        max_tokens=max_tokens, requested=requested,
+        target=max_tokens // 2 if "short-stream" in config.faults else max_tokens,
         drafter=drafter, arrived=time.monotonic(),
         rid=f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:16]}",
     )  # fmt: skip

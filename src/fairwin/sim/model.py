@@ -53,6 +53,7 @@ class SimConfig:
     # whatever the wall time was, so a machine starved of CPU cannot move what the server reports;
     # "wall": what the server's clock measured around its sleeps, as a real server reports.
     clock: Literal["model", "wall"] = "model"
+    eos_token_id: int = 2  # what allowed_token_ids = [it] forces: the stream ends at once, finish_reason "stop"
     api_key: str | None = field(default=None, repr=False)  # /v1/* answers 401 without it, as vLLM's --api-key
 
     def acceptance_at(self, position: int) -> float:

@@ -139,6 +139,7 @@ class ChainRun:
     started: list[dict[str, Any]] = field(default_factory=list)
     end: ChainEnd | None = None
     reason: str | None = None
+    chain_id: str | None = None  # the chain's id, once known: continued, or started by this window's hold over
 
     @property
     def position(self) -> int:
@@ -166,6 +167,7 @@ class ChainRun:
             placeholder_dir=str(self.placeholders.state_dir),
         )  # fmt: skip
         write_json_atomic(self.marker_path, marker.model_dump(mode="json"))
+        self.chain_id = marker.chain_id
         hold.restored = {"state": "CHAINED", "reason": "production left down",
                          "placeholders": [p["name"] for p in self.started]}  # fmt: skip
         self.end = "CHAINED"
@@ -195,7 +197,8 @@ class ChainRun:
 
     def record(self) -> dict[str, Any]:
         """For status.json and the summary."""
-        found = {"chain_id": self.found.chain_id} if self.found else {}
+        chain_id = self.found.chain_id if self.found else self.chain_id
+        found = {"chain_id": chain_id} if chain_id else {}
         record: dict[str, Any] = {**found, "position": self.position, "end": self.end, "marker": str(self.marker_path)}
         if self.end == "ABORTED":
             record |= {"decision": "REJECT", "reason": self.reason}
