@@ -86,6 +86,7 @@ def test_rehearsal_passes_against_the_real_server(speculative_server: LocalServe
     from tests.integration.helpers import fairwin
 
     plan = e2e_plan(tmp_path / "plan")
+    plan.write_text(plan.read_text() + "\n[rehearsal]\nreal_prompts = true\n")  # long-b1 at its 4,096 tokens
     out = tmp_path / "rehearsal"
     # The runbook's rehearsal: every probe at priority 10 (the default), and the terminator probe forcing the
     # model's end-of-sequence token with allowed_token_ids, which a speculative vLLM accepts (logit_bias it refuses).
@@ -98,6 +99,8 @@ def test_rehearsal_passes_against_the_real_server(speculative_server: LocalServe
     control = doc["probes"][-1]
     assert control["name"] == "control logit_bias" and control["status"] == 400
     assert "logit_bias" in control["error_body"]
+    long = next(p for p in doc["probes"] if p["name"] == "cell long-b1")
+    assert 4096 - 8 <= long["usage"]["prompt_tokens"] <= 4096 + 8, long
     terminator = next(p for p in doc["probes"] if p["name"] == "eos")
     assert (terminator["finish_reason"], terminator["usage"]["completion_tokens"]) == ("stop", 1), terminator
     sent = [json.loads(line)["request"] for line in (out / "responses.jsonl").read_text().splitlines()]

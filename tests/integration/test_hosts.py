@@ -57,6 +57,44 @@ def pin(plan: Path, role: str, path: Path, digest: str) -> None:
     plan.write_text(text.replace(header, f'{header}identity = {{ "{path}" = "{digest}" }}\n', 1))
 
 
+def checkout(tmp_path: Path) -> tuple[Path, str]:
+    """A git checkout with one commit: the code a role's host must run."""
+    repo = tmp_path / "engine-src"
+    repo.mkdir()
+    run_git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "engine.py").write_text("SPEED = 1\n")
+    subprocess.run([*run_git, "add", "-A"], check=True)
+    subprocess.run([*run_git, "commit", "-qm", "engine"], check=True)
+    head = subprocess.run([*run_git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    return repo, head
+
+
+def pin_repo(plan: Path, role: str, repo: Path, commit: str) -> None:
+    """Pin a role of a written plan to a checkout on its host."""
+    header = f'[roles."{role}"]\n'
+    plan.write_text(plan.read_text().replace(header, f'{header}repo = {{ path = "{repo}", commit = "{commit}" }}\n', 1))
+
+
+def test_a_pinned_checkout_at_another_commit_or_dirty_is_refused_before_any_launch(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
+) -> None:
+    repo, head = checkout(tmp_path)
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-pinned")
+    pin_repo(plan, "B", repo, "0" * 40)
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert f"pinned code: role B on host h2: {repo} is at {head[:12]}, not the pinned 000000000000" in done.stderr
+    assert not (plan.parent / "windows").exists() and processes_with("ssh-pinned") == []
+    plan.write_text(plan.read_text().replace("0" * 40, head[:10]))
+    (repo / "engine.py").write_text("SPEED = 2\n")  # at the pinned commit, but edited on the host
+    dirty = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert dirty.returncode == 4 and f"{repo} is at {head[:12]} but has uncommitted changes (engine.py)" in dirty.stderr
+    plan.write_text(plan.read_text().replace(str(repo), str(tmp_path / "nowhere")))
+    missing = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert missing.returncode == 4 and "is not a git checkout there (or git is missing)" in missing.stderr
+
+
 @pytest.mark.slow
 def test_a_window_runs_its_roles_on_two_remote_hosts(
     make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
@@ -65,10 +103,14 @@ def test_a_window_runs_its_roles_on_two_remote_hosts(
     worker = tmp_path / "worker.so"
     worker.write_bytes(b"the worker library the plan was qualified with")
     pin(plan, "B", worker, sha256_file(worker))
+    repo, head = checkout(tmp_path)
+    pin_repo(plan, "B", repo, head)  # the code on h2 is the pinned commit, clean
     done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)
     assert status(window)["state"] == "complete"
+    gates = json.loads((window / "window.json").read_text())["gates"]
+    assert gates["checkouts"] == {"role B on host h2": {"path": str(repo), "commit": head}}
     for start, host in (("s1", "h1"), ("s2", "h2"), ("s3", "h1")):
         receipt = json.loads((window / "starts" / start / "start.json").read_text())
         assert receipt["env_check"] == ["matches the declaration"]  # read from /proc on the host, over SSH

@@ -82,6 +82,24 @@ def test_the_terminator_probe_forces_the_eos_at_priority_10(
     assert failure.startswith("eos: 4xx-like: the terminator probe ended with finish_reason 'length', not 'stop'")
 
 
+def test_a_cell_is_rehearsed_with_its_real_prompt_where_the_plan_asks(
+    make_plan: PlanFactory, server: SimProcess, tmp_path: Path
+) -> None:
+    plan = make_plan()
+    plan.write_text(plan.read_text() + "\n[rehearsal]\nreal_prompts = true\n")
+    out = tmp_path / "rehearsal"
+    done = rehearse(plan, server, out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cell = next(p for p in document(out)["probes"] if p["name"] == "cell short-b1")
+    assert cell["ok"] and 56 <= cell["usage"]["prompt_tokens"] <= 64 + 8, cell  # the cell's 64, its tolerance
+    assert cell["usage"]["completion_tokens"] == 8  # still at most 8 generated tokens
+    sent = {
+        line["name"]: line["request"] for line in map(json.loads, (out / "responses.jsonl").read_text().splitlines())
+    }
+    assert "rehearsal sends a short prompt" not in sent["cell short-b1"]["prompt"]
+    assert "rehearsal sends a short prompt" in sent["warmup"]["prompt"]
+
+
 @pytest.mark.parametrize("server", [("--spec-tokens", "2", "--reject-param", "min_p")], indirect=True)
 def test_a_wrong_parameter_fails_with_the_4xx_reading(
     make_plan: PlanFactory, server: SimProcess, tmp_path: Path

@@ -31,14 +31,18 @@ from fairwin.errors import GateRefused, InputError
 from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.load.greedy import PATH as GREEDY_PATH
 from fairwin.load.greedy import parse, request
+from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare
 from fairwin.load.stream import StreamRecord, request_body, sse_payload
 from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import waves_for
 from fairwin.profiles import PROFILES
 from fairwin.transport import api_headers
 from fairwin.vocabulary import REHEARSAL
 
 MAX_PROBE_TOKENS = 8
+#: A server's count of a prompt may exceed the prompt's own tokens by its BOS (and a chat template's few).
+BOS_SLACK = 8
 PROBE_TEXT = "The rehearsal sends a short prompt with the window's own parameters."
 READING_4XX = "4xx: the probe is wrong for this server; fix the request shape before any window"
 READING_NO_ANSWER = "no answer (transport error or 5xx): the server did not answer; run the rehearsal again"
@@ -55,21 +59,27 @@ class Probe:
     expect_tokens: int | None = None
     expect_logprobs: bool = False  # the greedy diagnostics' answer: completions logprobs, top two
     expect_finish: str | None = None  # the terminator probe: "stop", on the forced end-of-sequence token
+    expect_prompt_tokens: tuple[int, int] | None = None  # a real prompt's: the server's count within this range
 
 
-def _stream_body(loaded: LoadedPlan, cell_name: str, model: str, max_tokens: int, salt: str) -> dict[str, Any]:
+def _stream_body(
+    loaded: LoadedPlan, cell_name: str, model: str, max_tokens: int, salt: str, text: str = PROBE_TEXT
+) -> dict[str, Any]:
     cell = loaded.plan.cells[cell_name]
     record = StreamRecord(
         start="rehearsal", role="production", cell=cell_name, wave="rehearsal", repeat=0, family="rehearsal",
         stream=0, prompt_id="rehearsal", prompt_tokens_expected=0, seed=loaded.plan.window.base_seed,
         cache_salt=salt, endpoint=cell.endpoint, max_tokens=max_tokens,
     )  # fmt: skip
-    return request_body(record, model, PROBE_TEXT, cell.temperature, cell.top_p, cell.extra_body)
+    return request_body(record, model, text, cell.temperature, cell.top_p, cell.extra_body)
 
 
-def probes_for(loaded: LoadedPlan, model: str, eos: int | None = None) -> list[Probe]:
+def probes_for(
+    loaded: LoadedPlan, model: str, eos: int | None = None, real: dict[str, PreparedPrompt] | None = None
+) -> list[Probe]:
     """One probe per distinct request shape of the window, the terminator probe when the model's end-of-sequence
-    token is known (``eos``, else the plan's rehearsal.eos_token_id), then the control probes."""
+    token is known (``eos``, else the plan's rehearsal.eos_token_id), then the control probes. ``real``: a cell's
+    real prompt, cut to its length, which its probe sends instead of the short text."""
     plan = loaded.plan
     settings = plan.rehearsal
     tokens = min(MAX_PROBE_TOKENS, plan.window.warmup_max_tokens)
@@ -93,9 +103,15 @@ def probes_for(loaded: LoadedPlan, model: str, eos: int | None = None) -> list[P
     )  # fmt: skip
     for name, cell in plan.cells.items():
         n = min(MAX_PROBE_TOKENS, cell.max_tokens)
+        prompt = (real or {}).get(name)
+        text = prompt.text if prompt is not None else PROBE_TEXT
+        expected = (
+            (cell.prompt_tokens - cell.prompt_tokens_tolerance, cell.prompt_tokens + BOS_SLACK) if prompt else None
+        )
         probes.append(
             Probe(f"cell {name}", "POST", endpoint_path(cell),
-                  priced(_stream_body(loaded, name, model, n, f"{stamp}.{name}")), True, expect_tokens=n)
+                  priced(_stream_body(loaded, name, model, n, f"{stamp}.{name}", text)), True, expect_tokens=n,
+                  expect_prompt_tokens=expected)
         )  # fmt: skip
     if (greedy := plan.diagnostics.greedy) is not None:
         body = request(model, PROBE_TEXT, min(MAX_PROBE_TOKENS, greedy.max_tokens), f"{stamp}.greedy")
@@ -116,6 +132,20 @@ def probes_for(loaded: LoadedPlan, model: str, eos: int | None = None) -> list[P
                   expect_status=control.expect_status)
         )  # fmt: skip
     return probes
+
+
+async def real_prompts(
+    loaded: LoadedPlan, session: aiohttp.ClientSession, url: str, model: str
+) -> dict[str, PreparedPrompt]:
+    """Each cell's first prompt cut to the cell's length with production's own /tokenize, as a window's first
+    start cuts it: a 32K cell is rehearsed at 32K (still at most 8 generated tokens)."""
+    found = {}
+    for name, cell in loaded.plan.cells.items():
+        wave = waves_for(loaded, name)[0]
+        tokenizer = TokenizeClient(session, url, model, cell.endpoint)
+        found[name] = await prepare(tokenizer, name, wave.family, wave.prompts[0], cell.prompt_tokens,
+                                    cell.prompt_tokens_tolerance)  # fmt: skip
+    return found
 
 
 def _digest(data: str | bytes) -> str:
@@ -206,6 +236,11 @@ def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
                 "end-of-sequence id?)")  # fmt: skip
     if probe.stream:
         usage = result.get("usage") or {}
+        if probe.expect_prompt_tokens is not None:
+            low, high = probe.expect_prompt_tokens
+            if not low <= int(usage.get("prompt_tokens") or 0) <= high:
+                return (f"4xx-like: the server counted {usage.get('prompt_tokens')} prompt tokens of the cell's "
+                        f"real prompt, not {low} to {high}")  # fmt: skip
         if not result.get("done") or usage.get("completion_tokens") != probe.expect_tokens:
             return (
                 f"4xx-like: the stream did not end with [DONE] and exactly {probe.expect_tokens} tokens "
@@ -217,18 +252,23 @@ def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
 async def rehearse(
     loaded: LoadedPlan, url: str, out: Path, *, model: str, headers: dict[str, str], eos: int | None = None
 ) -> dict[str, Any]:
-    try:
-        out.mkdir(parents=True, exist_ok=False)
-    except FileExistsError:
-        raise InputError(f"{out} already exists; a rehearsal never overwrites one") from None
-    except OSError as exc:
-        raise InputError(f"cannot create {out}: {exc.strerror}") from None
-    probes = probes_for(loaded, model, eos)
+    if out.exists():
+        raise InputError(f"{out} already exists; a rehearsal never overwrites one")
+    base = url.rstrip("/")
     timeout = aiohttp.ClientTimeout(total=loaded.plan.window.request_timeout_s)
     results = []
     async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+        # Cut before anything is written: a prompt that cannot be cut leaves no half-made rehearsal behind.
+        real = await real_prompts(loaded, session, base, model) if loaded.plan.rehearsal.real_prompts else None
+        try:
+            out.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise InputError(f"{out} already exists; a rehearsal never overwrites one") from None
+        except OSError as exc:
+            raise InputError(f"cannot create {out}: {exc.strerror}") from None
+        probes = probes_for(loaded, model, eos, real)
         for probe in probes:  # back to back, no idle wait
-            results.append(await _send(session, url.rstrip("/"), probe))
+            results.append(await _send(session, base, probe))
     # The requests as sent (their bodies; never a header) beside the replies.
     lines = [{"name": r["name"], "request": probe.body, "status": r.get("status"), "reply": r.pop("reply")}
              for probe, r in zip(probes, results, strict=True)]  # fmt: skip

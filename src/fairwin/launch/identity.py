@@ -1,8 +1,10 @@
-"""The sha256 of files on a role's host: its identity pins (a worker library, a model's weights index)."""
+"""What a role's host holds: the sha256 of its pinned files (a worker library, a model's weights index), and
+the state of its pinned git checkout."""
 
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 from fairwin.durable import sha256_file
@@ -22,3 +24,25 @@ async def digests(spec: LaunchSpec, paths: list[str]) -> dict[str, str | None]:
         if path in found:
             found[path] = digest
     return found
+
+
+#: HEAD, then a marker, then every tracked file with uncommitted changes (git's porcelain lines).
+_CHECKOUT = "git -C {path} rev-parse HEAD && echo -- && git -C {path} status --porcelain --untracked-files=no"
+
+
+async def checkout(spec: LaunchSpec, path: str) -> tuple[str | None, list[str]]:
+    """A git checkout on the role's host: (its HEAD, the tracked files it changed); HEAD None where it is no
+    checkout (or git is missing)."""
+    command = _CHECKOUT.format(path=shlex.quote(path))
+    if spec.remote is None or spec.host is None:
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30, check=False)
+        code, out = done.returncode, done.stdout
+    else:
+        from fairwin.launch.ssh import run_once  # asyncssh only where a role runs remotely
+
+        remote = await run_once(spec.host, spec.remote, command)
+        code, out = remote.exit_status if remote.exit_status is not None else -1, str(remote.stdout or "")
+    head, _, changed = out.partition("--\n")
+    if code != 0 or not head.strip():
+        return None, []
+    return head.strip(), [line[3:] for line in changed.splitlines() if line.strip()]

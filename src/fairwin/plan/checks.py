@@ -71,6 +71,9 @@ class RehearsalSettings(StrictModel):
     priority: int | Literal[False] = Field(
         10, description="Sent as `priority` with every probe (10: behind production's own requests); false: never."
     )
+    real_prompts: bool = Field(
+        False, description="Each cell's probe sends one of its real prompts, cut to its prompt_tokens (32K too)."
+    )
     eos_token_id: int | None = Field(
         None, description="The model's end-of-sequence token: a terminator probe forces it (`allowed_token_ids`)."
     )

@@ -28,6 +28,28 @@ def _checked_pins(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+class RepoPin(StrictModel):
+    """A git checkout on a role's (or worker's) host that must be at ``commit``, with nothing tracked uncommitted,
+    before any process of the window is launched (the runbook's pinned remote code)."""
+
+    path: str = Field(description="The checkout's absolute path on the host.")
+    commit: str = Field(description="The commit its HEAD must be: a full sha, or at least 7 of its hex digits.")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"{value!r}: a pinned checkout is an absolute path on the host")
+        return value
+
+    @field_validator("commit")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not re.fullmatch(r"[0-9a-f]{7,40}", value):
+            raise ValueError(f"{value!r} is not a commit's hex sha (7 to 40 lowercase digits: `git rev-parse HEAD`)")
+        return value
+
+
 class Ready(StrictModel):
     """When a worker counts as ready, so the next process may start: every check given must pass."""
 
@@ -55,6 +77,7 @@ class Worker(StrictModel):
     env: dict[str, str] = Field(default_factory=dict, description="Variables on top of the role's.")
     cwd: Path | None = None
     identity: dict[str, str] = Field(default_factory=dict, description="Files on its host whose sha256 must match.")
+    repo: RepoPin | None = Field(None, description="A git checkout on its host pinned to a commit, clean.")
     ready: Ready = Field(default_factory=Ready, description="When the next process may start.")
 
     @field_validator("identity")
@@ -94,6 +117,7 @@ class Role(StrictModel):
     identity: dict[str, str] = Field(
         default_factory=dict, description="Files on the role's host whose sha256 must match, checked at every start."
     )
+    repo: RepoPin | None = Field(None, description="A git checkout on its host pinned to a commit, clean.")
     workers: list[Worker] = Field(
         default_factory=list, description="Processes on other hosts started first, in order (multi-node serving)."
     )

@@ -11,21 +11,21 @@ happened.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 
-from fairwin.launch.identity import digests
+from fairwin.launch.identity import checkout, digests
 from fairwin.launch.local import LocalServer, StopRecord
 from fairwin.launch.readiness import wait_ready
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.roles import Ready
+from fairwin.plan.roles import Ready, RepoPin
 from fairwin.window.layout import WindowDir
-from fairwin.window.runtime import check_identity, check_running_env
+from fairwin.window.runtime import check_checkout, check_identity, check_running_env
 
 
 class ServerHandle(Protocol):
@@ -84,6 +84,7 @@ class StartProcess:
     log: Path
     pins: dict[str, str]
     ready: Ready | None  # a worker's ready checks; None for the head (its health URL decides)
+    repo: RepoPin | None = None  # a git checkout on its host pinned to a commit
 
 
 def start_processes(loaded: LoadedPlan, role_name: str, directory: Path, launcher: Launcher) -> list[StartProcess]:
@@ -94,14 +95,34 @@ def start_processes(loaded: LoadedPlan, role_name: str, directory: Path, launche
     found = []
     for spec, worker in zip(worker_specs(head, plan.roles, loaded.base_dir, plan.hosts), role.workers, strict=True):
         log = directory / server_log(spec)
-        found.append(StartProcess(spec, launcher(spec, log), log, worker.identity, worker.ready))
+        found.append(StartProcess(spec, launcher(spec, log), log, worker.identity, worker.ready, worker.repo))
     log = directory / server_log(head)
-    return [*found, StartProcess(head, launcher(head, log), log, role.identity, None)]
+    return [*found, StartProcess(head, launcher(head, log), log, role.identity, None, role.repo)]
+
+
+def pinned_checkouts(loaded: LoadedPlan, roles: Iterable[str]) -> list[tuple[LaunchSpec, RepoPin]]:
+    """Every process of these roles whose host holds a pinned checkout, with its pin."""
+    plan, found = loaded.plan, []
+    for name in sorted(set(roles)):
+        role = plan.roles[name]
+        head = make_spec(name, plan.roles, loaded.base_dir, plan.hosts)
+        workers = worker_specs(head, plan.roles, loaded.base_dir, plan.hosts)
+        found += [(spec, worker.repo) for spec, worker in zip(workers, role.workers, strict=True) if worker.repo]
+        if role.repo is not None:
+            found.append((head, role.repo))
+    return found
+
+
+async def check_checkouts(pinned: list[tuple[LaunchSpec, RepoPin]]) -> dict[str, dict[str, str]]:
+    """Each pinned checkout at its commit and clean, on its own host: label -> {path, commit}."""
+    return {spec.label: check_checkout(spec.label, pin, *(await checkout(spec, pin.path))) for spec, pin in pinned}
 
 
 async def check_identities(processes: list[StartProcess]) -> dict[str, dict[str, str]]:
-    """Every process's pinned files on its own host, checked before anything is launched: member -> pins."""
+    """Every process's pinned files (and pinned checkout) on its own host, checked before anything is launched:
+    member -> pins."""
     checked: dict[str, dict[str, str]] = {}
+    await check_checkouts([(p.spec, p.repo) for p in processes if p.repo is not None])
     for process in processes:
         if process.pins:
             found = await digests(process.spec, list(process.pins))

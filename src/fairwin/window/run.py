@@ -12,7 +12,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.decision import RuleSpec
-from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed
+from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
@@ -42,7 +42,7 @@ from fairwin.window.lock import (
 )
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, first_look_archive, preflight, preflight_power
-from fairwin.window.processes import Launcher, local_launcher
+from fairwin.window.processes import Launcher, check_checkouts, local_launcher, pinned_checkouts
 from fairwin.window.progress import Listener
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
@@ -199,6 +199,9 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
     try:
         admitted = admit(loaded, mode_name, **options)  # the gates, before any host is contacted
         await _hosts_reachable(loaded, mode_name)
+        checked_out = await _checkouts_pinned(loaded, admitted.checked)
+        if checked_out:
+            admitted.gate_summary["checkouts"] = checked_out  # into window.json, with the gates
         window = open_admitted(loaded, mode_name, admitted, **options)
     except FairwinError as exc:
         if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
@@ -216,6 +219,16 @@ async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
         from fairwin.launch.ssh import reachable, resolved  # asyncssh only where hosts are used
 
         await reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in names})
+
+
+async def _checkouts_pinned(loaded: LoadedPlan, checked: Preflight) -> dict[str, dict[str, str]]:
+    """Every pinned checkout of the mode's roles and workers, at its commit and clean on its own host, before
+    any process is launched (each start checks its own again): else refused, nothing made."""
+    pinned = pinned_checkouts(loaded, (checked.mode.control, checked.mode.candidate))
+    try:
+        return await check_checkouts(pinned)
+    except RuntimeCheckError as exc:
+        raise GateRefused(f"pinned code: {exc}") from None
 
 
 async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: FairwinError) -> None:

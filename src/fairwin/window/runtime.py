@@ -19,6 +19,7 @@ from typing import Any
 
 from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
 from fairwin.launch.spec import LaunchSpec
+from fairwin.plan.roles import RepoPin
 
 SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 STANDARD = "standard"
@@ -111,6 +112,20 @@ def check_speculative(
             "standard verification (runtime.standard_verification)"
         )
     return effective
+
+
+def check_checkout(label: str, pin: RepoPin, head: str | None, changed: list[str]) -> dict[str, str]:
+    """The pinned checkout is at its commit with nothing tracked uncommitted; raises naming what is there."""
+    if head is None:
+        raise RuntimeCheckError(f"{label}: {pin.path} is not a git checkout there (or git is missing)")
+    if not head.startswith(pin.commit):
+        raise RuntimeCheckError(f"{label}: {pin.path} is at {head[:12]}, not the pinned {pin.commit[:12]}; bring it "
+                                "there first (`fairwin stage`, or git checkout on the host)")  # fmt: skip
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        raise RuntimeCheckError(f"{label}: {pin.path} is at {head[:12]} but has uncommitted changes "
+                                f"({', '.join(changed[:3])}{more})")  # fmt: skip
+    return {"path": pin.path, "commit": head}
 
 
 def check_identity(label: str, pins: Mapping[str, str], found: Mapping[str, str | None]) -> dict[str, str]:
