@@ -102,6 +102,22 @@ def test_a_chain_leaves_production_down_between_windows_and_its_last_window_rest
     assert checks["production restored"] is True, json.loads(receipt.read_text())["reasons"]
 
 
+def test_a_placeholder_that_is_no_command_is_refused_with_the_gates(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = chain_plan(make_plan, "chain-nocmd")
+    plan.write_text(plan.read_text().replace(f'"{sys.executable}", "-c", "import time; time.sleep(3600)"',
+                                             '"no-such-placeholder-command"', 1))  # fmt: skip
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = run(plan, "--chain")
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert "placeholder gpu: no-such-placeholder-command is not a command fairwin can run here" in done.stderr
+    assert not (plan.parent / "windows").exists() or windows_of(plan) == []  # no window opened
+    assert fairwin("production", "status", str(plan)).returncode == 0  # production never touched
+    assert not scratch_chain_marker.exists()
+
+
 @pytest.mark.slow
 def test_a_failure_inside_a_chained_window_aborts_the_chain(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path

@@ -5,6 +5,8 @@ The window itself, one method per journaled step, is :class:`fairwin.window.mach
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +93,8 @@ def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
     except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
         raise GateRefused(f"the control archive: {exc}") from None
     refuse_if_held_elsewhere(archive, hardware_keys(loaded, mode_name))  # a second coordinator sharing the archive
+    if options.get("chain") == "chain":
+        refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out,
                              archive_starts)  # fmt: skip
@@ -147,6 +151,18 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
         listener=options.get("progress"),
         production_cap=cap, archive_starts=archive_starts,
     )  # fmt: skip
+
+
+def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
+    """Every placeholder's command exists here (the chained close starts them, after the measurement): else
+    refused with the gates, naming it."""
+    chain = loaded.plan.chain
+    for name, placeholder in chain.placeholders.items() if chain is not None else ():
+        command = placeholder.argv[0]
+        found = shutil.which(command, path=None) if "/" not in command else loaded.resolve(Path(command))
+        if found is None or not os.access(found, os.X_OK):
+            raise GateRefused(f"placeholder {name}: {command} is not a command fairwin can run here; fix "
+                              "[chain.placeholders] before a chained window leaves production down for it")  # fmt: skip
 
 
 def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
