@@ -177,7 +177,8 @@ def plan_factory(tmp_path: Path) -> PlanFactory:
         if modes is not None:
             data["modes"] = modes
         if production is not None:
-            data["production"] = production
+            # Each test's own lock file on a remote production's host (the hosts are loopback: one home for all).
+            data["production"] = {"hardware_lock": str(tmp_path / "hardware.lock"), **production}
         if chain is not None:
             data["chain"] = chain
         path = tmp_path / name

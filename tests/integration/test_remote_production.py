@@ -79,3 +79,29 @@ def test_recover_gives_a_remote_production_back_over_ssh(
     assert status(window)["state"] == "interrupted" and processes_with("exp-prod-h1-kill") == []
     assert len(processes_with("--model prod-h1-kill ")) == 1
     assert fairwin("production", "status", str(plan)).returncode == 0
+
+
+@pytest.mark.slow
+def test_two_coordinators_never_hold_a_remote_productions_hardware_at_once(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path], tmp_path: Path
+) -> None:
+    # No PostgreSQL archive: each coordinator has its own lock file and its own JSONL archive. Production's host
+    # holds the lock they share: the file [production] hardware_lock names there.
+    from tests.integration.production import wait_for_step
+
+    plan = remote_production_plan(make_plan, ssh_hosts, "prod-h1-two", tmp_path)
+    stop_production.append(plan)
+    other = plan.with_name("other.toml")
+    other.write_text(plan.read_text().replace('output_dir = "windows"', 'output_dir = "elsewhere"', 1))
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    running = start_run(plan, "--mode", "controlled", "--coordinator", "alice")
+    window = wait_for_step(plan, "start s1", running)
+    lock = tmp_path / "hardware.lock"  # on h1: the loopback host shares this file system
+    assert json.loads(lock.read_text())["window_id"] == window.name
+    refused = fairwin("run", str(other), "--mode", "controlled", "--quiet", "--coordinator", "bob")
+    assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"the hardware is held by window {window.name}" in refused.stderr and "coordinator alice" in refused.stderr
+    assert f"in the lock file ({lock} on host h1)" in refused.stderr
+    assert not list((plan.parent / "elsewhere").glob("*-controlled-*"))  # no window made for bob
+    assert running.wait(120) == 0, running.communicate()
+    assert status(window)["state"] == "complete" and not lock.exists()  # given back at the close

@@ -24,6 +24,11 @@ class ProductionSettings(StrictModel):
     role: str | None = Field(
         None, description="A role fairwin launches as production, detached; its port must be fixed."
     )
+    hardware_lock: str = Field(
+        ".fairwin/hardware.lock",
+        description="On a remote production's host (relative: to the login's home), the file that holds its "
+        "hardware for one window at a time across coordinators, where the archive is not PostgreSQL.",
+    )
     host: str | None = Field(
         None, description="Managed elsewhere on this [hosts.NAME]: up, down and must_not_run run there over SSH."
     )

@@ -29,6 +29,7 @@ from fairwin.durable import read_json
 from fairwin.errors import GateRefused, OutputDirError
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
+from fairwin.telemetry.cap import production_host
 from fairwin.telemetry.hosts import window_hosts
 
 LOCK_FORMAT = "fairwin.lock/1"
@@ -156,29 +157,49 @@ def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
     return sorted(set(keys))
 
 
-def _shared_refusal(record: dict[str, Any], archive: HardwareLocks) -> HardwareHeld:
-    held, where = Holder(Path(), record), getattr(archive, "location", "the archive")
+def _shared_refusal(record: dict[str, Any], store: HardwareLocks) -> HardwareHeld:
+    held, where = Holder(Path(), record), getattr(store, "location", "a shared lock")
+    kind = "the shared archive's locks" if "://" in where else "the lock file"
     return HardwareHeld(
-        f"the hardware is held by {held.describe()}, in the shared archive's locks ({where}); wait for it to "
-        "finish, or, if its fairwin died, run `fairwin recover PLAN` where it ran"
+        f"the hardware is held by {held.describe()}, in {kind} ({where}); wait for it to finish, or, if its "
+        "fairwin died, run `fairwin recover PLAN` where it ran"
     )
 
 
-def refuse_if_held_elsewhere(archive: object, keys: list[str]) -> None:
-    """Refuse (exit 4) while a window of any coordinator sharing this archive holds any of ``keys``."""
-    if isinstance(archive, HardwareLocks) and (record := archive.hardware_holder(keys)) is not None:
-        raise _shared_refusal(record, archive)
-
-
-def acquire_shared(archive: object, keys: list[str], record: dict[str, Any]) -> None:
-    """Take ``keys`` in a shared archive for the window ``record`` names, all or none; refuse naming the holder."""
+def shared_locks(loaded: LoadedPlan, archive: object) -> list[HardwareLocks]:
+    """Where this window's hold on the hardware must be seen by other coordinators: a PostgreSQL archive, else a
+    lock file on production's host when production runs on one; none for a window all on this machine."""
     if isinstance(archive, HardwareLocks):
-        held = archive.take_hardware(keys, str(record["window_id"]), record)
+        return [archive]
+    name = production_host(loaded)
+    if name is None or loaded.plan.production is None:
+        return []
+    from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
+    from fairwin.window.remote_lock import SshHardwareLock
+
+    host = resolved(loaded.plan.hosts[name], loaded.base_dir)
+    return [SshHardwareLock(name, host, loaded.plan.production.hardware_lock)]
+
+
+def refuse_if_held_elsewhere(locks: list[HardwareLocks], keys: list[str]) -> None:
+    """Refuse (exit 4) while a window of any coordinator holds any of ``keys`` in these locks."""
+    for store in locks:
+        if (record := store.hardware_holder(keys)) is not None:
+            raise _shared_refusal(record, store)
+
+
+def acquire_shared(locks: list[HardwareLocks], keys: list[str], record: dict[str, Any]) -> None:
+    """Take ``keys`` in every shared lock for the window ``record`` names, all or none; refuse naming the holder."""
+    taken: list[HardwareLocks] = []
+    for store in locks:
+        held = store.take_hardware(keys, str(record["window_id"]), record)
         if held is not None:
-            raise _shared_refusal(held, archive)
+            release_shared(taken, str(record["window_id"]))
+            raise _shared_refusal(held, store)
+        taken.append(store)
 
 
-def release_shared(archive: object, window_id: str) -> None:
-    """Give back every key ``window_id`` holds in a shared archive (none for an archive that holds no locks)."""
-    if isinstance(archive, HardwareLocks):
-        archive.release_hardware(window_id)
+def release_shared(locks: list[HardwareLocks], window_id: str) -> None:
+    """Give back every key ``window_id`` holds in these locks."""
+    for store in locks:
+        store.release_hardware(window_id)

@@ -35,7 +35,7 @@ from fairwin.window.close import decide_and_report, report_after_close
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
 from fairwin.window.layout import WindowDir, http_errors_logged
-from fairwin.window.lock import release, release_shared
+from fairwin.window.lock import HardwareLocks, release, release_shared
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
 from fairwin.window.manifest import manifest
 from fairwin.window.preflight import Preflight, planned_keys
@@ -81,6 +81,7 @@ class Window:
     production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
     lock: Path | None = None  # the hardware's lock this window holds until its close
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell: a sequential rule's first look
+    shared_locks: list[HardwareLocks] = field(default_factory=list)  # other coordinators see this window's hold
     listener: Listener | None = None  # follows the window's progress events (window/progress.py)
     archived: bool = False
     archive_problem: str | None = None  # why the archive step could not append, with the command that retries
@@ -224,7 +225,7 @@ class Window:
     def _release_shared(self) -> None:
         """The hardware's locks in a shared archive; one that cannot be given back now is given back by recover."""
         try:
-            release_shared(self.archive_store, self.directory.window_id)
+            release_shared(self.shared_locks, self.directory.window_id)
         except ArchiveError as exc:
             self.say(f"warning: the hardware's lock in the shared archive was not released ({exc}); "
                      "`fairwin recover PLAN` releases it")  # fmt: skip

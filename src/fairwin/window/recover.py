@@ -37,7 +37,7 @@ from fairwin.window.chain import Marker, marker_path, read_marker
 from fairwin.window.hold import Hold
 from fairwin.window.journal import Launched, happened, opened_with, read_journal, servers
 from fairwin.window.layout import WindowDir
-from fairwin.window.lock import holder, lock_path, release_shared
+from fairwin.window.lock import holder, lock_path, release_shared, shared_locks
 
 STOP_GRACE_S = 10.0
 
@@ -210,6 +210,6 @@ def _state(directory: WindowDir) -> str | None:
 def _release_shared(loaded: LoadedPlan, output_dir: Path, window_id: str, problems: list[str]) -> None:
     """The dead window's locks in a shared archive, so that other coordinators may take the hardware again."""
     try:
-        release_shared(open_archive(archive_location(loaded, output_dir)), window_id)
+        release_shared(shared_locks(loaded, open_archive(archive_location(loaded, output_dir))), window_id)
     except ArchiveError as exc:
         problems.append(f"the hardware's lock in the shared archive was not released: {exc}; run recover again")

@@ -30,6 +30,7 @@ from fairwin.window.hold import Hold, fixed_role_urls
 from fairwin.window.layout import WindowDir, new_window_id
 from fairwin.window.lock import (
     HardwareHeld,
+    HardwareLocks,
     acquire,
     acquire_shared,
     coordinator,
@@ -41,6 +42,7 @@ from fairwin.window.lock import (
     refuse_if_held_elsewhere,
     release,
     release_shared,
+    shared_locks,
 )
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, first_look_archive, preflight, preflight_power
@@ -92,7 +94,8 @@ def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
         snapshot = archive.snapshot()
     except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
         raise GateRefused(f"the control archive: {exc}") from None
-    refuse_if_held_elsewhere(archive, hardware_keys(loaded, mode_name))  # a second coordinator sharing the archive
+    if isinstance(archive, HardwareLocks):  # a second coordinator sharing the archive (no host is contacted)
+        refuse_if_held_elsewhere([archive], hardware_keys(loaded, mode_name))
     if options.get("chain") == "chain":
         refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
@@ -132,8 +135,9 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
     who = coordinator(options.get("coordinator"))
     acquire(lock, window_id, out / window_id, who)
     record = lock_record(window_id, out / window_id, who)
+    locks = shared_locks(loaded, archive)
     try:
-        acquire_shared(archive, hardware_keys(loaded, mode_name), record)
+        acquire_shared(locks, hardware_keys(loaded, mode_name), record)
     except BaseException:
         release(lock, window_id)
         raise
@@ -141,7 +145,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
         directory = WindowDir.create(out, mode_name, window_id, coordinator=coordinator_of(record))
     except BaseException:
         release(lock, window_id)
-        release_shared(archive, window_id)
+        release_shared(locks, window_id)
         raise
     return Window(
         loaded=loaded, checked=checked, directory=directory, order=chosen_order,
@@ -149,7 +153,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
         environment=environment, archive_store=archive, archive_snapshot=snapshot, power_warnings=warnings,
         launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
         listener=options.get("progress"),
-        production_cap=cap, archive_starts=archive_starts,
+        production_cap=cap, archive_starts=archive_starts, shared_locks=locks,
     )  # fmt: skip
 
 

@@ -1,0 +1,66 @@
+"""The hardware's lock as a file on production's host, for coordinators that share no PostgreSQL archive.
+
+Two coordinator machines, each with its own lock file, both reach production's host over
+SSH: a window takes ``[production] hardware_lock`` there (default
+``.fairwin/hardware.lock`` in the login's home) before its directory is made. The file is
+created with the shell's ``noclobber`` (an exclusive create), holds the lock's record, and
+is removed at the window's close or by ``fairwin recover``, only by the window it names.
+Written here because SSH has no lock primitive; the record is the local lock's.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from fairwin.errors import ArchiveError, LaunchError
+from fairwin.plan.hosts import Host
+
+
+class SshHardwareLock:
+    """One lock file on one host; the same interface as the PostgreSQL archive's hardware locks."""
+
+    def __init__(self, name: str, host: Host, path: str) -> None:
+        self.name, self.host, self.path = name, host, path
+
+    @property
+    def location(self) -> str:
+        return f"{self.path} on host {self.name}"
+
+    def _run(self, command: str) -> tuple[int, str]:
+        from fairwin.launch.ssh import blocking, run_once  # asyncssh only where a host is used
+
+        try:
+            done = blocking(run_once(self.name, self.host, command, 30.0))
+        except LaunchError as exc:
+            raise ArchiveError(f"the hardware's lock {self.location}: {exc}") from None
+        return (done.exit_status if done.exit_status is not None else -1), str(done.stdout or "")
+
+    def _read(self) -> dict[str, Any] | None:
+        code, out = self._run(f"cat -- {shlex.quote(self.path)} 2>/dev/null")
+        if code != 0 or not out.strip():
+            return None
+        try:
+            found = json.loads(out)
+        except json.JSONDecodeError:
+            return {"window_id": "unknown", "host": self.name, "coordinator": f"unreadable {self.location}"}
+        return found if isinstance(found, dict) else None
+
+    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The lock for ``window_id`` (``keys`` are the archive's; one file holds the whole host): None when
+        taken, else the record of the window that holds it."""
+        path = shlex.quote(self.path)
+        text = shlex.quote(json.dumps(record))
+        code, _ = self._run(f"mkdir -p -- \"$(dirname -- {path})\" && (set -C; printf '%s\\n' {text} > {path})")
+        if code == 0:
+            return None
+        return self._read() or {"window_id": "unknown", "host": self.name, "coordinator": "unknown"}
+
+    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None:
+        return self._read()
+
+    def release_hardware(self, window_id: str) -> None:
+        held = self._read()
+        if held is not None and held.get("window_id") == window_id:
+            self._run(f"rm -f -- {shlex.quote(self.path)}")
