@@ -106,8 +106,8 @@ def coordinator_of(record: dict[str, Any]) -> dict[str, Any]:
     return {"name": record["coordinator"], "host": record["host"], "pid": record["pid"]}
 
 
-def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
-    """Take the lock for a new window, or refuse (exit 4) naming who holds it and what to do."""
+def acquire(path: Path, window_id: str, window_path: Path, who: str) -> dict[str, Any]:
+    """Take the lock for a new window, or refuse (exit 4) naming who holds it and what to do; the lock's record."""
     record = lock_record(window_id, window_path, who)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,7 +124,7 @@ def acquire(path: Path, window_id: str, window_path: Path, who: str) -> None:
         handle.write(json.dumps(record, indent=2) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
-    return None
+    return record
 
 
 def release(path: Path, window_id: str) -> None:

@@ -223,11 +223,12 @@ class Window:
         return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
 
     def _release_shared(self) -> None:
-        """The hardware's locks in a shared archive; one that cannot be given back now is given back by recover."""
+        """The hardware's shared locks (a PostgreSQL archive's, or the file on production's host); one that cannot
+        be given back now is given back by recover."""
         try:
             release_shared(self.shared_locks, self.directory.window_id)
         except ArchiveError as exc:
-            self.say(f"warning: the hardware's lock in the shared archive was not released ({exc}); "
+            self.say(f"warning: the hardware's shared lock was not released ({exc}); "
                      "`fairwin recover PLAN` releases it")  # fmt: skip
 
     async def _steps_then_close(self) -> None:

@@ -212,4 +212,4 @@ def _release_shared(loaded: LoadedPlan, output_dir: Path, window_id: str, proble
     try:
         release_shared(shared_locks(loaded, open_archive(archive_location(loaded, output_dir))), window_id)
     except ArchiveError as exc:
-        problems.append(f"the hardware's lock in the shared archive was not released: {exc}; run recover again")
+        problems.append(f"the hardware's shared lock was not released: {exc}; run recover again")

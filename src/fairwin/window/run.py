@@ -37,7 +37,6 @@ from fairwin.window.lock import (
     coordinator_of,
     hardware_keys,
     lock_path,
-    lock_record,
     refuse_if_held,
     refuse_if_held_elsewhere,
     release,
@@ -133,8 +132,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
     chosen_order = options.get("order") or chained_order(checked.rule, found) or draw_order(checked.rule)
     window_id = new_window_id(mode_name)
     who = coordinator(options.get("coordinator"))
-    acquire(lock, window_id, out / window_id, who)
-    record = lock_record(window_id, out / window_id, who)
+    record = acquire(lock, window_id, out / window_id, who)
     locks = shared_locks(loaded, archive)
     try:
         acquire_shared(locks, hardware_keys(loaded, mode_name), record)
