@@ -22,22 +22,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from fairwin.decision.document import CellDecision, Ended, Look, LookVerdict, Stopping
-from fairwin.decision.inputs import DecisionRow, WindowContext
+from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict
 from fairwin.decision.rules import RuleSpec
 
 SETTLED = ("WIN", "LOSS", "NO-CHANGE", "INCONCLUSIVE")
 
 
+def fewest_archived_starts(noise: Sequence[ArchiveNoise], cells: Sequence[str], metric: str) -> int:
+    """The fewest archived control starts (with a launch spread) behind ``metric`` in any of ``cells``."""
+    counts = [next((n.starts for n in noise if n.cell == cell and n.metric == metric and n.launch_cv_pct is not None),
+                   0) for cell in cells]  # fmt: skip
+    return min(counts, default=0)
+
+
 def archive_starts(rule: RuleSpec, context: WindowContext) -> int:
     """The fewest archived control starts behind the primary of any deciding cell: what the first look needs."""
-    counts = []
-    for cell in context.cells:
-        if cell in context.reported:
-            continue
-        noise = context.noise(cell, rule.primary)
-        counts.append(noise.starts if noise is not None and noise.launch_cv_pct is not None else 0)
-    return min(counts, default=0)
+    deciding = [cell for cell in context.cells if cell not in context.reported]
+    return fewest_archived_starts(context.archive, deciding, rule.primary)
 
 
 def look_points(rule: RuleSpec, context: WindowContext, ran: int) -> list[int]:

@@ -60,6 +60,15 @@ class TimeEstimate:
     first_look: int = 0  # a sequential rule's first look (starts); 0: the rule's starts are fixed
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell, which the first look rests on
 
+    @property
+    def first_stop(self) -> int:
+        """Where the window may first stop: a sequential rule's first look, or a fixed rule's last start."""
+        return self.first_look or len(self.starts)
+
+    def room_s(self, starts: int, limit_min: float) -> float:
+        """The pair reserve that would still fit ``limit_min`` after ``starts`` starts and the restore."""
+        return max(limit_min * 60.0 - self.end_after(starts) - self.restore_s, 0.0)
+
     def end_after(self, starts: int) -> float:
         """When the measurement ends if the window stops after ``starts`` starts, from its open."""
         return self.takedown_s + sum(s.total_s for s in self.starts[:starts])
@@ -240,7 +249,7 @@ def _with_starts(found: TimeEstimate, count: int) -> TimeEstimate:
 
 def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
     """Which rule's starts the refusal rests on, and which registered rules would fit (at their first look)."""
-    starts = found.first_look or len(found.starts)
+    starts = found.first_stop
     fitting = []
     for other in RULES.values():
         first = other.first_look(found.archive_starts)
@@ -256,7 +265,7 @@ def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
     cannot fit the limits: its measurement end, and its total on the measured pair reserve where earlier windows
     measured one, else its dry bound. A sequential window's later starts are checked as it runs."""
     budget = loaded.plan.budget
-    starts = found.first_look or len(found.starts)
+    starts = found.first_stop
     end_min = found.end_after(starts) / 60.0
     if end_min > budget.measurement_limit_min:
         raise GateRefused(
@@ -265,7 +274,6 @@ def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
         )
     if found.deciding_bound_after(starts) / 60.0 <= budget.limit_min:
         return
-    room = budget.limit_min * 60.0 - found.end_after(starts) - found.restore_s
     if found.pair_reserve_measured:
         raise GateRefused(
             f"budget: on the measured pair reserve ({found.pair_reserve_s:.0f} s) the window needs "
@@ -275,8 +283,8 @@ def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
     raise GateRefused(
         f"budget: nothing measured a pair reserve yet, and the dry bound is {found.dry_bound_after(starts) / 60.0:.1f} "
         f"min, over the {budget.limit_min:g} min limit; it fits while the pair reserve is at most "
-        f"{max(room, 0.0):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s), which earlier windows of this "
-        f"mode's roles measure; {_rule_words(loaded, found)}"
+        f"{found.room_s(starts, budget.limit_min):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s), which "
+        f"earlier windows of this mode's roles measure; {_rule_words(loaded, found)}"
     )
 
 
@@ -312,7 +320,7 @@ def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]
         "|---|---|---|---|---|",
     ]
     for found in estimates:
-        first, most = found.first_look or len(found.starts), len(found.starts)
+        first, most = found.first_stop, len(found.starts)
         for starts, words in ((first, "first look"), (most, "maximum")) if first != most else ((most, "its starts"),):
             end = found.end_after(starts)
             reserve = f"{found.reserve_after(starts) / 60:.1f} min" + (" (measured)" if found.pair_reserve_measured
@@ -328,7 +336,8 @@ def _verdict(loaded: LoadedPlan, found: TimeEstimate, starts: int) -> str:
     """What the dry-bound cell adds: nothing when it fits; else refuses (and what would fit), or over."""
     if fits_limits(loaded, found, starts):
         return ""
-    room = loaded.plan.budget.limit_min * 60.0 - found.end_after(starts) - found.restore_s
-    if found.end_after(starts) <= loaded.plan.budget.measurement_limit_min * 60.0 and not found.pair_reserve_measured:
-        return f" (refuses; fits while the measured pair reserve is at most {max(room, 0.0):.0f} s)"
+    budget = loaded.plan.budget
+    if found.end_after(starts) <= budget.measurement_limit_min * 60.0 and not found.pair_reserve_measured:
+        room = found.room_s(starts, budget.limit_min)
+        return f" (refuses; fits while the measured pair reserve is at most {room:.0f} s)"
     return " (over)"

@@ -87,7 +87,7 @@ def run_gates(
 
 def budget_record(found: TimeEstimate) -> dict[str, Any]:
     """At the rule's maximum; with a sequential rule's first look beside it."""
-    first = found.first_look or len(found.starts)
+    first = found.first_stop
     return {
         "measurement_end_s": found.measurement_end_s,
         "reserve_total_s": found.reserve_total_s,

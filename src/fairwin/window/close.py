@@ -53,6 +53,16 @@ def context_for(
     )
 
 
+def window_context(
+    loaded: LoadedPlan, window: WindowDir, *, mode: str, order: str, rule: RuleSpec, snapshot: Snapshot,
+    planned: dict[str, dict[str, Any]], production_cap_mhz: float | None,
+) -> WindowContext:  # fmt: skip
+    """The context a window's rows are decided in: the archive's noise keyed as its own control starts (as
+    ``planned`` where none of a cell finished). The decide step and a sequential rule's looks both read it."""
+    noise = window_noise(snapshot, control_rows(window.path), planned, rule)
+    return context_for(loaded, window, mode, order, noise, production_cap_mhz, snapshot)
+
+
 def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
     """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
     found = []
@@ -88,8 +98,9 @@ def decide_and_report(
     """``planned``: each cell's archive key as known at open, for a cell none of whose control starts finished;
     ``stop_reason``: why a sequential window stopped before a look settled it."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
-    context = context_for(loaded, window, mode, order, window_noise(snapshot, control_rows(window.path), planned, rule),
-                          production_cap_mhz, snapshot).model_copy(update={"stop_reason": stop_reason})  # fmt: skip
+    context = window_context(loaded, window, mode=mode, order=order, rule=rule, snapshot=snapshot, planned=planned,
+                             production_cap_mhz=production_cap_mhz)  # fmt: skip
+    context = context.model_copy(update={"stop_reason": stop_reason})
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)

@@ -21,8 +21,7 @@ from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
 from fairwin.vocabulary import POOLED
-from fairwin.window.archiving import control_rows, window_noise
-from fairwin.window.close import context_for, decision_rows
+from fairwin.window.close import decision_rows, window_context
 from fairwin.window.layout import WindowDir
 
 
@@ -34,8 +33,8 @@ def look_now(
     (the same rows and archive noise), or None when this number of starts is not one of its looks."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
     ran = len({row["start"] for row in pooled})
-    noise = window_noise(snapshot, control_rows(window.path), planned, rule)
-    context = context_for(loaded, window, mode, order, noise, production_cap_mhz, snapshot)
+    context = window_context(loaded, window, mode=mode, order=order, rule=rule, snapshot=snapshot, planned=planned,
+                             production_cap_mhz=production_cap_mhz)  # fmt: skip
     if ran not in rule.looks_taken(archive_starts(rule, context)):
         return None
     stopping = decide(decision_rows(pooled), rule=rule, context=context).sequential

@@ -89,7 +89,6 @@ class Window:
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
     stopped: str | None = None  # a sequential window: why it runs no more starts ("decided", or the budget's words)
-    finished: list[str] = field(default_factory=list)  # the starts run, in order
     opened_at: float = 0.0  # time.monotonic() at the open step: the budget's clock
     # One context for every start: it carries the prompts the first start prepared.
     context: StartContext = field(init=False)
@@ -119,11 +118,15 @@ class Window:
                 self._down_step(hold),
                 Step("quiet", partial(hold.prove_quiet, f"before {self.starts[0].name}")),
                 *starts,
-                Step("quiet after", lambda: hold.prove_quiet(f"after {(self.finished or ['no start'])[-1]}")),
+                Step("quiet after", lambda: hold.prove_quiet(f"after {self._last_start()}")),
                 *self._end_steps(hold),
             ]
         return [Step("open", self.open), *starts, Step("decide", self.decide), Step("archive", self.archive),
                 Step("budget", self.budget)]  # fmt: skip
+
+    def _last_start(self) -> str:
+        """The last start that finished (its rows are in): where a sequential window stopped."""
+        return self.rows[-1].start if self.rows else "no start"
 
     def _down_step(self, hold: Hold) -> Step:
         """Production taken down; or, continuing a chain, proved still down with the placeholders taken down."""
@@ -159,7 +162,6 @@ class Window:
 
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
-        self.finished.append(start.name)
 
     async def look(self, after: int) -> dict[str, Any]:
         """A sequential rule's look after ``after`` starts: stop when it settles the verdict, or when the next

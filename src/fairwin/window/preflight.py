@@ -14,6 +14,7 @@ from typing import Any
 
 from fairwin.archive import Snapshot, open_archive
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
+from fairwin.decision.sequential import fewest_archived_starts
 from fairwin.errors import ArchiveError, PlanError
 from fairwin.gates.budget import TimeEstimate
 from fairwin.gates.power import audit_trials, error_rate_warnings, expected_starts, power_warnings
@@ -105,9 +106,7 @@ def first_look_archive(loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, m
     """The fewest archived control starts behind a deciding cell's primary, keyed as planned: what a sequential
     rule's first look rests on (the window itself looks with its own control starts' keys)."""
     noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
-    counts = [next((n.starts for n in noise if n.cell == cell and n.metric == rule.primary
-                    and n.launch_cv_pct is not None), 0) for cell in deciding]  # fmt: skip
-    return min(counts, default=0)
+    return fewest_archived_starts(noise, deciding, rule.primary)
 
 
 def preflight_power(loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str) -> list[str]:
