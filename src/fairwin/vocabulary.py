@@ -84,6 +84,7 @@ PROMOTION = RecordFormat("fairwin.promotion", 1)
 JOURNAL = RecordFormat("fairwin.journal", 1)
 # Production and chains.
 PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1)
+PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1)
 CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1)
 # Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
 DECISIONS = RecordFormat("fairwin.decisions", 1)

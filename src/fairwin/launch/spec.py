@@ -71,7 +71,8 @@ class LaunchSpec:
     stop_timeout_s: float
     model: str
     base_role: str | None = None
-    base_env: dict[str, str] | None = None  # the base role's effective env, for the runtime check
+    base_env: dict[str, str] | None = None  # the base role's effective env here, for the runtime check
+    base_declared_env: dict[str, str] | None = None  # the base role's declared variables (a remote role's check)
     allowed_env_differences: tuple[str, ...] = ()
     scheduling: Scheduling = field(default_factory=Scheduling)
     host: str | None = None  # a [hosts.NAME] the server runs on over SSH; None: here
@@ -163,9 +164,11 @@ def make_spec(
               "head_address": hosts[role.host].address if role.host is not None and hosts else "127.0.0.1"}  # fmt: skip
     values["python"] = _python(role.host, hosts)
     declared = _declared_env(role_name, roles, plan_dir)
-    base_env = None
-    if role.base is not None:
-        base_env = _effective_env(roles[role.base], _declared_env(role.base, roles, plan_dir), values)
+    base_env = base_declared = None
+    if role.base is not None:  # on a host, the base's whole env is that host's login env plus these, not ours
+        raw = _declared_env(role.base, roles, plan_dir)
+        base_declared = {k: fill(v, values) for k, v in raw.items()}
+        base_env = _effective_env(roles[role.base], raw, values) if role.host is None else None
     base_url = fill(role.base_url, values)
     argv = [fill(arg, values) for arg in role.argv]
     declared_env = {k: fill(v, values) for k, v in declared.items()}
@@ -183,6 +186,7 @@ def make_spec(
         model=role.served_model,
         base_role=role.base,
         base_env=base_env,
+        base_declared_env=base_declared,
         allowed_env_differences=tuple(role.allowed_env_differences),
         scheduling=Scheduling(cpus=role.cpus, nice=role.nice),
         host=role.host,
@@ -215,7 +219,8 @@ def worker_specs(
         specs.append(replace(
             head, argv=argv, env=_effective_env(role, declared, values), declared_env=declared_env,
             shown_argv=_shown_argv(worker.argv, values), shown_env=shown_env, cwd=_cwd(worker.cwd, values, plan_dir),
-            startup_timeout_s=worker.ready.timeout_s, base_role=None, base_env=None, scheduling=Scheduling(),
+            startup_timeout_s=worker.ready.timeout_s, base_role=None, base_env=None, base_declared_env=None,
+            scheduling=Scheduling(),
             host=worker.host, remote=_remote(worker.host, hosts, plan_dir), member=f"worker {number}", values=values,
         ))  # fmt: skip
     return specs

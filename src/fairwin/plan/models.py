@@ -225,10 +225,24 @@ class Plan(StrictModel):
             if role.cpus is not None or role.nice is not None:
                 raise ValueError(f"roles.{role_name}: cpus and nice apply on this host only; remove them")
 
+    def _live_production(self) -> None:
+        """Production's live processes name declared hosts; a role compared with them has a production to read."""
+        live = self.production.live if self.production is not None else None
+        found = [("live.head", live.head)] if live is not None and live.head is not None else []
+        found += [(f"live.workers[{i}]", w) for i, w in enumerate(live.workers if live is not None else [])]
+        for key, process in found:
+            if process.host is not None and process.host not in self.hosts:
+                raise ValueError(f"production.{key}.host names {process.host!r}, which [hosts] does not declare")
+        for role_name in (n for n, r in self.roles.items() if r.compare_live):
+            if self.production is None or (self.production.role is None and live is None):
+                raise ValueError(f"roles.{role_name}.compare_live: there is no live production to compare with; "
+                                 "declare [production] with a role, or [production.live] where it runs")  # fmt: skip
+
     def _production_role(self) -> None:
         host = self.production.host if self.production is not None else None
         if host is not None and host not in self.hosts:
             raise ValueError(f"production.host names {host!r}, which [hosts] does not declare")
+        self._live_production()
         role_name = self.production.role if self.production is not None else None
         if role_name is None:
             return

@@ -11,6 +11,7 @@ real tiny requests for ``watch_s`` seconds.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -18,6 +19,33 @@ from fairwin.plan.base import StrictModel
 
 #: The watch sends real requests to production: at most this many tokens each.
 WATCH_MAX_TOKENS = 8
+
+
+class LiveProcess(StrictModel):
+    """One of production's running processes, found on its host before the take-down: by a command-line
+    substring (the oldest process holding it), or as a container the runtime inspects."""
+
+    host: str | None = Field(None, description="Its [hosts.NAME] (default: production's host, else here).")
+    match: str | None = Field(None, description="A command-line substring; the oldest process holding it.")
+    container: str | None = Field(None, description="A container's name; `RUNTIME inspect` gives its env and mounts.")
+    runtime: Literal["docker", "podman"] = Field("docker", description="The container runtime that inspects it.")
+
+    @model_validator(mode="after")
+    def _one_way_to_find_it(self) -> LiveProcess:
+        if (self.match is None) == (self.container is None):
+            raise ValueError("give either match (a command-line substring) or container (its name)")
+        return self
+
+
+class LiveSettings(StrictModel):
+    """Where production's processes run, so what it really runs (env, argv, speculative config) is read."""
+
+    head: LiveProcess | None = Field(
+        None, description="The API server (default for a production role: the pid fairwin launched it as)."
+    )
+    workers: list[LiveProcess] = Field(
+        default_factory=list, description="Its other processes, in the order a derived role lists its workers."
+    )
 
 
 class ProductionSettings(StrictModel):
@@ -44,6 +72,9 @@ class ProductionSettings(StrictModel):
     )
     api_key_env: str | None = Field(
         None, description="The env variable holding production's API key (default: the role's api_key_env)."
+    )
+    live: LiveSettings | None = Field(
+        None, description="Where its running processes are found before the take-down (production as it runs)."
     )
     must_not_run: list[str] = Field(
         default_factory=list, description="Command-line substrings: no such process may run while it is down."
@@ -77,6 +108,11 @@ class ProductionSettings(StrictModel):
             raise ValueError("up and down come together: production managed elsewhere needs both commands")
         if self.host is not None and not commands:
             raise ValueError("host goes with up and down; a production role runs where its own `host` says")
+        if commands and self.live is not None and self.live.head is None:
+            raise ValueError(
+                "live.head: production managed elsewhere has no pid fairwin knows; say how to find "
+                "its API server (match or container)"
+            )
         if commands and (self.base_url is None or self.model is None):
             raise ValueError("production managed elsewhere needs base_url and model (what the watch requests)")
         return self

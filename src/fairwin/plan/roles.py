@@ -113,6 +113,11 @@ class Role(StrictModel):
     speculative: dict[str, Any] | None = Field(
         None, description="The declared speculative config; {} means none. Checked at every start."
     )
+    compare_live: bool | None = Field(
+        None,
+        description="Compare its processes' env and speculative config with production's live ones "
+        "(read before the take-down) beyond allowed_env_differences (default: when base is production's role).",
+    )
     host: str | None = Field(None, description="Run on this [hosts.NAME] over SSH (default: here).")
     identity: dict[str, str] = Field(
         default_factory=dict, description="Files on the role's host whose sha256 must match, checked at every start."

@@ -143,7 +143,7 @@ class Production:
                       time.monotonic() - started)  # fmt: skip
 
     async def _stop_launched(self) -> str:
-        recorded = await self._recorded_pid()
+        recorded = await self.recorded_pid()
         if recorded is None:
             if port_state(self.base_url) == "open":
                 raise ProductionError(
@@ -156,7 +156,7 @@ class Production:
         self.state_file.unlink(missing_ok=True)
         return f"stopped pid {pid}{self.where.label} ({sent})"
 
-    async def _recorded_pid(self) -> int | None:
+    async def recorded_pid(self) -> int | None:
         """The pid fairwin launched production as, if that process still runs production's command (here, or on
         its host). The launch's own pid file stands in when fairwin died between the launch and writing
         production.json."""
@@ -181,13 +181,13 @@ class Production:
             return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
         if self.spec is None:
             how = await self.where.run("up", self.settings.up)
-        elif (pid := await self._recorded_pid()) is not None:  # launched already (a restore cut short): not twice
+        elif (pid := await self.recorded_pid()) is not None:  # launched already (a restore cut short): not twice
             how = f"pid {pid}, launched earlier"
         else:
             how = await self._launch()
         deadline = time.monotonic() + self.settings.up_timeout_s
         while not await self.healthy(session):
-            pid = await self._recorded_pid() if self.spec is not None else None
+            pid = await self.recorded_pid() if self.spec is not None else None
             if self.spec is not None and pid is None:
                 raise ProductionError(f"production exited after {how}; see {self._log()}")
             if time.monotonic() >= deadline:

@@ -27,6 +27,7 @@ from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.diagnostics import diagnosed_starts
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
+from fairwin.production.live import LiveProduction
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.archiving import control_rows
@@ -76,6 +77,7 @@ class Window:
     launcher: Launcher
     say: Callable[[str], None]
     hold: Hold | None = None  # production's hardware, when the plan has a [production]
+    live: LiveProduction | None = None  # production as it ran before the take-down, where it was read
     chain: ChainRun | None = None  # its part in a chain (--chain, --chain-last)
     gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
     production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
@@ -98,7 +100,7 @@ class Window:
         self.feed = ProgressFeed(self.directory.window_id, self.listener)
         greedy = diagnosed_starts(self.loaded.plan.diagnostics.greedy, self.checked.mode_name, self.starts)
         self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say,
-                                    gpu=self.gpu, feed=self.feed, greedy_starts=greedy)  # fmt: skip
+                                    gpu=self.gpu, feed=self.feed, greedy_starts=greedy, live=self.live)  # fmt: skip
 
     @property
     def commit(self) -> str | None:

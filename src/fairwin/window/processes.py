@@ -24,8 +24,10 @@ from fairwin.launch.readiness import wait_ready
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import Ready, RepoPin
+from fairwin.production.live import LiveProduction
 from fairwin.window.layout import WindowDir
-from fairwin.window.runtime import check_checkout, check_identity, check_running_env
+from fairwin.window.live import counterpart
+from fairwin.window.runtime import check_checkout, check_identity, check_live_env, check_running_env
 
 
 class ServerHandle(Protocol):
@@ -148,13 +150,18 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
     return receipts
 
 
-async def check_envs(processes: list[StartProcess]) -> list[str]:
-    """The runtime environment check on every process, on its own host."""
+async def check_envs(processes: list[StartProcess], live: LiveProduction | None = None) -> list[str]:
+    """The runtime environment check on every process, on its own host; with ``live``, each is compared with
+    production's same process as it ran before the take-down, instead of with its base role's declaration."""
     notes: list[str] = []
     for process in processes:
-        running = await process.handle.process_env()
-        found = check_running_env(process.spec, running, process.handle.expected_env)
-        notes += [f"{process.spec.label}: {note}" for note in found] if process.spec.member != "head" else found
+        spec, running = process.spec, await process.handle.process_env()
+        member = counterpart(spec, live) if live is not None else None
+        found = check_running_env(spec, running, process.handle.expected_env, against_base=member is None)
+        if member is not None and running is not None:
+            check_live_env(spec.label, member, running, spec.allowed_env_differences)
+            found.append(f"matches {member.label} beyond its allowed differences")
+        notes += [f"{spec.label}: {note}" for note in found] if spec.member != "head" else found
     return notes or ["matches the declaration"]
 
 

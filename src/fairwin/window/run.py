@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
 
@@ -19,6 +19,7 @@ from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
+from fairwin.production.live import LiveProduction
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap
 from fairwin.telemetry.gpu import find_source
@@ -28,6 +29,7 @@ from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuat
 from fairwin.window.environment import capture
 from fairwin.window.hold import Hold, fixed_role_urls
 from fairwin.window.layout import WindowDir, new_window_id
+from fairwin.window.live import production_as_it_runs
 from fairwin.window.lock import (
     HardwareHeld,
     HardwareLocks,
@@ -80,6 +82,7 @@ class Admission:
     snapshot: Snapshot  # read once: the budget's first look, the warnings and the noise at decide see the same rows
     archive_starts: int
     gate_summary: dict[str, Any]
+    live: LiveProduction | None = None  # production as it runs, read after the gates (run_window only)
 
 
 def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
@@ -126,6 +129,8 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
         roles = {checked.mode.control, checked.mode.candidate}
         hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot(),
                     gpu=window_gpus(loaded, roles, gpu))  # fmt: skip
+        if admitted.live is not None:  # what production really ran, beside what the plan declares
+            hold.snapshot["live"] = admitted.live.record()
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
     chain = chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None
@@ -151,7 +156,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
         environment=environment, archive_store=archive, archive_snapshot=snapshot, power_warnings=warnings,
         launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
         listener=options.get("progress"),
-        production_cap=cap, archive_starts=archive_starts, shared_locks=locks,
+        production_cap=cap, archive_starts=archive_starts, shared_locks=locks, live=admitted.live,
     )  # fmt: skip
 
 
@@ -220,6 +225,11 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
         checked_out = await _checkouts_pinned(loaded, admitted.checked)
         if checked_out:
             admitted.gate_summary["checkouts"] = checked_out  # into window.json, with the gates
+        if loaded.plan.production is not None:
+            mode, say = admitted.checked.mode, options.get("say", _quiet)
+            live = await production_as_it_runs(loaded, Production(loaded, admitted.out), (mode.control,
+                                               mode.candidate), say)  # fmt: skip
+            admitted = replace(admitted, live=live)
         window = open_admitted(loaded, mode_name, admitted, **options)
     except FairwinError as exc:
         if options.get("chain") is not None and not isinstance(exc, HardwareHeld):

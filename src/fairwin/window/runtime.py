@@ -13,17 +13,23 @@ absent or ``"standard"``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
+from fairwin.errors import GateRefused, RuntimeCheckError
 from fairwin.launch.spec import LaunchSpec
+from fairwin.launch.speculative import effective_speculative
 from fairwin.plan.roles import RepoPin
+from fairwin.production.live import LiveMember, fingerprinted
+from fairwin.redaction import is_secret_name
 
-SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 STANDARD = "standard"
 SHOWN = 5
+#: Set by a login session or a shell, or fairwin's own (FAIRWIN_*): never production's configuration.
+SESSION_VARIABLES = frozenset({
+    "SHLVL", "_", "PWD", "OLDPWD", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "TERM", "XDG_SESSION_ID",
+    "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "MAIL", "LS_COLORS",
+})  # fmt: skip
 
 
 def env_differences(expected: Mapping[str, str], actual: Mapping[str, str]) -> list[str]:
@@ -37,32 +43,46 @@ def _listed(keys: Sequence[str]) -> str:
 
 def check_declared_env(spec: LaunchSpec) -> None:
     """A derived role may differ from its base only in its allowed keys (static: before anything starts)."""
-    if spec.base_env is None:
+    if spec.base_declared_env is None:
         return
-    extra = [k for k in env_differences(spec.base_env, spec.env) if k not in spec.allowed_env_differences]
+    here = spec.base_env is not None  # a role here: whole envs; on a host: the declared variables
+    base, own = (spec.base_env, spec.env) if spec.base_env is not None else (spec.base_declared_env, spec.declared_env)
+    extra = [k for k in env_differences(base, own) if k not in spec.allowed_env_differences]
     if extra:
         raise GateRefused(
-            f"role {spec.role_name}: its environment differs from base role {spec.base_role} in {_listed(extra)}, "
-            "which allowed_env_differences does not list; declare them or stop changing them"
+            f"role {spec.role_name}: its {'environment' if here else 'declared environment'} differs from base "
+            f"role {spec.base_role} in {_listed(extra)}, which allowed_env_differences does not list; declare them "
+            "or stop changing them"
         )
 
 
+def base_expected(spec: LaunchSpec, expected: Mapping[str, str]) -> dict[str, str] | None:
+    """The whole environment the base role would run with where this process runs: here, the spec's; on a host,
+    that host's part of what this process was given, then the base's declared variables."""
+    if spec.base_env is not None or spec.base_declared_env is None:
+        return spec.base_env
+    return {**{k: v for k, v in expected.items() if k not in spec.declared_env}, **spec.base_declared_env}
+
+
 def check_running_env(
-    spec: LaunchSpec, actual: Mapping[str, str] | None, expected: Mapping[str, str] | None = None
-) -> list[str]:
+    spec: LaunchSpec, actual: Mapping[str, str] | None, expected: Mapping[str, str] | None = None,
+    against_base: bool = True,
+) -> list[str]:  # fmt: skip
     """Compare the server's real environment with the one it should have (``expected``, by default the spec's
-    effective env); returns notes, raises on a difference."""
+    effective env), and a derived role's with its base's (unless ``against_base`` is off: compared with
+    production's live process instead); returns notes, raises on a difference."""
     if actual is None:
         return ["environment not checked: this system does not expose /proc/PID/environ"]
-    changed = env_differences(spec.env if expected is None else expected, actual)
+    whole = spec.env if expected is None else expected
+    changed = env_differences(whole, actual)
     if changed:
         raise RuntimeCheckError(
             f"{spec.label}: the running server's environment differs from the declared one in "
             f"{_listed(changed)}; something between fairwin and the server changed it (a wrapper script?)"
         )
-    if spec.base_env is not None:
+    if against_base and (base := base_expected(spec, whole)) is not None:
         allowed = set(spec.allowed_env_differences)
-        beyond = [k for k in env_differences(spec.base_env, actual) if k not in allowed]
+        beyond = [k for k in env_differences(base, actual) if k not in allowed]
         if beyond:
             raise RuntimeCheckError(
                 f"role {spec.role_name}: the running server differs from base role {spec.base_role} in "
@@ -71,26 +91,37 @@ def check_running_env(
     return []
 
 
-def effective_speculative(argv: Sequence[str]) -> dict[str, Any]:
-    """The speculative config the launch arguments ask for; {} for none."""
-    for index, arg in enumerate(argv):
-        name, eq, inline = arg.partition("=")
-        if name in SPEC_FLAGS:
-            value = inline if eq else (argv[index + 1] if index + 1 < len(argv) else "")
-            try:
-                parsed = json.loads(value)
-            except json.JSONDecodeError:
-                raise PlanError(f"a role's argv: {name} is not JSON: {value!r}") from None
-            if not isinstance(parsed, dict):
-                raise PlanError(f"a role's argv: {name} must be a JSON object, got {value!r}")
-            return parsed
-        if name == "--spec-tokens":  # fairwin sim
-            value = inline if eq else (argv[index + 1] if index + 1 < len(argv) else "0")
-            if not value.strip().isdigit():
-                raise PlanError(f"a role's argv: --spec-tokens must be a whole number of draft tokens, got {value!r}")
-            tokens = int(value)
-            return {"method": "sim", "num_speculative_tokens": tokens} if tokens > 0 else {}
-    return {}
+def _shown(key: str, value: str | None) -> str:
+    if value is None:
+        return f"no {key}"
+    return f"{key}=<a secret, {value[:19]}...>" if is_secret_name(key) else f"{key}={value!r}"
+
+
+def check_live_env(label: str, live: LiveMember, env: Mapping[str, str], allowed: Sequence[str]) -> None:
+    """A process compared with production's live one: the same environment beyond ``allowed`` (a login
+    session's own variables and fairwin's FAIRWIN_* aside); raises naming the first key with both values."""
+    mine = fingerprinted(env)
+    keys = [k for k in env_differences(live.env, mine)
+            if k not in allowed and k not in SESSION_VARIABLES and not k.startswith("FAIRWIN_")]  # fmt: skip
+    if keys:
+        first = keys[0]
+        raise RuntimeCheckError(
+            f"{label}: its environment differs from {live.label} ({live.found_by}) in {_listed(keys)}: production "
+            f"runs {_shown(first, live.env.get(first))}, {label} {_shown(first, mine.get(first))}; list the key in "
+            "allowed_env_differences if the difference is the experiment"
+        )
+
+
+def check_live_speculative(label: str, live: LiveMember, argv: Sequence[str]) -> dict[str, Any]:
+    """A role compared with production runs production's speculative config, field for field."""
+    effective = effective_speculative(argv)
+    for key in sorted(live.speculative.keys() | effective.keys()):
+        if live.speculative.get(key) != effective.get(key):
+            raise RuntimeCheckError(
+                f"{label}: speculative config field {key!r} is {effective.get(key)!r}; {live.label} runs "
+                f"{live.speculative.get(key)!r}"
+            )
+    return effective
 
 
 def check_speculative(

@@ -23,6 +23,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
+from fairwin.production.live import LiveProduction
 from fairwin.profiles import PROFILES
 from fairwin.telemetry.gpu import GpuSource, PerHost, remote_source
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
@@ -31,6 +32,7 @@ from fairwin.vocabulary import START, WAVE, PooledRow
 from fairwin.window.greedy import diagnose
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
+from fairwin.window.live import compares_live
 from fairwin.window.processes import (
     Launcher,
     check_envs,
@@ -44,7 +46,7 @@ from fairwin.window.processes import (
 )
 from fairwin.window.progress import ProgressFeed
 from fairwin.window.records import append_streams
-from fairwin.window.runtime import check_speculative
+from fairwin.window.runtime import check_live_speculative, check_speculative
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
 
 
@@ -57,6 +59,7 @@ class StartContext:
     gpu: GpuSource | None = None  # sampled through every start, when the host has GPUs to read
     feed: ProgressFeed | None = None  # progress events for a display (window/progress.py)
     greedy_starts: set[str] = field(default_factory=set)  # the starts that run greedy diagnostics
+    live: LiveProduction | None = None  # production as it ran: what roles compared with it are checked against
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
 
@@ -203,6 +206,8 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str,
     speculative = check_speculative(
         start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
     )
+    if (live := _live(ctx, start.role)) is not None and (head := live.member("head")) is not None:
+        check_live_speculative(spec.label, head, spec.argv)
     return {"format": START.id, "start": start.name, "kind": start.kind, "role": start.role, "host": spec.host,
             "argv": spec.shown_argv, "declared_env": spec.shown_env, "env_files": spec.env_files,
             "base_url": spec.base_url,
@@ -241,7 +246,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             receipt["scheduling"] = head.handle.scheduling
             ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
             if plan.runtime.check_env:
-                receipt["env_check"] = await check_envs(processes)
+                receipt["env_check"] = await check_envs(processes, _live(ctx, start.role))
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
             measured = await _measure(ctx, session, target, receipt, [p.spec for p in processes])
@@ -272,6 +277,11 @@ async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: T
     ctx.say(f"  {target.start}: greedy diagnostics on {settings.prompts} prompt(s) of {', '.join(cells)}")
     return await diagnose(session, target, ctx.window.window_id, settings, ctx.prepared, cells,
                           ctx.window.start_dir(target.start), speculative)  # fmt: skip
+
+
+def _live(ctx: StartContext, role: str) -> LiveProduction | None:
+    """Production's reading, where this role is compared with it."""
+    return ctx.live if ctx.live is not None and compares_live(ctx.loaded, role) else None
 
 
 def _pins(identity: dict[str, dict[str, str]], member: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,12 +79,41 @@ def _check_sealed(window: WindowDir, status: dict[str, Any], recorded: Decision 
     return []
 
 
+#: Recomputed numbers that differ from the record by less than this (relative) differ by rounding only: linear
+#: algebra libraries (numpy's OpenBLAS, by build and CPU) round least squares differently in the last digits.
+ROUNDING = 1e-9
+
+
+def rounding_difference(before: Any, now: Any) -> float | None:
+    """The largest relative difference between two JSON trees equal but for float rounding; None when they
+    differ in anything else (a key, a string, a verdict, a number beyond :data:`ROUNDING`)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        if before.keys() != now.keys():
+            return None
+        found = [rounding_difference(before[k], now[k]) for k in before]
+    elif isinstance(before, list) and isinstance(now, list):
+        if len(before) != len(now):
+            return None
+        found = [rounding_difference(a, b) for a, b in zip(before, now, strict=True)]
+    elif isinstance(before, float) and isinstance(now, float) and before != now:
+        scale = max(abs(before), abs(now))
+        relative = abs(before - now) / scale
+        return relative if math.isfinite(relative) and relative < ROUNDING else None
+    else:
+        return 0.0 if before == now else None
+    return None if None in found else max(found, default=0.0)  # type: ignore[type-var]
+
+
 def _compared(recorded: Decision | None, recomputed: Decision) -> str:
     if recorded is None:
         return "no recorded decision.json to compare with"
     before = recorded.model_dump(mode="json", exclude={"inputs"})
-    if before == recomputed.model_dump(mode="json", exclude={"inputs"}):
+    difference = rounding_difference(before, recomputed.model_dump(mode="json", exclude={"inputs"}))
+    if difference == 0.0:
         return f"recomputed: identical to the recorded decision ({recorded.verdict})"
+    if difference is not None:
+        return (f"recomputed: identical to the recorded decision ({recorded.verdict}) but for float rounding (largest "
+                f"relative difference {difference:.1e}: this machine's linear algebra rounds differently)")  # fmt: skip
     return (
         f"recomputed: DIFFERS from the recorded decision (recorded {recorded.verdict}, now {recomputed.verdict}); "
         "the inputs are the sealed ones, so the deciding code changed"

@@ -1,0 +1,241 @@
+"""Production as it really runs: each of its processes' environment, command line and speculative config, read
+on its own host before the take-down (for a container, what its runtime's ``inspect`` reports).
+
+A plan declares production; a team's production drifts from it (a ``serve.sh`` edited on the host, a container
+rebuilt). What a derived role (P: production's policy on the experiment's runtime) is compared with is this
+reading, never the plan's words. Values under a secret name, or holding a URL's password, are kept as their
+sha256 only: the reading is written into window.json and ``state_dir/live.json`` and compared by digest.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fairwin.durable import read_json, sha256_bytes, write_json_atomic
+from fairwin.errors import FairwinError, InputError, ProductionError
+from fairwin.launch.speculative import effective_speculative
+from fairwin.plan.hosts import Host
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.production import LiveProcess
+from fairwin.redaction import is_secret_name, redact_argv, url_passwords
+from fairwin.vocabulary import PRODUCTION_LIVE
+
+READ_TIMEOUT_S = 30.0
+#: Between a process's environment and its command line in one read (neither holds a NUL-delimited marker).
+_MARKER = "\0FAIRWIN-CMDLINE\0"
+_PS = "ps -eo pid=,etimes=,args="
+
+
+def fingerprint(key: str, value: str) -> str:
+    """A variable's value as the reading keeps it: a secret's (or a URL password's) as its sha256."""
+    if is_secret_name(key) or url_passwords(value):
+        return "sha256:" + sha256_bytes(value.encode())
+    return value
+
+
+def fingerprinted(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: fingerprint(key, value) for key, value in env.items()}
+
+
+@dataclass(frozen=True)
+class LiveMember:
+    """One running process of production: where it was found and what it runs."""
+
+    member: str  # "head", or "worker N"
+    host: str | None
+    found_by: str  # "pid 41 (fairwin launched it)", "match 'vllm serve': pid 41", "container vllm (docker)"
+    argv: list[str]
+    env: dict[str, str]  # fingerprinted
+    speculative: dict[str, Any]
+    mounts: list[dict[str, str]] | None = None  # a container's, as its runtime reports them
+
+    @property
+    def label(self) -> str:
+        return f"production's {self.member}" + (f" on host {self.host}" if self.host else "")
+
+    def record(self) -> dict[str, Any]:
+        found = {"member": self.member, "host": self.host, "found_by": self.found_by, "argv": self.argv,
+                 "env": self.env, "speculative": self.speculative}  # fmt: skip
+        return found | ({"mounts": self.mounts} if self.mounts is not None else {})
+
+
+@dataclass(frozen=True)
+class LiveProduction:
+    """Every process of production read before a take-down, with when; ``from_snapshot`` names the window whose
+    stored reading stands in when production was already down (a chain's later windows)."""
+
+    members: tuple[LiveMember, ...]
+    read_unix: float
+    from_snapshot: str | None = None
+    changed: list[str] = field(default_factory=list)  # what differs from the reading before it
+
+    def member(self, name: str) -> LiveMember | None:
+        return next((m for m in self.members if m.member == name), None)
+
+    def record(self) -> dict[str, Any]:
+        members = [m.record() for m in self.members]
+        digest = sha256_bytes(json.dumps(members, sort_keys=True).encode())
+        extra = {"from_snapshot": self.from_snapshot} if self.from_snapshot else {}
+        return {"format": PRODUCTION_LIVE.id, "read_unix": round(self.read_unix, 3), "members": members,
+                "sha256": digest, "changed_since_last": self.changed, **extra}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], source: str) -> LiveProduction:
+        members = tuple(
+            LiveMember(m["member"], m.get("host"), m["found_by"], list(m["argv"]), dict(m["env"]),
+                       dict(m.get("speculative") or {}), m.get("mounts"))
+            for m in record["members"]
+        )  # fmt: skip
+        return cls(members, float(record["read_unix"]), from_snapshot=source)
+
+
+# -- reading on a host ---------------------------------------------------------------------------
+
+
+async def shell(host_name: str | None, host: Host | None, command: str) -> tuple[int, str]:
+    """A shell command here, or on the host over SSH: its exit status and output."""
+    if host_name is None or host is None:
+        done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=READ_TIMEOUT_S, check=False)
+        return done.returncode, done.stdout.decode(errors="replace")
+    from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
+
+    remote = await run_once(host_name, host, command, READ_TIMEOUT_S)
+    return (remote.exit_status if remote.exit_status is not None else -1), str(remote.stdout or "")
+
+
+def oldest_match(listing: str, pattern: str) -> int | None:
+    """The pid of the longest-running process whose command line holds ``pattern`` in ``ps -eo
+    pid=,etimes=,args=`` output (the ps, and the shell that ran it, never count)."""
+    found: list[tuple[int, int]] = []
+    for line in listing.splitlines():
+        parts = line.split(None, 2)
+        numbers = len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit()
+        if numbers and pattern in parts[2] and _PS not in parts[2]:
+            found.append((-int(parts[1]), int(parts[0])))
+    return min(found)[1] if found else None
+
+
+def parse_process(raw: str) -> tuple[dict[str, str], list[str]]:
+    """``/proc/PID/environ``, the marker, ``/proc/PID/cmdline``: the environment and the command line."""
+    environ, _, cmdline = raw.partition(_MARKER)
+    env = dict(item.split("=", 1) for item in environ.split("\0") if "=" in item)
+    return env, [arg for arg in cmdline.split("\0") if arg]
+
+
+def parse_inspect(raw: str, name: str) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
+    """``docker inspect`` / ``podman inspect`` JSON: the container's env, argv (Path then Args) and mounts."""
+    try:
+        found = json.loads(raw)
+        box = found[0] if isinstance(found, list) else found
+        config = box["Config"]
+        env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+        argv = [box.get("Path") or "", *(box.get("Args") or [])]
+        mounts = [{"source": str(m.get("Source", "")), "destination": str(m.get("Destination", "")),
+                   "mode": str(m.get("Mode", ""))} for m in box.get("Mounts") or []]  # fmt: skip
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        raise ProductionError(f"container {name}: its runtime's inspect output is not what docker or podman "
+                              "print; is it a container's name?") from None  # fmt: skip
+    return env, [a for a in argv if a], mounts
+
+
+async def read_member(member: str, where: tuple[str | None, Host | None], process: LiveProcess | None,
+                      pid: int | None) -> LiveMember:  # fmt: skip
+    """One process of production on its host: by the pid fairwin launched it as, by a command-line match, or
+    as a container; ProductionError naming what was not found."""
+    name, host = where
+    on = f" on host {name}" if name else " here"
+    if process is not None and process.container is not None:
+        code, out = await shell(name, host, f"{process.runtime} inspect --type container "
+                                            f"{shlex.quote(process.container)}")  # fmt: skip
+        if code != 0:
+            raise ProductionError(f"production's {member}: container {process.container}{on} could not be "
+                                  f"inspected ({process.runtime} exited {code}: {out.strip()[-200:]})")  # fmt: skip
+        env, argv, mounts = parse_inspect(out, process.container)
+        return _member(member, name, f"container {process.container} ({process.runtime})", env, argv, mounts)
+    found_by = f"pid {pid} (fairwin launched it)"
+    if process is not None and process.match is not None:
+        code, out = await shell(name, host, _PS)
+        pid = oldest_match(out, process.match) if code == 0 else None
+        if pid is None:
+            raise ProductionError(f"production's {member}: no process{on} has {process.match!r} in its command line")
+        found_by = f"match {process.match!r}: pid {pid}"
+    if pid is None:
+        raise ProductionError(f"production's {member}: it is not running{on}")
+    code, out = await shell(name, host, f"cat /proc/{pid}/environ && printf '\\0FAIRWIN-CMDLINE\\0' && "
+                                        f"cat /proc/{pid}/cmdline")  # fmt: skip
+    if code != 0:
+        raise ProductionError(f"production's {member}: /proc/{pid}{on} could not be read (is it ours to read?)")
+    env, argv = parse_process(out)
+    return _member(member, name, found_by, env, argv, None)
+
+
+def _member(member: str, host: str | None, found_by: str, env: dict[str, str], argv: list[str],
+            mounts: list[dict[str, str]] | None) -> LiveMember:  # fmt: skip
+    try:
+        speculative = effective_speculative(argv)
+    except FairwinError as exc:
+        raise ProductionError(f"production's {member}: {exc}") from None
+    return LiveMember(member, host, found_by, redact_argv(argv), fingerprinted(env), speculative, mounts)
+
+
+# -- the stored reading --------------------------------------------------------------------------
+
+
+def stored(state_dir: Path) -> LiveProduction | None:
+    """The last reading kept in production's state directory, if any."""
+    path = state_dir / "live.json"
+    if not path.is_file():
+        return None
+    try:
+        record = read_json(path, PRODUCTION_LIVE.readable)
+        return LiveProduction.from_record(record, f"{path} (read {_when(float(record['read_unix']))})")
+    except (InputError, KeyError, TypeError, ValueError) as exc:
+        raise ProductionError(f"{path}: not a reading of production fairwin can use ({exc}); remove it") from None
+
+
+def keep(state_dir: Path, live: LiveProduction) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(state_dir / "live.json", live.record())
+
+
+def changes(before: LiveProduction, now: LiveProduction) -> list[str]:
+    """What production runs differently from the reading before: 'head: env K, L', 'worker 1: argv'."""
+    found = []
+    for member in now.members:
+        old = before.member(member.member)
+        if old is None:
+            found.append(f"{member.member}: new")
+            continue
+        keys = sorted(k for k in old.env.keys() | member.env.keys() if old.env.get(k) != member.env.get(k))
+        parts = [f"env {', '.join(keys)}"] if keys else []
+        parts += [name for name in ("argv", "speculative", "mounts") if getattr(old, name) != getattr(member, name)]
+        if parts:
+            found.append(f"{member.member}: {'; '.join(parts)}")
+    return found
+
+
+def _when(unix: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix))
+
+
+def live_plan(loaded: LoadedPlan) -> list[tuple[str, str | None, LiveProcess | None]]:
+    """(member, host, how to find it) for each process of production the plan says how to read."""
+    settings = loaded.plan.production
+    assert settings is not None
+    role = loaded.plan.roles.get(settings.role) if settings.role is not None else None
+    home = role.host if role is not None else settings.host
+    live = settings.live
+    head = live.head if live is not None else None
+    found: list[tuple[str, str | None, LiveProcess | None]] = [
+        ("head", head.host if head is not None and head.host is not None else home, head)
+    ]
+    for number, worker in enumerate(live.workers if live is not None else [], 1):
+        found.append((f"worker {number}", worker.host if worker.host is not None else home, worker))
+    return found

@@ -1,0 +1,129 @@
+"""Production as it runs, read after the gates and before the take-down; each role compared with it is checked
+then, before anything is stopped, and again at each of its starts (window/processes.py).
+
+A role is compared with production's live processes when it says so (``compare_live``) or when it derives
+from production's role (``base``): its head with production's head, its worker N with production's worker N,
+in environment and speculative config, beyond its ``allowed_env_differences``. The reading is kept in
+production's state directory; the next window names what changed since.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
+from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
+from fairwin.plan.hosts import Host
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.control import Production
+from fairwin.production.live import (
+    LiveMember,
+    LiveProduction,
+    changes,
+    keep,
+    live_plan,
+    parse_process,
+    read_member,
+    shell,
+    stored,
+)
+from fairwin.window.runtime import SESSION_VARIABLES, check_live_env, check_live_speculative
+
+
+def compares_live(loaded: LoadedPlan, role_name: str) -> bool:
+    """Whether the role is checked against production's live processes."""
+    role, production = loaded.plan.roles[role_name], loaded.plan.production
+    if role.compare_live is not None:
+        return role.compare_live
+    return production is not None and production.role is not None and role.base == production.role
+
+
+async def read_live(loaded: LoadedPlan, production: Production) -> LiveProduction:
+    """Every process of production the plan says how to find, each on its own host."""
+    members = []
+    for member, host_name, process in live_plan(loaded):
+        host = _host(loaded, host_name)
+        pid = await production.recorded_pid() if process is None else None
+        members.append(await read_member(member, (host_name, host), process, pid))
+    return LiveProduction(tuple(members), time.time())
+
+
+async def production_as_it_runs(
+    loaded: LoadedPlan, production: Production, roles: Iterable[str], say: Callable[[str], None]
+) -> LiveProduction | None:
+    """Read production before the take-down and check every compared role against it: GateRefused (nothing
+    touched) on a difference, or when a compared role has nothing to be compared with."""
+    compared = sorted(r for r in set(roles) if compares_live(loaded, r))
+    settings = loaded.plan.production
+    if settings is None or (settings.role is None and settings.live is None):
+        return None
+    try:
+        live = await read_live(loaded, production)
+    except ProductionError as exc:
+        kept = stored(production.state_dir)
+        if kept is None and compared:
+            raise GateRefused(f"role {compared[0]} is compared with production as it runs, but {exc}; bring "
+                              "production up so it can be read, then run the window") from None  # fmt: skip
+        say(f"production as it runs: not read ({exc})" + (f"; comparing with {kept.from_snapshot}" if kept else ""))
+        if kept is None:
+            return None
+        live = kept
+    else:
+        before = stored(production.state_dir)
+        if before is not None and (changed := changes(before, live)):
+            live.changed.extend(changed)
+            say(f"warning: production changed since its last reading ({before.from_snapshot}): {'; '.join(changed)}")
+        keep(production.state_dir, live)
+    for role in compared:
+        await check_before_take_down(loaded, role, live)
+    return live
+
+
+async def check_before_take_down(loaded: LoadedPlan, role_name: str, live: LiveProduction) -> None:
+    """The role's head and workers as they would run on their hosts (that host's login env plus what the plan
+    declares) against production's live processes: refused before production is touched."""
+    plan = loaded.plan
+    head = make_spec(role_name, plan.roles, loaded.base_dir, plan.hosts)
+    specs = [*worker_specs(head, plan.roles, loaded.base_dir, plan.hosts), head]
+    try:
+        for spec in specs:
+            member = counterpart(spec, live)
+            if member is None:
+                continue
+            if spec.member == "head":
+                check_live_speculative(spec.label, member, spec.argv)
+            check_live_env(spec.label, member, await would_run_with(spec), spec.allowed_env_differences)
+    except RuntimeCheckError as exc:
+        raise GateRefused(f"before production is taken down: {exc}") from None
+
+
+def counterpart(spec: LaunchSpec, live: LiveProduction) -> LiveMember | None:
+    """Production's process a role's process is compared with (the same member); None for a worker when
+    production lists no workers; RuntimeCheckError when it lists some but not this one."""
+    member = live.member(spec.member)
+    workers = [m for m in live.members if m.member != "head"]
+    if member is None and (spec.member == "head" or workers):
+        raise RuntimeCheckError(f"{spec.label}: production's live processes have no {spec.member} to compare it "
+                                "with; list it under [production.live] workers")  # fmt: skip
+    return member
+
+
+async def would_run_with(spec: LaunchSpec) -> dict[str, str]:
+    """The whole environment the process will be given: fairwin's own here, the host's login one there (as
+    a role's server is launched: ``env -i`` with it), then the declared variables."""
+    if spec.remote is None or spec.host is None:
+        return spec.env
+    base: dict[str, str] = {}
+    if spec.inherit_env:
+        code, out = await shell(spec.host, spec.remote, "env -0")
+        base = parse_process(out)[0] if code == 0 else {}
+    return {**{k: v for k, v in base.items() if k not in SESSION_VARIABLES}, **spec.declared_env}
+
+
+def _host(loaded: LoadedPlan, name: str | None) -> Host | None:
+    if name is None:
+        return None
+    from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
+
+    return resolved(loaded.plan.hosts[name], loaded.base_dir)

@@ -1,0 +1,169 @@
+"""Production as it runs: read from its real processes before the take-down, and a role derived from it compared
+with that reading (its head, its workers, here and on a loopback SSH host), not with the plan's words."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from fairwin.launch.spec import free_port
+from fairwin.launch.ssh import blocking, resolved, run_once
+from fairwin.plan.hosts import Host
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin, only_window
+from tests.integration.production import WATCH
+from tests.integration.sshd import SshHosts
+from tests.integration.test_hosts import with_hosts
+
+CELLS = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}}
+
+
+def live_plan(make_plan: PlanFactory, model: str, port: int, production_of: str, name: str = "plan.toml",
+              production: dict[str, Any] | None = None, **roles: Any) -> Path:  # fmt: skip
+    """Production P (a sim declaring PRODUCTION_OF), and PP: production's policy on the experiment's runtime."""
+    return make_plan(
+        roles={
+            "B": sim_role("--ms-per-round", "2", model=f"exp-{model}"),
+            "P": sim_role(model=model, port=port, env={"PRODUCTION_OF": production_of}),
+            "PP": sim_role(
+                "--ms-per-round",
+                "2",
+                model=f"exp-{model}",
+                base="P",
+                allowed_env_differences=["EXPERIMENT"],
+                env={"EXPERIMENT": "pp"},
+            ),
+            **roles,
+        },
+        modes={"policy": {"control": "PP", "candidate": "B"}},
+        window={"repeats": 2, "warmup_waves_max": 1},
+        cells=CELLS,
+        production={"role": "P", **WATCH, **(production or {})},
+        name=name,
+    )
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def down_after() -> Iterator[list[Path]]:
+    plans: list[Path] = []
+    yield plans
+    for plan in plans:
+        fairwin("production", "down", str(plan))
+
+
+def test_a_role_derived_from_a_production_that_drifted_is_refused_before_the_take_down_naming_the_live_value(
+    make_plan: PlanFactory, down_after: list[Path]
+) -> None:
+    port = free_port()
+    plan = live_plan(make_plan, "prod-drift", port, "team")
+    drifted = live_plan(make_plan, "prod-drift", port, "drifted-by-hand", name="drifted.toml")
+    down_after += [drifted, plan]
+    up = fairwin("production", "up", str(drifted))  # production as it really runs: not as plan.toml says
+    assert up.returncode == 0, up.stderr
+    done = fairwin("run", str(plan), "--mode", "policy")
+    assert done.returncode == 4, done.stdout + done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert "before production is taken down" in line and "PRODUCTION_OF" in line, line
+    assert "production runs PRODUCTION_OF='drifted-by-hand'" in line and "PRODUCTION_OF='team'" in line, line
+    assert healthy(port)  # never touched
+    assert [p for p in (plan.parent / "windows").iterdir() if not p.name.startswith(".")] == []
+    kept = json.loads((plan.parent / "windows" / ".production" / "live.json").read_text())
+    assert kept["format"] == "fairwin.production-live/1"
+    head = kept["members"][0]
+    assert head["member"] == "head" and head["env"]["PRODUCTION_OF"] == "drifted-by-hand"
+    assert head["found_by"].endswith("(fairwin launched it)") and "--model" in head["argv"]
+
+    # Production brought back as the plan declares it: the window runs, names the change since the last
+    # reading, and every start of PP is compared with production's head.
+    assert fairwin("production", "down", str(drifted)).returncode == 0
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = fairwin("run", str(plan), "--mode", "policy")
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # a verdict, whichever
+    said = done.stdout + done.stderr
+    assert "production changed since its last reading" in said and "head: env PRODUCTION_OF" in said, said
+    window = only_window(plan)
+    manifest = json.loads((window / "window.json").read_text())
+    assert manifest["production"]["live"]["changed_since_last"] == ["head: env PRODUCTION_OF"]
+    for start in ("s1", "s3"):  # the PP starts (control-first under win2-v1)
+        receipt = json.loads((window / "starts" / start / "start.json").read_text())
+        assert receipt["role"] == "PP"
+        assert any("matches production's head" in note for note in receipt["env_check"]), receipt["env_check"]
+    assert healthy(port)
+
+
+def test_a_worker_of_the_derived_role_differing_from_productions_worker_is_refused(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, down_after: list[Path]
+) -> None:
+    """Production's worker runs on h1 (started there over SSH, in its login environment); PP's worker would run
+    there with another WORKER_BUILD: refused before the take-down, naming both values."""
+    port, marker = free_port(), f"live-worker-{os.getpid()}"
+    sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
+    h1 = resolved(Host.model_validate(ssh_hosts.plan_hosts()["h1"]), Path("/"))
+    started = f"setsid --fork env PRODUCTION_OF=team WORKER_BUILD=prod-7 {shlex.join([*sleep, marker])} " \
+              "> /dev/null 2>&1 < /dev/null"  # fmt: skip
+    assert blocking(run_once("h1", h1, started)).exit_status == 0
+    try:
+        pp_worker = {"host": "h1", "argv": [*sleep, "exp-worker"], "env": {"WORKER_BUILD": "exp-9"}}
+        plan = live_plan(
+            make_plan, "prod-worker", port, "team",
+            production={"live": {"workers": [{"host": "h1", "match": marker}]}},
+            PP=sim_role("--ms-per-round", "2", model="exp-prod-worker", base="P", workers=[pp_worker]),
+        )  # fmt: skip
+        plan = with_hosts(plan, ssh_hosts)
+        down_after.append(plan)
+        assert fairwin("production", "up", str(plan)).returncode == 0
+        done = fairwin("run", str(plan), "--mode", "policy")
+        assert done.returncode == 4, done.stdout + done.stderr
+        line = done.stderr.strip().splitlines()[-1]
+        assert "role PP worker 1 on host h1" in line and "production's worker 1 on host h1" in line, line
+        assert "production runs WORKER_BUILD='prod-7', role PP worker 1 on host h1 WORKER_BUILD='exp-9'" in line
+        assert f"match '{marker}'" in line and healthy(port)
+    finally:
+        for process in psutil.process_iter(["cmdline"]):
+            if marker in (process.info["cmdline"] or []):
+                process.kill()
+
+
+@pytest.mark.slow
+def test_a_derived_role_on_a_remote_host_with_that_hosts_login_environment_passes(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, down_after: list[Path], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Production and PP on h1: PP's whole environment is h1's login one plus the plan's, as production's is;
+    the coordinator's own variables never enter the comparison."""
+    port, pp_port = free_port(), free_port()
+    plan = live_plan(
+        make_plan, "prod-h1-live", port, "team", production={"remote_dir": str(tmp_path / "on-h1")},
+        P=sim_role(model="prod-h1-live", port=port, host="h1", env={"PRODUCTION_OF": "team"}),
+        PP=sim_role("--ms-per-round", "2", model="exp-prod-h1-live", port=pp_port, host="h1", base="P",
+                    allowed_env_differences=["EXPERIMENT"], env={"EXPERIMENT": "pp"}),
+    )  # fmt: skip
+    plan = with_hosts(plan, ssh_hosts)
+    down_after.append(plan)
+    monkeypatch.setenv("COORDINATOR_ONLY", "1")  # fairwin's own variable: never on h1, never compared
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = fairwin("run", str(plan), "--mode", "policy")
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    window = only_window(plan)
+    live = json.loads((window / "window.json").read_text())["production"]["live"]
+    assert live["members"][0]["host"] == "h1" and "COORDINATOR_ONLY" not in live["members"][0]["env"]
+    receipt = json.loads((window / "starts" / "s1" / "start.json").read_text())
+    assert receipt["role"] == "PP" and receipt["host"] == "h1"
+    assert "matches production's head on host h1 beyond its allowed differences" in receipt["env_check"]
