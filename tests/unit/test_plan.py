@@ -189,3 +189,24 @@ def test_standard_verification_is_required_unless_a_plan_opts_out(make_plan: Pla
     plan = make_plan(name="opt-out.toml")
     plan.write_text(plan.read_text() + "\n[runtime]\nstandard_verification = false\n")
     assert load_plan(plan).plan.runtime.standard_verification is False
+
+
+@pytest.mark.parametrize(
+    ("roles", "production", "expected"),
+    [
+        ({"A": sim_role(compare_live=True)}, None, "roles.A.compare_live: there is no live production to compare"),
+        ({}, {"up": ["up"], "down": ["down"], "base_url": "http://h:1", "model": "m", "live": {"workers": []}},
+         "live.head: production managed elsewhere has no pid fairwin knows"),
+        ({}, {"role": "P", "live": {"workers": [{"match": "x", "container": "y"}]}},
+         "give either match (a command-line substring) or container (its name)"),
+        ({}, {"role": "P", "live": {"workers": [{"host": "nowhere", "match": "x"}]}},
+         "production.live.workers[0].host names 'nowhere', which [hosts] does not declare"),
+    ],
+)  # fmt: skip
+def test_production_as_it_runs_is_declared_whole(
+    make_plan: PlanFactory, roles: dict[str, object], production: dict[str, object] | None, expected: str
+) -> None:
+    declared = {"A": sim_role(), "B": sim_role(), "P": sim_role(port=18999), **roles}
+    with pytest.raises(PlanError) as exc:
+        load_plan(make_plan(roles=declared, production=production))
+    assert expected in one_line_error(exc)
