@@ -165,7 +165,11 @@ class DecisionRow(MetricValues):
     cell: str
     repeat: int = Field(ge=1)
     clock_cap_mhz: float | None = None
+    clock_caps_by_host: dict[str, float | None] | None = Field(
+        None, description="The cap each host of the start ran at ('here' for fairwin's own), where it was read."
+    )
     thermal_events: int | None = None
+    power_events: int | None = Field(None, description="Power-cap dial-backs: reported; invalid only if the plan says.")
     client_problem: str | None = Field(None, description="Why the client-timed metrics are null, when they are.")
 
 

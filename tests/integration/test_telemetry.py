@@ -13,8 +13,13 @@ import pytest
 
 from fairwin.durable import read_jsonl
 from fairwin.launch.spec import free_port
+from fairwin.plan import load_plan
+from fairwin.telemetry.cap import production_caps
+from fairwin.telemetry.hosts import window_hosts
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, status
+from tests.integration.sshd import SshHosts
+from tests.integration.test_hosts import with_hosts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -83,3 +88,87 @@ def test_a_compute_process_on_the_gpus_fails_the_quiet_proof_before_anything_is_
     assert f"the hardware is not quiet before s1: pid {stray.pid} (python3) computes on GPU GPU-fake-0" in done.stderr
     window = only_window(plan)
     assert not (window / "starts" / "s1").exists() and status(window)["restore"]["state"] == "RESTORED"
+
+
+@pytest.mark.slow
+def test_a_relock_mid_start_and_a_dialback_between_starts_are_both_seen(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path]
+) -> None:
+    """The stand-in's watchdog locks s2's GPUs lower part-way through it, and the GPUs slow for heat whenever
+    nothing runs on them: the change of cap leaves s2 without one, and the hold's own samples see the
+    dial-backs between starts."""
+    from tests.integration.production import production_plan
+
+    monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GPU_IDLE_THERMAL", "1")  # the stand-in nvidia-smi runs with fairwin's environment
+    loading = {"FAKE_GPU_CAP": "1980", "FAKE_GPU_BUSY_AFTER_S": "0.5"}  # idle (and hot) while each server loads
+    relock = {**loading, "FAKE_GPU_RELOCK_AFTER_S": "3.5", "FAKE_GPU_RELOCK_MHZ": "1755"}
+    plan = production_plan(
+        make_plan, "gpu-relock",
+        A=sim_role("--ms-per-round", "10", model="exp-gpu-relock", env=loading),
+        B=sim_role("--ms-per-round", "100", model="exp-gpu-relock", env=relock),  # its waves take seconds
+    )  # fmt: skip
+    plan.write_text(plan.read_text() + "\n[telemetry]\ninterval_s = 0.2\n")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    s2 = json.loads((window / "starts" / "s2" / "start.json").read_text())["telemetry"]
+    assert {(c["before_mhz"], c["after_mhz"]) for c in s2["cap_changes"]} == {(1980.0, 1755.0)}
+    assert s2["cap_mhz"] is None and s2["cap_by_host"] == {"here": None}
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["verdict"] == "INCONCLUSIVE"
+    conditions = decision["cells"][0]["validity"]["conditions"]
+    assert "clock cap missing (or varying) in s2" in conditions
+    between = next(c for c in conditions if c.startswith("the clock was dialled back between starts: "))
+    assert "'before s2'" in between and "'before s3'" in between, between  # while servers stopped and started
+    context = json.loads((window / "context.json").read_text())
+    assert set(context["between_starts_dialbacks"]) >= {"before s2", "before s3"}
+    assert (window / "hold-telemetry.jsonl").stat().st_size > 0
+
+
+def test_caps_from_the_logs_of_two_hosts_without_any_gpu_source_name_the_host_at_another_cap(
+    make_plan: PlanFactory, ssh_hosts: SshHosts
+) -> None:
+    """No NVML, no nvidia-smi: each process's log names its cap (the head here says 2300, its worker on h1 says
+    2150, in every start); the window is INCONCLUSIVE and says which host."""
+    worker = {"host": "h1", "argv": [sys.executable, "-c", "print('fairwin sim: serving cap-2150 on h1', "
+                                                        "flush=True); import time; time.sleep(600)"]}  # fmt: skip
+    role = sim_role("--ms-per-round", "2", model="cap-2300", workers=[worker])
+    plan = make_plan(roles={"A": role, "B": role}, window={"repeats": 2, "warmup_waves_max": 1,
+                                                           "production_clock_cap_mhz": 2300})  # fmt: skip
+    plan.write_text(plan.read_text() + '\n[telemetry]\ngpu = "none"\ncap_from = "log"\n'
+                    "cap_log_pattern = 'serving cap-(\\d+) on'\n")  # fmt: skip
+    plan = with_hosts(plan, ssh_hosts)
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["verdict"] == "INCONCLUSIVE"
+    conditions = decision["cells"][0]["validity"]["conditions"]
+    assert "hosts ran at different clock caps (h1 at 2150 MHz, here at 2300 MHz) in s1, s2, s3" in conditions
+    assert "host h1 ran at 2150 MHz, its configured cap is 2300 MHz in s1, s2, s3" in conditions
+    rows = read_jsonl(window / "pooled.jsonl")
+    assert {json.dumps(r["clock_caps_by_host"], sort_keys=True) for r in rows} == {'{"h1": 2150.0, "here": 2300.0}'}
+    telemetry = json.loads((window / "starts" / "s1" / "start.json").read_text())["telemetry"]
+    assert telemetry["source"] == "none" and telemetry["cap_by_host"] == {"h1": 2150.0, "here": 2300.0}
+
+
+def test_productions_configured_cap_is_read_on_every_host_from_its_own_file(
+    make_plan: PlanFactory, ssh_hosts: SshHosts
+) -> None:
+    """A relative cap file is the plan directory's here and the login's home on h1: two nodes, two files."""
+    name = f"fairwin-cap-{os.getpid()}.env"
+    plan = with_hosts(make_plan(roles={"A": sim_role(), "B": sim_role(host="h1", port=free_port())}), ssh_hosts)
+    plan.write_text(plan.read_text() + f'\n[telemetry]\nproduction_cap_file = "{name}"\n')
+    (plan.parent / name).write_text("GPU_CLOCK_CAP=2300\n")
+    on_h1 = Path.home() / name  # the loopback h1's login home is this user's
+    on_h1.write_text("PATH=/usr/bin\nGPU_CLOCK_CAP=2150\n")
+    try:
+        loaded = load_plan(plan)
+        assert production_caps(loaded, window_hosts(loaded, {"A", "B"})) == {"here": 2300.0, "h1": 2150.0}
+        on_h1.unlink()
+        assert production_caps(loaded, [None, "h1"]) == {"here": 2300.0, "h1": None}  # no file of its own there
+    finally:
+        on_h1.unlink(missing_ok=True)

@@ -203,6 +203,35 @@ def test_same_cap_as_production_is_valid_and_unobserved_caps_without_a_productio
     assert plain.validity is not None and plain.validity.valid and not plain.validity.observed
 
 
+def test_each_host_is_held_to_one_cap_and_its_own_configured_one_naming_the_host() -> None:
+    by_host = {"here": 2300.0, "h1": 2150.0}
+    rows = [r.model_copy(update={"clock_caps_by_host": by_host}) for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)]
+    cell = decide_cell(rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300))
+    assert cell.verdict == "INCONCLUSIVE" and cell.validity is not None and cell.validity.observed
+    assert "hosts ran at different clock caps (h1 at 2150 MHz, here at 2300 MHz) in s1, s2, s3" in cell.reasons
+    assert "host h1 ran at 2150 MHz, its configured cap is 2300 MHz in s1, s2, s3" in cell.reasons
+    same = [r.model_copy(update={"clock_cap_mhz": 2300.0, "clock_caps_by_host": {"here": 2300.0, "h1": 2300.0}})
+            for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)]  # fmt: skip
+    configured = ctx(production_clock_cap_mhz=2300, production_caps_by_host={"here": 2300.0, "h1": 2150.0})
+    cell = decide_cell(same, "c", WIN2_V1, configured)
+    assert "production's configured clock cap differs between its hosts: h1 2150 MHz, here 2300 MHz" in cell.reasons
+    assert "host h1 ran at 2300 MHz, its configured cap is 2150 MHz in s1, s2, s3" in cell.reasons
+    assert decide_cell(same, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300)).verdict == "WIN"
+
+
+def test_a_dialback_between_starts_is_invalid_and_power_dialbacks_are_reported_apart() -> None:
+    rows = []
+    for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT):
+        power = 1 if (r.start, r.repeat) == ("s2", 1) else 0
+        rows.append(r.model_copy(update={"clock_cap_mhz": 2300.0, "thermal_events": 0, "power_events": power}))
+    cell = decide_cell(rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300))
+    assert cell.verdict == "WIN" and cell.validity is not None and cell.validity.power_events == {"s2": 1}
+    between = decide_cell(rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300,
+                                                   between_starts_dialbacks={"after s1": 2}))  # fmt: skip
+    assert between.verdict == "INCONCLUSIVE"
+    assert "the clock was dialled back between starts: {'after s1': 2} events" in between.reasons
+
+
 def test_missing_metric_or_repeat_is_inconclusive() -> None:
     rows = rows_for(FLAT, [103, 103, 103], [100, 100])
     cell = one(rows)

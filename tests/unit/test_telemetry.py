@@ -14,6 +14,7 @@ import pytest
 from fairwin.errors import InputError
 from fairwin.telemetry.gpu import GpuSample, parse_compute_apps, parse_query
 from fairwin.telemetry.sampler import Dialback, Sampler, events_by_repeat, summarize
+from fairwin.window.clocks import between_starts, held
 from tests.conftest import PlanFactory
 
 LOCKED = "0, GPU-a, NVIDIA H200, 1755, 1980, 1755, 0x0000000000000002, 61, 655.10, 700.00"
@@ -86,9 +87,9 @@ def test_an_unlocked_gpu_has_no_locked_cap_but_its_applications_clock_can_be_rea
 def test_the_cap_from_the_servers_log(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("INFO starting\nINFO clock cap 1620 MHz on 8 GPUs\n")
-    seen = summarize(sampler_of(LOCKED), cap_from="log", log=log, pattern=r"clock cap (\d+) MHz")
+    seen = summarize(sampler_of(LOCKED), cap_from="log", logs={"here": log}, pattern=r"clock cap (\d+) MHz")
     assert seen.cap_mhz == 1620.0
-    missing = summarize(sampler_of(LOCKED), cap_from="log", log=log, pattern=r"locked at (\d+)")
+    missing = summarize(sampler_of(LOCKED), cap_from="log", logs={"here": log}, pattern=r"locked at (\d+)")
     assert missing.cap_mhz is None and "no line matching" in missing.problems[0]
 
 
@@ -112,3 +113,42 @@ def test_productions_cap_comes_from_its_environment_file(make_plan: PlanFactory)
     env.write_text("GPU_CLOCK_CAP=fast\n")
     with pytest.raises(InputError, match="GPU_CLOCK_CAP='fast' is not a number of MHz"):
         production_cap(load_plan(plan))
+
+
+def test_caps_from_logs_need_no_gpu_source_and_every_hosts_log_is_read(tmp_path: Path) -> None:
+    """Without NVML or nvidia-smi: each host's log gives its cap; a host at another cap leaves the start none,
+    and a log that prints a second cap is a change of cap inside the start."""
+    here, h1 = tmp_path / "server.log", tmp_path / "h1.log"
+    here.write_text("clock cap 2300 MHz\nserving\n")
+    h1.write_text("clock cap 2150 MHz\n")
+    seen = summarize(None, cap_from="log", logs={"here": here, "h1": h1}, pattern=r"clock cap (\d+) MHz")
+    assert (seen.source, seen.samples, seen.cap_mhz) == ("none", 0, None)
+    assert seen.cap_by_host == {"h1": 2150.0, "here": 2300.0}
+    assert seen.problems == ["the hosts disagree on the cap: {'h1': 2150.0, 'here': 2300.0}; the start has none"]
+    h1.write_text("clock cap 2300 MHz\nwatchdog: clock cap 2150 MHz\n")
+    moved = summarize(None, cap_from="log", logs={"here": here, "h1": h1}, pattern=r"clock cap (\d+) MHz")
+    assert moved.cap_by_host == {"h1": None, "here": 2300.0} and moved.cap_mhz is None
+    assert [(c.host, c.before_mhz, c.after_mhz) for c in moved.cap_changes] == [("h1", 2300.0, 2150.0)]
+    assert "the cap changed inside the start on host h1 (its log): 2300 -> 2150 MHz" in moved.problems
+
+
+def test_a_watchdog_that_relocks_a_lower_clock_mid_start_is_a_change_of_cap_not_the_highest_lock() -> None:
+    relocked = LOCKED.replace("1755, 1980, 1755", "1605, 1980, 1755")
+    seen = summarize(sampler_of(LOCKED, LOCKED, relocked, relocked), cap_from="locked", host="h1")
+    assert seen.cap_mhz is None and seen.cap_by_gpu == {"GPU-a": None} and seen.cap_by_host == {"h1": None}
+    (change,) = seen.cap_changes
+    assert (change.host, change.gpu, change.before_mhz, change.after_mhz, change.time) == ("h1", "GPU-a", 1755.0,
+                                                                                          1605.0, 102.0)  # fmt: skip
+    assert "the cap changed inside the start on GPU GPU-a: 1755 -> 1605 MHz" in seen.problems
+
+
+def test_between_starts_dialbacks_are_counted_by_gap_within_the_hold_only() -> None:
+    journal = [
+        {"step": "open", "event": "end", "time": 0.0}, {"step": "production down", "event": "end", "time": 10.0},
+        {"step": "start s1", "event": "begin", "time": 11.0}, {"step": "restore", "event": "begin", "time": 60.0},
+    ]  # fmt: skip
+    spans = [("s1", 20.0, 30.0), ("s2", 40.0, 50.0)]  # each start's own sampling
+    events = [Dialback(time=t, gpu=0, kind="thermal", reasons=[]) for t in (5.0, 15.0, 25.0, 35.0, 36.0, 55.0, 65.0)]
+    assert held(journal) == (10.0, 60.0)
+    assert between_starts(events, held(journal), spans) == {"before s1": 1, "before s2": 2, "after s2": 1}
+    assert between_starts(events, held(journal[:1]), spans) == {}  # production never taken down: no hold

@@ -97,7 +97,7 @@ def decide_cell(rows: Sequence[DecisionRow], cell: str, rule: RuleSpec, context:
         return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=reasons, **empty)
 
     procedure = procedure_for(rule, {a.metric: a for a in context.archive if a.cell == cell})
-    validity = check_validity(table, context.production_clock_cap_mhz)
+    validity = check_validity(table, context)
     primary = _metric(procedure, table, rule.primary, rule)
     guards = [procedure.guard(table, metric) for metric in rule.guards]
     verdict = _with_guards(primary.verdict, guards, validity.valid)

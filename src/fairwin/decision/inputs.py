@@ -54,6 +54,12 @@ class WindowContext(BaseModel):
     cells: list[str] = Field(min_length=1, description="Every cell, in the plan's order.")
     reported: list[str] = Field(default_factory=list, description="Cells that are measured but never decide.")
     production_clock_cap_mhz: float | None = None
+    production_caps_by_host: dict[str, float | None] | None = Field(
+        None, description="Production's configured cap on each host the window touched, each read there."
+    )
+    between_starts_dialbacks: dict[str, int] | None = Field(
+        None, description="Dial-backs seen while production was down but no start ran, by gap ('before s2')."
+    )
     order: Order = "control-first"
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
     archive_snapshot: ArchiveSnapshot | None = Field(None, description="The archive snapshot the noise came from.")

@@ -22,6 +22,9 @@ class TelemetrySettings(StrictModel):
     cap_log_pattern: str | None = Field(
         None, description="With cap_from = 'log': a regex whose first group is the cap in MHz."
     )
+    invalidating_dialbacks: list[Literal["thermal", "power"]] = Field(
+        ["thermal"], description="Dial-backs that make a cell INCONCLUSIVE; power-cap ones are reported either way."
+    )
     production_cap_file: Path | None = Field(
         None, description="An environment file holding production's configured cap (e.g. /etc/environment)."
     )

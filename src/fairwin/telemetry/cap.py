@@ -1,21 +1,25 @@
 """Production's configured clock cap: read from its host's environment file where the plan names one.
 
 A team that locks its GPUs' clocks usually keeps the number where its launch scripts
-read it (``GPU_CLOCK_CAP=1755`` in ``/etc/environment``). The window reads it once, at
-open, from the host production runs on (over SSH when that is a ``[hosts.NAME]``), and
-every start's observed cap is compared with it; without the file, the plan's
-``window.production_clock_cap_mhz`` is the cap (or none).
+read it (``GPU_CLOCK_CAP=1755`` in ``/etc/environment``), on every node. The window
+reads it once, at open, from the host production runs on (over SSH when that is a
+``[hosts.NAME]``), and every start's observed cap is compared with it; without the
+file, the plan's ``window.production_clock_cap_mhz`` is the cap (or none). It also
+reads each other host the window touches from that host's own file: a node configured
+at another cap is named, and each host's observed cap is held to its own.
 """
 
 from __future__ import annotations
 
 import io
 import shlex
+from collections.abc import Iterable
 
 from dotenv import dotenv_values
 
 from fairwin.errors import InputError, LaunchError
 from fairwin.plan.loading import LoadedPlan
+from fairwin.telemetry.gpu import HERE
 
 
 def production_host(loaded: LoadedPlan) -> str | None:
@@ -26,20 +30,40 @@ def production_host(loaded: LoadedPlan) -> str | None:
     return loaded.plan.roles[settings.role].host if settings.role is not None else settings.host
 
 
+def _cap_text(loaded: LoadedPlan, host: str | None) -> tuple[str | None, str]:
+    """The cap file's text on the host (None when absent) and how to name it."""
+    settings = loaded.plan.telemetry
+    assert settings.production_cap_file is not None
+    if host is None:
+        local = loaded.resolve(settings.production_cap_file)
+        return (local.read_text() if local.is_file() else None), str(local)
+    path = str(settings.production_cap_file)
+    return _remote_text(loaded, host, path), f"{path} on host {host}"
+
+
+def production_caps(loaded: LoadedPlan, hosts: Iterable[str | None]) -> dict[str, float | None]:
+    """The configured cap each host's own file holds (None where it has none), by host ('here' for fairwin's own);
+    {} without ``production_cap_file``."""
+    settings = loaded.plan.telemetry
+    if settings.production_cap_file is None:
+        return {}
+    found: dict[str, float | None] = {}
+    for host in dict.fromkeys(hosts):
+        text, where = _cap_text(loaded, host)
+        value = dotenv_values(stream=io.StringIO(text)).get(settings.production_cap_key) if text is not None else None
+        try:
+            found[host or HERE] = float(value) if value is not None else None
+        except ValueError:
+            raise InputError(f"{where}: {settings.production_cap_key}={value!r} is not a number of MHz") from None
+    return found
+
+
 def production_cap(loaded: LoadedPlan) -> tuple[float | None, str]:
     """(cap in MHz or None, where it came from)."""
     settings, declared = loaded.plan.telemetry, loaded.plan.window.production_clock_cap_mhz
     if settings.production_cap_file is None:
         return declared, "window.production_clock_cap_mhz" if declared is not None else "none declared"
-    host = production_host(loaded)
-    if host is None:
-        local = loaded.resolve(settings.production_cap_file)
-        path = where = str(local)
-        text = local.read_text() if local.is_file() else None
-    else:
-        path = str(settings.production_cap_file)
-        text = _remote_text(loaded, host, path)
-        where = f"{path} on host {host}"
+    text, where = _cap_text(loaded, production_host(loaded))
     if text is None:
         if declared is not None:
             return declared, f"window.production_clock_cap_mhz ({where} is absent)"

@@ -47,6 +47,10 @@ FIELDS = ("index", "uuid", "name", "clocks.sm", "clocks.max.sm", "clocks.applica
 OLD_REASONS_FIELD = "clocks_throttle_reasons.active"
 
 
+#: fairwin's own host, wherever telemetry, caps and receipts name hosts.
+HERE = "here"
+
+
 class GpuSample(BaseModel):
     """One GPU at one moment."""
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from fairwin.plan.loading import LoadedPlan
 from fairwin.telemetry.cap import production_host
-from fairwin.telemetry.gpu import GpuSource, PerHost, remote_source
+from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
 
 
 def window_hosts(loaded: LoadedPlan, roles: Iterable[str]) -> list[str | None]:
@@ -37,5 +37,5 @@ def window_gpus(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None
         if host is not None:
             source = remote_source(host, resolved(loaded.plan.hosts[host], loaded.base_dir), loaded.plan.telemetry.gpu)
         if source is not None:
-            sources[host or "here"] = source
+            sources[host or HERE] = source
     return PerHost(sources) if sources else None

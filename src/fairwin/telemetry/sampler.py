@@ -6,19 +6,23 @@ loses nothing). A failed read is recorded and sampling goes on: telemetry observ
 it never stops a window. The start's **cap** is read as the plan says: ``locked`` (the
 highest SM clock while the clocks were held by a lock or an applications-clock
 setting, busy and not dialled back), ``applications`` (the applications clock), or
-``log`` (a pattern over the server's log). Every GPU must agree, else the start has
-no cap and says why. A **dial-back** is a sample whose reasons include a thermal or
-power slowdown while the one before did not.
+``log`` (a pattern over each process's log, on every host the start runs on: no GPU
+source needed). Every GPU and every host must agree, else the start has no cap and says
+why. A **change of cap** inside a start (a watchdog that re-locks a lower clock, a log
+that prints a second cap) is recorded and leaves that GPU or host without a cap. A
+**dial-back** is a sample whose reasons include a thermal or power slowdown while the
+one before did not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import re
 import statistics
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fairwin.durable import append_jsonl
 from fairwin.errors import InputError
-from fairwin.telemetry.gpu import DIALBACK, IDLE, LOCKED, GpuSample, GpuSource
+from fairwin.telemetry.gpu import DIALBACK, HERE, IDLE, LOCKED, GpuSample, GpuSource
 from fairwin.vocabulary import TELEMETRY
 
 
@@ -38,6 +42,18 @@ class Dialback(BaseModel):
     host: str | None = None
     kind: str  # thermal | power
     reasons: list[str]
+
+
+class CapChange(BaseModel):
+    """The cap moved inside a start: on a GPU (its locked clock, at a sample's time) or in a host's log."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str
+    gpu: str | None = None
+    before_mhz: float
+    after_mhz: float
+    time: float | None = None
 
 
 class StartTelemetry(BaseModel):
@@ -54,6 +70,8 @@ class StartTelemetry(BaseModel):
     cap_mhz: float | None
     cap_by_gpu: dict[str, float | None]
     names: dict[str, str] = {}  # each GPU's model, by the same keys
+    cap_by_host: dict[str, float | None] = {}  # 'here' for fairwin's own host
+    cap_changes: list[CapChange] = []
     dialbacks: list[Dialback]
     problems: list[str]
 
@@ -97,52 +115,100 @@ async def sampling(source: GpuSource | None, path: Path, interval_s: float) -> A
     await sampler._read_once()
 
 
-def summarize(sampler: Sampler, cap_from: str, log: Path | None = None, pattern: str | None = None) -> StartTelemetry:
+def summarize(
+    sampler: Sampler | None, cap_from: str, logs: Mapping[str, Path] | None = None, pattern: str | None = None,
+    host: str = HERE,
+) -> StartTelemetry:  # fmt: skip
+    """The start's cap (from its GPUs' samples, or from each host's log in ``logs``), its changes, its clocks and
+    its dial-backs; without a sampler only a log can give the cap. ``host`` names the host of samples that
+    name none (a start on one host)."""
+    samples = sampler.samples if sampler is not None else []
     by_gpu: dict[str, list[GpuSample]] = {}
-    for sample in sampler.samples:
+    for sample in samples:
         gpu = sample.uuid or str(sample.gpu)
         by_gpu.setdefault(f"{sample.host}/{gpu}" if sample.host else gpu, []).append(sample)
-    busy = [s.sm_mhz for s in sampler.samples if s.sm_mhz is not None and not (s.reasons or 0) & IDLE]
-    problems = [f"{len(sampler.failed)} failed reads (first: {sampler.failed[0]})"] if sampler.failed else []
-    cap_by_gpu = {gpu: _cap(samples, cap_from) for gpu, samples in by_gpu.items()}
-    cap = None
+    busy = [s.sm_mhz for s in samples if s.sm_mhz is not None and not (s.reasons or 0) & IDLE]
+    failed = sampler.failed if sampler is not None else []
+    problems = [f"{len(failed)} failed reads (first: {failed[0]})"] if failed else []
+    changes: list[CapChange] = []
+    cap_by_gpu = {gpu: _cap(gpu_samples, cap_from, changes, host) for gpu, gpu_samples in by_gpu.items()}
     if cap_from == "log":
-        cap = _cap_from_log(log, pattern, problems)
-    elif cap_by_gpu:
-        caps = set(cap_by_gpu.values())
-        if len(caps) == 1:
-            cap = caps.pop()
-        else:
-            problems.append(f"the GPUs disagree on the cap: {cap_by_gpu}; the start has none")
+        cap_by_host = _caps_from_logs(logs or {}, pattern, changes, problems)
+        cap = _agreed(cap_by_host, "hosts", problems)
+    else:
+        cap_by_host = _by_host(by_gpu, cap_by_gpu, host)
+        cap = _agreed(cap_by_gpu, "GPUs", problems) if cap_by_gpu else None
+    problems += [f"the cap changed inside the start on {_where(c)}: {c.before_mhz:g} -> {c.after_mhz:g} MHz"
+                 for c in changes]  # fmt: skip
     return StartTelemetry(
-        source=sampler.source.name, samples=len(sampler.samples), failed_reads=len(sampler.failed), gpus=list(by_gpu),
+        source=sampler.source.name if sampler is not None else "none", samples=len(samples),
+        failed_reads=len(failed), gpus=list(by_gpu),
         sm_mhz={"min": min(busy), "median": statistics.median(busy), "max": max(busy)} if busy else None,
-        cap_from=cap_from, cap_mhz=cap, cap_by_gpu=cap_by_gpu,
-        names={gpu: samples[-1].name for gpu, samples in by_gpu.items()},
-        dialbacks=[d for samples in by_gpu.values() for d in _dialbacks(samples)], problems=problems,
+        cap_from=cap_from, cap_mhz=cap, cap_by_gpu=cap_by_gpu, cap_by_host=cap_by_host, cap_changes=changes,
+        names={gpu: gpu_samples[-1].name for gpu, gpu_samples in by_gpu.items()},
+        dialbacks=[d for gpu_samples in by_gpu.values() for d in _dialbacks(gpu_samples)], problems=problems,
     )  # fmt: skip
 
 
-def _cap(samples: list[GpuSample], cap_from: str) -> float | None:
+def _where(change: CapChange) -> str:
+    return f"GPU {change.gpu}" if change.gpu is not None else f"host {change.host} (its log)"
+
+
+def _agreed(caps: Mapping[str, float | None], what: str, problems: list[str]) -> float | None:
+    """The one cap every GPU (or host) ran at; None, with the reason, when they disagree or one has none."""
+    values = set(caps.values())
+    if len(values) == 1:
+        return values.pop()
+    if caps:
+        problems.append(f"the {what} disagree on the cap: {dict(caps)}; the start has none")
+    return None
+
+
+def _by_host(
+    by_gpu: Mapping[str, list[GpuSample]], cap_by_gpu: Mapping[str, float | None], host: str
+) -> dict[str, float | None]:
+    """Each host's cap: its GPUs' one cap, None where they disagree or have none."""
+    grouped: dict[str, set[float | None]] = {}
+    for gpu, gpu_samples in by_gpu.items():
+        grouped.setdefault(gpu_samples[-1].host or host, set()).add(cap_by_gpu[gpu])
+    return {host: caps.pop() if len(caps) == 1 else None for host, caps in sorted(grouped.items())}
+
+
+def _cap(samples: list[GpuSample], cap_from: str, changes: list[CapChange], host: str) -> float | None:
     if cap_from == "applications":
         values = [s.applications_mhz for s in samples if s.applications_mhz is not None]
         return statistics.mode(values) if values else None
     if cap_from != "locked":
         return None
-    held = [s.sm_mhz for s in samples if s.sm_mhz is not None and s.reasons is not None
-            and s.reasons & LOCKED and not s.reasons & (IDLE | DIALBACK)]  # fmt: skip
-    return max(held) if held else None
+    held = [(s, s.sm_mhz) for s in sorted(samples, key=lambda s: s.time) if s.sm_mhz is not None
+            and s.reasons is not None and s.reasons & LOCKED and not s.reasons & (IDLE | DIALBACK)]  # fmt: skip
+    moved = [CapChange(host=after.host or host, gpu=after.uuid or str(after.gpu), before_mhz=was, after_mhz=now,
+                       time=after.time)
+             for (_, was), (after, now) in itertools.pairwise(held) if was != now]  # fmt: skip
+    changes += moved
+    return None if moved or not held else held[0][1]
 
 
-def _cap_from_log(log: Path | None, pattern: str | None, problems: list[str]) -> float | None:
-    if log is None or pattern is None or not log.exists():
-        problems.append("cap_from = 'log' needs the server's log and telemetry.cap_log_pattern")
-        return None
-    matches = re.findall(pattern, log.read_text(errors="replace"))
-    if not matches:
-        problems.append(f"the server's log has no line matching {pattern!r}")
-        return None
-    return float(matches[-1] if isinstance(matches[-1], str) else matches[-1][0])
+def _caps_from_logs(
+    logs: Mapping[str, Path], pattern: str | None, changes: list[CapChange], problems: list[str]
+) -> dict[str, float | None]:
+    """Each host's cap from its process's log: every line the pattern matches, in order; a second value is a
+    change of cap (recorded; that host then has none)."""
+    if pattern is None or not logs:
+        problems.append("cap_from = 'log' needs the servers' logs and telemetry.cap_log_pattern")
+        return {}
+    found: dict[str, float | None] = {}
+    for host, log in sorted(logs.items()):
+        matches = re.findall(pattern, log.read_text(errors="replace")) if log.exists() else []
+        values = [float(m if isinstance(m, str) else m[0]) for m in matches]
+        if not values:
+            problems.append(f"host {host}'s log has no line matching {pattern!r}")
+            found[host] = None
+            continue
+        moved = [CapChange(host=host, before_mhz=a, after_mhz=b) for a, b in itertools.pairwise(values) if a != b]
+        changes += moved
+        found[host] = None if moved else values[0]
+    return found
 
 
 def _dialbacks(samples: list[GpuSample]) -> list[Dialback]:

@@ -21,10 +21,9 @@ from fairwin.durable import read_json, read_jsonl
 from fairwin.errors import CorruptRecordError
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import snapshot as production_snapshot
+from fairwin.telemetry.gpu import HERE
 from fairwin.vocabulary import METRICS, POOLED, START, WINDOW
 from fairwin.window.journal import read_whole
-
-HERE = "here"  # fairwin's own host, in telemetry and in a start's host
 
 
 def archive_location(loaded: LoadedPlan, output_dir: Path) -> str:
@@ -113,6 +112,9 @@ def _observed(receipt: dict[str, Any], hosts: dict[str, str]) -> dict[str, Any]:
     for gpu, cap in (telemetry.get("cap_by_gpu") or {}).items():
         host = gpu.split("/", 1)[0] if "/" in gpu else head
         caps.setdefault(hosts.get(host, host), set()).add(cap)
+    if not caps:  # no GPU read: each host's cap from its log, where the plan reads caps there
+        for host, cap in (telemetry.get("cap_by_host") or {}).items():
+            caps.setdefault(hosts.get(host, host), set()).add(cap)
     models = sorted(set((telemetry.get("names") or {}).values()))
     gpus = telemetry.get("gpus") or []
     return {

@@ -94,13 +94,19 @@ def decide_and_report(
     production_cap_mhz: float | None,
     held: Sequence[str] = (),
     stop_reason: str | None = None,
+    between_starts: dict[str, int] | None = None,
+    production_caps_by_host: dict[str, float | None] | None = None,
 ) -> Decision:
     """``planned``: each cell's archive key as known at open, for a cell none of whose control starts finished;
-    ``stop_reason``: why a sequential window stopped before a look settled it."""
+    ``stop_reason``: why a sequential window stopped before a look settled it; ``between_starts``: dial-backs
+    while production was down but no start ran (window/clocks.py); ``production_caps_by_host``: each host's own
+    configured cap."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
     context = window_context(loaded, window, mode=mode, order=order, rule=rule, snapshot=snapshot, planned=planned,
                              production_cap_mhz=production_cap_mhz)  # fmt: skip
-    context = context.model_copy(update={"stop_reason": stop_reason})
+    context = context.model_copy(
+        update={"stop_reason": stop_reason, "between_starts_dialbacks": between_starts or None}
+    )
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)

@@ -29,9 +29,11 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
 from fairwin.production.live import LiveProduction
 from fairwin.telemetry.gpu import GpuSource
+from fairwin.telemetry.sampler import Sampler, sampling
 from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.archiving import control_rows
 from fairwin.window.chain import ChainedWindow, ChainRun
+from fairwin.window.clocks import HOLD_TELEMETRY, hold_dialbacks
 from fairwin.window.close import decide_and_report, report_after_close
 from fairwin.window.hold import Hold
 from fairwin.window.journal import read_whole, step_times
@@ -81,6 +83,7 @@ class Window:
     chain: ChainRun | None = None  # its part in a chain (--chain, --chain-last)
     gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
     production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
+    production_caps: dict[str, float | None] = field(default_factory=dict)  # each host's own configured cap
     lock: Path | None = None  # the hardware's lock this window holds until its close
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell: a sequential rule's first look
     shared_locks: list[HardwareLocks] = field(default_factory=list)  # other coordinators see this window's hold
@@ -95,6 +98,7 @@ class Window:
     # One context for every start: it carries the prompts the first start prepared.
     context: StartContext = field(init=False)
     feed: ProgressFeed = field(init=False)
+    hold_sampler: Sampler | None = field(init=False, default=None)  # the GPUs through the hold, where read
 
     def __post_init__(self) -> None:
         self.feed = ProgressFeed(self.directory.window_id, self.listener)
@@ -187,7 +191,10 @@ class Window:
             self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
             snapshot=self.archive_snapshot, planned=planned_keys(self.loaded, self.checked.mode_name),
             held=self._held_lines(), production_cap_mhz=self.production_cap[0],
+            production_caps_by_host=self.production_caps,
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
+            between_starts=hold_dialbacks(self.hold_sampler, self.directory.path, read_whole(self.directory.journal),
+                                          self.loaded.plan.telemetry.invalidating_dialbacks),
         )  # fmt: skip
         if self.decision.sequential is not None:
             self.say(unspent_line(self.decision.sequential, self.decision.verdict, self.starts,
@@ -237,13 +244,16 @@ class Window:
 
     async def _steps_then_close(self) -> None:
         try:
+            gpus = self.hold.gpu if self.hold is not None else None  # the hold's GPUs, watched between starts too
+            hold_samples = self.directory.path / HOLD_TELEMETRY
             with (
                 http_errors_logged(self.directory.path / "http-errors.log"),
                 ClientAffinity(self.loaded.plan.window.client_cpus),
             ):
-                for step in self.steps():
-                    if not (step.measuring and self.stopped):
-                        await self._step(step)
+                async with sampling(gpus, hold_samples, self.loaded.plan.telemetry.interval_s) as self.hold_sampler:
+                    for step in self.steps():
+                        if not (step.measuring and self.stopped):
+                            await self._step(step)
         except asyncio.CancelledError:
             interrupted = Interrupted("interrupted; every server was stopped")
             await self._close_shielded(interrupted)

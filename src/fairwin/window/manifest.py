@@ -40,5 +40,6 @@ def manifest(window: Window) -> dict[str, Any]:
         "production": window.hold.snapshot if window.hold is not None else None,
         "chain": window.chain.record() | {"last": window.chain.last} if window.chain is not None else None,
         "telemetry": {"gpu": window.gpu.name if window.gpu is not None else None,
-                      "production_cap_mhz": window.production_cap[0], "production_cap_from": window.production_cap[1]},
+                      "production_cap_mhz": window.production_cap[0], "production_cap_from": window.production_cap[1],
+                      "production_caps_by_host": window.production_caps},
     }  # fmt: skip

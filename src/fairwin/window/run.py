@@ -21,7 +21,7 @@ from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
 from fairwin.production.live import LiveProduction
 from fairwin.production.placeholders import Placeholders
-from fairwin.telemetry.cap import production_cap
+from fairwin.telemetry.cap import production_cap, production_caps
 from fairwin.telemetry.gpu import find_source
 from fairwin.telemetry.hosts import window_gpus, window_hosts
 from fairwin.window.archiving import archive_location
@@ -123,6 +123,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
     for warning in warnings:
         say(f"warning: {warning}")
     gpu, cap = find_source(loaded.plan.telemetry.gpu), production_cap(loaded)
+    node_caps = _node_caps(loaded, checked, say)
     hold = None  # made before the lock is taken: nothing after the lock may fail short of the directory
     if loaded.plan.production is not None:
         production = Production(loaded, out)
@@ -155,9 +156,20 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
         starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
         environment=environment, archive_store=archive, archive_snapshot=snapshot, power_warnings=warnings,
         launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
-        listener=options.get("progress"),
-        production_cap=cap, archive_starts=archive_starts, shared_locks=locks, live=admitted.live,
+        listener=options.get("progress"), production_cap=cap, production_caps=node_caps,
+        archive_starts=archive_starts, shared_locks=locks, live=admitted.live,
     )  # fmt: skip
+
+
+def _node_caps(loaded: LoadedPlan, checked: Preflight, say: Callable[[str], None]) -> dict[str, float | None]:
+    """Production's configured cap on every host the window touches, each from its own file; nodes that
+    disagree are named now (the decision will be INCONCLUSIVE, naming them again)."""
+    found = production_caps(loaded, window_hosts(loaded, {checked.mode.control, checked.mode.candidate}))
+    if len({c for c in found.values() if c is not None}) > 1:
+        shown = ", ".join(f"{host} {c:g} MHz" for host, c in found.items() if c is not None)
+        say(f"warning: production's configured clock cap differs between its hosts ({shown}); every cell of the "
+            "window will be INCONCLUSIVE until the nodes agree")  # fmt: skip
+    return found
 
 
 def refuse_missing_placeholders(loaded: LoadedPlan) -> None:

@@ -25,7 +25,7 @@ from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
 from fairwin.profiles import PROFILES
-from fairwin.telemetry.gpu import GpuSource, PerHost, remote_source
+from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
 from fairwin.transport import api_headers, client_session
 from fairwin.vocabulary import START, WAVE, PooledRow
@@ -172,17 +172,22 @@ async def _measure(
             cell_results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
             rows.extend(_pool(ctx, target, cell_name, cell_results))
             results += cell_results
-    if sampler is None:
+    cap_from = plan.telemetry.cap_from
+    if sampler is None and cap_from != "log":
         return rows
-    seen = summarize(sampler, plan.telemetry.cap_from, directory / server_log(specs[-1]),
-                     plan.telemetry.cap_log_pattern)  # fmt: skip
+    logs = {spec.host or HERE: directory / server_log(spec) for spec in specs}
+    seen = summarize(sampler, cap_from, logs, plan.telemetry.cap_log_pattern, specs[-1].host or HERE)
     receipt["telemetry"] = seen.model_dump(mode="json")
     spans = [(r.spec.cell, r.spec.repeat, r.started_unix, r.seconds) for r in results]
-    events = events_by_repeat(seen.dialbacks, spans)
-    known = any(sample.reasons is not None for sample in sampler.samples)  # else: unobserved, not zero
-    return [row.model_copy(update={"clock_cap_mhz": seen.cap_mhz,
-                                   "thermal_events": events.get((row.cell, row.repeat), 0) if known else None})
-            for row in rows]  # fmt: skip
+    invalidating = set(plan.telemetry.invalidating_dialbacks)
+    events = events_by_repeat([d for d in seen.dialbacks if d.kind in invalidating], spans)
+    power = events_by_repeat([d for d in seen.dialbacks if d.kind == "power"], spans)
+    known = sampler is not None and any(sample.reasons is not None for sample in sampler.samples)  # else unobserved
+    return [row.model_copy(update={
+        "clock_cap_mhz": seen.cap_mhz, "clock_caps_by_host": seen.cap_by_host or None,
+        "thermal_events": events.get((row.cell, row.repeat), 0) if known else None,
+        "power_events": power.get((row.cell, row.repeat), 0) if known else None,
+    }) for row in rows]  # fmt: skip
 
 
 async def _gpus(ctx: StartContext, specs: list[LaunchSpec]) -> GpuSource | None:
@@ -194,7 +199,7 @@ async def _gpus(ctx: StartContext, specs: list[LaunchSpec]) -> GpuSource | None:
         if spec.remote is not None and spec.host is not None:
             source = await asyncio.to_thread(remote_source, spec.host, spec.remote, ctx.loaded.plan.telemetry.gpu)
         if source is not None:
-            sources[spec.host or "here"] = source
+            sources[spec.host or HERE] = source
     if len(specs) == 1:
         return next(iter(sources.values()), None)
     return PerHost(sources) if sources else None
