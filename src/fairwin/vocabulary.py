@@ -96,6 +96,7 @@ CARRY = RecordFormat("fairwin.carry", 1)
 GATE_RUN = RecordFormat("fairwin.gate-run", 1)
 REHEARSAL = RecordFormat("fairwin.rehearsal", 1)
 ORDER = RecordFormat("fairwin.order", 1)
+STAGE = RecordFormat("fairwin.stage", 1)
 ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,))
 
 #: A window's state in status.json: only ``complete`` is a result.

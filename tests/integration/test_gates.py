@@ -12,7 +12,7 @@ import pytest
 
 from fairwin.durable import sha256_file
 from fairwin.errors import GateRefused
-from fairwin.gates.sequence import GateInputs
+from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan import load_plan
 from fairwin.window.run import run_window
 from tests.conftest import PlanFactory
@@ -296,3 +296,28 @@ def test_a_chain_continues_at_a_documented_successor_only(repo: Path) -> None:
     assert successor_problems(repo, rules, served, first) == [
         f"commit {first[:12]} does not descend from {served[:12]}"
     ]
+
+
+def test_a_gate_artifact_is_bound_to_what_a_remote_server_loads_by_its_pin_on_that_host(
+    make_plan: PlanFactory, repo: Path, tmp_path: Path
+) -> None:
+    """Role B runs on h1: the receipt's kernel.bin binds nothing until B pins that sha256 on h1 (checked at every
+    start); refused before any host is contacted, then bound and recorded."""
+    q = git(repo, "rev-parse", "HEAD")
+    plan = plan_with_qualification(make_plan, repo)
+    carried, gate = tmp_path / "carried.json", tmp_path / "gate.json"
+    assert carry(plan, admission(tmp_path, repo, q), q, carried).returncode == 0
+    assert gate_run(repo, gate, sys.executable, "-c", "pass").returncode == 0
+    remote = plan.read_text().replace('[roles."B"]\n', '[roles."B"]\nhost = "h1"\n', 1)
+    remote = remote.replace('port = "auto"', "port = 18777") + '\n[hosts.h1]\naddress = "127.0.0.1"\nagent = false\n'
+    plan.write_text(remote)
+    message = refused(plan, GateInputs(qualification=carried, gates=[gate]))
+    assert "gate rng: artifact kernel.bin (sha256 " in message, message
+    assert "is what no role of the window pins on its host" in message and "roles.R.identity" in message
+    digest = sha256_file(repo / "kernel.bin")
+    plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\nidentity = {{ "/opt/k2/kernel.bin" = '
+                                                              f'"{digest}" }}\n', 1))  # fmt: skip
+    loaded = load_plan(plan)
+    summary = run_gates(loaded, "controlled", loaded.plan.all_modes()["controlled"],
+                        GateInputs(qualification=carried, gates=[gate]), tmp_path / "out")  # fmt: skip
+    assert summary["artifacts_on_hosts"] == {"rng: kernel.bin": ["role B on host h1: /opt/k2/kernel.bin"]}

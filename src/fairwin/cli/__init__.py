@@ -96,6 +96,12 @@ def _run_parser(commands: Commands) -> None:
     recover.add_argument("plan", type=Path)
     recover.add_argument("--out", help="the plan's output directory, if not window.output_dir")
     recover.set_defaults(func=_window.recover)
+    stage = commands.add_parser("stage", help="between windows: bring each pinned checkout on its host to its "
+                                "commit and write its declared artifacts, with a receipt")  # fmt: skip
+    stage.add_argument("plan", type=Path)
+    stage.add_argument("--mode", help="only this mode's roles (default: every role that pins a checkout)")
+    stage.add_argument("--receipt", type=Path, help="where the receipt goes (default: OUTPUT_DIR/stage-TIME.json)")
+    stage.set_defaults(func=_window.stage)
 
 
 def _sim_parser(commands: Commands) -> None:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -198,4 +199,21 @@ def recover(args: argparse.Namespace) -> int:
     out = loaded.output_dir(args.out)
     result = asyncio.run(recover_window(loaded, out))
     stdout.print(result.summary(), markup=False)
+    return 0
+
+
+def stage(args: argparse.Namespace) -> int:
+    from fairwin.plan import load_plan, resolve_mode
+    from fairwin.window.stage import stage as stage_checkouts
+
+    loaded = load_plan(args.plan)
+    if args.mode is not None:
+        mode = resolve_mode(loaded, args.mode)
+        roles = [mode.control, mode.candidate]
+    else:
+        roles = list(loaded.plan.roles)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    receipt = args.receipt or loaded.output_dir(None) / f"stage-{stamp}.json"
+    asyncio.run(stage_checkouts(loaded, roles, receipt, lambda line: stdout.print(line, markup=False)))
+    stdout.print(f"STAGED: receipt {receipt}", markup=False)
     return 0

@@ -83,3 +83,24 @@ def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | No
                 f"{expected[:16]}...; the artifact being measured is not the one that was qualified"
             )
     return receipt
+
+
+def bind_to_hosts(receipts: Sequence[dict[str, Any]], pins: dict[str, list[str]], remote: bool) -> dict[str, list[str]]:
+    """Each gate artifact to the identity pins (``"role B worker 1 on host w1: /opt/verifier.so"``) holding its
+    sha256, which every start checks on its host before launching. Where a role of the window runs on another
+    host, an artifact no pin holds is refused: a remote server loads its own copy, and a local file (or its base
+    name) says nothing about it."""
+    bound: dict[str, list[str]] = {}
+    for receipt in receipts:
+        name = receipt.get("name")
+        for artifact, digest in (receipt.get("artifacts") or {}).items():
+            where = pins.get(str(digest), [])
+            if not where and remote:
+                raise GateRefused(
+                    f"gate {name}: artifact {Path(artifact).name} (sha256 {str(digest)[:16]}...) is what no role of "
+                    "the window pins on its host; a remote server loads its own copy: pin it there (roles.R.identity "
+                    f'= {{ "/path/on/host" = "{digest}" }}), and every start checks the host holds it'
+                )
+            if where:
+                bound[f"{name}: {Path(artifact).name}"] = where
+    return bound

@@ -18,7 +18,7 @@ from typing import Any
 from fairwin.errors import GateRefused
 from fairwin.gates.budget import TimeEstimate, check_budget, estimate
 from fairwin.gates.calibration import calibrate
-from fairwin.gates.correctness import require_gate
+from fairwin.gates.correctness import bind_to_hosts, require_gate
 from fairwin.gates.qualify import require_carry, require_commit, resolve
 from fairwin.gates.rehearsal import require_rehearsal
 from fairwin.plan.loading import LoadedPlan
@@ -52,6 +52,21 @@ def check_required(loaded: LoadedPlan, inputs: GateInputs, gate_names: list[str]
             raise GateRefused(f"the plan requires gate {gate}, and it was not given; pass {hint}")
 
 
+def identity_pins(loaded: LoadedPlan, mode: Mode) -> tuple[dict[str, list[str]], bool]:
+    """sha256 -> where the mode's roles and workers pin it on their hosts; and whether any runs on another host."""
+    pins: dict[str, list[str]] = {}
+    remote = False
+    for name in sorted({mode.control, mode.candidate}):
+        role = loaded.plan.roles[name]
+        members = [(f"role {name}", role.host, role.identity)]
+        members += [(f"role {name} worker {i}", w.host, w.identity) for i, w in enumerate(role.workers, 1)]
+        for label, host, identity in members:
+            remote = remote or host is not None
+            for path, digest in identity.items():
+                pins.setdefault(digest, []).append(f"{label} on host {host or 'here'}: {path}")
+    return pins, remote
+
+
 def run_gates(
     loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs, output_dir: Path, archive_starts: int = 0
 ) -> dict[str, Any]:
@@ -75,6 +90,9 @@ def run_gates(
         summary["gates"] = [
             {"path": str(p), "sha256": r.get("sha256")} for p, r in zip(inputs.gates, receipts, strict=True)
         ]
+        bound = bind_to_hosts(receipts, *identity_pins(loaded, mode))
+        if bound:
+            summary["artifacts_on_hosts"] = bound
     check_required(loaded, inputs, names)
     if inputs.rehearsal is not None:
         document = require_rehearsal(inputs.rehearsal, loaded)

@@ -34,6 +34,23 @@ class RepoPin(StrictModel):
 
     path: str = Field(description="The checkout's absolute path on the host.")
     commit: str = Field(description="The commit its HEAD must be: a full sha, or at least 7 of its hex digits.")
+    artifacts: dict[str, str] = Field(
+        default_factory=dict,
+        description="`fairwin stage`: files it writes on the host, each from a commit's tree in this checkout: "
+        '{ "/abs/dest" = "COMMIT:path/in/tree" } (e.g. a verifier built at the qualified commit).',
+    )
+
+    @field_validator("artifacts")
+    @classmethod
+    def _artifacts(cls, value: dict[str, str]) -> dict[str, str]:
+        for dest, source in value.items():
+            commit, _, inside = source.partition(":")
+            if not dest.startswith("/") or not re.fullmatch(r"[0-9a-f]{7,40}", commit) or not inside:
+                raise ValueError(
+                    f"{dest!r} = {source!r}: an artifact is an absolute path on the host = "
+                    '"COMMIT:path/in/tree" (7 to 40 hex digits, then the file in that commit)'
+                )
+        return value
 
     @field_validator("path")
     @classmethod

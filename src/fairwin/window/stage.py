@@ -1,0 +1,86 @@
+"""``fairwin stage PLAN``: bring each pinned checkout on its host to its pinned commit between windows, write
+the artifacts it declares from a commit's tree (the qualified verifier, say), and keep a receipt.
+
+Staging never discards work: a checkout with uncommitted changes to tracked files is refused, naming them.
+A commit the checkout does not hold is fetched first (``git fetch --all``). Each artifact is written through
+a temporary file and renamed, and its sha256 is read back on the host: the receipt says what the host holds
+now, and the role's ``identity`` pins (checked at every start) can be set from it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from fairwin.durable import write_json_atomic
+from fairwin.errors import GateRefused
+from fairwin.launch.identity import checkout, digests
+from fairwin.launch.spec import LaunchSpec
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.roles import RepoPin
+from fairwin.production.live import shell
+from fairwin.vocabulary import STAGE
+from fairwin.window.processes import pinned_checkouts
+from fairwin.window.runtime import check_checkout
+
+
+async def _git(spec: LaunchSpec, path: str, *args: str) -> tuple[int, str]:
+    return await shell(spec.host, spec.remote, shlex.join(["git", "-C", path, *args]) + " 2>&1")
+
+
+async def stage_one(spec: LaunchSpec, pin: RepoPin) -> dict[str, Any]:
+    """One checkout to its pinned commit, then its artifacts; raises GateRefused naming what stood in the way."""
+    before, changed = await checkout(spec, pin.path)
+    if before is None:
+        raise GateRefused(f"{spec.label}: {pin.path} is not a git checkout there (or git is missing)")
+    if changed:
+        raise GateRefused(f"{spec.label}: {pin.path} has uncommitted changes ({', '.join(changed[:3])}); staging "
+                          "never discards work: commit or stash them there first")  # fmt: skip
+    if not before.startswith(pin.commit):
+        code, out = await _git(spec, pin.path, "checkout", "--quiet", "--detach", pin.commit)
+        if code != 0:
+            await _git(spec, pin.path, "fetch", "--quiet", "--all")
+            code, out = await _git(spec, pin.path, "checkout", "--quiet", "--detach", pin.commit)
+        if code != 0:
+            raise GateRefused(f"{spec.label}: {pin.path} cannot check out {pin.commit}: {out.strip()[-200:]}")
+    after = check_checkout(spec.label, pin, *(await checkout(spec, pin.path)))
+    written = {dest: await _write_artifact(spec, pin.path, dest, source) for dest, source in pin.artifacts.items()}
+    return {"label": spec.label, "host": spec.host, "path": pin.path, "before": before, "after": after["commit"],
+            "artifacts": written}  # fmt: skip
+
+
+async def _write_artifact(spec: LaunchSpec, path: str, dest: str, source: str) -> dict[str, str]:
+    """``git show COMMIT:FILE`` into ``dest`` on the host (a temporary file, then renamed); its sha256 there."""
+    temporary, folder = shlex.quote(f"{dest}.fairwin-stage"), shlex.quote(str(Path(dest).parent))
+    command = (f"mkdir -p {folder} && git -C {shlex.quote(path)} show {shlex.quote(source)} > {temporary} && "
+               f"mv {temporary} {shlex.quote(dest)}")  # fmt: skip
+    code, out = await shell(spec.host, spec.remote, command + " 2>&1")
+    if code != 0:
+        await shell(spec.host, spec.remote, f"rm -f {temporary}")
+        raise GateRefused(f"{spec.label}: artifact {dest} from {source} could not be written: {out.strip()[-200:]}")
+    digest = (await digests(spec, [dest]))[dest]
+    if digest is None:
+        raise GateRefused(f"{spec.label}: artifact {dest} is not there after it was written")
+    return {"from": source, "sha256": digest}
+
+
+async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Every pinned checkout of ``roles``, in turn; the receipt (``fairwin.stage/1``) once all are staged."""
+    pinned = pinned_checkouts(loaded, roles)
+    if not pinned:
+        raise GateRefused(f"{loaded.path}: no role of {', '.join(sorted(roles))} pins a checkout (repo = "
+                          "{ path, commit }); there is nothing to stage")  # fmt: skip
+    staged = []
+    for spec, pin in pinned:
+        done = await stage_one(spec, pin)
+        moved = "already there" if done["before"] == done["after"] else f"from {done['before'][:12]}"
+        say(f"{spec.label}: {pin.path} at {done['after'][:12]} ({moved}); "
+            f"{len(done['artifacts'])} artifact(s) written")  # fmt: skip
+        staged.append(done)
+    document = {"format": STAGE.id, "time": time.time(), "plan_path": str(loaded.path),
+                "plan_sha256": loaded.sha256, "checkouts": staged}  # fmt: skip
+    write_json_atomic(receipt, document)
+    return document

@@ -1,0 +1,67 @@
+"""``fairwin stage``: a pinned checkout on its host brought to its commit between windows, its artifacts written
+from a commit's tree, a receipt of what the host holds; never over uncommitted work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from fairwin.durable import sha256_bytes
+from tests.conftest import PlanFactory
+from tests.integration.helpers import fairwin
+from tests.integration.sshd import SshHosts
+from tests.integration.test_hosts import remote_plan
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def two_commits(tmp_path: Path) -> tuple[Path, str, str]:
+    """A checkout whose first commit holds the qualified verifier, and whose HEAD has moved on since."""
+    repo = tmp_path / "engine-src"
+    (repo / "build").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "engine.py").write_text("SPEED = 1\n")
+    (repo / "build" / "verifier.so").write_bytes(b"verifier built at the qualified commit\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "qualified")
+    qualified = git(repo, "rev-parse", "HEAD")
+    (repo / "engine.py").write_text("SPEED = 2\n")
+    git(repo, "commit", "-qam", "later")
+    return repo, qualified, git(repo, "rev-parse", "HEAD")
+
+
+def test_stage_brings_the_pinned_checkout_to_its_commit_and_writes_its_artifacts_with_a_receipt(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
+) -> None:
+    repo, qualified, later = two_commits(tmp_path)
+    dest = tmp_path / "on-h2" / "opt" / "verifier.so"
+    plan = remote_plan(make_plan, ssh_hosts, "staged")
+    pin = (f'repo = {{ path = "{repo}", commit = "{qualified[:10]}", artifacts = {{ "{dest}" = '
+           f'"{qualified}:build/verifier.so" }} }}\n')  # fmt: skip
+    plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\n{pin}', 1))
+    receipt = tmp_path / "stage.json"
+    done = fairwin("stage", str(plan), "--mode", "controlled", "--receipt", str(receipt))
+    assert done.returncode == 0, done.stderr
+    assert f"role B on host h2: {repo} at {qualified[:12]} (from {later[:12]})" in done.stdout
+    assert git(repo, "rev-parse", "HEAD") == qualified and (repo / "engine.py").read_text() == "SPEED = 1\n"
+    content = b"verifier built at the qualified commit\n"
+    assert dest.read_bytes() == content
+    document = json.loads(receipt.read_text())
+    assert document["format"] == "fairwin.stage/1"
+    (staged,) = document["checkouts"]
+    assert (staged["host"], staged["before"], staged["after"]) == ("h2", later, qualified)
+    written = {"from": f"{qualified}:build/verifier.so", "sha256": sha256_bytes(content)}
+    assert staged["artifacts"] == {str(dest): written}
+    again = fairwin("stage", str(plan), "--receipt", str(receipt))
+    assert again.returncode == 0 and "(already there)" in again.stdout
+
+    (repo / "engine.py").write_text("SPEED = 3\n")  # edited by hand on the host
+    dirty = fairwin("stage", str(plan))
+    assert dirty.returncode == 4 and dirty.stderr.count("\n") == 1, dirty.stderr
+    assert f"role B on host h2: {repo} has uncommitted changes (engine.py); staging never discards work" in dirty.stderr
+    assert (repo / "engine.py").read_text() == "SPEED = 3\n"
