@@ -4,10 +4,10 @@ the state of its pinned git checkout."""
 from __future__ import annotations
 
 import shlex
-import subprocess
 from pathlib import Path
 
 from fairwin.durable import sha256_file
+from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 
 
@@ -33,15 +33,7 @@ _CHECKOUT = "git -C {path} rev-parse HEAD && echo -- && git -C {path} status --p
 async def checkout(spec: LaunchSpec, path: str) -> tuple[str | None, list[str]]:
     """A git checkout on the role's host: (its HEAD, the tracked files it changed); HEAD None where it is no
     checkout (or git is missing)."""
-    command = _CHECKOUT.format(path=shlex.quote(path))
-    if spec.remote is None or spec.host is None:
-        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30, check=False)
-        code, out = done.returncode, done.stdout
-    else:
-        from fairwin.launch.ssh import run_once  # asyncssh only where a role runs remotely
-
-        remote = await run_once(spec.host, spec.remote, command)
-        code, out = remote.exit_status if remote.exit_status is not None else -1, str(remote.stdout or "")
+    code, out = await shell(spec.host, spec.remote, _CHECKOUT.format(path=shlex.quote(path)))
     head, _, changed = out.partition("--\n")
     if code != 0 or not head.strip():
         return None, []

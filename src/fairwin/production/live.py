@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 from fairwin.durable import read_json, sha256_bytes, write_json_atomic
 from fairwin.errors import FairwinError, InputError, ProductionError
+from fairwin.launch.shell import shell
 from fairwin.launch.speculative import effective_speculative
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
@@ -27,7 +27,6 @@ from fairwin.plan.production import LiveProcess
 from fairwin.redaction import is_secret_name, redact_argv, url_passwords
 from fairwin.vocabulary import PRODUCTION_LIVE
 
-READ_TIMEOUT_S = 30.0
 #: Between a process's environment and its command line in one read (neither holds a NUL-delimited marker).
 _MARKER = "\0FAIRWIN-CMDLINE\0"
 _PS = "ps -eo pid=,etimes=,args="
@@ -97,17 +96,6 @@ class LiveProduction:
 
 
 # -- reading on a host ---------------------------------------------------------------------------
-
-
-async def shell(host_name: str | None, host: Host | None, command: str) -> tuple[int, str]:
-    """A shell command here, or on the host over SSH: its exit status and output."""
-    if host_name is None or host is None:
-        done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=READ_TIMEOUT_S, check=False)
-        return done.returncode, done.stdout.decode(errors="replace")
-    from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
-
-    remote = await run_once(host_name, host, command, READ_TIMEOUT_S)
-    return (remote.exit_status if remote.exit_status is not None else -1), str(remote.stdout or "")
 
 
 def oldest_match(listing: str, pattern: str) -> int | None:

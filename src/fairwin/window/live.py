@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
+from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
@@ -25,7 +26,6 @@ from fairwin.production.live import (
     live_plan,
     parse_process,
     read_member,
-    shell,
     stored,
 )
 from fairwin.window.runtime import SESSION_VARIABLES, check_live_env, check_live_speculative

@@ -18,10 +18,10 @@ from typing import Any
 from fairwin.durable import write_json_atomic
 from fairwin.errors import GateRefused
 from fairwin.launch.identity import checkout, digests
+from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import RepoPin
-from fairwin.production.live import shell
 from fairwin.vocabulary import STAGE
 from fairwin.window.processes import pinned_checkouts
 from fairwin.window.runtime import check_checkout
