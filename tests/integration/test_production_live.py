@@ -3,6 +3,7 @@ with that reading (its head, its workers, here and on a loopback SSH host), not 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shlex
@@ -15,9 +16,12 @@ from typing import Any
 import psutil
 import pytest
 
+from fairwin.errors import ProductionError
 from fairwin.launch.spec import free_port
 from fairwin.launch.ssh import blocking, resolved, run_once
 from fairwin.plan.hosts import Host
+from fairwin.plan.production import LiveProcess
+from fairwin.production.live import read_member
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window
 from tests.integration.production import WATCH
@@ -167,3 +171,24 @@ def test_a_derived_role_on_a_remote_host_with_that_hosts_login_environment_passe
     receipt = json.loads((window / "starts" / "s1" / "start.json").read_text())
     assert receipt["role"] == "PP" and receipt["host"] == "h1"
     assert "matches production's head on host h1 beyond its allowed differences" in receipt["env_check"]
+
+
+def test_a_container_production_is_read_through_its_runtimes_inspect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in `docker` on PATH answers `docker inspect --type container NAME` with inspect's JSON shape."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "containers" / "docker-inspect-vllm.json"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(f'#!/bin/sh\n[ "$1 $2 $3 $4" = "inspect --type container vllm-head" ] && exec cat {fixture}\n'
+                      'echo "Error: No such container: $4" >&2; exit 1\n')  # fmt: skip
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    head = asyncio.run(read_member("head", (None, None), LiveProcess(container="vllm-head"), None))
+    assert head.found_by == "container vllm-head (docker)" and head.env["VLLM_DSV41_ADAPTIVE_K"] == "1"
+    assert head.env["HF_TOKEN"].startswith("sha256:") and "hf_secret_value" not in json.dumps(head.record())
+    assert head.speculative == {"method": "mtp", "num_speculative_tokens": 5}
+    assert "sk-live-123" not in head.argv and head.mounts is not None and len(head.mounts) == 2
+    with pytest.raises(ProductionError, match="container other here could not be inspected"):
+        asyncio.run(read_member("head", (None, None), LiveProcess(container="other"), None))
