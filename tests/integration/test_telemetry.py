@@ -101,7 +101,7 @@ def test_a_relock_mid_start_and_a_dialback_between_starts_are_both_seen(
 
     monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GPU_IDLE_THERMAL", "1")  # the stand-in nvidia-smi runs with fairwin's environment
-    loading = {"FAKE_GPU_CAP": "1980", "FAKE_GPU_BUSY_AFTER_S": "0.5"}  # idle (and hot) while each server loads
+    loading = {"FAKE_GPU_CAP": "1980", "FAKE_GPU_IDLE_FIRST_READS": "1"}  # idle (and hot) while a server loads
     relock = {**loading, "FAKE_GPU_RELOCK_AFTER_S": "3.5", "FAKE_GPU_RELOCK_MHZ": "1755"}
     plan = production_plan(
         make_plan, "gpu-relock",

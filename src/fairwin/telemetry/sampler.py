@@ -22,7 +22,7 @@ import itertools
 import re
 import statistics
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,16 @@ class Sampler:
         self.source, self.path, self.interval_s = source, path, interval_s
         self.samples: list[GpuSample] = []
         self.failed: list[str] = []
+        self.paused = False  # while another sampler reads the same GPUs (a start's own, inside the hold's)
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """No samples while the body runs: the GPUs are read once at a time, not twice."""
+        self.paused = True
+        try:
+            yield
+        finally:
+            self.paused = False
 
     async def _read_once(self) -> None:
         try:
@@ -94,7 +104,8 @@ class Sampler:
 
     async def _loop(self) -> None:
         while True:
-            await self._read_once()
+            if not self.paused:
+                await self._read_once()
             await asyncio.sleep(self.interval_s)
 
 

@@ -2,11 +2,11 @@
 
 Each start samples its own GPUs while it measures (window/start.py). Beside that, a window
 whose production is taken down samples the GPUs of every host it touches from the take-down
-to the restore, into ``hold-telemetry.jsonl``. A dial-back in those samples outside every
-start's own sampling (before the first, between two while servers stop and start, after
-the last) is named by the start it came before, goes into the decision's context and
-makes the window INCONCLUSIVE: a start that begins on a GPU still cooling down from a
-dial-back is not a same-clock control.
+to the restore, into ``hold-telemetry.jsonl``, pausing while a start samples its own. A
+dial-back in those samples outside every start's own sampling (before the first, between two
+while servers stop and start, after the last) is named by the start it came before, goes
+into the decision's context and makes the window INCONCLUSIVE: a start that begins on a GPU
+still cooling down from a dial-back is not a same-clock control.
 """
 
 from __future__ import annotations

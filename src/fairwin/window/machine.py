@@ -251,6 +251,7 @@ class Window:
                 ClientAffinity(self.loaded.plan.window.client_cpus),
             ):
                 async with sampling(gpus, hold_samples, self.loaded.plan.telemetry.interval_s) as self.hold_sampler:
+                    self.context.hold_sampler = self.hold_sampler
                     for step in self.steps():
                         if not (step.measuring and self.stopped):
                             await self._step(step)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
 from fairwin.profiles import PROFILES
 from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
-from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
+from fairwin.telemetry.sampler import Sampler, events_by_repeat, sampling, summarize
 from fairwin.transport import api_headers, client_session
 from fairwin.vocabulary import START, WAVE, PooledRow
 from fairwin.window.greedy import diagnose
@@ -60,6 +61,7 @@ class StartContext:
     feed: ProgressFeed | None = None  # progress events for a display (window/progress.py)
     greedy_starts: set[str] = field(default_factory=set)  # the starts that run greedy diagnostics
     live: LiveProduction | None = None  # production as it ran: what roles compared with it are checked against
+    hold_sampler: Sampler | None = None  # the window's GPUs through the hold: paused while a start samples its own
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
 
@@ -165,13 +167,15 @@ async def _measure(
     rows: list[PooledRow] = []
     results: list[WaveResult] = []
     gpu = await _gpus(ctx, specs)
-    async with sampling(gpu, directory / "telemetry.jsonl", plan.telemetry.interval_s) as sampler:
-        await warm_up_stream(ctx, session, target)
-        receipt["warmup"] = await warm_up_waves(ctx, session, target)
-        for cell_name in plan.cells:
-            cell_results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
-            rows.extend(_pool(ctx, target, cell_name, cell_results))
-            results += cell_results
+    paused = ctx.hold_sampler.pause() if ctx.hold_sampler is not None and gpu is not None else nullcontext()
+    with paused:  # the start reads the GPUs itself; the hold's sampler waits
+        async with sampling(gpu, directory / "telemetry.jsonl", plan.telemetry.interval_s) as sampler:
+            await warm_up_stream(ctx, session, target)
+            receipt["warmup"] = await warm_up_waves(ctx, session, target)
+            for cell_name in plan.cells:
+                cell_results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
+                rows.extend(_pool(ctx, target, cell_name, cell_results))
+                results += cell_results
     cap_from = plan.telemetry.cap_from
     if sampler is None and cap_from != "log":
         return rows
