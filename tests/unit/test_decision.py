@@ -217,6 +217,11 @@ def test_each_host_is_held_to_one_cap_and_its_own_configured_one_naming_the_host
     assert "production's configured clock cap differs between its hosts: h1 2150 MHz, here 2300 MHz" in cell.reasons
     assert "host h1 ran at 2300 MHz, its configured cap is 2150 MHz in s1, s2, s3" in cell.reasons
     assert decide_cell(same, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300)).verdict == "WIN"
+    alone = [r.model_copy(update={"clock_cap_mhz": 2150.0, "clock_caps_by_host": {"here": 2150.0}})
+             for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)]  # fmt: skip
+    reasons = decide_cell(alone, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300)).reasons
+    assert any("cap differs from production's 2300 MHz" in r for r in reasons)
+    assert not any(r.startswith("host here") for r in reasons)  # one host: said once, not twice
 
 
 def test_a_dialback_between_starts_is_invalid_and_power_dialbacks_are_reported_apart() -> None:
