@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from fairwin.profiles import VLLM
-from tests.e2e.conftest import AA_MEASUREMENT_LIMIT_MIN, Engine, Window, run_window
+from tests.e2e.conftest import AA_MEASUREMENT_LIMIT_MIN, WINDOW_TEST_TIMEOUT_S, Engine, Window, run_window
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(WINDOW_TEST_TIMEOUT_S)]
 
 
 def test_every_stream_is_exactly_max_tokens_with_prompts_at_target_length(spec_window: Window) -> None:
