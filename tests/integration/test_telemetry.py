@@ -64,6 +64,9 @@ def test_a_start_at_another_cap_with_a_thermal_dialback_makes_the_window_inconcl
     assert "## GPU telemetry" in summary and "| s2 | nvidia-smi |" in summary and "thermal on GPU 0" in summary
     manifest = json.loads((window / "window.json").read_text())
     assert manifest["telemetry"]["production_cap_mhz"] == 1980.0
+    assert manifest["telemetry"]["production_caps_by_host"] == {"here": 1980.0}
+    context = json.loads((window / "context.json").read_text())
+    assert context["production_caps_by_host"] == {"here": 1980.0}  # each host's own cap reaches the decision
 
 
 @pytest.mark.slow

@@ -104,9 +104,10 @@ def decide_and_report(
     pooled = read_jsonl(window.pooled, POOLED.readable)
     context = window_context(loaded, window, mode=mode, order=order, rule=rule, snapshot=snapshot, planned=planned,
                              production_cap_mhz=production_cap_mhz)  # fmt: skip
-    context = context.model_copy(
-        update={"stop_reason": stop_reason, "between_starts_dialbacks": between_starts or None}
-    )
+    context = context.model_copy(update={
+        "stop_reason": stop_reason, "between_starts_dialbacks": between_starts or None,
+        "production_caps_by_host": production_caps_by_host or None,
+    })  # fmt: skip
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)
