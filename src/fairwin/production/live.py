@@ -28,7 +28,8 @@ from fairwin.redaction import is_secret_name, redact_argv, url_passwords
 from fairwin.vocabulary import PRODUCTION_LIVE
 
 #: Between a process's environment and its command line in one read (neither holds a NUL-delimited marker).
-_MARKER = "\0FAIRWIN-CMDLINE\0"
+_MARKER_NAME = "FAIRWIN-CMDLINE"
+_MARKER = f"\0{_MARKER_NAME}\0"
 _PS = "ps -eo pid=,etimes=,args="
 
 
@@ -156,7 +157,7 @@ async def read_member(member: str, where: tuple[str | None, Host | None], proces
         found_by = f"match {process.match!r}: pid {pid}"
     if pid is None:
         raise ProductionError(f"production's {member}: it is not running{on}")
-    code, out = await shell(name, host, f"cat /proc/{pid}/environ && printf '\\0FAIRWIN-CMDLINE\\0' && "
+    code, out = await shell(name, host, f"cat /proc/{pid}/environ && printf '\\0{_MARKER_NAME}\\0' && "
                                         f"cat /proc/{pid}/cmdline")  # fmt: skip
     if code != 0:
         raise ProductionError(f"production's {member}: /proc/{pid}{on} could not be read (is it ours to read?)")

@@ -4,8 +4,8 @@ The sampler runs beside the start's warm-up and waves, one sample of every GPU e
 ``interval_s``, appended to ``starts/sN/telemetry.jsonl`` as it goes (a later failure
 loses nothing). A failed read is recorded and sampling goes on: telemetry observes,
 it never stops a window. The start's **cap** is read as the plan says: ``locked`` (the
-highest SM clock while the clocks were held by a lock or an applications-clock
-setting, busy and not dialled back), ``applications`` (the applications clock), or
+SM clock while the clocks were held by a lock or an applications-clock setting, busy
+and not dialled back: one value, a second being a change of cap), ``applications`` (the applications clock), or
 ``log`` (a pattern over each process's log, on every host the start runs on: no GPU
 source needed). Every GPU and every host must agree, else the start has no cap and says
 why. A **change of cap** inside a start (a watchdog that re-locks a lower clock, a log

@@ -24,7 +24,6 @@ from fairwin.production.live import (
     changes,
     keep,
     live_plan,
-    parse_process,
     read_member,
     stored,
 )
@@ -116,8 +115,10 @@ async def would_run_with(spec: LaunchSpec) -> dict[str, str]:
         return spec.env
     base: dict[str, str] = {}
     if spec.inherit_env:
+        from fairwin.launch.ssh import parse_env  # asyncssh only where a host is used
+
         code, out = await shell(spec.host, spec.remote, "env -0")
-        base = parse_process(out)[0] if code == 0 else {}
+        base = parse_env(out) if code == 0 else {}
     return {**{k: v for k, v in base.items() if k not in SESSION_VARIABLES}, **spec.declared_env}
 
 
