@@ -1,0 +1,103 @@
+"""The shape of the house in numbers: files and lines per package, and the measures #26 tracks.
+
+    python tools/house_map.py            # module map, `dict[str, Any]`, `# fmt: skip`, long lines, cycles
+
+An import cycle is a strongly connected group of modules (more than one) in the graph of every
+`import fairwin...` in src, those inside functions and under TYPE_CHECKING included: a lazy import
+still ties two modules together. Written by hand because it is thirty lines of ast walking; the
+graph library it would need (networkx) is not otherwise a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "fairwin"
+
+
+def _module(path: Path) -> str:
+    return ".".join(("fairwin", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fairwin"):
+                base = node.module or ""
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.startswith("fairwin")]
+            graph[name] |= {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    sys.setrecursionlimit(10000)
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _count(pattern: str, paths: list[Path]) -> int:
+    return sum(p.read_text().count(pattern) for p in paths)
+
+
+def main() -> None:
+    src = sorted(SRC.rglob("*.py"))
+    tests = sorted((ROOT / "tests").rglob("*.py"))
+    packages: dict[str, list[Path]] = defaultdict(list)
+    for path in src:
+        parts = path.relative_to(SRC).parts
+        packages[parts[0] + "/" if len(parts) > 1 else "(top) " + parts[0]].append(path)
+    print(f"{'package':28} {'files':>5} {'lines':>6} {'largest':>8}")
+    for name, paths in sorted(packages.items()):
+        lines = [len(p.read_text().splitlines()) for p in paths]
+        print(f"{name:28} {len(paths):5} {sum(lines):6} {max(lines):8}")
+    total = sum(len(p.read_text().splitlines()) for p in src)
+    print(f"{'all of src':28} {len(src):5} {total:6}")
+    long_lines = sum(1 for p in src for line in p.read_text().splitlines() if len(line) > 100)
+    print(f"\ndict[str, Any] in src: {_count('dict[str, Any]', src)} in "
+          f"{sum(1 for p in src if 'dict[str, Any]' in p.read_text())} files")
+    print(f"# fmt: skip: {_count('# fmt: skip', src)} in src, {_count('# fmt: skip', tests)} in tests")
+    print(f"src lines over 100 characters: {long_lines}")
+    cycles = _cycles(_graph())
+    inside = [c for c in cycles if len({m.split('.')[1] for m in c}) == 1]
+    print(f"import cycles: {len(cycles)} ({len(inside)} inside one package)")
+    for group in cycles:
+        print("  " + " <-> ".join(m.removeprefix("fairwin.") for m in group))
+
+
+if __name__ == "__main__":
+    main()
