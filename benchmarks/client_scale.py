@@ -1,7 +1,7 @@
 """How many concurrent streams fairwin's client holds on 2 cores, and what its event loop suffers.
 
 One wave of N concurrent streams against `fairwin sim` (vLLM's metric names and its
-per-request timing), sent by the code a window runs (``fairwin.load.wave.run_wave``
+per-request timing), sent by the code a window runs (``fairwin.client.wave.run_wave``
 through the window's session), with the event loop's lag sampled every 10 ms. Reported:
 the loop's lag (median, p99, max), TTFT spread, how many streams the fidelity rule
 trusted, the client's decode time against the server's own for the same streams, and
@@ -25,9 +25,9 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.client.prepare import PreparedPrompt, prompt_key
+from fairwin.client.wave import Target, run_wave
 from fairwin.launch.spec import free_port
-from fairwin.load.prepare import PreparedPrompt, prompt_key
-from fairwin.load.wave import Target, run_wave
 from fairwin.plan.loading import Prompt
 from fairwin.plan.models import Cell
 from fairwin.plan.schedule import WaveSpec

@@ -41,11 +41,11 @@ def one_run(window: Path) -> float:
 
 
 def in_process(window: Path) -> float:
-    from fairwin.window.stored import decide_window_dir
+    from fairwin.window.stored import decide_window
 
-    decide_window_dir(window)  # imports and caches warmed
+    decide_window(window)  # imports and caches warmed
     started = time.perf_counter()
-    decide_window_dir(window)
+    decide_window(window)
     return time.perf_counter() - started
 
 

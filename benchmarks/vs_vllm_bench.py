@@ -39,9 +39,9 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.client.prepare import PreparedPrompt, prompt_key
+from fairwin.client.wave import Target, run_wave
 from fairwin.launch.spec import free_port
-from fairwin.load.prepare import PreparedPrompt, prompt_key
-from fairwin.load.wave import Target, run_wave
 from fairwin.metrics.scrape import Snapshot, delta, scrape
 from fairwin.plan.loading import Prompt
 from fairwin.plan.models import Cell

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from fairwin.durable import sha256_file
+from fairwin.files import sha256_file
+from fairwin.formats import ORDER
 from fairwin.redaction import forget_all
-from fairwin.vocabulary import ORDER
 
 WORDS = [
     "the",

@@ -88,12 +88,14 @@ def main() -> None:
     total = sum(len(p.read_text().splitlines()) for p in src)
     print(f"{'all of src':28} {len(src):5} {total:6}")
     long_lines = sum(1 for p in src for line in p.read_text().splitlines() if len(line) > 100)
-    print(f"\ndict[str, Any] in src: {_count('dict[str, Any]', src)} in "
-          f"{sum(1 for p in src if 'dict[str, Any]' in p.read_text())} files")
+    print(
+        f"\ndict[str, Any] in src: {_count('dict[str, Any]', src)} in "
+        f"{sum(1 for p in src if 'dict[str, Any]' in p.read_text())} files"
+    )
     print(f"# fmt: skip: {_count('# fmt: skip', src)} in src, {_count('# fmt: skip', tests)} in tests")
     print(f"src lines over 100 characters: {long_lines}")
     cycles = _cycles(_graph())
-    inside = [c for c in cycles if len({m.split('.')[1] for m in c}) == 1]
+    inside = [c for c in cycles if len({m.split(".")[1] for m in c}) == 1]
     print(f"import cycles: {len(cycles)} ({len(inside)} inside one package)")
     for group in cycles:
         print("  " + " <-> ".join(m.removeprefix("fairwin.") for m in group))

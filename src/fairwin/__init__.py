@@ -37,6 +37,7 @@ from fairwin.errors import (
     RehearsalFailed,
     RestoreFailed,
     UsageError,
+    WaveError,
     WindowError,
 )
 
@@ -55,10 +56,9 @@ if TYPE_CHECKING:
     )
     from fairwin.gates.sequence import GateInputs
     from fairwin.plan import LoadedPlan, Plan, load_plan
-    from fairwin.vocabulary import PooledRow
+    from fairwin.rows import PooledRow
     from fairwin.window.run import Window, WindowResult, open_window, run_window
-    from fairwin.window.stored import Recomputed
-    from fairwin.window.stored import decide_window_dir as decide_window
+    from fairwin.window.stored import Recomputed, decide_window
 
 #: Public name -> "module:attribute" it is loaded from.
 _LAZY = {
@@ -70,7 +70,7 @@ _LAZY = {
     "WindowResult": "fairwin.window.run:WindowResult",
     "open_window": "fairwin.window.run:open_window",
     "run_window": "fairwin.window.run:run_window",
-    "decide_window": "fairwin.window.stored:decide_window_dir",
+    "decide_window": "fairwin.window.stored:decide_window",
     "Recomputed": "fairwin.window.stored:Recomputed",
     "RULES": "fairwin.decision:RULES",
     "RuleSpec": "fairwin.decision:RuleSpec",
@@ -81,7 +81,7 @@ _LAZY = {
     "WindowContext": "fairwin.decision:WindowContext",
     "audit": "fairwin.decision:audit",
     "AuditResult": "fairwin.decision:AuditResult",
-    "PooledRow": "fairwin.vocabulary:PooledRow",
+    "PooledRow": "fairwin.rows:PooledRow",
     "read_archive": "fairwin.archive:read_archive",
 }
 
@@ -109,6 +109,7 @@ __all__ = [
     "RestoreFailed",
     "RuleSpec",
     "UsageError",
+    "WaveError",
     "Window",
     "WindowContext",
     "WindowError",

@@ -18,7 +18,7 @@ escaping is a bug and keeps its traceback.
     │   ├── LaunchError                        a server did not come up
     │   │   ├── ServerExitedError              its process exited before it was healthy
     │   │   └── HealthTimeoutError             it never answered its health path in time
-    │   ├── LoadError                          the load generator could not measure a wave
+    │   ├── WaveError                          the client could not measure a wave (LoadError: old name)
     │   │   ├── HTTPStatusError                the server answered non-2xx (carries the body)
     │   │   ├── TransportError                 no answer: refused, reset, timed out
     │   │   └── StreamError                    a reply that was not a valid, full stream
@@ -104,11 +104,15 @@ class HealthTimeoutError(LaunchError):
     """The server never answered its health path before the startup deadline."""
 
 
-class LoadError(WindowError):
-    """The load generator could not measure a wave."""
+class WaveError(WindowError):
+    """The client could not measure a wave."""
 
 
-class HTTPStatusError(LoadError):
+#: The old name of :class:`WaveError`, kept for one release.
+LoadError = WaveError
+
+
+class HTTPStatusError(WaveError):
     """The server answered with a non-2xx status; ``body`` holds what it said."""
 
     def __init__(self, message: str, *, status: int, body: str) -> None:
@@ -117,11 +121,11 @@ class HTTPStatusError(LoadError):
         self.body = body
 
 
-class TransportError(LoadError):
+class TransportError(WaveError):
     """No usable answer: connection refused or reset, or a timeout."""
 
 
-class StreamError(LoadError):
+class StreamError(WaveError):
     """A reply that was not a valid, complete stream of exactly max_tokens."""
 
 

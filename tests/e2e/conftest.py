@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from fairwin.durable import sha256_file
+from fairwin.files import sha256_file
 from tests.conftest import to_toml
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fairwin.durable import scan_jsonl
+from fairwin.files import scan_jsonl
 from fairwin.launch.spec import free_port
 from fairwin.window.journal import DRILL_KILL_AT
 from tests.conftest import PlanFactory, sim_role

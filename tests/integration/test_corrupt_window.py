@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.cli import main
-from fairwin.durable import sha256_file
+from fairwin.files import sha256_file
 from tests.conftest import sim_role, to_toml, write_family
 from tests.damage import DAMAGE, drop_a_field, flip_a_byte
 from tests.integration.helpers import fairwin

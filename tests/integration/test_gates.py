@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import sha256_file
 from fairwin.errors import GateRefused
+from fairwin.files import sha256_file
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan import load_plan
 from fairwin.window.run import run_window

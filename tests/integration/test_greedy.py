@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import read_jsonl
+from fairwin.files import read_jsonl
 from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, only_window
 

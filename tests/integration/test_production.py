@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import read_jsonl
 from fairwin.errors import ServerExitedError
+from fairwin.files import read_jsonl
 from fairwin.launch.spec import LaunchSpec, free_port
 from fairwin.plan import load_plan
 from fairwin.production.proof import port_state

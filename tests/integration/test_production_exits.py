@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import read_jsonl, scan_jsonl
+from fairwin.files import read_jsonl, scan_jsonl
 from fairwin.gates.budget import estimate
 from fairwin.gates.calibration import calibrate
 from fairwin.launch.spec import LaunchSpec

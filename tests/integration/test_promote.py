@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fairwin.decision.greedy import Divergence
+from fairwin.decision.divergence import Divergence
 from fairwin.launch.spec import free_port
 from fairwin.promote.check import CHECKS, gather
 from fairwin.promote.policy import PromotionPolicy

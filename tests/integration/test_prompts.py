@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.cli import main
-from fairwin.durable import sha256_file
+from fairwin.files import sha256_file
 from fairwin.sim.model import tokenize
 from tests.integration.helpers import SimProcess
 

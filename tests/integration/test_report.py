@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from matplotlib import image
 
-from fairwin.durable import read_jsonl
+from fairwin.files import read_jsonl
 from tests.conftest import plan_factory, sim_role
 from tests.integration.helpers import fairwin
 

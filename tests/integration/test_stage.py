@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from fairwin.durable import sha256_bytes
+from fairwin.files import sha256_bytes
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
 from tests.integration.sshd import SshHosts

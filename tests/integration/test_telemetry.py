@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import read_jsonl
+from fairwin.files import read_jsonl
 from fairwin.launch.spec import free_port
 from fairwin.plan import load_plan
 from fairwin.telemetry.cap import production_caps

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import read_jsonl
+from fairwin.files import read_jsonl
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status
 from tests.integration.production import killed_inside, start_run

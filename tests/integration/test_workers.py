@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fairwin.durable import read_jsonl
+from fairwin.files import read_jsonl
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status

@@ -22,7 +22,7 @@ from fairwin.decision import (
     decide_cell,
     get_rule,
 )
-from fairwin.vocabulary import order_kinds
+from fairwin.rows import order_kinds
 
 METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
 

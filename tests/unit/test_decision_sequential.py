@@ -23,7 +23,7 @@ from fairwin.decision import (
     get_rule,
 )
 from fairwin.decision.sequential import look_points, rule_at_look
-from fairwin.vocabulary import order_kinds
+from fairwin.rows import order_kinds
 
 METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "sequential_boundaries.py"

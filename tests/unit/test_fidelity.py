@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fairwin.load.runqueue import RunqueueClock, runqueue_wait_s
-from fairwin.load.stream import StreamRecord
-from fairwin.load.timeline import Timeline, chunk_tokens
+from fairwin.client.runqueue import RunqueueClock, runqueue_wait_s
+from fairwin.client.stream import StreamRecord
+from fairwin.client.timeline import Timeline, chunk_tokens
 from fairwin.pooling.fidelity import implied_decode_times, judge_stream, judge_wave, trusted
 from fairwin.pooling.pool import pool_repeat
 from tests.unit.test_pool import stream, wave

@@ -14,8 +14,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "fairwin"
 
 LAYERS = (
-    "_version", "errors", "redaction", "durable", "vocabulary", "profiles", "transport",
-    "decision", "plan", "launch", "telemetry", "production", "metrics", "load", "pooling", "gates", "archive",
+    "_version", "errors", "redaction", "files", "formats", "rows", "profiles", "transport",
+    "decision", "plan", "launch", "telemetry", "production", "metrics", "client", "pooling", "gates", "archive",
     "report", "window", "promote",
     "sim", "cli", "__main__", "(api)",
 )  # fmt: skip

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import sha256_file
 from fairwin.errors import PinMismatchError, PlanError
+from fairwin.files import sha256_file
 from fairwin.plan import load_plan, resolve_mode, starts_for, waves_for
 from tests.conftest import PlanFactory, sim_role, to_toml
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from fairwin.client.stream import StreamRecord
 from fairwin.errors import MetricsError
-from fairwin.load.stream import StreamRecord
 from fairwin.pooling.pool import PooledRow, pool_repeat
 
 

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
+from fairwin.client.prepare import TokenizeClient, cut_to_tokens, prepare
 from fairwin.errors import PromptError
-from fairwin.load.prepare import TokenizeClient, cut_to_tokens, prepare
 from fairwin.plan.loading import Prompt
 from fairwin.sim.model import tokenize
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import append_jsonl, write_json_atomic
 from fairwin.errors import PlanError
+from fairwin.files import append_jsonl, write_json_atomic
 from fairwin.launch.spec import make_spec
 from fairwin.plan import load_plan
 from fairwin.redaction import (

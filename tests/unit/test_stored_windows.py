@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.window.stored import decide_window_dir, rounding_difference
+from fairwin.window.stored import decide_window, rounding_difference
 
 STORED = Path(__file__).resolve().parents[1] / "fixtures" / "windows"
 
 
 @pytest.mark.parametrize("rule", ["win2-v1", "win2-launch-v1", "win2-alt7-v1"])
 def test_a_window_decided_before_decides_as_it_did(rule: str) -> None:
-    found = decide_window_dir(STORED / rule)
+    found = decide_window(STORED / rule)
     (decision,) = found.decisions
     assert decision.rule_id == rule and decision.sequential is None
     (note,) = found.notes  # bit for bit, or (alt7's least squares, on another OpenBLAS) but for the last digits

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fairwin.decision import RULES, WIN2_SEQ_V1
-from fairwin.durable import read_jsonl
+from fairwin.files import read_jsonl
 from fairwin.plan import load_plan
 from fairwin.window.run import run_window
 from tests.conftest import PlanFactory

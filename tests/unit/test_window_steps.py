@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from fairwin.durable import read_jsonl
 from fairwin.errors import ServerExitedError
+from fairwin.files import read_jsonl
 from fairwin.launch.local import StopRecord
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
@@ -217,7 +217,7 @@ def test_prompt_ids_shared_by_two_families_stay_apart(make_plan: PlanFactory) ->
         order = {"format": "fairwin.order/1", "family": family, "ids": [f"p-{i}" for i in range(6)]}
         (directory / f"{family}.order.json").write_text(json.dumps(order))
     text = plan.read_text()
-    from fairwin.durable import sha256_file
+    from fairwin.files import sha256_file
 
     for family in ("prose", "code"):
         for suffix, key in ((".jsonl", "prompts_sha256"), (".order.json", "order_sha256")):

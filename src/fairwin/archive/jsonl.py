@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from fairwin.archive.rows import ArchiveRow, upgrade
 from fairwin.archive.store import Appended, Snapshot, canonical
-from fairwin.durable import append_locked, jsonl_bytes, scan_jsonl
 from fairwin.errors import InputError
-from fairwin.vocabulary import ARCHIVE
+from fairwin.files import append_locked, jsonl_bytes, scan_jsonl
+from fairwin.formats import ARCHIVE
 
 
 class JsonlArchive:

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from fairwin.archive.rows import ArchiveRow, upgrade
 from fairwin.archive.store import Appended, Snapshot, canonical, redact
 from fairwin.errors import ArchiveError
-from fairwin.vocabulary import ARCHIVE
+from fairwin.formats import ARCHIVE
 
 
 @dataclass(frozen=True)

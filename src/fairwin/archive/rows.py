@@ -16,7 +16,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.vocabulary import ARCHIVE, MetricValues
+from fairwin.formats import ARCHIVE
+from fairwin.rows import MetricValues
 
 
 class ArchivedRepeat(MetricValues):

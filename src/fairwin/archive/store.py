@@ -15,7 +15,7 @@ from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from fairwin.archive.rows import ArchiveRow
-from fairwin.durable import canonical_json, sha256_bytes
+from fairwin.files import canonical_json, sha256_bytes
 from fairwin.redaction import remember, url_passwords
 
 #: Names the archive for every command and window, before the plan's ``window.archive``.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fairwin.archive.rows import ArchiveRow
 from fairwin.archive.store import ArchiveStore, Snapshot
-from fairwin.durable import write_jsonl_atomic
+from fairwin.files import write_jsonl_atomic
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def _location(given: str | None, fallback: str | None = DEFAULT_ARCHIVE) -> str:
 def archive_stats(args: argparse.Namespace) -> int:
     from fairwin.archive import groups, noise, open_archive, select
     from fairwin.report.tables import archive_groups_table
-    from fairwin.vocabulary import METRICS
+    from fairwin.rows import METRICS
 
     store = open_archive(_location(args.archive))
     if not store.exists():
@@ -131,8 +131,8 @@ def archive_export(args: argparse.Namespace) -> int:
 
 def archive_append(args: argparse.Namespace) -> int:
     from fairwin.archive import is_database, open_archive, redact
-    from fairwin.durable import read_json
-    from fairwin.vocabulary import WINDOW
+    from fairwin.files import read_json
+    from fairwin.formats import WINDOW
     from fairwin.window.archiving import control_rows
 
     window = Path(args.window)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import UsageError
-from fairwin.vocabulary import DECISIONS
+from fairwin.formats import DECISIONS
 
 
 def decide(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
     from fairwin.report.console import print_decision
-    from fairwin.window.stored import decide_pooled, decide_window_dir
+    from fairwin.window.stored import decide_pooled, decide_window
 
     rules = [get_rule(rule_id) for rule_id in args.rule]
     notes: list[str] = []
@@ -33,7 +33,7 @@ def decide(args: argparse.Namespace) -> int:
     elif args.window:
         if args.mode or args.clock_cap_mhz is not None or args.reported:
             raise UsageError("--mode, --clock-cap-mhz and --reported are for --pooled; a window records its own")
-        recomputed = decide_window_dir(Path(args.window), rules, args.archive)
+        recomputed = decide_window(Path(args.window), rules, args.archive)
         decisions, notes = recomputed.decisions, recomputed.notes
     else:
         raise UsageError("give a WINDOW directory, or --pooled FILE --mode MODE")
@@ -121,7 +121,7 @@ def compare(args: argparse.Namespace) -> int:
         raise UsageError("compare needs at least two window directories")
     found = compare_decisions([completed_decision(path) for path in args.windows])
     if args.plot:
-        from fairwin.durable import write_bytes_atomic
+        from fairwin.files import write_bytes_atomic
         from fairwin.report.plots import across_windows
 
         ids = [w["window_id"] for w in found.windows]

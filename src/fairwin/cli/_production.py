@@ -73,8 +73,8 @@ def status(args: argparse.Namespace) -> int:
 
 def snapshot(args: argparse.Namespace) -> int:
     """Production's declaration as the plan says it now, with its sha256, written atomically."""
-    from fairwin.durable import write_json_atomic
-    from fairwin.vocabulary import PRODUCTION_SNAPSHOT
+    from fairwin.files import write_json_atomic
+    from fairwin.formats import PRODUCTION_SNAPSHOT
 
     captured = _production(args).snapshot()
     write_json_atomic(Path(args.to), {"format": PRODUCTION_SNAPSHOT.id, **captured})

@@ -151,7 +151,7 @@ def sim(args: argparse.Namespace) -> int:
 
 
 def prompts(args: argparse.Namespace) -> int:
-    from fairwin.load.families import Tokenization, build_families
+    from fairwin.client.families import Tokenization, build_families
 
     if (args.tokens is None) != (args.tokenize_url is None and args.tokenizer is None):
         raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE, and they need it")

@@ -32,7 +32,7 @@ from fairwin.decision.paired import Estimate, check_control, make_estimate, t_qu
 from fairwin.decision.procedures import PlannedError, interval_guard, launch_error, pooled_tau2
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
-from fairwin.vocabulary import order_kinds
+from fairwin.rows import order_kinds
 
 
 @dataclass(frozen=True)

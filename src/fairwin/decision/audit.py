@@ -22,7 +22,8 @@ from fairwin.decision.decide import decide_cell, window_verdict
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
-from fairwin.vocabulary import AUDIT, order_kinds
+from fairwin.formats import AUDIT
+from fairwin.rows import order_kinds
 
 CELL = "audit"
 LEVEL = 100.0

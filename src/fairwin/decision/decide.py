@@ -14,7 +14,7 @@ from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
 from fairwin.decision.table import CellTable, arrange, off_off_spread_pct
 from fairwin.decision.validity import check_validity
-from fairwin.vocabulary import metric_source
+from fairwin.rows import metric_source
 
 
 def procedure_for(rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> Procedure:

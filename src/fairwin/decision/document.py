@@ -6,12 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.decision.greedy import GreedyFindings
+from fairwin.decision.divergence import GreedyFindings
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, Verdict
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import Validity
-from fairwin.vocabulary import DECISION, MetricSource
+from fairwin.formats import DECISION
+from fairwin.rows import MetricSource
 
 
 class Frozen(BaseModel):

@@ -1,15 +1,15 @@
 """What a decision is made from: pooled rows, the window's context, and archived noise.
 
-The rows themselves (:class:`~fairwin.vocabulary.DecisionRow`, the documented input
-schema) belong to the shared vocabulary; this module adds what only decisions read.
+The rows themselves (:class:`~fairwin.rows.DecisionRow`, the documented input
+schema) belong to the shared rows (fairwin.rows); this module adds what only decisions read.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fairwin.decision.greedy import GreedyFindings
-from fairwin.vocabulary import DecisionRow, Order
+from fairwin.decision.divergence import GreedyFindings
+from fairwin.rows import DecisionRow, Order
 
 __all__ = ["ArchiveNoise", "ArchiveSnapshot", "DecisionRow", "WindowContext"]
 

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fairwin.durable import canonical_json, sha256_bytes
 from fairwin.errors import InputError
-from fairwin.vocabulary import BRACKET_STARTS, LOWER_IS_BETTER, METRICS, metric_source
+from fairwin.files import canonical_json, sha256_bytes
+from fairwin.rows import BRACKET_STARTS, LOWER_IS_BETTER, METRICS, metric_source
 
 #: Parameters added after the first rules were registered. Left unset they stay out of a
 #: rule's canonical JSON, so every rule registered before them keeps its sha256.

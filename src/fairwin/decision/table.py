@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairwin.vocabulary import BRACKET_STARTS, CLIENT_METRICS, ORDER_NAMES, DecisionRow, Kind, order_kinds, start_names
+from fairwin.rows import BRACKET_STARTS, CLIENT_METRICS, ORDER_NAMES, DecisionRow, Kind, order_kinds, start_names
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fairwin.durable import read_json, read_jsonl, read_model
 from fairwin.errors import CorruptRecordError, InputError, PlanError
+from fairwin.files import read_json, read_jsonl, read_model
+from fairwin.formats import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
 from fairwin.plan.loading import parse_plan
 from fairwin.plan.models import Cell
 from fairwin.plan.roles import Role
-from fairwin.vocabulary import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
 
 
 def cell_key(cell: Cell) -> str:

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import sha256_file
 from fairwin.errors import GateRefused
+from fairwin.files import sha256_file
+from fairwin.formats import GATE_RUN
 from fairwin.gates.qualify import git
 from fairwin.gates.receipt import read_receipt, require_admitting, write_receipt
-from fairwin.vocabulary import GATE_RUN
 
 TAIL_CHARS = 4000
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fairwin.durable import first_problem
 from fairwin.errors import CorruptRecordError, GateRefused
+from fairwin.files import first_problem
+from fairwin.formats import ADMISSION, CARRY
 from fairwin.gates.receipt import read_receipt, require_admitting, write_receipt
 from fairwin.plan.checks import Qualification
-from fairwin.vocabulary import ADMISSION, CARRY
 
 SHOWN = 10
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.errors import CorruptRecordError, GateRefused, InputError
-from fairwin.vocabulary import RecordFormat
+from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
+from fairwin.formats import RecordFormat
 
 
 def seal(document: dict[str, Any]) -> dict[str, Any]:

@@ -26,19 +26,19 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.durable import canonical_json, write_text_atomic
+from fairwin.client.completions import PATH as GREEDY_PATH
+from fairwin.client.completions import parse, request
+from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare
+from fairwin.client.stream import StreamRecord, request_body, sse_payload
+from fairwin.client.wave import endpoint_path
 from fairwin.errors import GateRefused, InputError
+from fairwin.files import canonical_json, write_text_atomic
+from fairwin.formats import REHEARSAL
 from fairwin.gates.receipt import read_receipt, write_receipt
-from fairwin.load.greedy import PATH as GREEDY_PATH
-from fairwin.load.greedy import parse, request
-from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare
-from fairwin.load.stream import StreamRecord, request_body, sse_payload
-from fairwin.load.wave import endpoint_path
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import waves_for
 from fairwin.profiles import PROFILES
 from fairwin.transport import api_headers
-from fairwin.vocabulary import REHEARSAL
 
 MAX_PROBE_TOKENS = 8
 #: A server's count of a prompt may exceed the prompt's own tokens by its BOS (and a chat template's few).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from fairwin.durable import sha256_file
+from fairwin.files import sha256_file
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 

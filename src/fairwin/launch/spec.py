@@ -12,8 +12,8 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from fairwin.durable import sha256_file
 from fairwin.errors import PlanError
+from fairwin.files import sha256_file
 from fairwin.launch.scheduling import Scheduling
 from fairwin.plan.hosts import Host
 from fairwin.plan.roles import Role

@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from fairwin.durable import sha256_bytes, sha256_file
 from fairwin.errors import PinMismatchError, PlanError
+from fairwin.files import sha256_bytes, sha256_file
+from fairwin.formats import ORDER
 from fairwin.plan.models import Family, Plan
 from fairwin.plan.secrecy import refuse_literal_secrets
 from fairwin.redaction import declare
-from fairwin.vocabulary import ORDER
 
 
 @dataclass(frozen=True)

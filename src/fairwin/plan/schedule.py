@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fairwin.errors import PlanError
 from fairwin.plan.loading import LoadedPlan, Prompt
 from fairwin.plan.models import REGISTERED_MODES, Mode
-from fairwin.vocabulary import BRACKET_STARTS, Kind, order_kinds
+from fairwin.rows import BRACKET_STARTS, Kind, order_kinds
 
 
 @dataclass(frozen=True)

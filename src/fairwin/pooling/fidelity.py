@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fairwin.load.stream import StreamRecord
+from fairwin.client.stream import StreamRecord
 
 SERVER_TOLERANCE = 0.10
 COMPRESSION_FLOOR = 0.5

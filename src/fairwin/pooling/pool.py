@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from fairwin.client.stream import StreamRecord
 from fairwin.errors import MetricsError
-from fairwin.load.stream import StreamRecord
 from fairwin.metrics.scrape import Snapshot
 from fairwin.pooling.fidelity import trusted
 from fairwin.profiles import VLLM, ServerProfile
-from fairwin.vocabulary import SERVER_METRICS, Kind, PooledRow
+from fairwin.rows import SERVER_METRICS, Kind, PooledRow
 
 __all__ = ["PooledRow", "client_rate", "decode_rate", "pool_repeat", "sum_deltas"]
 

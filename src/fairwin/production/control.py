@@ -21,8 +21,8 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.durable import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.errors import InputError, ProductionError
+from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings

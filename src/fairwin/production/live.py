@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import read_json, sha256_bytes, write_json_atomic
 from fairwin.errors import FairwinError, InputError, ProductionError
+from fairwin.files import read_json, sha256_bytes, write_json_atomic
+from fairwin.formats import PRODUCTION_LIVE
 from fairwin.launch.shell import shell
 from fairwin.launch.speculative import effective_speculative
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
 from fairwin.redaction import is_secret_name, redact_argv, url_passwords
-from fairwin.vocabulary import PRODUCTION_LIVE
 
 #: Between a process's environment and its command line in one read (neither holds a NUL-delimited marker).
 _MARKER_NAME = "FAIRWIN-CMDLINE"

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.decision import Decision
-from fairwin.durable import read_json, sha256_file
 from fairwin.errors import FairwinError
+from fairwin.files import read_json, sha256_file
+from fairwin.formats import PROMOTION, REHEARSAL, STATUS, WINDOW
 from fairwin.gates.correctness import require_gate
 from fairwin.gates.qualify import require_carry
 from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.plan.checks import Qualification
 from fairwin.plan.loading import parse_plan
 from fairwin.promote.policy import PromotionPolicy
-from fairwin.vocabulary import PROMOTION, REHEARSAL, STATUS, WINDOW
 from fairwin.window.stored import completed_decision
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from fairwin.durable import sha256_file
 from fairwin.errors import InputError, PlanError
+from fairwin.files import sha256_file
 from fairwin.plan.base import StrictModel
 from fairwin.plan.roles import SHA256_RE
 

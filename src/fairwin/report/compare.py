@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fairwin.decision import Decision
-from fairwin.vocabulary import COMPARISON
+from fairwin.formats import COMPARISON
 
 
 class CellAcross(BaseModel):

@@ -17,8 +17,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pa_parquet
 
 from fairwin.decision import Decision
-from fairwin.durable import read_jsonl, write_bytes_atomic
-from fairwin.vocabulary import POOLED
+from fairwin.files import read_jsonl, write_bytes_atomic
+from fairwin.formats import POOLED
 
 FORMATS = ("csv", "parquet")
 

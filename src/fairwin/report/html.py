@@ -20,9 +20,9 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from fairwin.decision import Decision
-from fairwin.durable import read_json, read_jsonl, scan_jsonl, write_text_atomic
+from fairwin.files import read_json, read_jsonl, scan_jsonl, write_text_atomic
+from fairwin.formats import STATUS, WAVE, WINDOW
 from fairwin.report.error_rates import audited_rates
-from fairwin.vocabulary import STATUS, WAVE, WINDOW
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; padding: 0 1em; color: #222; }

@@ -28,10 +28,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.durable import append_jsonl
 from fairwin.errors import InputError
+from fairwin.files import append_jsonl
+from fairwin.formats import TELEMETRY
 from fairwin.telemetry.gpu import DIALBACK, HERE, IDLE, LOCKED, GpuSample, GpuSource
-from fairwin.vocabulary import TELEMETRY
 
 
 class Dialback(BaseModel):

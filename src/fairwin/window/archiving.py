@@ -17,12 +17,13 @@ from typing import Any
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
 from fairwin.decision import ArchiveNoise, RuleSpec
-from fairwin.durable import read_json, read_jsonl
 from fairwin.errors import CorruptRecordError
+from fairwin.files import read_json, read_jsonl
+from fairwin.formats import POOLED, START, WINDOW
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import snapshot as production_snapshot
+from fairwin.rows import METRICS
 from fairwin.telemetry.gpu import HERE
-from fairwin.vocabulary import METRICS, POOLED, START, WINDOW
 from fairwin.window.journal import read_whole
 
 

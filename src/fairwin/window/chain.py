@@ -26,13 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision import RuleSpec
 from fairwin.decision.rules import get_rule
-from fairwin.durable import read_json, read_model, write_json_atomic
 from fairwin.errors import GateRefused, InputError, ProductionError, RestoreFailed
+from fairwin.files import read_json, read_model, write_json_atomic
+from fairwin.formats import CHAIN_MARKER, PRODUCTION_SNAPSHOT, STATUS, WindowStatus
 from fairwin.gates.qualify import successor_problems
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, not_running
-from fairwin.vocabulary import CHAIN_MARKER, PRODUCTION_SNAPSHOT, STATUS, WindowStatus
 from fairwin.window.environment import git_state
 from fairwin.window.hold import Hold
 

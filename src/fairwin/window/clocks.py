@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import scan_jsonl
+from fairwin.files import scan_jsonl
 from fairwin.telemetry.sampler import Dialback, Sampler, summarize
 
 #: The hold's own samples, in the window's directory (fairwin.telemetry/1 rows).

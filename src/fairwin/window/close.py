@@ -22,13 +22,13 @@ from fairwin.decision import (
     WindowContext,
     decide,
 )
-from fairwin.durable import read_json, read_jsonl, sha256_file, write_json_atomic, write_text_atomic
+from fairwin.files import read_json, read_jsonl, sha256_file, write_json_atomic, write_text_atomic
+from fairwin.formats import CONTEXT, POOLED, START
 from fairwin.plan.loading import LoadedPlan
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
-from fairwin.vocabulary import CONTEXT, POOLED, START
 from fairwin.window.archiving import control_rows, window_noise
-from fairwin.window.greedy import findings
+from fairwin.window.diagnostics import findings
 from fairwin.window.layout import WindowDir
 
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fairwin.durable import append_jsonl, scan_jsonl
 from fairwin.errors import CorruptRecordError, InputError
-from fairwin.vocabulary import JOURNAL
+from fairwin.files import append_jsonl, scan_jsonl
+from fairwin.formats import JOURNAL
 
 Event = Literal["begin", "end", "failed", "interrupted", "launching", "launched"]
 

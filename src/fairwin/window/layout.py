@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import write_json_atomic
 from fairwin.errors import OutputDirError
+from fairwin.files import write_json_atomic
+from fairwin.formats import STATUS, WindowState
 from fairwin.redaction import ScrubbingFormatter
-from fairwin.vocabulary import STATUS, WindowState
 from fairwin.window.journal import Event, record
 
 

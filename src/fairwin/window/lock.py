@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from fairwin.durable import read_json
 from fairwin.errors import GateRefused, OutputDirError
+from fairwin.files import read_json
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
 from fairwin.telemetry.cap import production_host

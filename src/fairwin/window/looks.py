@@ -16,11 +16,11 @@ from fairwin.archive import Snapshot
 from fairwin.decision import RuleSpec, decide
 from fairwin.decision.document import Look, Stopping
 from fairwin.decision.sequential import archive_starts
-from fairwin.durable import read_jsonl
+from fairwin.files import read_jsonl
+from fairwin.formats import POOLED
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
-from fairwin.vocabulary import POOLED
 from fairwin.window.close import decision_rows, window_context
 from fairwin.window.layout import WindowDir
 

@@ -21,16 +21,17 @@ from typing import Any
 
 from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.decision import Decision
-from fairwin.durable import sha256_file, write_json_atomic
 from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
+from fairwin.files import sha256_file, write_json_atomic
+from fairwin.formats import BUDGET
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.diagnostics import diagnosed_starts
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
 from fairwin.production.live import LiveProduction
+from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
-from fairwin.vocabulary import BUDGET, PooledRow
 from fairwin.window.archiving import control_rows
 from fairwin.window.chain import ChainedWindow, ChainRun
 from fairwin.window.clocks import HOLD_TELEMETRY, hold_dialbacks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fairwin.vocabulary import WINDOW
+from fairwin.formats import WINDOW
 from fairwin.window.archiving import archive_key_record
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairwin.formats import PROGRESS
 from fairwin.plan.schedule import StartSpec
-from fairwin.vocabulary import PROGRESS
 
 log = logging.getLogger(__name__)
 

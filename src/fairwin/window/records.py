@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fairwin.durable import append_jsonl
-from fairwin.load.stream import StreamRecord
+from fairwin.client.stream import StreamRecord
+from fairwin.files import append_jsonl
 from fairwin.window.layout import WindowDir
 
 

@@ -23,15 +23,15 @@ from typing import Any
 import psutil
 
 from fairwin.archive import open_archive
-from fairwin.durable import read_model
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
+from fairwin.files import read_model
+from fairwin.formats import STATUS, WindowStatus
 from fairwin.launch.spec import make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
 from fairwin.redaction import argv_matches, scrub_file
-from fairwin.vocabulary import STATUS, WindowStatus
 from fairwin.window.archiving import archive_location
 from fairwin.window.chain import Marker, marker_path, read_marker
 from fairwin.window.hold import Hold

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from fairwin.durable import write_json_atomic
 from fairwin.errors import GateRefused
+from fairwin.files import write_json_atomic
+from fairwin.formats import STAGE
 from fairwin.launch.identity import checkout, digests
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import RepoPin
-from fairwin.vocabulary import STAGE
 from fairwin.window.processes import pinned_checkouts
 from fairwin.window.runtime import check_checkout
 

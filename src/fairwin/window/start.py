@@ -15,22 +15,23 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.durable import append_jsonl, write_json_atomic, write_jsonl_atomic
+from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
+from fairwin.client.wave import Target, WaveResult, run_wave
 from fairwin.errors import LaunchError
+from fairwin.files import append_jsonl, write_json_atomic, write_jsonl_atomic
+from fairwin.formats import START, WAVE
 from fairwin.launch.spec import LaunchSpec
-from fairwin.load.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
-from fairwin.load.wave import Target, WaveResult, run_wave
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
 from fairwin.profiles import PROFILES
+from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
 from fairwin.telemetry.sampler import Sampler, events_by_repeat, sampling, summarize
 from fairwin.transport import api_headers, client_session
-from fairwin.vocabulary import START, WAVE, PooledRow
-from fairwin.window.greedy import diagnose
+from fairwin.window.diagnostics import diagnose
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.layout import WindowDir
 from fairwin.window.live import compares_live
@@ -278,7 +279,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
 
 
 async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: Target, speculative: bool) -> int:
-    """The start's greedy diagnostics (window/greedy.py), after its waves and before its server stops."""
+    """The start's greedy diagnostics (window/diagnostics.py), after its waves and before its server stops."""
     plan = ctx.loaded.plan
     settings = plan.diagnostics.greedy
     assert settings is not None  # only diagnosed starts get here

@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from fairwin.archive import read_archive
 from fairwin.decision import RULES, ArchiveSnapshot, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
-from fairwin.durable import first_problem, read_json, read_jsonl, read_model, sha256_file
 from fairwin.errors import CorruptRecordError, InputError
-from fairwin.vocabulary import CONTEXT, DECISION, POOLED, STATUS, WINDOW, WindowStatus
+from fairwin.files import first_problem, read_json, read_jsonl, read_model, sha256_file
+from fairwin.formats import CONTEXT, DECISION, POOLED, STATUS, WINDOW, WindowStatus
 from fairwin.window.archiving import control_rows, window_noise
 from fairwin.window.layout import WindowDir
 
@@ -120,9 +120,7 @@ def _compared(recorded: Decision | None, recomputed: Decision) -> str:
     )
 
 
-def decide_window_dir(
-    path: Path | str, rules: Sequence[RuleSpec] = (), archive: Path | str | None = None
-) -> Recomputed:
+def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Path | str | None = None) -> Recomputed:
     """Recompute a complete window's decision; with ``archive`` (a path or URL), against that archive's noise as
     it is now, keyed as the window's own control starts.
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from fairwin.load.prepare import prompt_key
-from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
-from fairwin.load.wave import Target, endpoint_path, run_wave, salt
+from fairwin.client.prepare import prompt_key
+from fairwin.client.stream import StreamRecord, request_body, run_stream_recorded
+from fairwin.client.wave import Target, endpoint_path, run_wave, salt
 from fairwin.plan.schedule import waves_for
 from fairwin.pooling.pool import client_rate, decode_rate
 from fairwin.window.records import append_streams

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import aiohttp
 
-from fairwin.durable import sha256_file, write_text_atomic
+from fairwin.client.prepare import LocalTokenizer, TokenCounter, TokenizeClient, cut_to_tokens
 from fairwin.errors import InputError, PromptError
-from fairwin.load.prepare import LocalTokenizer, TokenCounter, TokenizeClient, cut_to_tokens
-from fairwin.vocabulary import ORDER
+from fairwin.files import sha256_file, write_text_atomic
+from fairwin.formats import ORDER
 
 BUILTIN = ("prose", "code")
 

@@ -1,7 +1,7 @@
-"""The words every layer shares: record formats, metric names, the starts' kinds and order, the pooled row.
+"""The words every measurement shares: the starts' kinds and order, metric names, the pooled row.
 
-This is the bottom layer: it imports nothing from fairwin, and every other module takes
-these names from here, so a format id, a metric name or a start's kind is spelt once.
+A bottom layer (it imports only the format registry), so a metric name or a start's kind
+is spelt once.
 
 Starts: control and candidate take turns, beginning with the kind the order names. A
 bracket (three starts) is control, candidate, control or candidate, control, candidate;
@@ -11,10 +11,11 @@ a rule may register more starts, which alternate the same way.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from fairwin.formats import POOLED
 
 # -- Starts ------------------------------------------------------------------------------------------
 
@@ -44,76 +45,6 @@ def _start_name(value: str) -> str:
 
 #: A start's name: s1, s2, ... in the order the starts ran.
 Start = Annotated[str, AfterValidator(_start_name)]
-
-# -- Record formats ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecordFormat:
-    """A stored record's format: the id fairwin writes, and every id this fairwin reads."""
-
-    name: str
-    version: int
-    reads: tuple[int, ...] = ()  # versions read besides ``version`` (older ones still understood)
-
-    @property
-    def id(self) -> str:
-        return f"{self.name}/{self.version}"
-
-    @property
-    def readable(self) -> tuple[str, ...]:
-        return tuple(f"{self.name}/{v}" for v in sorted({*self.reads, self.version}))
-
-
-# A window directory.
-WINDOW = RecordFormat("fairwin.window", 1)
-STATUS = RecordFormat("fairwin.status", 1)
-START = RecordFormat("fairwin.start", 1)
-WAVE = RecordFormat("fairwin.wave", 1)
-STREAM = RecordFormat("fairwin.stream", 2, reads=(1,))
-CHUNKS = RecordFormat("fairwin.chunks", 1)
-TELEMETRY = RecordFormat("fairwin.telemetry", 1)
-PREPARED_PROMPT = RecordFormat("fairwin.prepared-prompt", 1)
-POOLED = RecordFormat("fairwin.pooled", 1)
-CONTEXT = RecordFormat("fairwin.decision-context", 1)
-DECISION = RecordFormat("fairwin.decision", 2)
-BUDGET = RecordFormat("fairwin.budget", 1)
-PROGRESS = RecordFormat("fairwin.progress", 1)
-GREEDY = RecordFormat("fairwin.greedy", 1)
-PROMOTION = RecordFormat("fairwin.promotion", 1)
-JOURNAL = RecordFormat("fairwin.journal", 1)
-# Production and chains.
-PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1)
-PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1)
-CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1)
-# Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
-DECISIONS = RecordFormat("fairwin.decisions", 1)
-AUDIT = RecordFormat("fairwin.audit", 1)
-COMPARISON = RecordFormat("fairwin.comparison", 1)
-# Receipts, prompt orders and the control archive.
-ADMISSION = RecordFormat("fairwin.admission", 1)
-CARRY = RecordFormat("fairwin.carry", 1)
-GATE_RUN = RecordFormat("fairwin.gate-run", 1)
-REHEARSAL = RecordFormat("fairwin.rehearsal", 1)
-ORDER = RecordFormat("fairwin.order", 1)
-STAGE = RecordFormat("fairwin.stage", 1)
-ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,))
-
-#: A window's state in status.json: only ``complete`` is a result.
-WindowState = Literal["running", "complete", "failed", "interrupted"]
-
-
-class WindowStatus(BaseModel):
-    """The fields of ``status.json`` every state carries; a complete one adds its verdict and
-    decision.json's digest, a failed or interrupted one its error (kept as extra fields)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    format: str
-    window_id: str
-    state: WindowState
-    time: float
-
 
 # -- Metrics -----------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ After the waves of a diagnosed start (and before its server stops), the first
 temperature 0 with EOS ignored and the top-2 logprobs of every position asked for,
 each under a cache salt of its own. They are not counted: the waves' counters are
 already read. Each answer goes to ``starts/sN/greedy.jsonl`` (``fairwin.greedy/1``);
-the decide step compares them all (decision/greedy.py).
+the decide step compares them all (decision/divergence.py).
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.decision.greedy import GreedyFindings, GreedyStream, compare_greedy
-from fairwin.durable import read_jsonl, write_jsonl_atomic
-from fairwin.load.greedy import PATH, parse, request
-from fairwin.load.prepare import PreparedPrompt
-from fairwin.load.wave import Target, salt, server_counters
+from fairwin.client.completions import PATH, parse, request
+from fairwin.client.prepare import PreparedPrompt
+from fairwin.client.wave import Target, salt, server_counters
+from fairwin.decision.divergence import GreedyFindings, GreedyStream, compare_greedy
+from fairwin.files import read_jsonl, write_jsonl_atomic
+from fairwin.formats import GREEDY
 from fairwin.metrics.scrape import delta
 from fairwin.plan.diagnostics import GreedySettings
 from fairwin.transport import post_json
-from fairwin.vocabulary import GREEDY
 
 FILE = "greedy.jsonl"
 
@@ -56,7 +56,7 @@ async def diagnose(
 
 
 def findings(window: Path, settings: GreedySettings, base_dir: Path) -> GreedyFindings | None:
-    """Every diagnosed start's streams, in start order, compared (decision/greedy.py); None if none ran."""
+    """Every diagnosed start's streams, in start order, compared (decision/divergence.py); None if none ran."""
     files = sorted(window.glob(f"starts/*/{FILE}"), key=lambda p: int(p.parent.name[1:]))
     if not files:
         return None

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from fairwin.vocabulary import CHUNKS
+from fairwin.formats import CHUNKS
 
 #: Chunks closer together than this arrived in one burst: a healthy server streams a
 #: decode step at a time, and no decode step on any hardware we know is this short.

@@ -23,11 +23,11 @@ from typing import Any, Literal
 import aiohttp
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from fairwin.errors import LoadError, StreamError
-from fairwin.load.runqueue import RunqueueClock
-from fairwin.load.timeline import Timeline, chunk_tokens
+from fairwin.client.runqueue import RunqueueClock
+from fairwin.client.timeline import Timeline, chunk_tokens
+from fairwin.errors import StreamError, WaveError
+from fairwin.formats import STREAM
 from fairwin.transport import status_error, transport_error
-from fairwin.vocabulary import STREAM
 
 
 class StreamRecord(BaseModel):
@@ -230,7 +230,7 @@ async def run_stream_recorded(
     """Like :func:`run_stream`, but a failure is kept on the record as evidence and re-raised."""
     try:
         return await run_stream(session, url, record, body)
-    except LoadError as exc:
+    except WaveError as exc:
         record.ok = False
         record.error = str(exc)
         raise

@@ -1,4 +1,4 @@
-"""The shared vocabulary: one spelling of every metric, format and row field."""
+"""The shared words: one spelling of every metric, format and row field."""
 
 from __future__ import annotations
 
@@ -7,16 +7,8 @@ from pydantic import ValidationError
 
 from fairwin.archive import ArchivedRepeat
 from fairwin.decision import RULES, RuleSpec
-from fairwin.vocabulary import (
-    CLIENT_METRICS,
-    METRICS,
-    SERVER_METRICS,
-    STREAM,
-    DecisionRow,
-    MetricValues,
-    PooledRow,
-    metric_source,
-)
+from fairwin.formats import STREAM
+from fairwin.rows import CLIENT_METRICS, METRICS, SERVER_METRICS, DecisionRow, MetricValues, PooledRow, metric_source
 
 
 def test_the_metric_list_is_the_row_model_and_splits_into_server_and_client() -> None:

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from fairwin.errors import LoadError, MetricsError, PromptError, WindowError
-from fairwin.load.prepare import PreparedPrompt, prompt_key
-from fairwin.load.stream import StreamRecord, request_body, run_stream_recorded
+from fairwin.client.prepare import PreparedPrompt, prompt_key
+from fairwin.client.stream import StreamRecord, request_body, run_stream_recorded
+from fairwin.errors import MetricsError, PromptError, WaveError, WindowError
 from fairwin.metrics.scrape import Snapshot, delta, scrape
 from fairwin.plan.models import Cell
 from fairwin.plan.schedule import WaveSpec
 from fairwin.profiles import VLLM, ServerProfile
-from fairwin.vocabulary import Kind
+from fairwin.rows import Kind
 
 SETTLE_POLL_S = 0.05
 
@@ -127,9 +127,9 @@ async def run_wave(
     outcomes = await asyncio.gather(*(one(r, b) for r, b in zip(records, bodies, strict=True)), return_exceptions=True)
     seconds = time.perf_counter() - t0
     for outcome in outcomes:
-        if isinstance(outcome, BaseException) and not isinstance(outcome, LoadError):
+        if isinstance(outcome, BaseException) and not isinstance(outcome, WaveError):
             raise outcome
-    failure = next((o for o in outcomes if isinstance(o, LoadError)), None) or _tokenizer_mismatch(target, records)
+    failure = next((o for o in outcomes if isinstance(o, WaveError)), None) or _tokenizer_mismatch(target, records)
     if failure is not None:
         return WaveResult(spec, records, {}, started_unix, seconds, error=failure)
     if not target.profile.reads_counters:

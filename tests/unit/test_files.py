@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.durable import append_jsonl, canonical_json, read_jsonl, sha256_bytes, write_json_atomic
 from fairwin.errors import CorruptRecordError, InputError
+from fairwin.files import append_jsonl, canonical_json, read_jsonl, sha256_bytes, write_json_atomic
+from fairwin.formats import GATE_RUN
 from fairwin.gates.receipt import read_receipt, write_receipt
-from fairwin.vocabulary import GATE_RUN
 from tests.damage import DAMAGE, drop_the_seal
 
 
@@ -31,7 +31,7 @@ def test_atomic_write_failure_keeps_old_file_and_leaves_no_temp(
     def failing_fsync(fd: int) -> None:
         raise OSError(5, "Input/output error")  # after the temp file was created and written
 
-    monkeypatch.setattr("fairwin.durable.os.fsync", failing_fsync)
+    monkeypatch.setattr("fairwin.files.os.fsync", failing_fsync)
     with pytest.raises(OSError, match="Input/output error"):
         write_json_atomic(target, {"ok": False})
     assert json.loads(target.read_text()) == {"ok": True}

@@ -16,9 +16,9 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.errors import InputError, PromptError
+from fairwin.formats import PREPARED_PROMPT
 from fairwin.plan.loading import Prompt
 from fairwin.transport import post_json
-from fairwin.vocabulary import PREPARED_PROMPT
 
 
 def prompt_key(family: str, prompt_id: str) -> str:

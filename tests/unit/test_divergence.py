@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fairwin.decision.greedy import GreedyStream, compare_greedy
+from fairwin.decision.divergence import GreedyStream, compare_greedy
 
 SURE = [(" a", -0.05), (" b", -3.0)]
 
