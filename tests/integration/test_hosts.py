@@ -151,8 +151,9 @@ def test_a_gate_that_refuses_refuses_before_any_host_is_logged_into(
     # The count is real: the same reachability check the window makes after its gates logs into each host once.
     import asyncio
 
-    from fairwin.launch.ssh import reachable, resolved
+    from fairwin.launch.ssh import reachable
     from fairwin.plan import load_plan
+    from fairwin.plan.hosts import resolved
 
     loaded = load_plan(plan)
     asyncio.run(reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in ("h1", "h2")}))

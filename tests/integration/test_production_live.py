@@ -18,8 +18,8 @@ import pytest
 
 from fairwin.errors import ProductionError
 from fairwin.launch.spec import free_port
-from fairwin.launch.ssh import blocking, resolved, run_once
-from fairwin.plan.hosts import Host
+from fairwin.launch.ssh import blocking, run_once
+from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.production import LiveProcess
 from fairwin.production.live import read_member
 from tests.conftest import PlanFactory, sim_role

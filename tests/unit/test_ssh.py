@@ -6,8 +6,8 @@ import shlex
 from pathlib import Path
 
 from fairwin.launch.spec import make_spec
-from fairwin.launch.ssh import RemoteServer, parse_env, resolved
-from fairwin.plan.hosts import Host
+from fairwin.launch.ssh import RemoteServer, parse_env
+from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.roles import Role
 
 

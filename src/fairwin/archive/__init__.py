@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fairwin.archive.location import open_archive
 from fairwin.archive.noise import KEY_FIELDS, groups, noise, select
 from fairwin.archive.rows import ArchivedRepeat, ArchiveKey, ArchiveRow
 from fairwin.archive.store import (
@@ -21,7 +22,6 @@ from fairwin.archive.store import (
     Snapshot,
     chosen_location,
     is_database,
-    open_archive,
     redact,
 )
 from fairwin.decision.inputs import ArchiveNoise

@@ -16,7 +16,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from fairwin.archive.rows import ArchiveRow
 from fairwin.files import canonical_json, sha256_bytes
-from fairwin.redaction import remember, url_passwords
 
 #: Names the archive for every command and window, before the plan's ``window.archive``.
 ARCHIVE_ENV = "FAIRWIN_ARCHIVE_URL"
@@ -82,19 +81,6 @@ def redact(location: str) -> str:
 
 def is_database(location: str) -> bool:
     return location.startswith(SCHEMES)
-
-
-def open_archive(location: str | Path) -> ArchiveStore:
-    """The archive at a path (JSONL) or a ``postgresql://`` URL."""
-    text = str(location)
-    if is_database(text):
-        from fairwin.archive.postgres import PostgresArchive  # psycopg only where a database is used
-
-        remember(*url_passwords(text))  # an error message or a receipt never carries the password
-        return PostgresArchive(text)
-    from fairwin.archive.jsonl import JsonlArchive
-
-    return JsonlArchive(Path(text))
 
 
 def chosen_location(plan_setting: str | None, base_dir: Path, output_dir: Path) -> str:

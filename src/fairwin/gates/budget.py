@@ -23,10 +23,9 @@ from typing import Any
 from fairwin.decision.rules import RULES, get_rule
 from fairwin.errors import GateRefused
 from fairwin.gates.calibration import Calibration, cell_key, role_key
-from fairwin.plan.diagnostics import diagnosed_starts
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import BudgetSettings, Mode
-from fairwin.plan.schedule import StartSpec, starts_for
+from fairwin.plan.schedule import StartSpec, diagnosed_starts, starts_for
 from fairwin.production.control import snapshot
 
 

@@ -15,7 +15,7 @@ from dotenv import dotenv_values
 from fairwin.errors import PlanError
 from fairwin.files import sha256_file
 from fairwin.launch.scheduling import Scheduling
-from fairwin.plan.hosts import Host
+from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.roles import Role
 from fairwin.redaction import (
     HIDDEN,
@@ -240,6 +240,4 @@ def _cwd(cwd: Path | None, values: dict[str, str], plan_dir: Path) -> Path | Non
 def _remote(name: str | None, hosts: Mapping[str, Host] | None, plan_dir: Path) -> Host | None:
     if name is None or not hosts:
         return None
-    from fairwin.launch.ssh import resolved  # asyncssh is imported only where a role runs remotely
-
     return resolved(hosts[name], plan_dir)

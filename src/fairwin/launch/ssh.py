@@ -63,17 +63,6 @@ async def connect(name: str, host: Host) -> asyncssh.SSHClientConnection:
         raise LaunchError(f"{where}: cannot connect: {exc or type(exc).__name__}") from None
 
 
-def resolved(host: Host, base_dir: Path) -> Host:
-    """The host with its known_hosts and key file made absolute (``~`` expanded, relative to the plan)."""
-
-    def absolute(path: Path) -> Path:
-        path = path.expanduser()
-        return path if path.is_absolute() else base_dir / path
-
-    key = absolute(host.key_file) if host.key_file is not None else None
-    return host.model_copy(update={"known_hosts": absolute(host.known_hosts), "key_file": key})
-
-
 def parse_env(raw: bytes | str) -> dict[str, str]:
     raw = raw.encode() if isinstance(raw, str) else raw
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)

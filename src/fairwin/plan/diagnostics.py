@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from fairwin.plan.base import StrictModel
-
-if TYPE_CHECKING:  # plan.schedule reads the plan's models, which read this module
-    from fairwin.plan.schedule import StartSpec
 
 
 class GreedySettings(StrictModel):
@@ -30,15 +26,3 @@ class GreedySettings(StrictModel):
 
 class Diagnostics(StrictModel):
     greedy: GreedySettings | None = Field(None, description="Greedy correctness diagnostics after each chosen start.")
-
-
-def diagnosed_starts(settings: GreedySettings | None, mode: str, starts: Sequence[StartSpec]) -> set[str]:
-    """The starts that run greedy diagnostics: the plan's kinds (by default the candidate, and in
-    production-policy mode P's starts too), the first of each kind unless every start is asked for."""
-    if settings is None:
-        return set()
-    kinds = settings.on or (["candidate", "control"] if mode == "production-policy" else ["candidate"])
-    chosen = [s for s in starts if s.kind in kinds]
-    if not settings.every_start:
-        chosen = [s for s in chosen if s is next(o for o in chosen if o.kind == s.kind)]
-    return {s.name for s in chosen}

@@ -27,3 +27,14 @@ class Host(StrictModel):
     python: str = Field("python3", description="What {python} means in a role's argv on this host.")
     nvidia_smi: str = Field("nvidia-smi", description="The nvidia-smi that samples this host's GPUs.")
     connect_timeout_s: float = Field(10.0, gt=0, le=300)
+
+
+def resolved(host: Host, base_dir: Path) -> Host:
+    """The host with its known_hosts and key file made absolute (``~`` expanded, relative to the plan)."""
+
+    def absolute(path: Path) -> Path:
+        path = path.expanduser()
+        return path if path.is_absolute() else base_dir / path
+
+    key = absolute(host.key_file) if host.key_file is not None else None
+    return host.model_copy(update={"known_hosts": absolute(host.known_hosts), "key_file": key})

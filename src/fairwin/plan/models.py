@@ -21,7 +21,7 @@ from fairwin.plan.diagnostics import Diagnostics
 from fairwin.plan.hosts import Host
 from fairwin.plan.production import ProductionSettings
 from fairwin.plan.roles import SHA256_RE, Role
-from fairwin.plan.secrecy import SecretsSettings
+from fairwin.plan.secrets import SecretsSettings
 from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.profiles import ProfileName
 

@@ -6,9 +6,11 @@ which is what makes the starts comparable repeat by repeat.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fairwin.errors import PlanError
+from fairwin.plan.diagnostics import GreedySettings
 from fairwin.plan.loading import LoadedPlan, Prompt
 from fairwin.plan.models import REGISTERED_MODES, Mode
 from fairwin.rows import BRACKET_STARTS, Kind, order_kinds
@@ -82,3 +84,15 @@ def waves_for(loaded: LoadedPlan, cell_name: str) -> list[WaveSpec]:
                 )
             )
     return waves
+
+
+def diagnosed_starts(settings: GreedySettings | None, mode: str, starts: Sequence[StartSpec]) -> set[str]:
+    """The starts that run greedy diagnostics: the plan's kinds (by default the candidate, and in
+    production-policy mode P's starts too), the first of each kind unless every start is asked for."""
+    if settings is None:
+        return set()
+    kinds = settings.on or (["candidate", "control"] if mode == "production-policy" else ["candidate"])
+    chosen = [s for s in starts if s.kind in kinds]
+    if not settings.every_start:
+        chosen = [s for s in chosen if s is next(o for o in chosen if o.kind == s.kind)]
+    return {s.name for s in chosen}

@@ -1,4 +1,4 @@
-"""``[secrets]`` and the rule that a plan never holds a secret's value.
+"""The rule that a plan never holds a secret's value (its ``[secrets]`` section adds names and flags).
 
 A plan is copied into every window and hashed into receipts, so a key written in it
 would be everywhere. A value in a secret position (an env variable whose name says
@@ -11,26 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from pydantic import Field
 
 from fairwin.errors import PlanError
-from fairwin.plan.base import StrictModel
+from fairwin.plan.models import Plan
+from fairwin.plan.secrets import SecretsSettings
 from fairwin.redaction import is_flag, is_secret_flag, is_secret_name, only_placeholders, url_passwords
-
-if TYPE_CHECKING:
-    from fairwin.plan.models import Plan
-
-
-class SecretsSettings(StrictModel):
-    """Names and flags beyond the built-in ones (names with KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL)."""
-
-    names: list[str] = Field(default_factory=list, description="More env variable names that hold secrets.")
-    flags: list[str] = Field(default_factory=list, description="More argv flags whose next argument is a secret.")
-    public: list[str] = Field(
-        default_factory=list, description="Names or flags that look secret but are not (e.g. KEY_ORDER)."
-    )
 
 
 def _argv_findings(where: str, argv: list[str], settings: SecretsSettings) -> Iterator[str]:

@@ -24,6 +24,7 @@ import aiohttp
 from fairwin.errors import InputError, ProductionError
 from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.launch.spec import LaunchSpec, make_spec
+from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production.proof import port_state
@@ -95,8 +96,6 @@ class Production:
         self.state_file = self.state_dir / "production.json"
         self.where: Where = Here(self.state_dir)
         if (host := role.host if role is not None else settings.host) is not None:
-            from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
-
             remote = resolved(loaded.plan.hosts[host], loaded.base_dir)
             self.where = OverSsh(host, remote, settings.remote_dir)
 

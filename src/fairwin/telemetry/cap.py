@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dotenv import dotenv_values
 
 from fairwin.errors import InputError, LaunchError
+from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.telemetry.gpu import HERE
 
@@ -81,7 +82,7 @@ def production_cap(loaded: LoadedPlan) -> tuple[float | None, str]:
 
 def _remote_text(loaded: LoadedPlan, name: str, path: str) -> str | None:
     """The file's text on the host, None when it is absent (read alike inside the window's loop or outside)."""
-    from fairwin.launch.ssh import blocking, resolved, run_once  # asyncssh only where a host is used
+    from fairwin.launch.ssh import blocking, run_once  # asyncssh only where a host is used
 
     host = resolved(loaded.plan.hosts[name], loaded.base_dir)
 

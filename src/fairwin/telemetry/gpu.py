@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -177,24 +176,6 @@ class NvidiaSmi:
     def compute_processes(self) -> list[dict[str, Any]]:
         text = self._run("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
         return parse_compute_apps(text)
-
-
-def find_source(setting: str) -> GpuSource | None:
-    """The source a plan asks for: 'nvml', 'nvidia-smi', 'none', or 'auto' (NVML, else nvidia-smi, else none)."""
-    if setting == "none":
-        return None
-    if setting in ("auto", "nvml"):
-        from fairwin.telemetry.nvml import Nvml, nvml_available
-
-        if nvml_available():
-            return Nvml()
-        if setting == "nvml":
-            raise InputError("telemetry.gpu = 'nvml', but NVML cannot be loaded here (no NVIDIA driver?)")
-    if shutil.which("nvidia-smi") is not None:
-        return NvidiaSmi()
-    if setting == "nvidia-smi":
-        raise InputError("telemetry.gpu = 'nvidia-smi', but nvidia-smi is not on PATH")
-    return None
 
 
 def remote_source(name: str, host: Host, setting: str) -> GpuSource | None:

@@ -1,4 +1,4 @@
-"""The GPUs a window's quiet proof reads: those of every host the window touches.
+"""The GPUs a window reads: the source here (NVML or nvidia-smi), and those of every host the window touches.
 
 Between starts nothing may compute on the hardware under test. That hardware is
 production's host and every host the mode's roles (and their workers) run on, not only
@@ -7,11 +7,14 @@ the machine fairwin runs on: each remote host is read through its nvidia-smi ove
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 
+from fairwin.errors import InputError
+from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.telemetry.cap import production_host
-from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
+from fairwin.telemetry.gpu import HERE, GpuSource, NvidiaSmi, PerHost, remote_source
 
 
 def window_hosts(loaded: LoadedPlan, roles: Iterable[str]) -> list[str | None]:
@@ -29,7 +32,6 @@ def window_gpus(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None
     hosts = window_hosts(loaded, roles)
     if all(host is None for host in hosts):
         return here
-    from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
 
     sources: dict[str, GpuSource] = {}
     for host in hosts:
@@ -39,3 +41,21 @@ def window_gpus(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None
         if source is not None:
             sources[host or HERE] = source
     return PerHost(sources) if sources else None
+
+
+def find_source(setting: str) -> GpuSource | None:
+    """The source a plan asks for: 'nvml', 'nvidia-smi', 'none', or 'auto' (NVML, else nvidia-smi, else none)."""
+    if setting == "none":
+        return None
+    if setting in ("auto", "nvml"):
+        from fairwin.telemetry.nvml import Nvml, nvml_available
+
+        if nvml_available():
+            return Nvml()
+        if setting == "nvml":
+            raise InputError("telemetry.gpu = 'nvml', but NVML cannot be loaded here (no NVIDIA driver?)")
+    if shutil.which("nvidia-smi") is not None:
+        return NvidiaSmi()
+    if setting == "nvidia-smi":
+        raise InputError("telemetry.gpu = 'nvidia-smi', but nvidia-smi is not on PATH")
+    return None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
-from fairwin.plan.hosts import Host
+from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.live import (
@@ -125,6 +125,4 @@ async def would_run_with(spec: LaunchSpec) -> dict[str, str]:
 def _host(loaded: LoadedPlan, name: str | None) -> Host | None:
     if name is None:
         return None
-    from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
-
     return resolved(loaded.plan.hosts[name], loaded.base_dir)

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fairwin.errors import GateRefused, OutputDirError
 from fairwin.files import read_json
+from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
 from fairwin.telemetry.cap import production_host
@@ -174,7 +175,6 @@ def shared_locks(loaded: LoadedPlan, archive: object) -> list[HardwareLocks]:
     name = production_host(loaded)
     if name is None or loaded.plan.production is None:
         return []
-    from fairwin.launch.ssh import resolved  # asyncssh only where a host is used
     from fairwin.window.remote_lock import SshHardwareLock
 
     host = resolved(loaded.plan.hosts[name], loaded.base_dir)

@@ -25,9 +25,8 @@ from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFaile
 from fairwin.files import sha256_file, write_json_atomic
 from fairwin.formats import BUDGET
 from fairwin.launch.scheduling import ClientAffinity
-from fairwin.plan.diagnostics import diagnosed_starts
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import StartSpec, waves_for
+from fairwin.plan.schedule import StartSpec, diagnosed_starts, waves_for
 from fairwin.production.live import LiveProduction
 from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import GpuSource
@@ -46,7 +45,8 @@ from fairwin.window.preflight import Preflight, planned_keys
 from fairwin.window.processes import Launcher
 from fairwin.window.progress import Listener, ProgressFeed
 from fairwin.window.shield import to_the_end
-from fairwin.window.start import StartContext, run_start
+from fairwin.window.start import run_start
+from fairwin.window.start_context import StartContext
 
 
 @dataclass

@@ -27,6 +27,7 @@ from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
 from fairwin.files import read_model
 from fairwin.formats import STATUS, WindowStatus
 from fairwin.launch.spec import make_spec, worker_specs
+from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
@@ -131,7 +132,7 @@ def _scrub_logs(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -
 
 async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]) -> list[str]:
     """A server on a remote host: its process group stopped over SSH (only one whose pid was journaled)."""
-    from fairwin.launch.ssh import connect, resolved, stop_remote_group  # asyncssh only where hosts are used
+    from fairwin.launch.ssh import connect, stop_remote_group  # asyncssh only where hosts are used
 
     host = loaded.plan.hosts.get(server.host or "")
     if host is None or server.pid is None:

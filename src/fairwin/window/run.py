@@ -16,14 +16,14 @@ from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.decision import RuleSpec
 from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
+from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
 from fairwin.production.live import LiveProduction
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap, production_caps
-from fairwin.telemetry.gpu import find_source
-from fairwin.telemetry.hosts import window_gpus, window_hosts
+from fairwin.telemetry.hosts import find_source, window_gpus, window_hosts
 from fairwin.window.archiving import archive_location
 from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
 from fairwin.window.environment import capture
@@ -256,7 +256,7 @@ async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
     mode = loaded.plan.all_modes().get(mode_name)
     names = [h for h in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()) if h is not None]
     if names:
-        from fairwin.launch.ssh import reachable, resolved  # asyncssh only where hosts are used
+        from fairwin.launch.ssh import reachable  # asyncssh only where hosts are used
 
         await reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in names})
 

@@ -8,9 +8,7 @@ stopped in a ``finally``: on success, on error and on cancellation (Ctrl-C).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -21,7 +19,6 @@ from fairwin.errors import LaunchError
 from fairwin.files import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.formats import START, WAVE
 from fairwin.launch.spec import LaunchSpec
-from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
@@ -29,14 +26,12 @@ from fairwin.production.live import LiveProduction
 from fairwin.profiles import PROFILES
 from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
-from fairwin.telemetry.sampler import Sampler, events_by_repeat, sampling, summarize
+from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
 from fairwin.transport import api_headers, client_session
 from fairwin.window.diagnostics import diagnose
 from fairwin.window.host import condition, not_idle_warning
-from fairwin.window.layout import WindowDir
 from fairwin.window.live import compares_live
 from fairwin.window.processes import (
-    Launcher,
     check_envs,
     check_identities,
     launch_all,
@@ -46,25 +41,10 @@ from fairwin.window.processes import (
     stop_all,
     stop_receipt,
 )
-from fairwin.window.progress import ProgressFeed
 from fairwin.window.records import append_streams
 from fairwin.window.runtime import check_live_speculative, check_speculative
+from fairwin.window.start_context import StartContext
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
-
-
-@dataclass
-class StartContext:
-    loaded: LoadedPlan
-    window: WindowDir
-    launcher: Launcher
-    say: Callable[[str], None]
-    gpu: GpuSource | None = None  # sampled through every start, when the host has GPUs to read
-    feed: ProgressFeed | None = None  # progress events for a display (window/progress.py)
-    greedy_starts: set[str] = field(default_factory=set)  # the starts that run greedy diagnostics
-    live: LiveProduction | None = None  # production as it ran: what roles compared with it are checked against
-    hold_sampler: Sampler | None = None  # the window's GPUs through the hold: paused while a start samples its own
-    # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
-    prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
 
 
 async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> None:

@@ -14,7 +14,7 @@ and the budget counts the maximum.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
@@ -24,9 +24,7 @@ from fairwin.client.wave import Target, endpoint_path, run_wave, salt
 from fairwin.plan.schedule import waves_for
 from fairwin.pooling.pool import client_rate, decode_rate
 from fairwin.window.records import append_streams
-
-if TYPE_CHECKING:  # start.py imports this module; the context type is only needed for checking
-    from fairwin.window.start import StartContext
+from fairwin.window.start_context import StartContext
 
 
 async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:

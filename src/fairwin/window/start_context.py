@@ -1,0 +1,34 @@
+"""What every start of a window shares: the plan, the directory, the launcher, the prompts cut once.
+
+Its own module so that the steps of a start (warm-up, waves, diagnostics) can take it
+without importing the start that calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fairwin.client.prepare import PreparedPrompt
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.live import LiveProduction
+from fairwin.telemetry.gpu import GpuSource
+from fairwin.telemetry.sampler import Sampler
+from fairwin.window.layout import WindowDir
+from fairwin.window.processes import Launcher
+from fairwin.window.progress import ProgressFeed
+
+
+@dataclass
+class StartContext:
+    loaded: LoadedPlan
+    window: WindowDir
+    launcher: Launcher
+    say: Callable[[str], None]
+    gpu: GpuSource | None = None  # sampled through every start, when the host has GPUs to read
+    feed: ProgressFeed | None = None  # progress events for a display (window/progress.py)
+    greedy_starts: set[str] = field(default_factory=set)  # the starts that run greedy diagnostics
+    live: LiveProduction | None = None  # production as it ran: what roles compared with it are checked against
+    hold_sampler: Sampler | None = None  # the window's GPUs through the hold: paused while a start samples its own
+    # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
+    prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
