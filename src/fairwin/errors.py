@@ -30,12 +30,19 @@ escaping is a bug and keeps its traceback.
     ├── RehearsalFailed               exit 5   the API rehearsal ran and did not PASS
     ├── RestoreFailed                 exit 6   production was taken down and did not come back healthy
     └── Interrupted                   exit 130 Ctrl-C, SIGTERM or SIGHUP; servers stopped
+
+A command that asks a yes-or-no question and gets "no" is not an error: it exits
+:data:`ANSWER_IS_NO` (7), never 1, so a script can tell a refusal from a crash.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import ClassVar
+
+#: The exit code of a question answered "no": promote check REFUSED, production status DOWN, compare: the
+#: windows disagree. Not an error (nothing failed), and not 1, which a bug's traceback also ends with.
+ANSWER_IS_NO = 7
 
 
 class FairwinError(Exception):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.errors import ANSWER_IS_NO
 from fairwin.files import read_jsonl
 from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, processes_with, status
@@ -47,7 +48,7 @@ def test_a_chain_leaves_production_down_between_windows_and_its_last_window_rest
     assert status(w1)["chain"]["end"] == "CHAINED" and status(w1)["chain"]["position"] == 1
     summary = (w1 / "summary.md").read_text()
     assert "production: CHAINED: production left down" in summary and "chain: CHAINED (window 1" in summary
-    assert fairwin("production", "status", str(plan)).returncode == 1  # left down
+    assert fairwin("production", "status", str(plan)).returncode == ANSWER_IS_NO  # left down
     assert len(processes_with("hold-chain-ok")) == 1  # the placeholder holds the hardware
     marker = json.loads(scratch_chain_marker.read_text())
     assert marker["format"] == "fairwin.chain-marker/1" and [w["window_id"] for w in marker["windows"]] == [w1.name]
@@ -85,7 +86,7 @@ def test_a_chain_leaves_production_down_between_windows_and_its_last_window_rest
     found = json.loads(compared.stdout)
     assert [w["window_id"] for w in found["windows"]] == [w1.name, w2.name, w3.name]
     assert [w["order"] for w in found["windows"]] == [orders[0], orders[1], orders[0]]
-    assert compared.returncode == (0 if found["agree"] else 1)
+    assert compared.returncode == (0 if found["agree"] else ANSWER_IS_NO)
     table = fairwin("compare", str(w1), str(w2), str(w3))
     assert w3.name in table.stdout and ("the windows agree" in table.stdout) == found["agree"]
     # The chain's first window left production down: a promotion counts it restored, since the chain's last
@@ -97,7 +98,7 @@ def test_a_chain_leaves_production_down_between_windows_and_its_last_window_rest
         "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}], "mode": decision["mode"],
         "require_qualification": False, "require_rehearsal": False, "require_greedy": False}}))  # fmt: skip
     receipt = plan.parent / "promotion.json"
-    fairwin("promote", "check", str(w1), "--policy", str(policy), "--out", str(receipt))
+    fairwin("promote", "check", str(w1), "--policy", str(policy), "--out", str(receipt))  # the old spelling of --to
     checks = {c["check"]: c["ok"] for c in json.loads(receipt.read_text())["checks"]}
     assert checks["production restored"] is True, json.loads(receipt.read_text())["reasons"]
 

@@ -82,6 +82,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
         )
         assert main(["qualify", "carry", "--plan", str(root / "plan.toml"), "--receipt", str(admission),
                      "--qualified-commit", qualified, "--out", str(root / "carried.json")]) == 0  # fmt: skip
+        # (--out: the old spelling of --to, kept as a hidden alias)
         assert main(["gate", "run", "--name", "unit", "--out", str(root / "gate.json"), "--repo", str(repo),
                      "--artifact", str(repo / "kernel.bin"), "--", sys.executable, "-c", "pass"]) == 0  # fmt: skip
         assert main(["rehearse", str(root / "plan.toml"), "--model", "prod", "--out", str(root / "rehearsal")]) == 0

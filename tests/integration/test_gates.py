@@ -85,7 +85,7 @@ def admission(tmp_path: Path, repo: Path, q: str, verdict: str = "QUALIFIED") ->
 
 def carry(plan: Path, receipt: Path, q: str, out: Path):  # type: ignore[no-untyped-def]
     return fairwin("qualify", "carry", "--plan", str(plan), "--receipt", str(receipt), "--qualified-commit", q,
-                   "--out", str(out))  # fmt: skip
+                   "--to", str(out))  # fmt: skip
 
 
 CHANGES = {
@@ -137,7 +137,7 @@ def test_receipts_are_sealed(make_plan: PlanFactory, repo: Path, tmp_path: Path)
 
 
 def gate_run(repo: Path, out: Path, *command: str, artifact: str = "kernel.bin"):  # type: ignore[no-untyped-def]
-    return fairwin("gate", "run", "--name", "rng", "--out", str(out), "--artifact", str(repo / artifact),
+    return fairwin("gate", "run", "--name", "rng", "--to", str(out), "--artifact", str(repo / artifact),
                    "--repo", str(repo), "--", *command)  # fmt: skip
 
 
@@ -226,7 +226,7 @@ def test_a_required_gate_cannot_be_skipped(make_plan: PlanFactory, repo: Path, t
     message = refused(plan, GateInputs(qualification=carried))
     assert "requires gate gate:rng" in message and "fairwin gate run --name rng" in message
     other = tmp_path / "other.json"
-    done = fairwin("gate", "run", "--name", "lint", "--out", str(other), "--artifact", str(repo / "kernel.bin"),
+    done = fairwin("gate", "run", "--name", "lint", "--to", str(other), "--artifact", str(repo / "kernel.bin"),
                    "--repo", str(repo), "--", sys.executable, "-c", "pass")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "requires gate gate:rng" in refused(plan, GateInputs(qualification=carried, gates=[other]))

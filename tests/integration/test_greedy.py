@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.errors import ANSWER_IS_NO
 from fairwin.files import read_jsonl
 from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, only_window
@@ -50,7 +51,7 @@ def test_a_wrong_token_is_a_real_divergence_at_its_position_shown_in_the_decisio
         "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}], "mode": "controlled",
         "require_qualification": False, "require_rehearsal": False, "require_restored": False}}))  # fmt: skip
     refused = fairwin("promote", "check", str(window), "--policy", str(policy))
-    assert refused.returncode == 1 and refused.stdout.splitlines()[0] == "REFUSED"
+    assert refused.returncode == ANSWER_IS_NO and refused.stdout.splitlines()[0] == "REFUSED"
     assert [line.split(":")[0] for line in refused.stdout.splitlines()[1:]] == ["  - real greedy divergence"] * 2
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.errors import ServerExitedError
+from fairwin.errors import ANSWER_IS_NO, ServerExitedError
 from fairwin.files import read_jsonl
 from fairwin.launch.spec import LaunchSpec, free_port
 from fairwin.plan import load_plan
@@ -32,7 +32,7 @@ def test_production_commands_prove_up_and_down(
     role = sim_role(model="prod-cmd", port=free_port())
     plan = production_plan(make_plan, "prod-cmd", P={**role, "argv": [python, *role["argv"][1:]]})
     stop_production.append(plan)
-    assert fairwin("production", "status", str(plan)).returncode == 1
+    assert fairwin("production", "status", str(plan)).returncode == ANSWER_IS_NO
     up = fairwin("production", "up", str(plan), "--watch")
     assert up.returncode == 0, up.stderr
     assert up.stdout.startswith("UP: launched pid") and "watch held" in up.stdout and "2 of 2 requests" in up.stdout
@@ -44,7 +44,7 @@ def test_production_commands_prove_up_and_down(
     down = fairwin("production", "down", str(plan))
     assert down.returncode == 0 and down.stdout.startswith(f"DOWN: stopped pid {state['pid']} (SIGTERM)"), down.stdout
     assert processes_with("prod-cmd") == []
-    assert fairwin("production", "status", str(plan)).returncode == 1
+    assert fairwin("production", "status", str(plan)).returncode == ANSWER_IS_NO
 
 
 def recording_launcher(production_url: str, seen: list[str]):  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fairwin.decision.divergence import Divergence
+from fairwin.errors import ANSWER_IS_NO
 from fairwin.launch.spec import free_port
 from fairwin.promote.check import CHECKS, gather
 from fairwin.promote.policy import PromotionPolicy
@@ -68,8 +69,8 @@ def policy(promoted: dict[str, Any], **changes: Any) -> Path:
 
 def check(window: Path, policy_file: Path) -> tuple[int, list[str], dict[str, Any]]:
     out = window.parent / f"{window.name}-promotion-{policy_file.stem}.json"
-    done = fairwin("promote", "check", str(window), "--policy", str(policy_file), "--out", str(out))
-    assert done.returncode in (0, 1), done.stderr
+    done = fairwin("promote", "check", str(window), "--policy", str(policy_file), "--to", str(out))
+    assert done.returncode in (0, ANSWER_IS_NO), done.stderr
     receipt = json.loads(out.read_text())
     assert done.stdout.splitlines()[0] == receipt["verdict"]
     assert [line.removeprefix("  - ") for line in done.stdout.splitlines()[1:]] == receipt["reasons"]
@@ -100,7 +101,7 @@ def test_each_policy_requirement_refuses_alone(promoted: dict[str, Any], case: s
     changes, reason = POLICY_REFUSALS[case]
     code, reasons, _ = check(promoted["window"], policy(promoted, **changes))
     deciding = sum(c["decides"] for c in promoted["decision"]["cells"])
-    assert code == 1 and len(reasons) == (deciding if case in PER_CELL else 1), reasons
+    assert code == ANSWER_IS_NO and len(reasons) == (deciding if case in PER_CELL else 1), reasons
     assert all(reason in r for r in reasons)
 
 
@@ -189,5 +190,5 @@ def test_a_window_given_no_qualification_gate_or_rehearsal_is_refused_for_each(
                         ("require_rehearsal", "no rehearsal was given to the window"),
                         ("require_restored", "the window held no production")):  # fmt: skip
         code, reasons, _ = check(window, policy(promoted, **{**alone, key: True}))
-        assert code == 1 and len(reasons) == 1 and reasons[0].startswith(reason), reasons
+        assert code == ANSWER_IS_NO and len(reasons) == 1 and reasons[0].startswith(reason), reasons
     assert check(window, policy(promoted, **alone))[0] == 0

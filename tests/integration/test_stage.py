@@ -45,7 +45,7 @@ def test_stage_brings_the_pinned_checkout_to_its_commit_and_writes_its_artifacts
            f'"{qualified}:build/verifier.so" }} }}\n')  # fmt: skip
     plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\n{pin}', 1))
     receipt = tmp_path / "stage.json"
-    done = fairwin("stage", str(plan), "--mode", "controlled", "--receipt", str(receipt))
+    done = fairwin("stage", str(plan), "--mode", "controlled", "--to", str(receipt))
     assert done.returncode == 0, done.stderr
     assert f"role B on host h2: {repo} at {qualified[:12]} (from {later[:12]})" in done.stdout
     assert git(repo, "rev-parse", "HEAD") == qualified and (repo / "engine.py").read_text() == "SPEED = 1\n"
@@ -57,7 +57,7 @@ def test_stage_brings_the_pinned_checkout_to_its_commit_and_writes_its_artifacts
     assert (staged["host"], staged["before"], staged["after"]) == ("h2", later, qualified)
     written = {"from": f"{qualified}:build/verifier.so", "sha256": sha256_bytes(content)}
     assert staged["artifacts"] == {str(dest): written}
-    again = fairwin("stage", str(plan), "--receipt", str(receipt))
+    again = fairwin("stage", str(plan), "--receipt", str(receipt))  # the old spelling of --to
     assert again.returncode == 0 and "(already there)" in again.stdout
 
     (repo / "engine.py").write_text("SPEED = 3\n")  # edited by hand on the host

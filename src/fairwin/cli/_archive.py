@@ -6,16 +6,20 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
+
 
 DEFAULT_ARCHIVE = "windows/control-archive.jsonl"
 WHERE = "the archive: a JSONL file or a postgresql:// URL (default: $FAIRWIN_ARCHIVE_URL, else " + DEFAULT_ARCHIVE + ")"
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Commands) -> None:
     archive = commands.add_parser("archive", help="the control archive")
     which = archive.add_subparsers(dest="archive_command", required=True, metavar="SUBCOMMAND")
     stats = which.add_parser("stats", help="each key's day-to-day spread, the noise a window sets beside its bar")
@@ -64,16 +68,23 @@ def archive_stats(args: argparse.Namespace) -> int:
     snapshot = store.snapshot()
     for problem in snapshot.problems:
         stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
-    match = {key: value for key in ("cell", "role", "mode", "production_commit", "max_tokens")
-             if (value := getattr(args, key)) is not None}  # fmt: skip
-    chosen = [row for row in select(snapshot.rows, match)
-              if (args.commit is None or row.commit == args.commit)
-              and (args.clock_cap_mhz is None or row.clock_cap_mhz == args.clock_cap_mhz)]  # fmt: skip
+    match = {
+        key: value
+        for key in ("cell", "role", "mode", "production_commit", "max_tokens")
+        if (value := getattr(args, key)) is not None
+    }
+    chosen = [
+        row
+        for row in select(snapshot.rows, match)
+        if (args.commit is None or row.commit == args.commit)
+        and (args.clock_cap_mhz is None or row.clock_cap_mhz == args.clock_cap_mhz)
+    ]
     found = [(key, rows, [noise(rows, key.cell, metric) for metric in METRICS]) for key, rows in groups(chosen).items()]
     if args.json:
-        printed = [{"key": key.describe(), "control_starts": len(rows), "noise": [n.model_dump(mode="json")
-                                                                               for n in spread]}
-                   for key, rows, spread in found]  # fmt: skip
+        printed = [
+            {"key": key.describe(), "control_starts": len(rows), "noise": [n.model_dump(mode="json") for n in spread]}
+            for key, rows, spread in found
+        ]
         stdout.print(json.dumps(printed, indent=2), markup=False)
         return 0
     if not found:
@@ -95,8 +106,9 @@ def archive_migrate(args: argparse.Namespace) -> int:
     applied = store.migrate()
     for migration in applied:
         stdout.print(f"applied v{migration.version}: {migration.description}", markup=False)
-    stdout.print(f"{store.location}: schema v{SCHEMA_VERSION}" + ("" if applied else " (already current)"),
-                 markup=False)  # fmt: skip
+    stdout.print(
+        f"{store.location}: schema v{SCHEMA_VERSION}" + ("" if applied else " (already current)"), markup=False
+    )
     return 0
 
 
@@ -112,8 +124,11 @@ def archive_import(args: argparse.Namespace) -> int:
         stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
     into = open_archive(_location(args.archive))
     done = import_rows(snapshot, into)
-    stdout.print(f"imported {done.added} rows of {done.windows} windows into {into.location}"
-                 + (f"; {done.already} were there already" if done.already else ""), markup=False)  # fmt: skip
+    stdout.print(
+        f"imported {done.added} rows of {done.windows} windows into {into.location}"
+        + (f"; {done.already} were there already" if done.already else ""),
+        markup=False,
+    )
     return 0
 
 
@@ -140,6 +155,9 @@ def archive_append(args: argparse.Namespace) -> int:
     usable = recorded if recorded and (not is_database(recorded) or redact(recorded) == recorded) else None
     store = open_archive(_location(args.archive, usable))
     appended = store.append(control_rows(window))
-    stdout.print(f"appended {appended.added} control rows of {window.name} to {store.location}"
-                 + (f"; {appended.already} were there already" if appended.already else ""), markup=False)  # fmt: skip
+    stdout.print(
+        f"appended {appended.added} control rows of {window.name} to {store.location}"
+        + (f"; {appended.already} were there already" if appended.already else ""),
+        markup=False,
+    )
     return 0

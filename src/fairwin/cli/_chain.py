@@ -8,10 +8,30 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import plan_group
 from fairwin.cli._console import stderr, stdout
 
 if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
     from fairwin.plan.loading import LoadedPlan
+
+
+def add_parsers(commands: Commands) -> None:
+    which = plan_group(
+        commands,
+        "chain",
+        "windows that leave production down between them",
+        (
+            ("status", status, "where a chain stands: its windows, production, placeholders, the next order"),
+            (
+                "check-prev",
+                check_prev,
+                "gate the next window (marker, previous window, placeholders); a refusal aborts the chain",
+            ),
+            ("abort", abort, "placeholders down, production restored and watched, the marker cleared"),
+        ),
+    )
+    which.choices["check-prev"].add_argument("--chain-production", help="production's new capture, as for run")
 
 
 def _loaded(args: argparse.Namespace) -> tuple[LoadedPlan, Path]:
@@ -49,8 +69,11 @@ def abort(args: argparse.Namespace) -> int:
         stdout.print("no chain in progress: nothing to abort", markup=False)
         return 0
     restore, stopped = aborted["restore"], "; ".join(aborted["placeholders"]) or "none"
-    stdout.print(f"ABORTED {aborted['chain_id']} (decision REJECT): placeholders {stopped}; production "
-                 f"{restore['state']} ({restore['up']['how']}); the marker cleared", markup=False)  # fmt: skip
+    stdout.print(
+        f"ABORTED {aborted['chain_id']} (decision REJECT): placeholders {stopped}; production "
+        f"{restore['state']} ({restore['up']['how']}); the marker cleared",
+        markup=False,
+    )
     for note in aborted["notes"]:
         stdout.print(f"note: {note}", markup=False)
     return 0

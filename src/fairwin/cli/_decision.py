@@ -5,10 +5,60 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fairwin.cli._console import stderr, stdout
-from fairwin.errors import UsageError
+from fairwin.errors import ANSWER_IS_NO, UsageError
 from fairwin.formats import DECISIONS
+
+if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
+
+
+def add_parsers(commands: Commands) -> None:
+    deciding = commands.add_parser("decide", help="recompute a decision from a window directory or a pooled file")
+    deciding.add_argument("window", nargs="?", help="a window directory (uses its stored rows and context)")
+    deciding.add_argument("--pooled", help="decide from this pooled JSONL file alone (schema: docs/decision.md)")
+    deciding.add_argument("--mode", help="with --pooled: the mode the rows were measured in")
+    deciding.add_argument("--clock-cap-mhz", type=float, help="with --pooled: production's clock cap")
+    deciding.add_argument("--reported", action="append", default=[], help="with --pooled: a cell that never decides")
+    deciding.add_argument(
+        "--rule",
+        action="append",
+        default=[],
+        help="rule id, repeatable for several side by side (default: the window's own; for --pooled, the default rule)",
+    )
+    deciding.add_argument("--archive", help="with a window: use this archive's noise as it is now")
+    deciding.add_argument("--json", action="store_true", help="print the decision document as JSON")
+    deciding.set_defaults(func=decide)
+
+    comparing = commands.add_parser("compare", help="verdicts and effects across windows (a chain's, or days)")
+    comparing.add_argument("windows", nargs="+", help="complete window directories, in the order to show them")
+    comparing.add_argument("--json", action="store_true", help="print fairwin.comparison/1 as JSON")
+    comparing.add_argument("--plot", metavar="FILE.png", help="also draw each cell's effect per window into this PNG")
+    comparing.set_defaults(func=compare)
+
+    rules = commands.add_parser("rules", help="registered decision rules and their own error rates")
+    rule_commands = rules.add_subparsers(dest="rules_command", required=True, metavar="SUBCOMMAND")
+    rule_commands.add_parser("list", help="every registered rule").set_defaults(func=rules_list)
+    show = rule_commands.add_parser("show", help="a rule's full definition and sha256")
+    show.add_argument("rule")
+    show.set_defaults(func=rules_show)
+    audit = rule_commands.add_parser("audit", help="false-WIN, false-LOSS and power by seeded Monte Carlo")
+    audit.add_argument("rule")
+    audit.add_argument("--cv", type=float, help="relative s.d. of one repeat, in %%")
+    audit.add_argument("--launch-cv", type=float, default=0.0, help="relative s.d. of one launch, in %% (default 0)")
+    audit.add_argument(
+        "--drift", type=float, default=0.0, help="the level's change from one start to the next, in %% (default 0)"
+    )
+    audit.add_argument("--noise-from", help="take both from this control archive (with --cell)")
+    audit.add_argument("--cell", help="with --noise-from: the cell whose noise to use")
+    audit.add_argument("--effect", type=float, default=0.0, help="a true effect in %% for the power (e.g. 5)")
+    audit.add_argument("--repeats", type=int, default=3)
+    audit.add_argument("--trials", type=int, default=4000)
+    audit.add_argument("--seed", type=int, default=0)
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(func=rules_audit)
 
 
 def decide(args: argparse.Namespace) -> int:
@@ -41,8 +91,7 @@ def decide(args: argparse.Namespace) -> int:
         stderr.print(f"note: {note}", markup=False)
     if args.json:
         # One shape whatever the number of rules: the decisions in the order the rules were named.
-        payload = {"format": DECISIONS.id, "decisions": [d.model_dump(mode="json") for d in decisions],
-                   "notes": notes}  # fmt: skip
+        payload = {"format": DECISIONS.id, "decisions": [d.model_dump(mode="json") for d in decisions], "notes": notes}
         stdout.print(json.dumps(payload, indent=2), markup=False)
         return 0
     for decision in decisions:
@@ -85,19 +134,33 @@ def rules_audit(args: argparse.Namespace) -> int:
         launch_cv = found.launch_cv_pct if found.launch_cv_pct is not None else launch_cv
     if repeat_cv <= 0 or launch_cv < 0:
         raise UsageError("noise must be positive: --cv > 0 and --launch-cv >= 0")
-    common = {"repeats": args.repeats, "repeat_cv_pct": repeat_cv, "launch_cv_pct": launch_cv,
-              "trials": args.trials, "seed": args.seed, "archive_starts": starts, "drift_pct": args.drift}  # fmt: skip
+    common = {
+        "repeats": args.repeats,
+        "repeat_cv_pct": repeat_cv,
+        "launch_cv_pct": launch_cv,
+        "trials": args.trials,
+        "seed": args.seed,
+        "archive_starts": starts,
+        "drift_pct": args.drift,
+    }
     null = audit(rule, effect_pct=0.0, **common)
     powered = audit(rule, effect_pct=args.effect, **common) if args.effect else None
     # A sequential rule's starts vary: the fixed rules that ask its question are audited beside it, same noise.
     beside = [r for r in RULES.values() if rule.looks and not r.looks and r.primary == rule.primary]
-    compared = [(r, audit(r, effect_pct=0.0, **common), audit(r, effect_pct=args.effect, **common) if args.effect
-                 else None) for r in beside]  # fmt: skip
+    compared = [
+        (r, audit(r, effect_pct=0.0, **common), audit(r, effect_pct=args.effect, **common) if args.effect else None)
+        for r in beside
+    ]
     if args.json:
-        beside_json = [{"no_change": n.model_dump(mode="json"), "effect": e.model_dump(mode="json") if e else None}
-                       for _, n, e in compared]  # fmt: skip
-        payload = {"no_change": null.model_dump(mode="json"),
-                   "effect": powered.model_dump(mode="json") if powered else None, "beside": beside_json}  # fmt: skip
+        beside_json = [
+            {"no_change": n.model_dump(mode="json"), "effect": e.model_dump(mode="json") if e else None}
+            for _, n, e in compared
+        ]
+        payload = {
+            "no_change": null.model_dump(mode="json"),
+            "effect": powered.model_dump(mode="json") if powered else None,
+            "beside": beside_json,
+        }
         stdout.print(json.dumps(payload, indent=2), markup=False)
         return 0
     stdout.print(audit_table(rule, null, powered, args.effect))
@@ -134,4 +197,4 @@ def compare(args: argparse.Namespace) -> int:
     else:
         stdout.print(comparison_table(found))
         stdout.print("the windows agree" if found.agree else "the windows do not agree", markup=False)
-    return 0 if found.agree else 1
+    return 0 if found.agree else ANSWER_IS_NO

@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import file_to_write, plan_group
 from fairwin.cli._console import stdout
+from fairwin.errors import ANSWER_IS_NO
 
 if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
     from fairwin.production.control import Production
+
+
+def add_parsers(commands: Commands) -> None:
+    which = plan_group(
+        commands,
+        "production",
+        "bring production up, take it down, or say which it is",
+        (
+            ("up", up, "bring production up and prove it healthy (with --watch, watch it too)"),
+            ("down", down, "take production down and prove it: its port refuses, must_not_run absent"),
+            ("status", status, "print UP (exit 0) or DOWN (exit 7)"),
+            ("snapshot", snapshot, "write production's declaration and its sha256 (for --chain-production)"),
+        ),
+    )
+    which.choices["up"].add_argument("--watch", action="store_true", help="then watch it as a restore does")
+    file_to_write(which.choices["snapshot"], "the file (fairwin.production-snapshot/1)", required=True)
 
 
 def _production(args: argparse.Namespace) -> Production:
@@ -68,7 +86,7 @@ def status(args: argparse.Namespace) -> int:
     problems = asyncio.run(production.down_problems())
     detail = "; ".join(problems) if problems else f"{production.base_url} refuses connections"
     stdout.print(f"DOWN: {production.health_url} does not answer 200 ({detail})", markup=False)
-    return 1
+    return ANSWER_IS_NO
 
 
 def snapshot(args: argparse.Namespace) -> int:
@@ -77,6 +95,6 @@ def snapshot(args: argparse.Namespace) -> int:
     from fairwin.formats import PRODUCTION_SNAPSHOT
 
     captured = _production(args).snapshot()
-    write_json_atomic(Path(args.to), {"format": PRODUCTION_SNAPSHOT.id, **captured})
+    write_json_atomic(args.to, {"format": PRODUCTION_SNAPSHOT.id, **captured})
     stdout.print(f"production snapshot {captured['sha256']} written to {args.to}", markup=False)
     return 0

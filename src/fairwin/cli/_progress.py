@@ -32,8 +32,14 @@ class LiveDisplay:
     """One bar over every wave of the window, its text kept up to date from the progress events."""
 
     def __init__(self, console: Console) -> None:
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[times]}"), console=console)  # fmt: skip
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[times]}"),
+            console=console,
+        )
         self.task: TaskID = self.progress.add_task("opening the window", total=None, times="")
         self.started = time.monotonic()
         self.estimate_s: float | None = None

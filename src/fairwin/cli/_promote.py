@@ -1,23 +1,26 @@
-"""Handler for promote check: ALLOWED (exit 0) or REFUSED (exit 1) with every reason, one line each."""
+"""`fairwin promote check`: ALLOWED (exit 0) or REFUSED (exit 7, the answer is no) with every reason, one line each."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import file_to_write
 from fairwin.cli._console import stdout
+from fairwin.errors import ANSWER_IS_NO
 
-REFUSED_EXIT = 1
+if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
 
 
-def add_parsers(commands: Any) -> None:
+def add_parsers(commands: Commands) -> None:
     promote = commands.add_parser("promote", help="the promotion gate: may a window's WIN promote its candidate?")
     which = promote.add_subparsers(dest="promote_command", required=True, metavar="SUBCOMMAND")
-    check = which.add_parser("check", help="ALLOWED (exit 0) or REFUSED (exit 1) with every reason")
+    check = which.add_parser("check", help="ALLOWED (exit 0) or REFUSED (exit 7) with every reason")
     check.add_argument("window", help="the window directory")
     check.add_argument("--policy", required=True, metavar="FILE", help="the promotion policy (promote.toml)")
-    check.add_argument("--out", metavar="FILE", help="the receipt (default: WINDOW/promotion.json)")
+    file_to_write(check, "the receipt (default: WINDOW/promotion.json)", old="--out")
     check.set_defaults(func=promote_check)
 
 
@@ -28,8 +31,8 @@ def promote_check(args: argparse.Namespace) -> int:
     policy_path = Path(args.policy)
     policy, digest = load_policy(policy_path)
     window = Path(args.window)
-    receipt = check_promotion(window, policy, policy_path, digest, Path(args.out) if args.out else None)
+    receipt = check_promotion(window, policy, policy_path, digest, args.to)
     stdout.print(receipt["verdict"], markup=False)
     for reason in receipt["reasons"]:
         stdout.print(f"  - {reason}", markup=False, soft_wrap=True)
-    return 0 if receipt["verdict"] == "ALLOWED" else REFUSED_EXIT
+    return 0 if receipt["verdict"] == "ALLOWED" else ANSWER_IS_NO

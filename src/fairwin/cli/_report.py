@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import file_to_write
 from fairwin.cli._console import stdout
 from fairwin.errors import UsageError
 
+if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
 
-def add_parsers(commands: Any) -> None:
+
+def add_parsers(commands: Commands) -> None:
     report = commands.add_parser("report", help="write a window's report.html (self-contained: figures embedded)")
     report.add_argument("window", help="a complete window directory")
-    report.add_argument("--html", metavar="FILE", help="write it here (default: WINDOW/report.html)")
+    file_to_write(report, "write it here (default: WINDOW/report.html)", old="--html")
     report.set_defaults(func=report_html)
 
     export = commands.add_parser("export", help="pooled rows and decisions of complete windows as CSV or Parquet")
@@ -28,7 +32,7 @@ def report_html(args: argparse.Namespace) -> int:
     from fairwin.window.stored import completed_decision
 
     window = Path(args.window)
-    written = write_report(window, completed_decision(window), Path(args.html) if args.html else None)
+    written = write_report(window, completed_decision(window), args.to)
     stdout.print(f"report: {written}", markup=False)
     return 0
 

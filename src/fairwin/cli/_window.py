@@ -1,77 +1,82 @@
-"""Handlers for plan, run, sim and prompts: parse results in, library calls, printed results out."""
+"""`fairwin run`, `recover` and `stage`: a window run, a dead one recovered, pinned checkouts staged between windows."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from fairwin.cli._arguments import file_to_write
 from fairwin.cli._console import stderr, stdout
+from fairwin.cli._plan import print_notices
 from fairwin.cli._progress import Say, window_display
 from fairwin.errors import UsageError
 from fairwin.window.progress import Listener
 
 if TYPE_CHECKING:
-    from fairwin.plan.loading import LoadedPlan
+    from fairwin.cli._arguments import Commands
 
 
-def print_notices(loaded: LoadedPlan) -> None:
-    for notice in loaded.notices:
-        stderr.print(f"note: {notice}", markup=False)
-
-
-def plan_check(args: argparse.Namespace) -> int:
-    from fairwin.decision import get_rule
-    from fairwin.gates.budget import check_budget
-    from fairwin.gates.sequence import estimates
-    from fairwin.plan import load_plan
-    from fairwin.window.preflight import error_rate_check, preflight, read_plan_archive_starts
-
-    loaded = load_plan(args.plan)
-    print_notices(loaded)
-    modes = loaded.plan.all_modes()
-    for mode in modes:
-        preflight(loaded, mode)
-    # The budget's gate, as `fairwin run` applies it: a plan that cannot fit is not OK.
-    for found in estimates(loaded, loaded.output_dir(), read_plan_archive_starts(loaded)):
-        check_budget(loaded, found)
-    stdout.print(
-        f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
-        f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
+def add_parsers(commands: Commands) -> None:
+    window = commands.add_parser(
+        "run", help="run one window: control and candidate take turns, as many starts as the rule registers"
     )
-    for warning in error_rate_check(loaded, get_rule(loaded.plan.window.rule)):
-        stderr.print(f"warning: {warning}", markup=False)
-    return 0
-
-
-def plan_show(args: argparse.Namespace) -> int:
-    from fairwin.gates.sequence import estimates
-    from fairwin.plan import load_plan
-    from fairwin.report.dryplan import render_dry_plan
-    from fairwin.window.preflight import first_look_archive, hold_lines, power_check, preflight, read_plan_archive
-
-    loaded = load_plan(args.plan)
-    print_notices(loaded)
-    checked = preflight(loaded, args.mode)
-    snapshot = read_plan_archive(loaded)
-    budgets = estimates(loaded, loaded.output_dir(),
-                        first_look_archive(loaded, checked.rule, snapshot, checked.mode_name))  # fmt: skip
-    stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
-    chosen = next(found for found in budgets if found.mode == checked.mode_name)
-    for line in ["", *hold_lines(loaded, checked.rule, checked.mode_name, chosen, snapshot)]:
-        stdout.print(line, markup=False)
-    warnings = power_check(loaded, checked.rule, checked.mode_name)
-    stdout.print("", markup=False)
-    if warnings:
-        for warning in warnings:
-            stdout.print(f"warning: {warning}", markup=False)
-    else:
-        stdout.print("power: no warning from the control archive's noise", markup=False)
-    return 0
+    window.add_argument("plan", type=Path)
+    window.add_argument("--mode", default="controlled", help="mode to run (default: controlled)")
+    window.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
+    window.add_argument("-q", "--quiet", action="store_true", help="no progress lines or display")
+    window.add_argument(
+        "--progress-json",
+        action="store_true",
+        help="progress events (fairwin.progress/1) as JSON lines on stdout, not the tables",
+    )
+    window.add_argument("--qualification", help="a CARRIED receipt from `fairwin qualify carry`")
+    window.add_argument(
+        "--require-gate", action="append", default=[], help="a PASS receipt from `fairwin gate run` (repeatable)"
+    )
+    window.add_argument("--require-rehearsal", help="a PASS rehearsal directory from `fairwin rehearse`")
+    window.add_argument(
+        "--expected-commit",
+        "--expected-experiment-commit",
+        dest="expected_commit",
+        help="refuse unless the plan's repository ([qualification] repo) is at this commit and clean "
+        "(default: window.expected_commit)",
+    )
+    window.add_argument(
+        "--coordinator",
+        help="who runs this window, kept in the hardware's lock (default: $FAIRWIN_COORDINATOR, else your user name)",
+    )
+    chained = window.add_mutually_exclusive_group()
+    chained.add_argument(
+        "--chain",
+        action="store_true",
+        help="leave production down for the next window of a chain (placeholders hold the hardware; docs/chain.md)",
+    )
+    chained.add_argument("--chain-last", action="store_true", help="the chain's last window: restore production")
+    window.add_argument(
+        "--chain-production",
+        help="production's new capture (`fairwin production snapshot`) when its "
+        "declaration changed since the chain left it down",
+    )
+    window.set_defaults(func=run)
+    recovery = commands.add_parser(
+        "recover", help="after fairwin died: stop the window's servers, give production back, mark it interrupted"
+    )
+    recovery.add_argument("plan", type=Path)
+    recovery.add_argument("--out", help="the plan's output directory, if not window.output_dir")
+    recovery.set_defaults(func=recover)
+    staging = commands.add_parser(
+        "stage",
+        help="between windows: bring each pinned checkout on its host to its "
+        "commit and write its declared artifacts, with a receipt",
+    )
+    staging.add_argument("plan", type=Path)
+    staging.add_argument("--mode", help="only this mode's roles (default: every role that pins a checkout)")
+    file_to_write(staging, "where the receipt goes (default: OUTPUT_DIR/stage-TIME.json)", old="--receipt")
+    staging.set_defaults(func=stage)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,8 +110,17 @@ def run(args: argparse.Namespace) -> int:
             asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
         chain: Literal["chain", "last"] | None = "chain" if args.chain else "last" if args.chain_last else None
         capture = Path(args.chain_production) if args.chain_production else None
-        return await run_window(loaded, args.mode, say=say, progress=listener, output_dir=output, gates=gates,
-                                coordinator=args.coordinator, chain=chain, chain_production=capture)  # fmt: skip
+        return await run_window(
+            loaded,
+            args.mode,
+            say=say,
+            progress=listener,
+            output_dir=output,
+            gates=gates,
+            coordinator=args.coordinator,
+            chain=chain,
+            chain_production=capture,
+        )
 
     with window_display(stderr, quiet=args.quiet, as_json=args.progress_json) as (say, listener):
         result = asyncio.run(until_signalled(say, listener))
@@ -116,78 +130,6 @@ def run(args: argparse.Namespace) -> int:
     stdout.print(f"report: {result.window.summary}")
     if (page := result.window.path / "report.html").exists():
         stdout.print(f"page: {page}", markup=False)
-    return 0
-
-
-def sim(args: argparse.Namespace) -> int:
-    from fairwin.sim.app import FAULTS, serve
-    from fairwin.sim.model import SimConfig
-
-    unknown = sorted(set(args.fault) - FAULTS.keys())
-    if unknown:
-        raise UsageError(f"unknown --fault {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
-    acceptance = tuple(float(x) for x in args.acceptance.split(",")) if args.acceptance else ()
-    if any(not 0 <= a <= 1 for a in acceptance):
-        raise UsageError("--acceptance values must lie in [0, 1], e.g. 0.8,0.6,0.4")
-    config = SimConfig(
-        model=args.model,
-        spec_tokens=args.spec_tokens,
-        acceptance=acceptance,
-        draft_probability=args.draft_probability,
-        ms_per_round=args.ms_per_round,
-        ms_per_draft_token=args.ms_per_draft_token,
-        prefill_ms_per_token=args.prefill_ms_per_token,
-        jitter=args.jitter,
-        seed=args.seed,
-        faults=frozenset(args.fault),
-        reject_params=frozenset(args.reject_param),
-        per_request_metrics=args.per_request_metrics,
-        clock=args.clock,
-        eos_token_id=args.eos_token_id,
-        api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
-    )
-    serve(config, args.host, args.port)
-    return 0
-
-
-def prompts(args: argparse.Namespace) -> int:
-    from fairwin.client.families import Tokenization, build_families
-
-    if (args.tokens is None) != (args.tokenize_url is None and args.tokenizer is None):
-        raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE, and they need it")
-    if args.tokenize_url and args.tokenizer:
-        raise UsageError("give --tokenize-url or --tokenizer, not both")
-    cut = None
-    if args.tokens is not None:
-        tokenizer = Path(args.tokenizer) if args.tokenizer else None
-        cut = Tokenization(tokens=args.tokens, tokenize_url=args.tokenize_url, model=args.model, tokenizer=tokenizer)
-    built = build_families(args.family, Path(args.out), count=args.count, min_chars=args.min_chars, seed=args.seed,
-                           cut=cut)  # fmt: skip
-    for family in asyncio.run(built):
-        cut_note = f", each cut to {args.tokens} tokens" if args.tokens else ""
-        stdout.print(f"# {family.count} prompts{cut_note} -> {family.prompts_path}", markup=False)
-        stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
-    return 0
-
-
-def rehearse(args: argparse.Namespace) -> int:
-    from fairwin.errors import RehearsalFailed
-    from fairwin.gates.rehearsal import run_rehearsal
-    from fairwin.plan import load_plan
-
-    loaded = load_plan(args.plan)
-    print_notices(loaded)
-    document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env, args.eos)
-    for probe in document["probes"]:
-        state = "ok" if probe["ok"] else probe["reading"]
-        stdout.print(f"  {probe['name']:<24} HTTP {probe.get('status')}  {state}", markup=False)
-    if document["verdict"] != "PASS":
-        confirmed = (
-            "" if document["cause_confirmed"] else " (cause not confirmed: a control probe did not fail as expected)"
-        )
-        raise RehearsalFailed(f"rehearsal FAIL{confirmed}: {document['failures'][0] if document['failures'] else ''} "
-                              f"[{args.out}/rehearsal.json]")  # fmt: skip
-    stdout.print(f"rehearsal PASS against {document['url']}; cause confirmed; {args.out}/rehearsal.json", markup=False)
     return 0
 
 
@@ -213,7 +155,7 @@ def stage(args: argparse.Namespace) -> int:
     else:
         roles = list(loaded.plan.roles)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    receipt = args.receipt or loaded.output_dir(None) / f"stage-{stamp}.json"
+    receipt = args.to or loaded.output_dir(None) / f"stage-{stamp}.json"
     asyncio.run(stage_checkouts(loaded, roles, receipt, lambda line: stdout.print(line, markup=False)))
     stdout.print(f"STAGED: receipt {receipt}", markup=False)
     return 0

@@ -1,0 +1,55 @@
+"""`fairwin prompts`: prompt families and frozen order files built from local text."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fairwin.cli._console import stdout
+from fairwin.errors import UsageError
+
+if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
+
+
+def add_parsers(commands: Commands) -> None:
+    parser = commands.add_parser("prompts", help="build prompt families and frozen order files from local text")
+    parser.add_argument(
+        "--family",
+        action="append",
+        required=True,
+        help="NAME or NAME=SOURCE; built-in: prose, code; SOURCE may be a .jsonl, a text file or a directory",
+    )
+    parser.add_argument("--out", required=True, help="directory for NAME.jsonl and NAME.order.json")
+    parser.add_argument("--count", type=int, default=12, help="prompts per family")
+    parser.add_argument("--min-chars", type=int, default=20000, help="minimum characters per prompt")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the frozen order")
+    parser.add_argument("--plan-dir", default=".", help="paths in the printed plan snippet are relative to this")
+    parser.add_argument("--tokens", type=int, help="also cut every prompt to exactly this many tokens")
+    parser.add_argument("--tokenize-url", help="count tokens with this server's /tokenize (e.g. http://127.0.0.1:8000)")
+    parser.add_argument("--model", default="", help="model name for --tokenize-url")
+    parser.add_argument("--tokenizer", help="count tokens with this local tokenizer.json instead of a server")
+    parser.set_defaults(func=prompts)
+
+
+def prompts(args: argparse.Namespace) -> int:
+    from fairwin.client.families import Tokenization, build_families
+
+    if (args.tokens is None) != (args.tokenize_url is None and args.tokenizer is None):
+        raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE, and they need it")
+    if args.tokenize_url and args.tokenizer:
+        raise UsageError("give --tokenize-url or --tokenizer, not both")
+    cut = None
+    if args.tokens is not None:
+        tokenizer = Path(args.tokenizer) if args.tokenizer else None
+        cut = Tokenization(tokens=args.tokens, tokenize_url=args.tokenize_url, model=args.model, tokenizer=tokenizer)
+    built = build_families(
+        args.family, Path(args.out), count=args.count, min_chars=args.min_chars, seed=args.seed, cut=cut
+    )
+    for family in asyncio.run(built):
+        cut_note = f", each cut to {args.tokens} tokens" if args.tokens else ""
+        stdout.print(f"# {family.count} prompts{cut_note} -> {family.prompts_path}", markup=False)
+        stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
+    return 0
