@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from fairwin.errors import CorruptRecordError, InputError
+from fairwin.errors import CorruptRecordError, InputError, OutputDirError
 from fairwin.redaction import scrub_bytes
 
 
@@ -56,7 +56,12 @@ def _fsync_dir(directory: Path) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     data = scrub_bytes(data)  # a resolved secret never reaches a file, whatever path it took to get here
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise OutputDirError(f"{path} is a directory; name the file to write in it")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        raise OutputDirError(f"{path.parent}: no such directory to write {path.name} in; create it first") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -144,7 +149,7 @@ def scan_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # nested past any record fairwin writes
                 row = None
             if not isinstance(row, dict):
                 torn = (
@@ -203,6 +208,8 @@ def read_json(path: Path, formats: tuple[str, ...] = ()) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         what = "empty" if not text.strip() else f"not JSON ({exc.msg} at line {exc.lineno})"
         raise CorruptRecordError(f"{path}: {what}; it is torn or was edited") from None
+    except RecursionError:
+        raise CorruptRecordError(f"{path}: nested far deeper than any record fairwin writes; not its file") from None
     if not isinstance(value, dict):
         raise CorruptRecordError(f"{path}: not a JSON object; it is not the file fairwin wrote there")
     if formats:

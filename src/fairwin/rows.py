@@ -69,16 +69,20 @@ def metric_source(metric: str) -> MetricSource:
 # -- The pooled row ----------------------------------------------------------------------------------
 
 
+#: A measured rate, ratio or duration: finite and never negative (a NaN or a negative rate means nothing).
+Measured = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class MetricValues(BaseModel):
     """The metrics a repeat is measured by (``METRICS``, one field each); null when unobserved."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    pooled_rate_tps: float | None = None
-    accepted_per_round: float | None = None
-    decode_tps: float | None = None
-    ms_per_round: float | None = None
-    ttft_s: float | None = None
+    pooled_rate_tps: Measured | None = None
+    accepted_per_round: Measured | None = None
+    decode_tps: Measured | None = None
+    ms_per_round: Measured | None = None
+    ttft_s: Measured | None = None
 
 
 class DecisionRow(MetricValues):

@@ -80,7 +80,7 @@ def _identities_of(existing: bytes, windows: set[str]) -> set[tuple[str, str, st
             continue
         try:
             item = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue  # a torn line: reported by readers, never counted as present
         if isinstance(item, dict) and item.get("window_id") in windows:
             found.add((item["window_id"], str(item.get("start")), str(item.get("cell"))))

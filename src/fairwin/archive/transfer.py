@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fairwin.archive.rows import ArchiveRow
 from fairwin.archive.store import ArchiveStore, Snapshot
+from fairwin.errors import InputError
 from fairwin.files import write_jsonl_atomic
 
 
@@ -24,6 +25,12 @@ class Imported:
 
 
 def import_rows(source: Snapshot, into: ArchiveStore) -> Imported:
+    """Every row of ``source`` into ``into``; a source in which no line is a row is refused (not an archive)."""
+    if not source.rows and source.problems:
+        raise InputError(
+            f"{source.location}: not one line is an archive row ({len(source.problems)} unreadable); "
+            "is it a fairwin archive file (control-archive.jsonl, or an export)?"
+        )
     by_window: dict[str, list[ArchiveRow]] = {}
     for row in source.rows:
         by_window.setdefault(row.window_id, []).append(row)

@@ -33,7 +33,7 @@ from fairwin.cli import (
     _sim,
     _window,
 )
-from fairwin.cli._arguments import check_required
+from fairwin.cli._arguments import Parser, check_required
 from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 from fairwin.redaction import ScrubbingFormatter, scrub
@@ -56,7 +56,7 @@ GROUPS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="fairwin",
         description="Decide fairly whether a serving change wins: windows where control and candidate take turns, "
         "the server's own counters pooled per repeat, and a registered decision rule.",

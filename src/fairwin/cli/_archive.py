@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import count, positive, window_directory
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import InputError, UsageError
 
@@ -26,9 +27,9 @@ def add_parsers(commands: Commands) -> None:
     stats.add_argument("--archive", help=WHERE)
     for key in ("cell", "role", "mode", "production-commit"):
         stats.add_argument(f"--{key}", help=f"only this {key.replace('-', ' ')}")
-    stats.add_argument("--max-tokens", type=int, help="only this max_tokens")
+    stats.add_argument("--max-tokens", type=count, help="only this max_tokens")
     stats.add_argument("--commit", help="only control starts run while this commit was under test")
-    stats.add_argument("--clock-cap-mhz", type=float, help="only control starts that ran at this cap")
+    stats.add_argument("--clock-cap-mhz", type=positive, help="only control starts that ran at this cap")
     stats.add_argument("--json", action="store_true")
     stats.set_defaults(func=archive_stats)
     migrate = which.add_parser("migrate", help="create or upgrade a PostgreSQL archive's schema")
@@ -43,7 +44,7 @@ def add_parsers(commands: Commands) -> None:
     out.add_argument("--archive", help=WHERE)
     out.set_defaults(func=archive_export)
     append = which.add_parser("append", help="append a window's control starts (a retry adds nothing twice)")
-    append.add_argument("window", help="the window directory")
+    append.add_argument("window", type=window_directory, help="the window directory")
     append.add_argument("--archive", help="default: $FAIRWIN_ARCHIVE_URL, else the file the window names")
     append.set_defaults(func=archive_append)
 
@@ -120,10 +121,10 @@ def archive_import(args: argparse.Namespace) -> int:
     if not source.is_file():
         raise InputError(f"{source}: no such archive file")
     snapshot = open_archive(source).snapshot()
-    for problem in snapshot.problems:
-        stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
     into = open_archive(_location(args.archive))
     done = import_rows(snapshot, into)
+    for problem in snapshot.problems:
+        stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
     stdout.print(
         f"imported {done.added} rows of {done.windows} windows into {into.location}"
         + (f"; {done.already} were there already" if done.already else ""),

@@ -1,16 +1,20 @@
-"""What every command group's parsers share: the subparsers' type, the plan group, one flag per meaning.
+"""What every command group's parsers share: one-line errors, the plan group, one flag per meaning, value types.
 
 One meaning per flag: ``--out DIR`` is always an output root (where windows, prompts or
 a rehearsal go), and a file a command writes is ``--to FILE``. The spellings of older
 releases stay as hidden aliases (docs/cli.md lists them).
+
+A value that cannot mean anything (a file where a window directory goes, nan or a
+negative count) is refused while parsing, by the argument's type, with one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:  # argparse's subparsers type is subscriptable only for type checkers
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -46,3 +50,60 @@ def check_required(args: argparse.Namespace) -> None:
     command: argparse.ArgumentParser | None = getattr(args, "requires_to", None)
     if command is not None and args.to is None:
         command.error("the following arguments are required: --to")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error is one line (with where to read more), not the usage block and a line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def window_directory(text: str) -> Path:
+    """A window directory (the one holding window.json): refused at parse time if it is not a directory."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text}: no such window directory")
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; give the window's directory (the one holding window.json)")
+    return path
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def finite(text: str) -> float:
+    """Any finite number (an effect or a drift may be negative); nan and inf are refused."""
+    return _number(text)
+
+
+def non_negative(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
+    return value
+
+
+def positive(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not above 0; give a positive number")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number of things, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is below 1; give a whole number of at least 1")
+    return value

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import count, finite, non_negative, positive, window_directory
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import ANSWER_IS_NO, UsageError
 from fairwin.formats import DECISIONS
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
 
 def add_parsers(commands: Commands) -> None:
     deciding = commands.add_parser("decide", help="recompute a decision from a window directory or a pooled file")
-    deciding.add_argument("window", nargs="?", help="a window directory (uses its stored rows and context)")
+    deciding.add_argument(
+        "window", nargs="?", type=window_directory, help="a window directory (uses its stored rows and context)"
+    )
     deciding.add_argument("--pooled", help="decide from this pooled JSONL file alone (schema: docs/decision.md)")
     deciding.add_argument("--mode", help="with --pooled: the mode the rows were measured in")
-    deciding.add_argument("--clock-cap-mhz", type=float, help="with --pooled: production's clock cap")
+    deciding.add_argument("--clock-cap-mhz", type=positive, help="with --pooled: production's clock cap")
     deciding.add_argument("--reported", action="append", default=[], help="with --pooled: a cell that never decides")
     deciding.add_argument(
         "--rule",
@@ -33,7 +36,9 @@ def add_parsers(commands: Commands) -> None:
     deciding.set_defaults(func=decide)
 
     comparing = commands.add_parser("compare", help="verdicts and effects across windows (a chain's, or days)")
-    comparing.add_argument("windows", nargs="+", help="complete window directories, in the order to show them")
+    comparing.add_argument(
+        "windows", nargs="+", type=window_directory, help="complete window directories, in the order to show them"
+    )
     comparing.add_argument("--json", action="store_true", help="print fairwin.comparison/1 as JSON")
     comparing.add_argument("--plot", metavar="FILE.png", help="also draw each cell's effect per window into this PNG")
     comparing.set_defaults(func=compare)
@@ -46,16 +51,18 @@ def add_parsers(commands: Commands) -> None:
     show.set_defaults(func=rules_show)
     audit = rule_commands.add_parser("audit", help="false-WIN, false-LOSS and power by seeded Monte Carlo")
     audit.add_argument("rule")
-    audit.add_argument("--cv", type=float, help="relative s.d. of one repeat, in %%")
-    audit.add_argument("--launch-cv", type=float, default=0.0, help="relative s.d. of one launch, in %% (default 0)")
+    audit.add_argument("--cv", type=positive, help="relative s.d. of one repeat, in %%")
     audit.add_argument(
-        "--drift", type=float, default=0.0, help="the level's change from one start to the next, in %% (default 0)"
+        "--launch-cv", type=non_negative, default=0.0, help="relative s.d. of one launch, in %% (default 0)"
+    )
+    audit.add_argument(
+        "--drift", type=finite, default=0.0, help="the level's change from one start to the next, in %% (default 0)"
     )
     audit.add_argument("--noise-from", help="take both from this control archive (with --cell)")
     audit.add_argument("--cell", help="with --noise-from: the cell whose noise to use")
-    audit.add_argument("--effect", type=float, default=0.0, help="a true effect in %% for the power (e.g. 5)")
-    audit.add_argument("--repeats", type=int, default=3)
-    audit.add_argument("--trials", type=int, default=4000)
+    audit.add_argument("--effect", type=finite, default=0.0, help="a true effect in %% for the power (e.g. 5)")
+    audit.add_argument("--repeats", type=count, default=3)
+    audit.add_argument("--trials", type=count, default=4000)
     audit.add_argument("--seed", type=int, default=0)
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=rules_audit)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fairwin.cli._arguments import file_to_write
+from fairwin.cli._arguments import file_to_write, window_directory
 from fairwin.cli._console import stdout
 from fairwin.errors import ANSWER_IS_NO
 
@@ -18,7 +18,7 @@ def add_parsers(commands: Commands) -> None:
     promote = commands.add_parser("promote", help="the promotion gate: may a window's WIN promote its candidate?")
     which = promote.add_subparsers(dest="promote_command", required=True, metavar="SUBCOMMAND")
     check = which.add_parser("check", help="ALLOWED (exit 0) or REFUSED (exit 7) with every reason")
-    check.add_argument("window", help="the window directory")
+    check.add_argument("window", type=window_directory, help="the window directory")
     check.add_argument("--policy", required=True, metavar="FILE", help="the promotion policy (promote.toml)")
     file_to_write(check, "the receipt (default: WINDOW/promotion.json)", old="--out")
     check.set_defaults(func=promote_check)

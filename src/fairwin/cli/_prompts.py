@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import count
 from fairwin.cli._console import stdout
 from fairwin.errors import UsageError
 
@@ -23,11 +24,11 @@ def add_parsers(commands: Commands) -> None:
         help="NAME or NAME=SOURCE; built-in: prose, code; SOURCE may be a .jsonl, a text file or a directory",
     )
     parser.add_argument("--out", required=True, help="directory for NAME.jsonl and NAME.order.json")
-    parser.add_argument("--count", type=int, default=12, help="prompts per family")
-    parser.add_argument("--min-chars", type=int, default=20000, help="minimum characters per prompt")
+    parser.add_argument("--count", type=count, default=12, help="prompts per family")
+    parser.add_argument("--min-chars", type=count, default=20000, help="minimum characters per prompt")
     parser.add_argument("--seed", type=int, default=42, help="seed of the frozen order")
     parser.add_argument("--plan-dir", default=".", help="paths in the printed plan snippet are relative to this")
-    parser.add_argument("--tokens", type=int, help="also cut every prompt to exactly this many tokens")
+    parser.add_argument("--tokens", type=count, help="also cut every prompt to exactly this many tokens")
     parser.add_argument("--tokenize-url", help="count tokens with this server's /tokenize (e.g. http://127.0.0.1:8000)")
     parser.add_argument("--model", default="", help="model name for --tokenize-url")
     parser.add_argument("--tokenizer", help="count tokens with this local tokenizer.json instead of a server")

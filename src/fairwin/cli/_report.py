@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fairwin.cli._arguments import file_to_write
+from fairwin.cli._arguments import file_to_write, window_directory
 from fairwin.cli._console import stdout
 from fairwin.errors import UsageError
 
@@ -16,12 +16,12 @@ if TYPE_CHECKING:
 
 def add_parsers(commands: Commands) -> None:
     report = commands.add_parser("report", help="write a window's report.html (self-contained: figures embedded)")
-    report.add_argument("window", help="a complete window directory")
+    report.add_argument("window", type=window_directory, help="a complete window directory")
     file_to_write(report, "write it here (default: WINDOW/report.html)", old="--html")
     report.set_defaults(func=report_html)
 
     export = commands.add_parser("export", help="pooled rows and decisions of complete windows as CSV or Parquet")
-    export.add_argument("windows", nargs="+", help="complete window directories")
+    export.add_argument("windows", nargs="+", type=window_directory, help="complete window directories")
     export.add_argument("--out", required=True, metavar="DIR", help="where pooled.EXT and decisions.EXT go")
     export.add_argument("--format", choices=("csv", "parquet", "both"), default="csv", help="default: csv")
     export.set_defaults(func=export_tables)

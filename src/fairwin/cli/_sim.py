@@ -6,6 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import non_negative, positive
 from fairwin.errors import UsageError
 
 if TYPE_CHECKING:
@@ -19,11 +20,11 @@ def add_parsers(commands: Commands) -> None:
     parser.add_argument("--model", default="sim", help="served model name")
     parser.add_argument("--spec-tokens", type=int, default=0, help="draft tokens per round; 0 turns speculation off")
     parser.add_argument("--acceptance", default="", help="acceptance probability by position, e.g. 0.8,0.6,0.4")
-    parser.add_argument("--draft-probability", type=float, default=1.0, help="chance a round proposes at all")
-    parser.add_argument("--ms-per-round", type=float, default=5.0, help="decode round cost")
-    parser.add_argument("--ms-per-draft-token", type=float, default=0.0, help="extra cost per proposed token")
-    parser.add_argument("--prefill-ms-per-token", type=float, default=0.01)
-    parser.add_argument("--jitter", type=float, default=0.02, help="relative s.d. of each round's time")
+    parser.add_argument("--draft-probability", type=non_negative, default=1.0, help="chance a round proposes at all")
+    parser.add_argument("--ms-per-round", type=positive, default=5.0, help="decode round cost")
+    parser.add_argument("--ms-per-draft-token", type=non_negative, default=0.0, help="extra cost per proposed token")
+    parser.add_argument("--prefill-ms-per-token", type=non_negative, default=0.01)
+    parser.add_argument("--jitter", type=non_negative, default=0.02, help="relative s.d. of each round's time")
     parser.add_argument(
         "--eos-token-id",
         type=int,

@@ -81,7 +81,7 @@ def _user_texts(source: Path) -> Iterator[tuple[str, str]]:
                 try:
                     row = json.loads(line)
                     yield str(row["id"]), str(row["text"])
-                except (json.JSONDecodeError, KeyError, TypeError):
+                except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
                     raise InputError(f"{source}:{number}: expected a JSON object with 'id' and 'text'") from None
     elif source.is_file():
         try:

@@ -102,6 +102,8 @@ def parse_plan(path: Path) -> tuple[bytes, Plan]:
         raise PlanError(f"{path}: not UTF-8 text; save the plan as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise PlanError(f"{path}: invalid TOML: {exc}; fix the syntax there") from None
+    except RecursionError:
+        raise PlanError(f"{path}: nested far deeper than any plan; is it the plan file?") from None
     try:
         return raw, Plan.model_validate(data)
     except ValidationError as exc:
@@ -120,7 +122,7 @@ def _read_prompts(path: Path, key: str) -> dict[str, Prompt]:
         try:
             row: Any = json.loads(line)
             prompt = Prompt(id=str(row["id"]), text=str(row["text"]))
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError):
             raise PlanError(
                 f"{path}:{number}: not a JSON object with 'id' and 'text'; each line must be one prompt"
             ) from None
@@ -136,7 +138,7 @@ def _read_order(path: Path, family: str) -> tuple[list[str], str | None]:
     """The frozen order's ids, and a notice when the file names its format the old way (``schema``)."""
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise PlanError(f"{path}: not a JSON order file; write one with `fairwin prompts`") from None
     notice = None
     if isinstance(data, dict) and "format" not in data and data.get("schema") == ORDER.id:

@@ -48,6 +48,8 @@ def load_policy(path: Path) -> tuple[PromotionPolicy, str]:
         data: dict[str, Any] = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PlanError(f"{path}: not TOML: {exc}") from None
+    except RecursionError:
+        raise PlanError(f"{path}: nested far deeper than any policy; is it the policy file?") from None
     try:
         return PromotionPolicy.model_validate(data.get("promote", data)), sha256_file(path)
     except ValidationError as exc:

@@ -183,6 +183,8 @@ def load_pooled(path: Path) -> list[DecisionRow]:
         raise InputError(f"{path} does not exist") from None
     except IsADirectoryError:
         raise InputError(f"{path} is a directory, not a file of pooled rows") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; is it a pooled JSONL file?") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
