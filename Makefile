@@ -35,7 +35,7 @@ help:
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,all]' 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	touch $@
 
 setup: $(BIN)/.installed

@@ -12,6 +12,7 @@ escaping is a bug and keeps its traceback.
     │   ├── PinMismatchError                   a pinned file's sha256 differs from the plan's pin
     │   ├── OutputDirError                     the output directory cannot be created or written
     │   ├── UsageError                         a command-line value that makes no sense
+    │   ├── MissingExtraError                  a feature needs an optional extra that is not installed
     │   ├── CorruptRecordError                 a stored file is torn, not JSON, of an unread format, or invalid
     │   └── ArchiveError                       the control archive cannot be reached, or its schema is not fairwin's
     ├── WindowError                   exit 3   a window started and could not finish
@@ -81,6 +82,26 @@ class OutputDirError(InputError):
 
 class UsageError(InputError):
     """A command-line value that makes no sense."""
+
+
+class MissingExtraError(InputError):
+    """A feature needs one of fairwin's optional extras, and the module it brings is not installed."""
+
+    #: Each extra, and what needs it.
+    PURPOSES: ClassVar[dict[str, str]] = {
+        "ssh": "a role, production or the hardware's lock on another host",
+        "postgres": "a PostgreSQL archive",
+        "report": "report.html's figures and `compare --plot`",
+        "export": "`fairwin export` (CSV and Parquet)",
+    }
+
+    def __init__(self, extra: str, missing: str | None) -> None:
+        package = (missing or "a module").split(".")[0]  # matplotlib, not matplotlib.backends
+        super().__init__(
+            f"{self.PURPOSES[extra]} needs fairwin's '{extra}' extra ({package} is not installed): "
+            f"pip install 'fairwin[{extra}]'"
+        )
+        self.extra = extra
 
 
 class CorruptRecordError(InputError):

@@ -23,9 +23,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg.types.json import Jsonb
 from pydantic import ValidationError
+
+from fairwin.errors import MissingExtraError
+
+try:
+    import psycopg
+    from psycopg.types.json import Jsonb
+except ModuleNotFoundError as exc:  # an extra: the JSONL archive needs nothing
+    raise MissingExtraError("postgres", exc.name) from None
 
 from fairwin.archive.rows import ArchiveRow, upgrade
 from fairwin.archive.store import Appended, Snapshot, canonical, redact

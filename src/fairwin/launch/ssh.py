@@ -24,9 +24,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
-import asyncssh
 
-from fairwin.errors import GateRefused, HealthTimeoutError, InputError, LaunchError, ServerExitedError
+from fairwin.errors import (
+    GateRefused,
+    HealthTimeoutError,
+    InputError,
+    LaunchError,
+    MissingExtraError,
+    ServerExitedError,
+)
+
+try:
+    import asyncssh
+except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a host is used
+    raise MissingExtraError("ssh", exc.name) from None
+
 from fairwin.launch.local import HEALTH_POLL_S, StopRecord
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.hosts import Host

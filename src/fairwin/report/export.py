@@ -12,9 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pa_parquet
+from fairwin.errors import MissingExtraError
+
+try:
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pa_parquet
+except ModuleNotFoundError as exc:  # an extra: only `fairwin export` reads it
+    raise MissingExtraError("export", exc.name) from None
 
 from fairwin.decision import Decision
 from fairwin.files import read_jsonl, write_bytes_atomic

@@ -16,8 +16,13 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from fairwin.errors import MissingExtraError
+
+try:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+except ModuleNotFoundError as exc:  # an extra: a window closes without its figures, with a warning
+    raise MissingExtraError("report", exc.name) from None
 
 from fairwin.decision import CellDecision, Decision
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fairwin.errors import OutputDirError
+from fairwin.errors import InputError, OutputDirError
 from fairwin.files import write_json_atomic
 from fairwin.formats import STATUS, WindowState
 from fairwin.redaction import ScrubbingFormatter
@@ -57,6 +57,15 @@ class WindowDir:
         window = cls(path=path, window_id=window_id, coordinator=coordinator)
         window.set_status("running")
         return window
+
+    @classmethod
+    def existing(cls, path: Path | str) -> WindowDir:
+        """A window directory already written, to be read: refused in one line if it is not a directory."""
+        path = Path(path)
+        if not path.is_dir():
+            what = "no such window directory" if not path.exists() else "a file, not a window directory"
+            raise InputError(f"{path}: {what}; give the directory that holds the window's window.json")
+        return cls(path=path, window_id=path.name)
 
     @property
     def context(self) -> Path:

@@ -127,8 +127,8 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
     The rows and context are checked against the digests sealed in ``decision.json``; with the
     window's own rule and archive, the recomputation is compared with the recorded decision.
     """
-    path = Path(path)
-    window = WindowDir(path=path, window_id=path.name)
+    window = WindowDir.existing(path)
+    path = window.path
     status = read_model(window.status, WindowStatus, STATUS.readable).model_dump()  # extras kept: verdict, error
     if status.get("state") != "complete":
         raise InputError(
@@ -243,7 +243,7 @@ def decide_pooled(
 
 def completed_decision(path: Path | str) -> Decision:
     """A complete window's recorded decision, checked against the digest its status sealed (for comparisons)."""
-    window = WindowDir(path=Path(path), window_id=Path(path).name)
+    window = WindowDir.existing(path)
     status = read_model(window.status, WindowStatus, STATUS.readable).model_dump()
     if status.get("state") != "complete":
         raise InputError(f"{window.path} is {status.get('state')!r}, not complete: it has no decision to compare")
