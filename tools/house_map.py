@@ -70,6 +70,17 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def _long_functions(paths: list[Path], limit: int = 60) -> list[str]:
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+                length = node.end_lineno - node.lineno + 1
+                if length > limit:
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
 def _count(pattern: str, paths: list[Path]) -> int:
     return sum(p.read_text().count(pattern) for p in paths)
 
@@ -94,6 +105,10 @@ def main() -> None:
     )
     print(f"# fmt: skip: {_count('# fmt: skip', src)} in src, {_count('# fmt: skip', tests)} in tests")
     print(f"src lines over 100 characters: {long_lines}")
+    long_functions = _long_functions(src)
+    print(f"functions over 60 lines: {len(long_functions)}")
+    for line in long_functions:
+        print("  " + line)
     cycles = _cycles(_graph())
     inside = [c for c in cycles if len({m.split(".")[1] for m in c}) == 1]
     print(f"import cycles: {len(cycles)} ({len(inside)} inside one package)")

@@ -71,8 +71,8 @@ if TYPE_CHECKING:
     from fairwin.gates.sequence import GateInputs
     from fairwin.plan import LoadedPlan, Plan, load_plan
     from fairwin.rows import PooledRow
+    from fairwin.window.decision import Recomputed, decide_window
     from fairwin.window.run import Window, WindowResult, open_window, run_window
-    from fairwin.window.stored import Recomputed, decide_window
 
 #: Public name -> "module:attribute" it is loaded from.
 _LAZY = {
@@ -84,8 +84,8 @@ _LAZY = {
     "WindowResult": "fairwin.window.run:WindowResult",
     "open_window": "fairwin.window.run:open_window",
     "run_window": "fairwin.window.run:run_window",
-    "decide_window": "fairwin.window.stored:decide_window",
-    "Recomputed": "fairwin.window.stored:Recomputed",
+    "decide_window": "fairwin.window.decision:decide_window",
+    "Recomputed": "fairwin.window.decision:Recomputed",
     "RULES": "fairwin.decision:RULES",
     "RuleSpec": "fairwin.decision:RuleSpec",
     "get_rule": "fairwin.decision:get_rule",
@@ -101,7 +101,7 @@ _LAZY = {
     "ArchiveRow": "fairwin.archive.rows:ArchiveRow",
     "CellDecision": "fairwin.decision:CellDecision",
     "Verdict": "fairwin.decision.paired:Verdict",
-    "WindowDir": "fairwin.window.layout:WindowDir",
+    "WindowDir": "fairwin.directory.layout:WindowDir",
 }
 
 __all__ = [

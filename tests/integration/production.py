@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from fairwin.directory.journal import DRILL_KILL_AT
 from fairwin.files import scan_jsonl
 from fairwin.launch.spec import free_port
-from fairwin.window.journal import DRILL_KILL_AT
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin
 

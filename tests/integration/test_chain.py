@@ -194,8 +194,8 @@ def test_a_changed_production_needs_its_capture_and_refusals_touch_nothing(
 def test_the_marker_path_comes_from_the_environment_before_the_plan(
     make_plan: PlanFactory, scratch_chain_marker: Path, tmp_path: Path
 ) -> None:
+    from fairwin.custody.chain import marker_path
     from fairwin.plan import load_plan
-    from fairwin.window.chain import marker_path
 
     plan = production_plan(make_plan, "chain-path", chain={"marker": "live-chain.json"})
     assert marker_path(load_plan(plan), tmp_path) == scratch_chain_marker

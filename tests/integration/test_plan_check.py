@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
-from fairwin.window.archiving import planned_match
+from fairwin.archive.window_rows import planned_match
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
+from fairwin.archive.window_rows import planned_match
 from fairwin.plan import load_plan
-from fairwin.window.archiving import planned_match
 from fairwin.window.run import open_window, run_window
 from tests.conftest import PlanFactory
 from tests.unit.test_window_steps import launcher_recording

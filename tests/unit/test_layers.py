@@ -1,8 +1,9 @@
 """The package reads top-down: a module imports only its own package and the layers below it.
 
-The order follows the data: shared words at the bottom, then the decision (pure), the plan,
-starting servers, counters, waves, pooling, gates, the archive, reports, the window that
-drives them all, and the command line on top. Function-level imports count too: a lazy
+The order follows the data: shared words and the window directory's model at the bottom,
+then the decision (pure), the plan, starting servers, counters, waves, pooling, gates,
+the archive, reports, the custody of production's hardware, the window that drives them
+all, and the command line on top. Function-level imports count too: a lazy
 import from a lower layer to a higher one is still a cycle waiting to happen.
 """
 
@@ -14,9 +15,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "fairwin"
 
 LAYERS = (
-    "_version", "errors", "redaction", "files", "formats", "rows", "profiles", "transport",
+    "_version", "errors", "redaction", "files", "formats", "rows", "profiles", "transport", "directory",
     "decision", "plan", "launch", "telemetry", "production", "metrics", "client", "pooling", "gates", "archive",
-    "report", "window", "promote",
+    "report", "custody", "window", "promote",
     "sim", "cli", "__main__", "(api)",
 )  # fmt: skip
 

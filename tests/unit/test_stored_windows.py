@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.window.stored import decide_window, rounding_difference
+from fairwin.window.decision import decide_window, rounding_difference
 
 STORED = Path(__file__).resolve().parents[1] / "fixtures" / "windows"
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fairwin.directory.journal import servers
 from fairwin.errors import HealthTimeoutError, PlanError, ServerExitedError
 from fairwin.launch.local import StopRecord
 from fairwin.launch.readiness import LogWatch, wait_ready
@@ -17,7 +18,6 @@ from fairwin.plan.loading import load_plan
 from fairwin.plan.roles import Ready, Role
 from fairwin.telemetry.gpu import GpuSample, PerHost
 from fairwin.telemetry.sampler import Sampler, summarize
-from fairwin.window.journal import servers
 from fairwin.window.processes import StartProcess, stop_all
 from tests.conftest import PlanFactory, sim_role
 

@@ -147,9 +147,9 @@ def archive_export(args: argparse.Namespace) -> int:
 
 def archive_append(args: argparse.Namespace) -> int:
     from fairwin.archive import is_database, open_archive, redact
+    from fairwin.archive.window_rows import control_rows
     from fairwin.files import read_json
     from fairwin.formats import WINDOW
-    from fairwin.window.archiving import control_rows
 
     window = Path(args.window)
     recorded = str(read_json(window / "window.json", WINDOW.readable).get("archive") or "")

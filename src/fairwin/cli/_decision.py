@@ -71,7 +71,8 @@ def add_parsers(commands: Commands) -> None:
 def decide(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
     from fairwin.report.console import print_decision
-    from fairwin.window.stored import decide_pooled, decide_window
+    from fairwin.window.decision import decide_window
+    from fairwin.window.pooled_file import decide_pooled
 
     rules = [get_rule(rule_id) for rule_id in args.rule]
     notes: list[str] = []
@@ -185,7 +186,7 @@ def compare(args: argparse.Namespace) -> int:
     """Exit 0 when every decision cell's verdict is the same in every window, 1 when they differ."""
     from fairwin.report.compare import compare as compare_decisions
     from fairwin.report.compare import comparison_table
-    from fairwin.window.stored import completed_decision
+    from fairwin.window.decision import completed_decision
 
     if len(args.windows) < 2:
         raise UsageError("compare needs at least two window directories")

@@ -134,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def recover(args: argparse.Namespace) -> int:
+    from fairwin.custody.recover import recover as recover_window
     from fairwin.plan import load_plan
-    from fairwin.window.recover import recover as recover_window
 
     loaded = load_plan(args.plan)
     out = loaded.output_dir(args.out)

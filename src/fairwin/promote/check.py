@@ -25,7 +25,7 @@ from fairwin.gates.receipt import read_receipt, write_receipt
 from fairwin.plan.checks import Qualification
 from fairwin.plan.loading import parse_plan
 from fairwin.promote.policy import PromotionPolicy
-from fairwin.window.stored import completed_decision
+from fairwin.window.decision import completed_decision
 
 
 @dataclass

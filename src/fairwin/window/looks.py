@@ -16,13 +16,13 @@ from fairwin.archive import Snapshot
 from fairwin.decision import RuleSpec, decide
 from fairwin.decision.document import Look, Stopping
 from fairwin.decision.sequential import archive_starts
+from fairwin.directory.layout import WindowDir
 from fairwin.files import read_jsonl
 from fairwin.formats import POOLED
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
-from fairwin.window.close import decision_rows, window_context
-from fairwin.window.layout import WindowDir
+from fairwin.window.decision import decision_rows, window_context
 
 
 def look_now(

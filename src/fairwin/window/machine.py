@@ -1,7 +1,7 @@
 """The window as an object with one method per journaled step: open, production down, quiet, each start,
 quiet after, restore, decide, archive, budget, then close.
 
-Each step is journaled (window/journal.py) before it acts and as it ends or fails, so
+Each step is journaled (directory/journal.py) before it acts and as it ends or fails, so
 a reader, ``fairwin recover`` and chained windows know exactly how far a window got.
 Close runs whatever happened, shielded from a second signal, and gives production
 back when it is still owed.
@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.archive import ArchiveStore, Snapshot
+from fairwin.archive.window_rows import control_rows
+from fairwin.custody.chain import ChainedWindow, ChainRun
+from fairwin.custody.hold import Hold
+from fairwin.custody.lock import HardwareLocks, release, release_shared
 from fairwin.decision import Decision
+from fairwin.directory.journal import read_whole, step_times
+from fairwin.directory.layout import WindowDir, http_errors_logged
 from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
 from fairwin.files import sha256_file, write_json_atomic
 from fairwin.formats import BUDGET
@@ -31,14 +37,8 @@ from fairwin.production.live import LiveProduction
 from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
-from fairwin.window.archiving import control_rows
-from fairwin.window.chain import ChainedWindow, ChainRun
 from fairwin.window.clocks import HOLD_TELEMETRY, hold_dialbacks
-from fairwin.window.close import decide_and_report, report_after_close
-from fairwin.window.hold import Hold
-from fairwin.window.journal import read_whole, step_times
-from fairwin.window.layout import WindowDir, http_errors_logged
-from fairwin.window.lock import HardwareLocks, release, release_shared
+from fairwin.window.decision import decide_and_report, report_after_close
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
 from fairwin.window.manifest import manifest
 from fairwin.window.preflight import Preflight, planned_keys

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fairwin.archive.window_rows import archive_key_record
 from fairwin.formats import WINDOW
-from fairwin.window.archiving import archive_key_record
 
 if TYPE_CHECKING:
     from fairwin.window.machine import Window

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.archive import Snapshot, open_archive
+from fairwin.archive.window_rows import archive_location, planned_match, window_noise
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
 from fairwin.decision.sequential import fewest_archived_starts
 from fairwin.errors import ArchiveError, PlanError
@@ -25,7 +26,6 @@ from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
 from fairwin.profiles import PROFILES
 from fairwin.transport import api_headers
-from fairwin.window.archiving import archive_location, planned_match, window_noise
 from fairwin.window.runtime import check_declared_env, check_speculative
 
 

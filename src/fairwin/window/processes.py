@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from fairwin.directory.layout import WindowDir
 from fairwin.launch.identity import checkout, digests
 from fairwin.launch.local import LocalServer, StopRecord
 from fairwin.launch.readiness import wait_ready
@@ -25,7 +26,6 @@ from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import Ready, RepoPin
 from fairwin.production.live import LiveProduction
-from fairwin.window.layout import WindowDir
 from fairwin.window.live import counterpart
 from fairwin.window.runtime import check_checkout, check_identity, check_live_env, check_running_env
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fairwin.client.stream import StreamRecord
+from fairwin.directory.layout import WindowDir
 from fairwin.files import append_jsonl
-from fairwin.window.layout import WindowDir
 
 
 def append_streams(window: WindowDir, start: str, streams: Sequence[StreamRecord]) -> None:

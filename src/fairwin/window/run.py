@@ -13,24 +13,10 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
 
 from fairwin.archive import ArchiveStore, Snapshot, open_archive
-from fairwin.decision import RuleSpec
-from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed, RuntimeCheckError
-from fairwin.gates.sequence import GateInputs, run_gates
-from fairwin.plan.hosts import resolved
-from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import starts_for
-from fairwin.production.control import Production
-from fairwin.production.live import LiveProduction
-from fairwin.production.placeholders import Placeholders
-from fairwin.telemetry.cap import production_cap, production_caps
-from fairwin.telemetry.hosts import find_source, window_gpus, window_hosts
-from fairwin.window.archiving import archive_location
-from fairwin.window.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
-from fairwin.window.environment import capture
-from fairwin.window.hold import Hold, fixed_role_urls
-from fairwin.window.layout import WindowDir, new_window_id
-from fairwin.window.live import production_as_it_runs
-from fairwin.window.lock import (
+from fairwin.archive.window_rows import archive_location
+from fairwin.custody.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
+from fairwin.custody.hold import Hold, fixed_role_urls
+from fairwin.custody.lock import (
     HardwareHeld,
     HardwareLocks,
     acquire,
@@ -45,6 +31,20 @@ from fairwin.window.lock import (
     release_shared,
     shared_locks,
 )
+from fairwin.decision import RuleSpec
+from fairwin.directory.environment import capture
+from fairwin.directory.layout import WindowDir, new_window_id
+from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed, RuntimeCheckError
+from fairwin.gates.sequence import GateInputs, run_gates
+from fairwin.plan.hosts import resolved
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import starts_for
+from fairwin.production.control import Production
+from fairwin.production.live import LiveProduction
+from fairwin.production.placeholders import Placeholders
+from fairwin.telemetry.cap import production_cap, production_caps
+from fairwin.telemetry.hosts import find_source, window_gpus, window_hosts
+from fairwin.window.live import production_as_it_runs
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, first_look_archive, preflight, preflight_power
 from fairwin.window.processes import Launcher, check_checkouts, local_launcher, pinned_checkouts

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fairwin.client.prepare import PreparedPrompt
+from fairwin.directory.layout import WindowDir
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.live import LiveProduction
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler
-from fairwin.window.layout import WindowDir
 from fairwin.window.processes import Launcher
 from fairwin.window.progress import ProgressFeed
 

@@ -1,22 +1,146 @@
-"""Decisions recomputed from stored data: a window directory, or a pooled JSONL file alone."""
+"""A window's decision, written at its close and verified when it is read again.
+
+At the close, the decision's inputs besides the rows (which cells decide, the production
+clock cap, the order, the archive's noise in the snapshot read at open, before this window
+was added, with that snapshot's row count and digest) are written to ``context.json``, so
+``fairwin decide WINDOW`` (:func:`decide_window`, here too) reproduces the decision exactly
+from the directory alone: it checks every input against the digest sealed for it, decides
+again, and says whether the recomputation is the recorded decision.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from fairwin.archive import read_archive
-from fairwin.decision import RULES, ArchiveSnapshot, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
+from fairwin.archive import Snapshot, read_archive
+from fairwin.archive.window_rows import control_rows, window_noise
+from fairwin.decision import (
+    ArchiveNoise,
+    ArchiveSnapshot,
+    Decision,
+    DecisionRow,
+    RuleSpec,
+    SealedInputs,
+    WindowContext,
+    decide,
+    get_rule,
+)
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import CorruptRecordError, InputError
-from fairwin.files import first_problem, read_json, read_jsonl, read_model, sha256_file
-from fairwin.formats import CONTEXT, DECISION, POOLED, STATUS, WINDOW, WindowStatus
-from fairwin.window.archiving import control_rows, window_noise
-from fairwin.window.layout import WindowDir
+from fairwin.files import (
+    first_problem,
+    read_json,
+    read_jsonl,
+    read_model,
+    sha256_file,
+    write_json_atomic,
+    write_text_atomic,
+)
+from fairwin.formats import CONTEXT, DECISION, POOLED, START, STATUS, WINDOW, WindowStatus
+from fairwin.plan.loading import LoadedPlan
+from fairwin.report.html import write_report
+from fairwin.report.markdown import render_summary
+from fairwin.window.diagnostics import findings
+
+
+def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
+    return [DecisionRow.model_validate(row) for row in pooled]
+
+
+def context_for(
+    loaded: LoadedPlan, window: WindowDir, mode: str, order: str, archive: list[ArchiveNoise],
+    production_cap_mhz: float | None, snapshot: Snapshot,
+) -> WindowContext:  # fmt: skip
+    return WindowContext(
+        window_id=window.window_id,
+        mode=mode,
+        cells=list(loaded.plan.cells),
+        reported=[name for name, cell in loaded.plan.cells.items() if not cell.decision],
+        production_clock_cap_mhz=production_cap_mhz,
+        order="candidate-first" if order == "candidate-first" else "control-first",
+        archive=archive,
+        archive_snapshot=ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest),
+        greedy=findings(window.path, greedy, loaded.base_dir) if (greedy := loaded.plan.diagnostics.greedy) else None,
+    )
+
+
+def window_context(
+    loaded: LoadedPlan, window: WindowDir, *, mode: str, order: str, rule: RuleSpec, snapshot: Snapshot,
+    planned: dict[str, dict[str, Any]], production_cap_mhz: float | None,
+) -> WindowContext:  # fmt: skip
+    """The context a window's rows are decided in: the archive's noise keyed as its own control starts (as
+    ``planned`` where none of a cell finished). The decide step and a sequential rule's looks both read it."""
+    noise = window_noise(snapshot, control_rows(window.path), planned, rule)
+    return context_for(loaded, window, mode, order, noise, production_cap_mhz, snapshot)
+
+
+def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
+    """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
+    found = []
+    for path in sorted((window.path / "starts").glob("*/start.json"), key=lambda p: int(p.parent.name[1:])):
+        telemetry = read_json(path, START.readable).get("telemetry")
+        if isinstance(telemetry, dict):
+            found.append({"start": path.parent.name, **telemetry})
+    return found
+
+
+def seal(window: WindowDir) -> SealedInputs:
+    """The digests of the files the decision reads, so a later edit of either is seen, not decided."""
+    return SealedInputs(
+        pooled_sha256=sha256_file(window.pooled),
+        context_sha256=sha256_file(window.context),
+        manifest_sha256=sha256_file(window.manifest),
+    )
+
+
+def decide_and_report(
+    loaded: LoadedPlan,
+    window: WindowDir,
+    *,
+    mode: str,
+    order: str,
+    rule: RuleSpec,
+    snapshot: Snapshot,
+    planned: dict[str, dict[str, Any]],
+    production_cap_mhz: float | None,
+    held: Sequence[str] = (),
+    stop_reason: str | None = None,
+    between_starts: dict[str, int] | None = None,
+    production_caps_by_host: dict[str, float | None] | None = None,
+) -> Decision:
+    """``planned``: each cell's archive key as known at open, for a cell none of whose control starts finished;
+    ``stop_reason``: why a sequential window stopped before a look settled it; ``between_starts``: dial-backs
+    while production was down but no start ran (window/clocks.py); ``production_caps_by_host``: each host's own
+    configured cap."""
+    pooled = read_jsonl(window.pooled, POOLED.readable)
+    context = window_context(loaded, window, mode=mode, order=order, rule=rule, snapshot=snapshot, planned=planned,
+                             production_cap_mhz=production_cap_mhz)  # fmt: skip
+    context = context.model_copy(update={
+        "stop_reason": stop_reason, "between_starts_dialbacks": between_starts or None,
+        "production_caps_by_host": production_caps_by_host or None,
+    })  # fmt: skip
+    write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
+    decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
+    write_json_atomic(window.decision, decision)
+    summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
+    write_text_atomic(window.summary, summary)
+    return decision
+
+
+def report_after_close(window: WindowDir, decision: Decision, say: Callable[[str], None]) -> None:
+    """report.html, once the status and the journal are final (its receipts show them). The window's result is
+    already whole on disk: a report that cannot be drawn is a warning with the command that redraws it."""
+    try:
+        write_report(window.path, decision)
+    except Exception as exc:
+        say(f"warning: report.html could not be written ({type(exc).__name__}: {exc}); "
+            f"run `fairwin report {window.path}` to try again")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,8 +203,6 @@ def _check_sealed(window: WindowDir, status: dict[str, Any], recorded: Decision 
     return []
 
 
-#: Recomputed numbers that differ from the record by less than this (relative) differ by rounding only: linear
-#: algebra libraries (numpy's OpenBLAS, by build and CPU) round least squares differently in the last digits.
 ROUNDING = 1e-9
 
 
@@ -123,6 +245,7 @@ def _compared(recorded: Decision | None, recomputed: Decision) -> str:
 def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Path | str | None = None) -> Recomputed:
     """Recompute a complete window's decision; with ``archive`` (a path or URL), against that archive's noise as
     it is now, keyed as the window's own control starts.
+
 
     The rows and context are checked against the digests sealed in ``decision.json``; with the
     window's own rule and archive, the recomputation is compared with the recorded decision.
@@ -169,76 +292,6 @@ def _rule_from(path: Path, manifest: dict[str, Any]) -> RuleSpec:
             f"{manifest.get('rule_sha256')}; a rule's definition must never change under its id"
         )
     return rule
-
-
-def load_pooled(path: Path) -> list[DecisionRow]:
-    """Rows written by hand or by a window, for ``decide --pooled``: every line a whole, valid row.
-
-    Errors name the line (a hand-written file is fixed in an editor), so the lines are read here.
-    """
-    rows: list[DecisionRow] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory, not a file of pooled rows") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text; is it a pooled JSONL file?") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(DecisionRow.model_validate_json(line))
-        except ValidationError as exc:
-            raise InputError(
-                f"{path}:{number}: {first_problem(exc, '(row)')}; see docs/decision.md for the pooled-row schema"
-            ) from None
-    if not rows:
-        raise InputError(f"{path}: no rows")
-    return rows
-
-
-def default_rule_for(path: Path, rows: list[DecisionRow]) -> RuleSpec:
-    """The default rule, when it registers as many starts as the rows come from; else a clear refusal."""
-    rule = get_rule(None)
-    ran = len({row.start for row in rows})
-    if _decides(rule, ran):
-        return rule
-    fitting = sorted(r.id for r in RULES.values() if _decides(r, ran))
-    registers = f"looks from {rule.first_look(0)} to {rule.start_count} starts" if rule.looks else f"{rule.start_count}"
-    raise InputError(
-        f"{path}: the rows come from {ran} start{'s' if ran != 1 else ''} and the default rule {rule.id} registers "
-        f"{registers} (no archive here); "
-        f"name the rule with --rule ({', '.join(fitting) or 'no registered rule'} decides {ran})"
-    )
-
-
-def _decides(rule: RuleSpec, ran: int) -> bool:
-    """A fixed rule decides its own number of starts; a sequential one any number from its first look without an
-    archive (``decide --pooled`` has none) to its maximum: the look at that number."""
-    if rule.looks:
-        return rule.first_look(0) <= ran <= rule.start_count
-    return ran == rule.start_count
-
-
-def decide_pooled(
-    path: Path, *, mode: str, rules: list[RuleSpec], clock_cap_mhz: float | None, reported: list[str]
-) -> list[Decision]:
-    rows = load_pooled(path)
-    rules = rules or [default_rule_for(path, rows)]
-    cells = list(dict.fromkeys(row.cell for row in rows))
-    unknown = sorted(set(reported) - set(cells))
-    if unknown:
-        raise InputError(f"--reported names cells not in {path}: {', '.join(unknown)}; cells: {', '.join(cells)}")
-    context = WindowContext(
-        window_id=path.stem,
-        mode=mode,
-        cells=cells,
-        reported=reported,
-        production_clock_cap_mhz=clock_cap_mhz,
-    )
-    return [decide(rows, rule=rule, context=context) for rule in rules]
 
 
 def completed_decision(path: Path | str) -> Decision:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fairwin.directory.journal import Event, record
 from fairwin.errors import InputError, OutputDirError
 from fairwin.files import write_json_atomic
 from fairwin.formats import STATUS, WindowState
 from fairwin.redaction import ScrubbingFormatter
-from fairwin.window.journal import Event, record
 
 
 def new_window_id(mode: str) -> str:
@@ -135,7 +135,7 @@ class WindowDir:
         )
 
     def journal_event(self, step: str, event: Event, **details: Any) -> None:
-        """A transition of the window's state machine, on disk before it is acted on (window/journal.py)."""
+        """A transition of the window's state machine, on disk before it is acted on (directory/journal.py)."""
         record(self.journal, step, event, **details)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
 from fairwin.decision import ArchiveNoise, RuleSpec
+from fairwin.directory.journal import read_whole
 from fairwin.errors import CorruptRecordError
 from fairwin.files import read_json, read_jsonl
 from fairwin.formats import POOLED, START, WINDOW
@@ -24,7 +25,6 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import snapshot as production_snapshot
 from fairwin.rows import METRICS
 from fairwin.telemetry.gpu import HERE
-from fairwin.window.journal import read_whole
 
 
 def archive_location(loaded: LoadedPlan, output_dir: Path) -> str:

@@ -23,6 +23,12 @@ from typing import Any
 import psutil
 
 from fairwin.archive import open_archive
+from fairwin.archive.window_rows import archive_location
+from fairwin.custody.chain import Marker, marker_path, read_marker
+from fairwin.custody.hold import Hold
+from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
+from fairwin.directory.journal import Launched, happened, opened_with, read_journal, servers
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
 from fairwin.files import read_model
 from fairwin.formats import STATUS, WindowStatus
@@ -33,12 +39,6 @@ from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
 from fairwin.redaction import argv_matches, scrub_file
-from fairwin.window.archiving import archive_location
-from fairwin.window.chain import Marker, marker_path, read_marker
-from fairwin.window.hold import Hold
-from fairwin.window.journal import Launched, happened, opened_with, read_journal, servers
-from fairwin.window.layout import WindowDir
-from fairwin.window.lock import holder, lock_path, release_shared, shared_locks
 
 STOP_GRACE_S = 10.0
 

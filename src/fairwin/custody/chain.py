@@ -24,8 +24,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairwin.custody.hold import Hold
 from fairwin.decision import RuleSpec
 from fairwin.decision.rules import get_rule
+from fairwin.directory.environment import git_state
 from fairwin.errors import GateRefused, InputError, ProductionError, RestoreFailed
 from fairwin.files import read_json, read_model, write_json_atomic
 from fairwin.formats import CHAIN_MARKER, PRODUCTION_SNAPSHOT, STATUS, WindowStatus
@@ -33,8 +35,6 @@ from fairwin.gates.qualify import successor_problems
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, not_running
-from fairwin.window.environment import git_state
-from fairwin.window.hold import Hold
 
 #: Wins over the plan's ``[chain] marker``: a test suite points it at a scratch path.
 MARKER_ENV = "FAIRWIN_CHAIN_MARKER"

@@ -175,7 +175,7 @@ def shared_locks(loaded: LoadedPlan, archive: object) -> list[HardwareLocks]:
     name = production_host(loaded)
     if name is None or loaded.plan.production is None:
         return []
-    from fairwin.window.remote_lock import SshHardwareLock
+    from fairwin.custody.remote_lock import SshHardwareLock
 
     host = resolved(loaded.plan.hosts[name], loaded.base_dir)
     return [SshHardwareLock(name, host, loaded.plan.production.hardware_lock)]
