@@ -48,12 +48,31 @@ def vllm_argv(*extra: str, max_model_len: int = 8192) -> list[str]:
     # times: healthy after about 23 s instead of 36 s here, on each of the suite's fifteen starts.
     # --enable-per-request-metrics: every stream's own server decode time, to hold the client's against.
     return [
-        "{env:FAIRWIN_ENGINE_PYTHON}", "-m", "vllm.entrypoints.openai.api_server",
-        "--model", "{env:FAIRWIN_TINY_MODEL}", "--served-model-name", "tiny", "--load-format", "dummy",
-        "--host", "127.0.0.1", "--port", "{port}", "--max-model-len", str(max_model_len), "--dtype", "bfloat16",
-        "--seed", "0", "--enforce-eager", "--distributed-executor-backend", "uni", "--enable-per-request-metrics",
+        "{env:FAIRWIN_ENGINE_PYTHON}",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "{env:FAIRWIN_TINY_MODEL}",
+        "--served-model-name",
+        "tiny",
+        "--load-format",
+        "dummy",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--max-model-len",
+        str(max_model_len),
+        "--dtype",
+        "bfloat16",
+        "--seed",
+        "0",
+        "--enforce-eager",
+        "--distributed-executor-backend",
+        "uni",
+        "--enable-per-request-metrics",
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def vllm_role(*extra: str) -> dict[str, Any]:
@@ -141,8 +160,12 @@ def run_window(
     engine: Engine, directory: Path, mode: str, greedy: bool = True, measurement_limit_min: float | None = None
 ) -> Window:
     plan = e2e_plan(directory, greedy, measurement_limit_min)
-    process = subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--mode", mode, "--quiet"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--mode", mode, "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=WINDOW_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -170,5 +193,10 @@ AA_MEASUREMENT_LIMIT_MIN = 4.6
 @pytest.fixture(scope="session")
 def aa_window(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Window:
     """B / B / B: the candidate is the control (no greedy diagnostics: no test of it reads them)."""
-    return run_window(engine, tmp_path_factory.mktemp("aa"), "spec-vs-spec", greedy=False,
-                      measurement_limit_min=AA_MEASUREMENT_LIMIT_MIN)  # fmt: skip
+    return run_window(
+        engine,
+        tmp_path_factory.mktemp("aa"),
+        "spec-vs-spec",
+        greedy=False,
+        measurement_limit_min=AA_MEASUREMENT_LIMIT_MIN,
+    )

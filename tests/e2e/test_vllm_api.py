@@ -91,8 +91,18 @@ def test_rehearsal_passes_against_the_real_server(speculative_server: LocalServe
     # The runbook's rehearsal: every probe at priority 10 (the default), and the terminator probe forcing the
     # model's end-of-sequence token with allowed_token_ids, which a speculative vLLM accepts (logit_bias it refuses).
     eos = json.loads((Path(os.environ["FAIRWIN_TINY_MODEL"]) / "config.json").read_text())["eos_token_id"]
-    done = fairwin("rehearse", str(plan), "--url", speculative_server.spec.base_url, "--model", "tiny", "--out",
-                   str(out), "--eos", str(eos))  # fmt: skip
+    done = fairwin(
+        "rehearse",
+        str(plan),
+        "--url",
+        speculative_server.spec.base_url,
+        "--model",
+        "tiny",
+        "--out",
+        str(out),
+        "--eos",
+        str(eos),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads((out / "rehearsal.json").read_text())
     assert doc["verdict"] == "PASS" and doc["cause_confirmed"]

@@ -96,8 +96,13 @@ def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
     assert len({row["start"] for row in aa_window.jsonl("pooled.jsonl")}) == stopping["starts_used"]
     verdicts = [decision["verdict"]]
     if verdicts[0] not in NOT_A_CALL:
-        again = run_window(engine, tmp_path_factory.mktemp("aa-again"), "spec-vs-spec", greedy=False,
-                           measurement_limit_min=AA_MEASUREMENT_LIMIT_MIN)  # fmt: skip
+        again = run_window(
+            engine,
+            tmp_path_factory.mktemp("aa-again"),
+            "spec-vs-spec",
+            greedy=False,
+            measurement_limit_min=AA_MEASUREMENT_LIMIT_MIN,
+        )
         verdicts.append(again.json("decision.json")["verdict"])
     assert verdicts[-1] in NOT_A_CALL, (verdicts, [c["reasons"] for c in decision["cells"]])
 
@@ -121,10 +126,11 @@ def assert_client_timing_right_or_flagged(window: Window) -> None:
     for row in window.jsonl("pooled.jsonl"):
         groups.setdefault((row["start"], row["cell"]), []).append(row)
         flagged = [
-            s for s in streams
+            s
+            for s in streams
             if (s["start"], s["cell"], s["repeat"]) == (row["start"], row["cell"], row["repeat"])
             and not s["client_timing_trusted"]
-        ]  # fmt: skip
+        ]
         if row["client_problem"] is None:
             assert len(flagged) == row["streams"] - row["client_streams"], row
         else:

@@ -53,8 +53,10 @@ def _chown(path: Path) -> None:
 def postgres_server() -> Iterator[Server]:
     binaries = server_bin()
     if binaries is None:
-        pytest.skip("PostgreSQL's server is not installed and tools/install-test-tools.sh could not install it "
-                    "(needs root and apt-get)")  # fmt: skip
+        pytest.skip(
+            "PostgreSQL's server is not installed and tools/install-test-tools.sh could not install it "
+            "(needs root and apt-get)"
+        )
     root = Path(tempfile.mkdtemp(prefix="fairwin-pg-"))
     root.chmod(0o755)
     _chown(root)
@@ -63,18 +65,34 @@ def postgres_server() -> Iterator[Server]:
     _chown(root / "pw")
     data, port = root / "data", free_port()
     run = {"check": True, "capture_output": True, "text": True, "timeout": 120}
-    initdb = [str(binaries / "initdb"), "-D", str(data), "-U", USER, "--pwfile", str(root / "pw"),
-              "--auth-host=scram-sha-256", "--auth-local=trust", "-E", "UTF8"]  # fmt: skip
+    initdb = [
+        str(binaries / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        USER,
+        "--pwfile",
+        str(root / "pw"),
+        "--auth-host=scram-sha-256",
+        "--auth-local=trust",
+        "-E",
+        "UTF8",
+    ]
     subprocess.run(_as_server_user(initdb), **run)
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1"
-    subprocess.run(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-                                    str(root / "log"), "-w", "start"]), **run)  # fmt: skip
+    subprocess.run(
+        _as_server_user(
+            [str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]
+        ),
+        **run,
+    )
     try:
         yield Server(port=port, password=password)
     finally:
         with contextlib.suppress(subprocess.SubprocessError):
-            subprocess.run(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w",
-                                            "stop"]), **run)  # fmt: skip
+            subprocess.run(
+                _as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]), **run
+            )
         shutil.rmtree(root, ignore_errors=True)
 
 

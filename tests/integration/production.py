@@ -24,9 +24,13 @@ WATCH = {"watch_s": 1, "watch_requests": 2, "up_timeout_s": 20, "down_timeout_s"
 
 
 def production_plan(
-    make_plan: PlanFactory, model: str, *p_flags: str, window: dict[str, Any] | None = None,
-    chain: dict[str, Any] | None = None, **roles: Any,
-) -> Path:  # fmt: skip
+    make_plan: PlanFactory,
+    model: str,
+    *p_flags: str,
+    window: dict[str, Any] | None = None,
+    chain: dict[str, Any] | None = None,
+    **roles: Any,
+) -> Path:
     port = free_port()
     return make_plan(
         roles={  # the experiment's servers are told apart from production's by their model name
@@ -55,8 +59,13 @@ def stop_production() -> Iterator[list[Path]]:
 def start_run(plan: Path, *flags: str, kill_at: str | None = None) -> subprocess.Popen[str]:
     """``fairwin run`` in the background; ``kill_at`` ("STEP:EVENT") is the recovery drill's kill -9."""
     env = {**os.environ, DRILL_KILL_AT: kill_at} if kill_at else None
-    return subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet", "--coordinator", "ci",
-                             *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet", "--coordinator", "ci", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def wait_for_step(plan: Path, step: str, process: subprocess.Popen[str], timeout: float = 60) -> Path:

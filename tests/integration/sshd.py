@@ -55,9 +55,18 @@ class SshHosts:
     def plan_hosts(self) -> dict[str, dict[str, object]]:
         import sys
 
-        return {h.name: {"address": "127.0.0.1", "port": h.port, "user": self.user, "key_file": str(self.key_file),
-                         "known_hosts": str(self.known_hosts), "agent": False, "python": sys.executable}
-                for h in self.hosts}  # fmt: skip
+        return {
+            h.name: {
+                "address": "127.0.0.1",
+                "port": h.port,
+                "user": self.user,
+                "key_file": str(self.key_file),
+                "known_hosts": str(self.known_hosts),
+                "agent": False,
+                "python": sys.executable,
+            }
+            for h in self.hosts
+        }
 
 
 def _keygen(path: Path) -> None:

@@ -22,16 +22,35 @@ from tests.integration.postgres import Server
 
 def control(window: str, start: str, base: float, **keys: Any) -> ArchiveRow:
     fields: dict[str, Any] = {
-        "window_id": window, "time": 1_700_000_000.0 + base, "commit": "c0ffee", "mode": "controlled", "role": "A",
-        "start": start, "cell": "short", "max_tokens": 32, "clock_cap_mhz": 1980.0, "production_commit": "p1",
-        "prompt_tokens": 64, "concurrency": 1, "temperature": 0.0, "hosts": ["gpu-a", "gpu-b"],
-        "gpu_model": "NVIDIA H200", "gpu_count": 2, "clock_caps_mhz": {"gpu-a": 1980.0, "gpu-b": None},
-    }  # fmt: skip
+        "window_id": window,
+        "time": 1_700_000_000.0 + base,
+        "commit": "c0ffee",
+        "mode": "controlled",
+        "role": "A",
+        "start": start,
+        "cell": "short",
+        "max_tokens": 32,
+        "clock_cap_mhz": 1980.0,
+        "production_commit": "p1",
+        "prompt_tokens": 64,
+        "concurrency": 1,
+        "temperature": 0.0,
+        "hosts": ["gpu-a", "gpu-b"],
+        "gpu_model": "NVIDIA H200",
+        "gpu_count": 2,
+        "clock_caps_mhz": {"gpu-a": 1980.0, "gpu-b": None},
+    }
     repeats = [
-        ArchivedRepeat(repeat=i, pooled_rate_tps=base * (1 + i / 300), accepted_per_round=2.5 + i / 7,
-                       decode_tps=None, ms_per_round=11.0 / 3, ttft_s=0.1 + i / 1000)
+        ArchivedRepeat(
+            repeat=i,
+            pooled_rate_tps=base * (1 + i / 300),
+            accepted_per_round=2.5 + i / 7,
+            decode_tps=None,
+            ms_per_round=11.0 / 3,
+            ttft_s=0.1 + i / 1000,
+        )
         for i in (1, 2, 3)
-    ]  # fmt: skip
+    ]
     return ArchiveRow(**{**fields, **keys, "repeats": repeats})
 
 
@@ -64,8 +83,9 @@ def test_a_retried_append_adds_nothing_and_a_new_row_beside_old_ones_is_added(st
 
 
 def test_both_backends_give_the_same_snapshot_and_the_same_noise(tmp_path: Path, postgres_url: str) -> None:
-    rows = [control(f"w{i}", s, 100.0 + 7 * i + (s == "s3"), role=("A", "P")[i % 2]) for i in range(6)
-            for s in ("s1", "s3")]  # fmt: skip
+    rows = [
+        control(f"w{i}", s, 100.0 + 7 * i + (s == "s3"), role=("A", "P")[i % 2]) for i in range(6) for s in ("s1", "s3")
+    ]
     stores = [open_archive(tmp_path / "a.jsonl"), open_archive(postgres_url)]
     assert isinstance(stores[1], PostgresArchive)
     stores[1].migrate()
@@ -76,8 +96,9 @@ def test_both_backends_give_the_same_snapshot_and_the_same_noise(tmp_path: Path,
     assert file.digest == database.digest and file.count == database.count == 12
     key = rows[0].key().__dict__
     assert len(select(file.rows, key)) == 6  # role A only: P's controls are another noise
-    assert noise(select(file.rows, key), "short", "pooled_rate_tps") == noise(select(database.rows, key), "short",
-                                                                                "pooled_rate_tps")  # fmt: skip
+    assert noise(select(file.rows, key), "short", "pooled_rate_tps") == noise(
+        select(database.rows, key), "short", "pooled_rate_tps"
+    )
 
 
 def test_a_window_is_appended_whole_or_not_at_all(postgres_url: str) -> None:
@@ -87,9 +108,10 @@ def test_a_window_is_appended_whole_or_not_at_all(postgres_url: str) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as admin:  # the third repeat of s3 is refused by the server
         admin.execute("""CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN
                          IF NEW.start = 's3' AND NEW.repeat = 3 THEN RAISE EXCEPTION 'disk full'; END IF;
-                         RETURN NEW; END $$ LANGUAGE plpgsql""")  # fmt: skip
-        admin.execute("CREATE TRIGGER refuse BEFORE INSERT ON fairwin_control_repeats FOR EACH ROW EXECUTE "
-                      "FUNCTION refuse()")  # fmt: skip
+                         RETURN NEW; END $$ LANGUAGE plpgsql""")
+        admin.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON fairwin_control_repeats FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
     with pytest.raises(ArchiveError, match="disk full"):
         store.append([control("w1", "s1", 100.0), control("w1", "s3", 101.0)])
     assert store.snapshot().count == 0  # s1 went in first, and went with the rest
@@ -123,9 +145,19 @@ def test_a_wrong_password_is_one_line_without_the_password(postgres_server: Serv
 
 def test_import_and_export_keep_every_field_and_a_second_import_adds_nothing(tmp_path: Path, postgres_url: str) -> None:
     source = tmp_path / "team.jsonl"
-    older = {"format": "fairwin.archive/1", "window_id": "w0", "time": 1.0, "commit": None, "mode": "controlled",
-             "role": "A", "start": "s1", "cell": "short", "max_tokens": 32, "clock_cap_mhz": None,
-             "repeats": [{"repeat": 1, "pooled_rate_tps": 99.5}]}  # fmt: skip
+    older = {
+        "format": "fairwin.archive/1",
+        "window_id": "w0",
+        "time": 1.0,
+        "commit": None,
+        "mode": "controlled",
+        "role": "A",
+        "start": "s1",
+        "cell": "short",
+        "max_tokens": 32,
+        "clock_cap_mhz": None,
+        "repeats": [{"repeat": 1, "pooled_rate_tps": 99.5}],
+    }
     rows = [control(f"w{i}", s, 100.0 + i) for i in range(1, 4) for s in ("s1", "s3")]
     source.write_text(json.dumps(older) + "\n" + "".join(json.dumps(r.model_dump(mode="json")) + "\n" for r in rows))
     assert fairwin("archive", "migrate", "--archive", postgres_url).returncode == 0
@@ -137,10 +169,31 @@ def test_import_and_export_keep_every_field_and_a_second_import_adds_nothing(tmp
     assert fairwin("archive", "export", str(exported), "--archive", postgres_url).returncode == 0
     assert open_archive(exported).snapshot().digest == open_archive(source).snapshot().digest
     back = [json.loads(line) for line in exported.read_text().splitlines()]
-    assert back[0] == {**older, "format": "fairwin.archive/2", "repeats": [{**older["repeats"][0], "accepted_per_round":
-                       None, "decode_tps": None, "ms_per_round": None, "ttft_s": None}],
-                       **dict.fromkeys(("production_commit", "prompt_tokens", "concurrency", "temperature", "hosts",
-                                        "gpu_model", "gpu_count", "clock_caps_mhz"))}  # fmt: skip
+    assert back[0] == {
+        **older,
+        "format": "fairwin.archive/2",
+        "repeats": [
+            {
+                **older["repeats"][0],
+                "accepted_per_round": None,
+                "decode_tps": None,
+                "ms_per_round": None,
+                "ttft_s": None,
+            }
+        ],
+        **dict.fromkeys(
+            (
+                "production_commit",
+                "prompt_tokens",
+                "concurrency",
+                "temperature",
+                "hosts",
+                "gpu_model",
+                "gpu_count",
+                "clock_caps_mhz",
+            )
+        ),
+    }
 
 
 def test_stats_groups_by_every_key_with_each_groups_spread(tmp_path: Path) -> None:
@@ -154,8 +207,10 @@ def test_stats_groups_by_every_key_with_each_groups_spread(tmp_path: Path) -> No
     found = json.loads(done.stdout)
     # In the order each key first appears in time: P's w3 control ran first.
     assert [(g["key"]["role"], g["key"]["clock_caps_mhz"], g["control_starts"]) for g in found] == [
-        ("P", {"gpu-a": 1980.0, "gpu-b": None}, 4), ("A", {"gpu-a": 1980.0, "gpu-b": None}, 4),
-        ("A", {"gpu-a": 2100.0, "gpu-b": 2100.0}, 1)]  # fmt: skip
+        ("P", {"gpu-a": 1980.0, "gpu-b": None}, 4),
+        ("A", {"gpu-a": 1980.0, "gpu-b": None}, 4),
+        ("A", {"gpu-a": 2100.0, "gpu-b": 2100.0}, 1),
+    ]
     rate = next(n for n in found[1]["noise"] if n["metric"] == "pooled_rate_tps")
     assert (rate["starts"], rate["windows"]) == (4, 4) and rate["launch_cv_pct"] > 0
     only = json.loads(fairwin("archive", "stats", "--archive", str(path), "--role", "P", "--json").stdout)
@@ -184,13 +239,16 @@ WRITER = textwrap.dedent("""
 @pytest.mark.slow
 @pytest.mark.alone  # eight processes load every core: beside a window they would starve its client
 def test_eight_writers_of_two_hundred_windows_lose_nothing_and_duplicate_nothing(store: ArchiveStore) -> None:
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(getattr(store, "url", store.location)), str(w)])
-               for w in range(8)]  # fmt: skip
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(getattr(store, "url", store.location)), str(w)])
+        for w in range(8)
+    ]
     assert [w.wait(timeout=300) for w in writers] == [0] * 8
     snapshot = store.snapshot()
     assert snapshot.count == 8 * 200 * 2 and snapshot.problems == ()
-    assert {r.identity for r in snapshot.rows} == {(f"w{w}-{n}", s, "short") for w in range(8) for n in range(200)
-                                                    for s in ("s1", "s3")}  # fmt: skip
+    assert {r.identity for r in snapshot.rows} == {
+        (f"w{w}-{n}", s, "short") for w in range(8) for n in range(200) for s in ("s1", "s3")
+    }
     assert all(len(r.repeats) == 3 for r in snapshot.rows)
     if isinstance(store, PostgresArchive):
         return

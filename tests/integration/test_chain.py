@@ -20,8 +20,9 @@ from tests.integration.production import killed_inside, production_plan, start_r
 def chain_plan(make_plan: PlanFactory, model: str, **roles: object) -> Path:
     # A placeholder is any command that holds on; its last argument tells it apart in the process table.
     holder = {"argv": [sys.executable, "-c", "import time; time.sleep(3600)", f"hold-{model}"], "settle_s": 0.2}
-    return production_plan(make_plan, model, window={"rule": "win2-launch-v1"},
-                           chain={"placeholders": {"gpu": holder}}, **roles)  # fmt: skip
+    return production_plan(
+        make_plan, model, window={"rule": "win2-launch-v1"}, chain={"placeholders": {"gpu": holder}}, **roles
+    )
 
 
 def windows_of(plan: Path) -> list[Path]:
@@ -94,9 +95,19 @@ def test_a_chain_leaves_production_down_between_windows_and_its_last_window_rest
     assert status(w1)["chain"]["chain_id"] == marker["chain_id"] == status(w3)["chain"]["chain_id"]
     decision = json.loads((w1 / "decision.json").read_text())
     policy = plan.parent / "policy.toml"
-    policy.write_text(to_toml({"promote": {
-        "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}], "mode": decision["mode"],
-        "require_qualification": False, "require_rehearsal": False, "require_greedy": False}}))  # fmt: skip
+    policy.write_text(
+        to_toml(
+            {
+                "promote": {
+                    "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}],
+                    "mode": decision["mode"],
+                    "require_qualification": False,
+                    "require_rehearsal": False,
+                    "require_greedy": False,
+                }
+            }
+        )
+    )
     receipt = plan.parent / "promotion.json"
     fairwin("promote", "check", str(w1), "--policy", str(policy), "--out", str(receipt))  # the old spelling of --to
     checks = {c["check"]: c["ok"] for c in json.loads(receipt.read_text())["checks"]}
@@ -107,8 +118,11 @@ def test_a_placeholder_that_is_no_command_is_refused_with_the_gates(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
     plan = chain_plan(make_plan, "chain-nocmd")
-    plan.write_text(plan.read_text().replace(f'"{sys.executable}", "-c", "import time; time.sleep(3600)"',
-                                             '"no-such-placeholder-command"', 1))  # fmt: skip
+    plan.write_text(
+        plan.read_text().replace(
+            f'"{sys.executable}", "-c", "import time; time.sleep(3600)"', '"no-such-placeholder-command"', 1
+        )
+    )
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     done = run(plan, "--chain")

@@ -33,20 +33,33 @@ class Made:
     qualified: str
 
     def receipt(self, kind: str) -> Path:
-        return {"admission": self.root / "admission.json", "carry": self.root / "carried.json",
-                "gate-run": self.root / "gate.json",
-                "rehearsal": self.root / "rehearsal" / "rehearsal.json"}[kind]  # fmt: skip
+        return {
+            "admission": self.root / "admission.json",
+            "carry": self.root / "carried.json",
+            "gate-run": self.root / "gate.json",
+            "rehearsal": self.root / "rehearsal" / "rehearsal.json",
+        }[kind]
 
     def read_with(self, kind: str, receipt: Path) -> list[str]:
         """The command whose first act is reading this receipt kind."""
         plan = str(self.plan)
         return {
-            "admission": ["qualify", "carry", "--plan", plan, "--receipt", str(receipt),
-                          "--qualified-commit", self.qualified, "--out", str(self.root / "new-carry.json")],
+            "admission": [
+                "qualify",
+                "carry",
+                "--plan",
+                plan,
+                "--receipt",
+                str(receipt),
+                "--qualified-commit",
+                self.qualified,
+                "--out",
+                str(self.root / "new-carry.json"),
+            ],
             "carry": ["run", plan, "--qualification", str(receipt)],
             "gate-run": ["run", plan, "--require-gate", str(receipt)],
             "rehearsal": ["run", plan, "--require-rehearsal", str(receipt.parent)],
-        }[kind]  # fmt: skip
+        }[kind]
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +93,45 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
             f'{{"format": "fairwin.admission/1", "verdict": "QUALIFIED", "commit": "{qualified}", '
             f'"artifacts": {{"kernel.bin": "{sha256_file(repo / "kernel.bin")}"}}}}'
         )
-        assert main(["qualify", "carry", "--plan", str(root / "plan.toml"), "--receipt", str(admission),
-                     "--qualified-commit", qualified, "--out", str(root / "carried.json")]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "qualify",
+                    "carry",
+                    "--plan",
+                    str(root / "plan.toml"),
+                    "--receipt",
+                    str(admission),
+                    "--qualified-commit",
+                    qualified,
+                    "--out",
+                    str(root / "carried.json"),
+                ]
+            )
+            == 0
+        )
         # (--out: the old spelling of --to, kept as a hidden alias)
-        assert main(["gate", "run", "--name", "unit", "--out", str(root / "gate.json"), "--repo", str(repo),
-                     "--artifact", str(repo / "kernel.bin"), "--", sys.executable, "-c", "pass"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "gate",
+                    "run",
+                    "--name",
+                    "unit",
+                    "--out",
+                    str(root / "gate.json"),
+                    "--repo",
+                    str(repo),
+                    "--artifact",
+                    str(repo / "kernel.bin"),
+                    "--",
+                    sys.executable,
+                    "-c",
+                    "pass",
+                ]
+            )
+            == 0
+        )
         assert main(["rehearse", str(root / "plan.toml"), "--model", "prod", "--out", str(root / "rehearsal")]) == 0
         yield Made(root=root, plan=root / "plan.toml", qualified=qualified)
     finally:

@@ -36,21 +36,42 @@ def test_the_documented_example_gives_the_documented_decision(tmp_path: Path) ->
     estimate = cell["primary"]["estimate"]
     assert estimate["control"] == [100.5, 99.5, 100.5] and estimate["deltas"] == [5.5, 5.5, 6.0]
     assert (round(estimate["point_pct"], 2), round(estimate["ci_low_pct"], 2), round(estimate["ci_high_pct"], 2)) == (
-        5.66, 4.94, 6.37,
-    )  # fmt: skip
+        5.66,
+        4.94,
+        6.37,
+    )
     assert [g["failed"] for g in cell["guards"]] == [False, False]
     assert cell["checklist_literal"]["verdict"] == "LOSS"
     assert doc["rule_sha256"] == WIN2_V1.sha256
 
 
 def test_two_rules_side_by_side(tmp_path: Path) -> None:
-    done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1",
-                   "--rule", "win2-launch-v1", "--json")  # fmt: skip
+    done = fairwin(
+        "decide",
+        "--pooled",
+        str(docs_rows(tmp_path)),
+        "--mode",
+        "controlled",
+        "--rule",
+        "win2-v1",
+        "--rule",
+        "win2-launch-v1",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     docs = json.loads(done.stdout)["decisions"]
     assert [(d["rule_id"], d["verdict"]) for d in docs] == [("win2-v1", "WIN"), ("win2-launch-v1", "NEUTRAL")]
-    table = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled", "--rule", "win2-v1",
-                    "--rule", "win2-launch-v1")  # fmt: skip
+    table = fairwin(
+        "decide",
+        "--pooled",
+        str(docs_rows(tmp_path)),
+        "--mode",
+        "controlled",
+        "--rule",
+        "win2-v1",
+        "--rule",
+        "win2-launch-v1",
+    )
     assert "verdict: WIN" in table.stdout and "verdict: NEUTRAL" in table.stdout
 
 

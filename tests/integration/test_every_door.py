@@ -84,20 +84,40 @@ PATH_DOORS: dict[str, Door] = {
     "report": lambda t, x: ["report", str(x)],
     "export": lambda t, x: ["export", str(x), "--out", str(t.out / "export")],
     "promote check (window)": lambda t, x: ["promote", "check", str(x), "--policy", str(x)],
-    "qualify carry": lambda t, x: ["qualify", "carry", "--plan", str(x), "--receipt", str(x),
-                                   "--qualified-commit", "0" * 40, "--to", str(t.out / "carry.json")],
+    "qualify carry": lambda t, x: [
+        "qualify",
+        "carry",
+        "--plan",
+        str(x),
+        "--receipt",
+        str(x),
+        "--qualified-commit",
+        "0" * 40,
+        "--to",
+        str(t.out / "carry.json"),
+    ],
     "archive stats": lambda t, x: ["archive", "stats", "--archive", str(x)],
     "archive import": lambda t, x: ["archive", "import", str(x), "--archive", str(t.out / "archive.jsonl")],
     "archive append": lambda t, x: ["archive", "append", str(x), "--archive", str(t.out / "archive.jsonl")],
     "archive migrate": lambda t, x: ["archive", "migrate", "--archive", str(x)],
     "archive export": lambda t, x: ["archive", "export", str(t.root), "--archive", str(x)],
     "prompts --family": lambda t, x: ["prompts", "--family", f"mine={x}", "--out", str(t.out / "prompts")],
-    "gate run --to": lambda t, x: ["gate", "run", "--name", "g", "--to", str(t.root), "--artifact", str(x),
-                                   "--", "true"],
+    "gate run --to": lambda t, x: [
+        "gate",
+        "run",
+        "--name",
+        "g",
+        "--to",
+        str(t.root),
+        "--artifact",
+        str(x),
+        "--",
+        "true",
+    ],
     "rules show": lambda t, x: ["rules", "show", str(x)],
     "budget history": lambda t, x: ["budget", "history", "--dir", str(x)],
     "rules audit --noise-from": lambda t, x: ["rules", "audit", "win2-v1", "--noise-from", str(x), "--cell", "c"],
-}  # fmt: skip
+}
 
 #: Commands that take a number, each given one that means nothing there.
 NUMBER_DOORS: dict[str, Callable[[str], list[str]]] = {
@@ -141,8 +161,12 @@ def things(tmp_path_factory: pytest.TempPathFactory) -> Things:
     return Things(tmp_path_factory.mktemp("doors"))
 
 
-THINGS = (*(f"a file ({name})" for name in BAD_FILES), "an empty directory", "a directory of torn files",
-          "a missing path")  # fmt: skip
+THINGS = (
+    *(f"a file ({name})" for name in BAD_FILES),
+    "an empty directory",
+    "a directory of torn files",
+    "a missing path",
+)
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

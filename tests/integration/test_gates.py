@@ -53,8 +53,17 @@ def make_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
-    commit(repo, {"src/runtime.py": RUNTIME, "bench/measure.py": MEASURE, "bench/cells.py": "CELLS = 2\n",
-                  "bench/frozen/order.txt": "a b c\n", ".gitignore": "*.bin\n"}, "qualified")  # fmt: skip
+    commit(
+        repo,
+        {
+            "src/runtime.py": RUNTIME,
+            "bench/measure.py": MEASURE,
+            "bench/cells.py": "CELLS = 2\n",
+            "bench/frozen/order.txt": "a b c\n",
+            ".gitignore": "*.bin\n",
+        },
+        "qualified",
+    )
     (repo / "kernel.bin").write_bytes(b"\x01\x02")  # a build output, not tracked
     return repo
 
@@ -84,8 +93,9 @@ def admission(tmp_path: Path, repo: Path, q: str, verdict: str = "QUALIFIED") ->
 
 
 def carry(plan: Path, receipt: Path, q: str, out: Path):  # type: ignore[no-untyped-def]
-    return fairwin("qualify", "carry", "--plan", str(plan), "--receipt", str(receipt), "--qualified-commit", q,
-                   "--to", str(out))  # fmt: skip
+    return fairwin(
+        "qualify", "carry", "--plan", str(plan), "--receipt", str(receipt), "--qualified-commit", q, "--to", str(out)
+    )
 
 
 CHANGES = {
@@ -96,7 +106,7 @@ CHANGES = {
     "carried file in the layer": ({"bench/cells.py": "CELLS = 3\n"}, "differ: bench/cells.py"),
     "carried prefix": ({"bench/frozen/order.txt": "c b a\n"}, "differ: bench/frozen/order.txt"),
     "new file outside the layer": ({"src/new.py": "X = 1\n"}, "differ: src/new.py"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(CHANGES))
@@ -119,8 +129,9 @@ def test_qualification_carry(make_plan: PlanFactory, repo: Path, tmp_path: Path,
 
 def test_carry_refuses_an_admission_that_is_not_qualified(make_plan: PlanFactory, repo: Path, tmp_path: Path) -> None:
     q = git(repo, "rev-parse", "HEAD")
-    done = carry(plan_with_qualification(make_plan, repo), admission(tmp_path, repo, q, "REJECTED"), q,
-                 tmp_path / "c.json")  # fmt: skip
+    done = carry(
+        plan_with_qualification(make_plan, repo), admission(tmp_path, repo, q, "REJECTED"), q, tmp_path / "c.json"
+    )
     assert done.returncode == 4 and "verdict is 'REJECTED', not QUALIFIED" in done.stderr
 
 
@@ -137,8 +148,20 @@ def test_receipts_are_sealed(make_plan: PlanFactory, repo: Path, tmp_path: Path)
 
 
 def gate_run(repo: Path, out: Path, *command: str, artifact: str = "kernel.bin"):  # type: ignore[no-untyped-def]
-    return fairwin("gate", "run", "--name", "rng", "--to", str(out), "--artifact", str(repo / artifact),
-                   "--repo", str(repo), "--", *command)  # fmt: skip
+    return fairwin(
+        "gate",
+        "run",
+        "--name",
+        "rng",
+        "--to",
+        str(out),
+        "--artifact",
+        str(repo / artifact),
+        "--repo",
+        str(repo),
+        "--",
+        *command,
+    )
 
 
 def test_gate_run_records_pass_and_fail(repo: Path, tmp_path: Path) -> None:
@@ -226,8 +249,22 @@ def test_a_required_gate_cannot_be_skipped(make_plan: PlanFactory, repo: Path, t
     message = refused(plan, GateInputs(qualification=carried))
     assert "requires gate gate:rng" in message and "fairwin gate run --name rng" in message
     other = tmp_path / "other.json"
-    done = fairwin("gate", "run", "--name", "lint", "--to", str(other), "--artifact", str(repo / "kernel.bin"),
-                   "--repo", str(repo), "--", sys.executable, "-c", "pass")  # fmt: skip
+    done = fairwin(
+        "gate",
+        "run",
+        "--name",
+        "lint",
+        "--to",
+        str(other),
+        "--artifact",
+        str(repo / "kernel.bin"),
+        "--repo",
+        str(repo),
+        "--",
+        sys.executable,
+        "-c",
+        "pass",
+    )
     assert done.returncode == 0, done.stderr
     assert "requires gate gate:rng" in refused(plan, GateInputs(qualification=carried, gates=[other]))
     bad = make_plan(name="bad.toml")
@@ -241,8 +278,12 @@ def test_a_carry_made_under_a_looser_qualification_than_the_plans_is_refused(
 ) -> None:
     q = git(repo, "rev-parse", "HEAD")
     loose = make_plan(name="loose.toml")
-    lines = ["[qualification]", f'repo = "{repo}"', 'measurement_layer = ["bench/*", "src/*"]',
-             'carried_units = ["bench/measure.py::Runner.launch"]']  # fmt: skip
+    lines = [
+        "[qualification]",
+        f'repo = "{repo}"',
+        'measurement_layer = ["bench/*", "src/*"]',
+        'carried_units = ["bench/measure.py::Runner.launch"]',
+    ]
     loose.write_text(loose.read_text() + "\n" + "\n".join(lines) + "\n")
     carried = tmp_path / "carried.json"
     assert carry(loose, admission(tmp_path, repo, q), q, carried).returncode == 0
@@ -260,8 +301,10 @@ def test_a_window_runs_only_at_its_expected_commit_and_clean(make_plan: PlanFact
     plan = plan_with_qualification(make_plan, repo)
     later = commit(repo, {"bench/notes.txt": "x\n"}, "later")
     message = refused(plan, GateInputs(expected_commit=q))
-    assert message == (f"{repo} is at {later[:12]}, not the expected commit {q} ({q[:12]}); check it out there, or "
-                       "run with the commit this window is for")  # fmt: skip
+    assert message == (
+        f"{repo} is at {later[:12]}, not the expected commit {q} ({q[:12]}); check it out there, or "
+        "run with the commit this window is for"
+    )
     assert (
         refused(plan, GateInputs(expected_commit="no-such-ref"))
         == f"expected commit no-such-ref is not a commit of {repo}"
@@ -315,9 +358,17 @@ def test_a_gate_artifact_is_bound_to_what_a_remote_server_loads_by_its_pin_on_th
     assert "gate rng: artifact kernel.bin (sha256 " in message, message
     assert "is what no role of the window pins on its host" in message and "roles.R.identity" in message
     digest = sha256_file(repo / "kernel.bin")
-    plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\nidentity = {{ "/opt/k2/kernel.bin" = '
-                                                              f'"{digest}" }}\n', 1))  # fmt: skip
+    plan.write_text(
+        plan.read_text().replace(
+            '[roles."B"]\n', f'[roles."B"]\nidentity = {{ "/opt/k2/kernel.bin" = "{digest}" }}\n', 1
+        )
+    )
     loaded = load_plan(plan)
-    summary = run_gates(loaded, "controlled", loaded.plan.all_modes()["controlled"],
-                        GateInputs(qualification=carried, gates=[gate]), tmp_path / "out")  # fmt: skip
+    summary = run_gates(
+        loaded,
+        "controlled",
+        loaded.plan.all_modes()["controlled"],
+        GateInputs(qualification=carried, gates=[gate]),
+        tmp_path / "out",
+    )
     assert summary["artifacts_on_hosts"] == {"rng: kernel.bin": ["role B on host h1: /opt/k2/kernel.bin"]}

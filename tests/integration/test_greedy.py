@@ -21,8 +21,9 @@ def greedy_plan(make_plan: PlanFactory, fault: str) -> Path:
     )
     roles = {"A": sim_role("--ms-per-round", "2", model="g"), "B": candidate}
     plan = make_plan(roles=roles, window={"repeats": 3, "warmup_waves_max": 1})
-    plan.write_text(plan.read_text() + '\n[diagnostics.greedy]\non = ["control", "candidate"]\nprompts = 2\n'
-                    "max_tokens = 12\n")  # fmt: skip
+    plan.write_text(
+        plan.read_text() + '\n[diagnostics.greedy]\non = ["control", "candidate"]\nprompts = 2\nmax_tokens = 12\n'
+    )
     return plan
 
 
@@ -40,16 +41,27 @@ def test_a_wrong_token_is_a_real_divergence_at_its_position_shown_in_the_decisio
     greedy = json.loads((window / "decision.json").read_text())["greedy"]
     assert (greedy["streams"], greedy["compared"], greedy["identical"]) == (4, 2, 0)
     assert {(d["start"], d["reference"], d["position"], d["near_tie"]) for d in greedy["divergences"]} == {
-        ("s2", "s1", FAULT_AT, False)}  # fmt: skip
+        ("s2", "s1", FAULT_AT, False)
+    }
     summary = (window / "summary.md").read_text()
     assert "2 real divergence(s); CORRECTNESS FAILURE" in summary and "**REAL**" in summary
     assert "Greedy diagnostics" in (window / "report.html").read_text()
     # And the promotion refuses it, for that reason alone under a policy that asks nothing else.
     decision = json.loads((window / "decision.json").read_text())
     policy = plan.parent / "promote.toml"
-    policy.write_text(to_toml({"promote": {
-        "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}], "mode": "controlled",
-        "require_qualification": False, "require_rehearsal": False, "require_restored": False}}))  # fmt: skip
+    policy.write_text(
+        to_toml(
+            {
+                "promote": {
+                    "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}],
+                    "mode": "controlled",
+                    "require_qualification": False,
+                    "require_rehearsal": False,
+                    "require_restored": False,
+                }
+            }
+        )
+    )
     refused = fairwin("promote", "check", str(window), "--policy", str(policy))
     assert refused.returncode == ANSWER_IS_NO and refused.stdout.splitlines()[0] == "REFUSED"
     assert [line.split(":")[0] for line in refused.stdout.splitlines()[1:]] == ["  - real greedy divergence"] * 2

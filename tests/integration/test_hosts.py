@@ -183,13 +183,21 @@ def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_resto
     plan.write_text(text + "\n[roles.P]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in p_role.items()))
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
-    run = subprocess.Popen([sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    run = subprocess.Popen(
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     try:
         deadline = time.monotonic() + 60
         journals = (plan.parent / "windows").glob
-        while not any(e.get("step") == "start s2" and e.get("event") == "launched"
-                      for j in journals("*/journal.jsonl") for e in scan_jsonl(j)[0]):  # fmt: skip
+        while not any(
+            e.get("step") == "start s2" and e.get("event") == "launched"
+            for j in journals("*/journal.jsonl")
+            for e in scan_jsonl(j)[0]
+        ):
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.05)
         h2 = ssh_hosts.hosts[1]
@@ -229,11 +237,16 @@ def test_production_managed_on_a_remote_host_is_taken_down_and_given_back_over_s
         "host": "h1",  # up, down and must_not_run run there, over SSH
         "up": ["sh", "-c", f"setsid nohup {serve} > {tmp_path / 'prod.log'} 2>&1 < /dev/null &"],
         "down": ["pkill", "-f", "--", "model [p]rod-remote"],  # the bracket keeps pkill off its own shell
-        "base_url": f"http://127.0.0.1:{port}", "model": "prod-remote", "must_not_run": ["--model prod-remote"],
+        "base_url": f"http://127.0.0.1:{port}",
+        "model": "prod-remote",
+        "must_not_run": ["--model prod-remote"],
         **WATCH,
-    }  # fmt: skip
-    plan = make_plan(roles={"A": sim_role(model="exp-remote"), "B": sim_role(model="exp-remote")},
-                     window={"repeats": 2, "warmup_waves_max": 1}, production=production)  # fmt: skip
+    }
+    plan = make_plan(
+        roles={"A": sim_role(model="exp-remote"), "B": sim_role(model="exp-remote")},
+        window={"repeats": 2, "warmup_waves_max": 1},
+        production=production,
+    )
     with_hosts(plan, ssh_hosts)
     stop_production.append(plan)
     up = fairwin("production", "up", str(plan))
@@ -259,8 +272,10 @@ def test_each_start_samples_the_gpus_of_its_own_host_over_ssh(make_plan: PlanFac
         "B": sim_role(model="ssh-gpu-b", port=free_port(), host="h2", env={"FAKE_GPU_CAP": "1755"}),
     }
     plan = with_hosts(make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}), ssh_hosts)
-    plan.write_text(plan.read_text().replace('python = "', f'nvidia_smi = "{fake}"\npython = "')
-                    + "\n[telemetry]\ninterval_s = 0.3\n")  # fmt: skip
+    plan.write_text(
+        plan.read_text().replace('python = "', f'nvidia_smi = "{fake}"\npython = "')
+        + "\n[telemetry]\ninterval_s = 0.3\n"
+    )
     done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)

@@ -21,15 +21,25 @@ def noisy_archive(plan: Path) -> None:
     means = [1000.0, 1150.0, 880.0, 1070.0, 940.0, 1200.0]
     rows = [
         ArchiveRow(
-            window_id=f"w{i // 2}", time=float(i), commit=None, mode="controlled", role=role, start=("s1", "s3")[i % 2],
-            cell="short-b1", max_tokens=key["max_tokens"], clock_cap_mhz=None,
+            window_id=f"w{i // 2}",
+            time=float(i),
+            commit=None,
+            mode="controlled",
+            role=role,
+            start=("s1", "s3")[i % 2],
+            cell="short-b1",
+            max_tokens=key["max_tokens"],
+            clock_cap_mhz=None,
             repeats=[ArchivedRepeat(repeat=r, pooled_rate_tps=m * f) for r, f in enumerate((0.99, 1.0, 1.01), 1)],
-            production_commit=key["production_commit"], prompt_tokens=key["prompt_tokens"],
-            concurrency=key["concurrency"], temperature=key["temperature"], hosts=list(key["hosts"]),
+            production_commit=key["production_commit"],
+            prompt_tokens=key["prompt_tokens"],
+            concurrency=key["concurrency"],
+            temperature=key["temperature"],
+            hosts=list(key["hosts"]),
         )
         for i, m in enumerate(means)
         for role in ("A", "other")
-    ]  # fmt: skip
+    ]
     open_archive(plan.parent / "windows" / "control-archive.jsonl").append(rows)
 
 

@@ -66,8 +66,20 @@ def test_a_window_takes_production_down_and_gives_it_back(make_plan: PlanFactory
     assert seen == ["A: production refused", "B: production refused", "A: production refused"]
     steps = [(e["step"], e["event"]) for e in read_jsonl(result.window.journal)]
     begun = [step for step, event in steps if event == "begin"]
-    assert begun == ["open", "production down", "quiet", "start s1", "start s2", "start s3", "quiet after",
-                     "restore", "decide", "archive", "budget", "close"]  # fmt: skip
+    assert begun == [
+        "open",
+        "production down",
+        "quiet",
+        "start s1",
+        "start s2",
+        "start s3",
+        "quiet after",
+        "restore",
+        "decide",
+        "archive",
+        "budget",
+        "close",
+    ]
     final = status(result.window.path)
     assert final["state"] == "complete" and final["restore"]["state"] == "RESTORED"
     assert final["restore"]["watch"]["answered"] == 2 and final["restore"]["watch"]["ok"]
@@ -89,8 +101,13 @@ def test_a_failed_start_gives_production_back(make_plan: PlanFactory, stop_produ
     final = status(window)
     assert final["state"] == "failed" and final["restore"]["state"] == "RESTORED"
     events = [(e["step"], e["event"]) for e in read_jsonl(window / "journal.jsonl")]
-    assert events[-5:] == [("start s2", "failed"), ("close", "begin"), ("restore", "begin"), ("restore", "end"),
-                           ("close", "end")]  # fmt: skip
+    assert events[-5:] == [
+        ("start s2", "failed"),
+        ("close", "begin"),
+        ("restore", "begin"),
+        ("restore", "end"),
+        ("close", "end"),
+    ]
     assert fairwin("production", "status", str(plan)).returncode == 0
 
 
@@ -132,8 +149,20 @@ def test_the_lock_refuses_a_second_run_and_a_killed_window_is_recovered(
 
 
 # Every journaled step a kill can land in; make test-fast runs one of them (start s1).
-KILL_AT = ["open", "production down", "quiet", "start s1", "start s2", "start s3", "quiet after", "restore", "decide",
-           "archive", "budget", "close"]  # fmt: skip
+KILL_AT = [
+    "open",
+    "production down",
+    "quiet",
+    "start s1",
+    "start s2",
+    "start s3",
+    "quiet after",
+    "restore",
+    "decide",
+    "archive",
+    "budget",
+    "close",
+]
 
 
 @pytest.mark.parametrize(

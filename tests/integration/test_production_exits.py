@@ -59,17 +59,23 @@ def test_a_signal_at_any_start_restores_production_and_a_second_one_does_not_cut
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     run = subprocess.Popen(
-        [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal
-    )  # fmt: skip
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal
+    )
     try:
         windows = plan.parent / "windows"
 
         def window() -> Path:
             return next(p.parent for p in windows.glob("*/journal.jsonl"))
 
-        wait_until(lambda: any(windows.glob("*/journal.jsonl")) and journal_has(window(), f"start {start}", "launched"),
-                   run, f"start {start}")  # fmt: skip
+        wait_until(
+            lambda: any(windows.glob("*/journal.jsonl")) and journal_has(window(), f"start {start}", "launched"),
+            run,
+            f"start {start}",
+        )
         run.send_signal(sig)
         wait_until(lambda: journal_has(window(), "restore", "begin", after=("close", "begin")), run, "the restore")
         run.send_signal(sig)  # a second one, while production is being given back

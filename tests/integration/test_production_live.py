@@ -31,8 +31,15 @@ from tests.integration.test_hosts import with_hosts
 CELLS = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}}
 
 
-def live_plan(make_plan: PlanFactory, model: str, port: int, production_of: str, name: str = "plan.toml",
-              production: dict[str, Any] | None = None, **roles: Any) -> Path:  # fmt: skip
+def live_plan(
+    make_plan: PlanFactory,
+    model: str,
+    port: int,
+    production_of: str,
+    name: str = "plan.toml",
+    production: dict[str, Any] | None = None,
+    **roles: Any,
+) -> Path:
     """Production P (a sim declaring PRODUCTION_OF), and PP: production's policy on the experiment's runtime."""
     return make_plan(
         roles={
@@ -120,16 +127,21 @@ def test_a_worker_of_the_derived_role_differing_from_productions_worker_is_refus
     port, marker = free_port(), f"live-worker-{os.getpid()}"
     sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
     h1 = resolved(Host.model_validate(ssh_hosts.plan_hosts()["h1"]), Path("/"))
-    started = f"setsid --fork env PRODUCTION_OF=team WORKER_BUILD=prod-7 {shlex.join([*sleep, marker])} " \
-              "> /dev/null 2>&1 < /dev/null"  # fmt: skip
+    started = (
+        f"setsid --fork env PRODUCTION_OF=team WORKER_BUILD=prod-7 {shlex.join([*sleep, marker])} "
+        "> /dev/null 2>&1 < /dev/null"
+    )
     assert blocking(run_once("h1", h1, started)).exit_status == 0
     try:
         pp_worker = {"host": "h1", "argv": [*sleep, "exp-worker"], "env": {"WORKER_BUILD": "exp-9"}}
         plan = live_plan(
-            make_plan, "prod-worker", port, "team",
+            make_plan,
+            "prod-worker",
+            port,
+            "team",
             production={"live": {"workers": [{"host": "h1", "match": marker}]}},
             PP=sim_role("--ms-per-round", "2", model="exp-prod-worker", base="P", workers=[pp_worker]),
-        )  # fmt: skip
+        )
         plan = with_hosts(plan, ssh_hosts)
         down_after.append(plan)
         assert fairwin("production", "up", str(plan)).returncode == 0
@@ -147,18 +159,33 @@ def test_a_worker_of_the_derived_role_differing_from_productions_worker_is_refus
 
 @pytest.mark.slow
 def test_a_derived_role_on_a_remote_host_with_that_hosts_login_environment_passes(
-    make_plan: PlanFactory, ssh_hosts: SshHosts, down_after: list[Path], tmp_path: Path,
+    make_plan: PlanFactory,
+    ssh_hosts: SshHosts,
+    down_after: list[Path],
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """Production and PP on h1: PP's whole environment is h1's login one plus the plan's, as production's is;
     the coordinator's own variables never enter the comparison."""
     port, pp_port = free_port(), free_port()
     plan = live_plan(
-        make_plan, "prod-h1-live", port, "team", production={"remote_dir": str(tmp_path / "on-h1")},
+        make_plan,
+        "prod-h1-live",
+        port,
+        "team",
+        production={"remote_dir": str(tmp_path / "on-h1")},
         P=sim_role(model="prod-h1-live", port=port, host="h1", env={"PRODUCTION_OF": "team"}),
-        PP=sim_role("--ms-per-round", "2", model="exp-prod-h1-live", port=pp_port, host="h1", base="P",
-                    allowed_env_differences=["EXPERIMENT"], env={"EXPERIMENT": "pp"}),
-    )  # fmt: skip
+        PP=sim_role(
+            "--ms-per-round",
+            "2",
+            model="exp-prod-h1-live",
+            port=pp_port,
+            host="h1",
+            base="P",
+            allowed_env_differences=["EXPERIMENT"],
+            env={"EXPERIMENT": "pp"},
+        ),
+    )
     plan = with_hosts(plan, ssh_hosts)
     down_after.append(plan)
     monkeypatch.setenv("COORDINATOR_ONLY", "1")  # fairwin's own variable: never on h1, never compared
@@ -181,8 +208,10 @@ def test_a_container_production_is_read_through_its_runtimes_inspect(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     docker = bin_dir / "docker"
-    docker.write_text(f'#!/bin/sh\n[ "$1 $2 $3 $4" = "inspect --type container vllm-head" ] && exec cat {fixture}\n'
-                      'echo "Error: No such container: $4" >&2; exit 1\n')  # fmt: skip
+    docker.write_text(
+        f'#!/bin/sh\n[ "$1 $2 $3 $4" = "inspect --type container vllm-head" ] && exec cat {fixture}\n'
+        'echo "Error: No such container: $4" >&2; exit 1\n'
+    )
     docker.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     head = asyncio.run(read_member("head", (None, None), LiveProcess(container="vllm-head"), None))

@@ -12,8 +12,10 @@ from tests.integration.helpers import fairwin, only_window
 
 @pytest.mark.slow
 def test_progress_json_follows_every_step_and_wave_and_ends_with_the_verdict(make_plan: PlanFactory) -> None:
-    plan = make_plan(roles={"A": sim_role("--ms-per-round", "2"), "B": sim_role("--ms-per-round", "2")},
-                     window={"repeats": 2, "warmup_waves_max": 1})  # fmt: skip
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "2"), "B": sim_role("--ms-per-round", "2")},
+        window={"repeats": 2, "warmup_waves_max": 1},
+    )
     done = fairwin("run", str(plan), "--mode", "controlled", "--progress-json")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]  # nothing else on stdout
@@ -26,9 +28,16 @@ def test_progress_json_follows_every_step_and_wave_and_ends_with_the_verdict(mak
     assert steps[:2] == [("open", "begin"), ("open", "end")] and ("budget", "end") in steps
     for wave in waves:  # each wave inside its own start's step
         step = f"start {wave['start']}"
-        began, ended = (next(i for i, e in enumerate(events) if e.get("step") == step and e["state"] == state)
-                        for state in ("begin", "end"))  # fmt: skip
+        began, ended = (
+            next(i for i, e in enumerate(events) if e.get("step") == step and e["state"] == state)
+            for state in ("begin", "end")
+        )
         assert began < events.index(wave) < ended
     window = only_window(plan)
-    assert events[-1] == {**events[-1], "event": "close", "state": "complete", "path": str(window),
-                          "verdict": json.loads((window / "decision.json").read_text())["verdict"]}  # fmt: skip
+    assert events[-1] == {
+        **events[-1],
+        "event": "close",
+        "state": "complete",
+        "path": str(window),
+        "verdict": json.loads((window / "decision.json").read_text())["verdict"],
+    }

@@ -33,14 +33,18 @@ def promoted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     repo = make_repo(root)
     make_plan = plan_factory(root)
     port = free_port()
-    roles = {"P": sim_role("--spec-tokens", "2", "--acceptance", "0.3", model="prod", port=port),
-             "B": sim_role("--spec-tokens", "4", "--acceptance", "0.8", model="prod")}  # fmt: skip
+    roles = {
+        "P": sim_role("--spec-tokens", "2", "--acceptance", "0.3", model="prod", port=port),
+        "B": sim_role("--spec-tokens", "4", "--acceptance", "0.8", model="prod"),
+    }
     plan = make_plan(roles=roles, window={"repeats": 3, "warmup_waves_max": 1}, production={"role": "P", **WATCH})
     qualification = ["[qualification]", f'repo = "{repo}"'] + [
         f"{k} = {json.dumps(v)}" for k, v in QUALIFICATION.items()
     ]
-    plan.write_text(plan.read_text() + "\n" + "\n".join(qualification) + f'\n[rehearsal]\nurl = "http://127.0.0.1:{port}"'
-                    '\nmodel = "prod"\n\n[diagnostics.greedy]\nprompts = 1\nmax_tokens = 8\n')  # fmt: skip
+    plan.write_text(
+        plan.read_text() + "\n" + "\n".join(qualification) + f'\n[rehearsal]\nurl = "http://127.0.0.1:{port}"'
+        '\nmodel = "prod"\n\n[diagnostics.greedy]\nprompts = 1\nmax_tokens = 8\n'
+    )
     q = git(repo, "rev-parse", "HEAD")
     carried, gate, rehearsal = root / "carried.json", root / "gate.json", root / "rehearsal"
     assert carry(plan, admission(root, repo, q), q, carried).returncode == 0
@@ -48,8 +52,19 @@ def promoted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     assert fairwin("production", "up", str(plan)).returncode == 0
     try:
         assert fairwin("rehearse", str(plan), "--out", str(rehearsal)).returncode == 0
-        done = fairwin("run", str(plan), "--mode", "production-policy", "--quiet", "--qualification", str(carried),
-                       "--require-gate", str(gate), "--require-rehearsal", str(rehearsal))  # fmt: skip
+        done = fairwin(
+            "run",
+            str(plan),
+            "--mode",
+            "production-policy",
+            "--quiet",
+            "--qualification",
+            str(carried),
+            "--require-gate",
+            str(gate),
+            "--require-rehearsal",
+            str(rehearsal),
+        )
         assert done.returncode == 0, done.stderr
         (window,) = [p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
         decision = json.loads((window / "decision.json").read_text())
@@ -60,8 +75,12 @@ def promoted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
 
 def policy(promoted: dict[str, Any], **changes: Any) -> Path:
     decision = promoted["decision"]
-    table: dict[str, Any] = {"rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}],
-                             "require_gates": ["rng"], "require_metrics": ["pooled_rate_tps"], **changes}  # fmt: skip
+    table: dict[str, Any] = {
+        "rules": [{"id": decision["rule_id"], "sha256": decision["rule_sha256"]}],
+        "require_gates": ["rng"],
+        "require_metrics": ["pooled_rate_tps"],
+        **changes,
+    }
     path = promoted["root"] / f"policy-{len(list(promoted['root'].glob('policy-*')))}.toml"
     path.write_text(to_toml({"promote": table}))
     return path
@@ -86,13 +105,15 @@ def test_a_window_with_everything_it_rests_on_is_allowed(promoted: dict[str, Any
 
 
 POLICY_REFUSALS = {
-    "a rule the policy does not accept": ({"rules": [{"id": "win2-v1", "sha256": "0" * 64}]},
-                                          "is not one the policy accepts"),
+    "a rule the policy does not accept": (
+        {"rules": [{"id": "win2-v1", "sha256": "0" * 64}]},
+        "is not one the policy accepts",
+    ),
     "another mode": ({"mode": "controlled"}, "ran in mode production-policy; the policy requires controlled"),
     "a gate never given": ({"require_gates": ["rng", "lint"]}, "gate lint: no PASS receipt was given to the window"),
     "a metric not recorded": ({"require_metrics": ["no_such_metric"]}, "no_such_metric was not recorded"),
     "clock caps unobserved": ({"require_observed_clock_caps": True}, "clock caps were not observed"),
-}  # fmt: skip
+}
 PER_CELL = ("a metric not recorded", "clock caps unobserved")  # one line for each deciding cell
 
 
@@ -131,7 +152,8 @@ def test_production_not_restored_is_refused(promoted: dict[str, Any]) -> None:
     status["restore"] = {"state": "RESTORE FAILED", "reason": "the watch's request 2 was not answered"}
     (window / "status.json").write_text(json.dumps(status))
     assert check(window, policy(promoted))[1] == [
-        "production was not restored and watched: RESTORE FAILED: the watch's request 2 was not answered"]  # fmt: skip
+        "production was not restored and watched: RESTORE FAILED: the watch's request 2 was not answered"
+    ]
 
 
 def test_a_receipt_changed_after_the_window_is_refused(promoted: dict[str, Any]) -> None:
@@ -166,29 +188,50 @@ def test_a_verdict_other_than_win_a_failed_guard_or_a_real_greedy_divergence_is_
     guard = cell.guards[0].model_copy(update={"failed": True, "detail": "below both controls in repeats 1, 2"})
     cells = [cell.model_copy(update={"guards": [guard, *cell.guards[1:]]}), *found.decision.cells[1:]]
     assert evidence_reasons(promoted, cells=cells) == [
-        f"{cell.cell}: guard {guard.metric} FAILED: below both controls in repeats 1, 2"]  # fmt: skip
-    wrong = Divergence(start="s2", reference="s1", cell=cell.cell, prompt="prose/p1", position=3, expected=" a",
-                       got=" b", margin=2.95, near_tie=False)  # fmt: skip
+        f"{cell.cell}: guard {guard.metric} FAILED: below both controls in repeats 1, 2"
+    ]
+    wrong = Divergence(
+        start="s2",
+        reference="s1",
+        cell=cell.cell,
+        prompt="prose/p1",
+        position=3,
+        expected=" a",
+        got=" b",
+        margin=2.95,
+        near_tie=False,
+    )
     greedy = found.decision.greedy.model_copy(update={"divergences": [wrong]})
     assert evidence_reasons(promoted, greedy=greedy) == [
         f"real greedy divergence: s2 against s1, {cell.cell} prose/p1 at position 3: ' a' expected, ' b' written"
     ]
     assert evidence_reasons(promoted, greedy=None) == [
-        "greedy diagnostics did not run ([diagnostics.greedy] in the plan)"]  # fmt: skip
+        "greedy diagnostics did not run ([diagnostics.greedy] in the plan)"
+    ]
 
 
 def test_a_window_given_no_qualification_gate_or_rehearsal_is_refused_for_each(
     promoted: dict[str, Any], make_plan: PlanFactory
 ) -> None:
-    plan = make_plan(roles={"A": sim_role("--ms-per-round", "4"), "B": sim_role("--ms-per-round", "2")},
-                     window={"repeats": 2, "warmup_waves_max": 1})  # fmt: skip
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "4"), "B": sim_role("--ms-per-round", "2")},
+        window={"repeats": 2, "warmup_waves_max": 1},
+    )
     assert fairwin("run", str(plan), "--quiet").returncode == 0
     (window,) = [p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
-    alone = {"mode": "controlled", "require_gates": [], "require_greedy": False, "require_restored": False,
-             "require_qualification": False, "require_rehearsal": False}  # fmt: skip
-    for key, reason in (("require_qualification", "no qualification was given to the window"),
-                        ("require_rehearsal", "no rehearsal was given to the window"),
-                        ("require_restored", "the window held no production")):  # fmt: skip
+    alone = {
+        "mode": "controlled",
+        "require_gates": [],
+        "require_greedy": False,
+        "require_restored": False,
+        "require_qualification": False,
+        "require_rehearsal": False,
+    }
+    for key, reason in (
+        ("require_qualification", "no qualification was given to the window"),
+        ("require_rehearsal", "no rehearsal was given to the window"),
+        ("require_restored", "the window held no production"),
+    ):
         code, reasons, _ = check(window, policy(promoted, **{**alone, key: True}))
         assert code == ANSWER_IS_NO and len(reasons) == 1 and reasons[0].startswith(reason), reasons
     assert check(window, policy(promoted, **alone))[0] == 0

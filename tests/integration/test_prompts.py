@@ -20,8 +20,23 @@ def rows(path: Path) -> list[dict[str, object]]:
 
 def test_builtin_families_and_their_pins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "prompts"
-    code = main(["prompts", "--family", "prose", "--family", "code", "--out", str(out), "--count", "3",
-                 "--min-chars", "5000", "--plan-dir", str(tmp_path)])  # fmt: skip
+    code = main(
+        [
+            "prompts",
+            "--family",
+            "prose",
+            "--family",
+            "code",
+            "--out",
+            str(out),
+            "--count",
+            "3",
+            "--min-chars",
+            "5000",
+            "--plan-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     for name in ("prose", "code"):
@@ -38,8 +53,10 @@ def test_builtin_families_and_their_pins(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_same_inputs_same_files(tmp_path: Path) -> None:
     for run in ("a", "b"):
-        assert main(["prompts", "--family", "prose", "--out", str(tmp_path / run), "--count", "2",
-                     "--min-chars", "3000"]) == 0  # fmt: skip
+        assert (
+            main(["prompts", "--family", "prose", "--out", str(tmp_path / run), "--count", "2", "--min-chars", "3000"])
+            == 0
+        )
     assert sha256_file(tmp_path / "a" / "prose.jsonl") == sha256_file(tmp_path / "b" / "prose.jsonl")
     assert sha256_file(tmp_path / "a" / "prose.order.json") == sha256_file(tmp_path / "b" / "prose.order.json")
 
@@ -52,8 +69,24 @@ def test_user_directory_and_jsonl_sources(tmp_path: Path) -> None:
     filings = tmp_path / "filings.jsonl"
     filings.write_text("".join(json.dumps({"id": f"f{i}", "text": f"Filing {i}. " * 300}) + "\n" for i in range(3)))
     out = tmp_path / "out"
-    assert main(["prompts", "--family", f"opinions={corpus}", "--family", f"filings={filings}", "--out", str(out),
-                 "--count", "2", "--min-chars", "2000"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "prompts",
+                "--family",
+                f"opinions={corpus}",
+                "--family",
+                f"filings={filings}",
+                "--out",
+                str(out),
+                "--count",
+                "2",
+                "--min-chars",
+                "2000",
+            ]
+        )
+        == 0
+    )
     assert [p["source"] for p in rows(out / "opinions.jsonl")] == ["case0", "case1"]
     assert [p["source"] for p in rows(out / "filings.jsonl")] == ["f0", "f1"]
 
@@ -70,8 +103,28 @@ def sim() -> Iterator[SimProcess]:
 
 def test_cut_to_tokens_with_the_servers_tokenize(tmp_path: Path, sim: SimProcess) -> None:
     out = tmp_path / "out"
-    assert main(["prompts", "--family", "code", "--out", str(out), "--count", "3", "--min-chars", "4000",
-                 "--tokens", "300", "--tokenize-url", sim.url, "--model", "tok"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "prompts",
+                "--family",
+                "code",
+                "--out",
+                str(out),
+                "--count",
+                "3",
+                "--min-chars",
+                "4000",
+                "--tokens",
+                "300",
+                "--tokenize-url",
+                sim.url,
+                "--model",
+                "tok",
+            ]
+        )
+        == 0
+    )
     for prompt in rows(out / "code.jsonl"):
         assert prompt["tokens"] == 300 == len(tokenize(str(prompt["text"])))
 
@@ -85,8 +138,26 @@ def test_cut_to_tokens_with_a_local_tokenizer(tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.json"
     tokenizer.save(str(path))
     out = tmp_path / "out"
-    assert main(["prompts", "--family", "prose", "--out", str(out), "--count", "2", "--min-chars", "3000",
-                 "--tokens", "200", "--tokenizer", str(path)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "prompts",
+                "--family",
+                "prose",
+                "--out",
+                str(out),
+                "--count",
+                "2",
+                "--min-chars",
+                "3000",
+                "--tokens",
+                "200",
+                "--tokenizer",
+                str(path),
+            ]
+        )
+        == 0
+    )
     for prompt in rows(out / "prose.jsonl"):
         assert prompt["tokens"] == 200 == len(tokenizer.encode(str(prompt["text"])).ids)
 

@@ -63,8 +63,15 @@ def test_the_errors_a_script_catches_are_exported_with_their_exit_codes(tmp_path
         fairwin.decide_window(not_a_window)
     with pytest.raises(fairwin.InputError, match="no mode 'no-such-mode'"):
         asyncio.run(fairwin.run_window(fairwin.load_plan(make_plan()), "no-such-mode"))
-    codes = {name: getattr(fairwin, name).exit_code for name in fairwin.__all__ if name.endswith(("Error", "Refused",
-             "Failed", "Interrupted"))}  # fmt: skip
+    codes = {
+        name: getattr(fairwin, name).exit_code
+        for name in fairwin.__all__
+        if name.endswith(("Error", "Refused", "Failed", "Interrupted"))
+    }
     assert codes["WaveError"] == codes["WindowError"] == 3 and fairwin.LoadError is fairwin.WaveError
     assert (codes["GateRefused"], codes["RehearsalFailed"], codes["RestoreFailed"], codes["Interrupted"]) == (
-        4, 5, 6, 130)  # fmt: skip
+        4,
+        5,
+        6,
+        130,
+    )

@@ -66,7 +66,11 @@ def test_the_terminator_probe_forces_the_eos_at_priority_10(
     probes = {p["name"]: p for p in document(out)["probes"]}
     eos = probes["eos"]
     assert (eos["ok"], eos["finish_reason"], eos["stop_reason"], eos["usage"]["completion_tokens"]) == (
-        True, "stop", None, 1)  # fmt: skip
+        True,
+        "stop",
+        None,
+        1,
+    )
     assert probes["cell short-b1"]["finish_reason"] == "length" and "stop_reason" in probes["cell short-b1"]
     sent = {
         line["name"]: line["request"] for line in map(json.loads, (out / "responses.jsonl").read_text().splitlines())
@@ -74,7 +78,11 @@ def test_the_terminator_probe_forces_the_eos_at_priority_10(
     assert sent["eos"]["allowed_token_ids"] == [2] and sent["eos"]["ignore_eos"] is False
     assert "logit_bias" not in sent["eos"]
     assert {name: body.get("priority") for name, body in sent.items() if body and "max_tokens" in body} == {
-        "warmup": 10, "cell short-b1": 10, "eos": 10, "control logit_bias": 10}  # fmt: skip
+        "warmup": 10,
+        "cell short-b1": 10,
+        "eos": 10,
+        "control logit_bias": 10,
+    }
     # A wrong end-of-sequence id is read as the probe being wrong for this model, and the rehearsal FAILs.
     wrong = tmp_path / "wrong"
     assert rehearse(make_plan(name="wrong.toml"), server, wrong, "--eos", "7").returncode == 5
@@ -163,9 +171,11 @@ def test_a_client_only_rehearsal_does_not_probe_metrics(make_plan: PlanFactory) 
 
 
 @pytest.mark.parametrize(
-    "server", [("--spec-tokens", "2", "--reject-param", "logprobs"), ("--spec-tokens", "2")], indirect=True,
+    "server",
+    [("--spec-tokens", "2", "--reject-param", "logprobs"), ("--spec-tokens", "2")],
+    indirect=True,
     ids=["refused", "served"],
-)  # fmt: skip
+)
 def test_the_greedy_diagnostics_request_shape_is_rehearsed(
     make_plan: PlanFactory, server: SimProcess, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -105,12 +105,17 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
         pytest.skip(f"{CHROMIUM} is not installed and tools/install-test-tools.sh could not install it")
     shot = tmp_path / "report.png"
     flags = [CHROMIUM, "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND"]
-    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
-                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [*flags, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     pixels = image.imread(shot)[..., :3]
     assert pixels.std() > 0.05 and (pixels.mean(axis=2) < 0.9).mean() > 0.02  # drawn, not a blank page
-    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True,
-                         timeout=120).stdout  # fmt: skip
+    dom = subprocess.run(
+        [*flags, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
     shown = Resources()
     shown.feed(dom)
     text = " ".join(shown.text)
@@ -158,8 +163,18 @@ def test_window_decision_recomputes_exactly_and_the_archive_grows(two_windows: F
     rate = next(r for r in group["noise"] if r["metric"] == "pooled_rate_tps")
     assert (rate["starts"], rate["windows"]) == (4, 2)
     assert rate["launch_cv_pct"] is not None
-    audit = fairwin("rules", "audit", "win2-launch-v1", "--noise-from", str(archive), "--cell", "short-b1",
-                    "--trials", "200", "--json")  # fmt: skip
+    audit = fairwin(
+        "rules",
+        "audit",
+        "win2-launch-v1",
+        "--noise-from",
+        str(archive),
+        "--cell",
+        "short-b1",
+        "--trials",
+        "200",
+        "--json",
+    )
     assert audit.returncode == 0, audit.stderr
     no_change = json.loads(audit.stdout)["no_change"]
     assert no_change["repeat_cv_pct"] == pytest.approx(rate["repeat_cv_pct"])

@@ -33,17 +33,29 @@ PASS_ENV = "FW_CANARY_SSH_PASSPHRASE"
 def keyed(model: str, *flags: str, **overrides: Any) -> dict[str, Any]:
     """A sim role that requires the key, launched with it, and with a token and an env file of secrets.
     Production (P) speculates, as the runbook's does: its rehearsal's control probe (logit_bias) must be refused."""
-    return sim_role("--ms-per-round", "2", *flags, "--api-key", f"{{env:{KEY_ENV}}}", model=model,
-                    api_key_env=KEY_ENV, env={"HF_TOKEN": f"{{env:{HF_ENV}}}", "HF_HOME": "/tmp/hf"},
-                    env_files=["service.env"], **overrides)  # fmt: skip
+    return sim_role(
+        "--ms-per-round",
+        "2",
+        *flags,
+        "--api-key",
+        f"{{env:{KEY_ENV}}}",
+        model=model,
+        api_key_env=KEY_ENV,
+        env={"HF_TOKEN": f"{{env:{HF_ENV}}}", "HF_HOME": "/tmp/hf"},
+        env_files=["service.env"],
+        **overrides,
+    )
 
 
 def canary_plan(make_plan: PlanFactory, tmp_path: Path, password: str) -> Path:
     (tmp_path / "service.env").write_text(f"SERVICE_PASSWORD={password}\n")
     holder = {"argv": [sys.executable, "-c", "import time; time.sleep(3600)", "hold-canary"], "settle_s": 0.2}
-    roles = {"A": keyed("exp-canary"), "B": keyed("exp-canary"),
-             "P": keyed("canary", "--spec-tokens", "2", port=free_port()),
-             "C": keyed("exp-canary", "--fault", "exit-at-start")}  # fmt: skip
+    roles = {
+        "A": keyed("exp-canary"),
+        "B": keyed("exp-canary"),
+        "P": keyed("canary", "--spec-tokens", "2", port=free_port()),
+        "C": keyed("exp-canary", "--fault", "exit-at-start"),
+    }
     return make_plan(
         roles=roles,
         modes={"broken": {"control": "A", "candidate": "C"}},
@@ -69,9 +81,13 @@ def test_a_literal_secret_is_refused_before_anything_is_written(make_plan: PlanF
 # killed one and its recover, a chain and its last window, reports and exports), scanned mid-chain and at the end.
 @pytest.mark.slow
 def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
-    make_plan: PlanFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path],
-    postgres_url: str, scratch_chain_marker: Path,
-) -> None:  # fmt: skip
+    make_plan: PlanFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stop_production: list[Path],
+    postgres_url: str,
+    scratch_chain_marker: Path,
+) -> None:
     canaries = {what: f"canary-{what}-{secrets.token_hex(8)}" for what in ("api-key", "hf-token", "env-file")}
     canaries["db-password"] = str(urlsplit(postgres_url).password)
     monkeypatch.setenv(KEY_ENV, canaries["api-key"])
@@ -113,8 +129,12 @@ def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
     exported = {json.loads(line)["window_id"] for line in (tmp_path / "archive-export.jsonl").read_text().splitlines()}
     # Every complete window's controls, and the failed window's first start when it was a finished control (the
     # rule draws each window's order).
-    archived = [w for w in windows if status(w)["state"] == "complete" or (status(w)["state"] == "failed"
-                and json.loads((w / "window.json").read_text())["order"] == "control-first")]  # fmt: skip
+    archived = [
+        w
+        for w in windows
+        if status(w)["state"] == "complete"
+        or (status(w)["state"] == "failed" and json.loads((w / "window.json").read_text())["order"] == "control-first")
+    ]
     assert exported == {w.name for w in archived}
     # The key was used (every /v1 request needed it) and the sim printed it to each log fairwin keeps.
     assert any("non-default args" in p.read_text() for p in tmp_path.rglob("*.log"))
@@ -150,8 +170,9 @@ def test_a_server_that_requires_a_key_refuses_requests_without_it(tmp_path: Path
         import urllib.request
 
         body = b'{"model": "m", "prompt": "hi", "max_tokens": 2}'
-        request = urllib.request.Request(f"{server.url}/v1/completions", data=body,
-                                         headers={"Content-Type": "application/json"})  # fmt: skip
+        request = urllib.request.Request(
+            f"{server.url}/v1/completions", data=body, headers={"Content-Type": "application/json"}
+        )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 401
@@ -170,8 +191,10 @@ def encrypted_hosts(make_plan: PlanFactory, ssh: SshHosts, tmp_path: Path, passp
     shutil.copy(ssh.key_file, key)
     subprocess.run(["ssh-keygen", "-q", "-p", "-P", "", "-N", passphrase, "-f", str(key)], check=True)
     plan = remote_plan(make_plan, ssh, "ssh-pass")
-    text = plan.read_text().replace(f"key_file = {json.dumps(str(ssh.key_file))}\n",
-                        f"key_file = {json.dumps(str(key))}\npassphrase_env = {json.dumps(PASS_ENV)}\n")  # fmt: skip
+    text = plan.read_text().replace(
+        f"key_file = {json.dumps(str(ssh.key_file))}\n",
+        f"key_file = {json.dumps(str(key))}\npassphrase_env = {json.dumps(PASS_ENV)}\n",
+    )
     plan.write_text(text)
     assert text.count("passphrase_env") == 2
     return plan

@@ -25,8 +25,14 @@ TOKENS = 20
 async def stalled_stream(config: SimConfig) -> tuple[dict[str, float], dict[str, float]]:
     """One streamed request with the loop blocked for STALL_S after its first chunk: (counters, per-request metrics)."""
     async with TestClient(TestServer(build_app(config))) as client:
-        body = {"model": "m", "prompt": "one two three", "max_tokens": TOKENS, "ignore_eos": True, "stream": True,
-                "stream_options": {"include_usage": True}}  # fmt: skip
+        body = {
+            "model": "m",
+            "prompt": "one two three",
+            "max_tokens": TOKENS,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         response = await client.post("/v1/completions", json=body)
         timing: dict[str, float] = {}
         stalled = False
@@ -42,8 +48,9 @@ async def stalled_stream(config: SimConfig) -> tuple[dict[str, float], dict[str,
 
 
 def sim(clock: Literal["model", "wall"]) -> SimConfig:
-    return SimConfig(model="m", ms_per_round=1.0, jitter=0.0, prefill_ms_per_token=0.5, clock=clock,
-                     per_request_metrics=True)  # fmt: skip
+    return SimConfig(
+        model="m", ms_per_round=1.0, jitter=0.0, prefill_ms_per_token=0.5, clock=clock, per_request_metrics=True
+    )
 
 
 def test_on_the_model_clock_a_stall_leaves_the_counters_exact() -> None:

@@ -15,8 +15,12 @@ from tests.integration.test_hosts import remote_plan
 
 
 def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.strip()
 
 
@@ -41,8 +45,10 @@ def test_stage_brings_the_pinned_checkout_to_its_commit_and_writes_its_artifacts
     repo, qualified, later = two_commits(tmp_path)
     dest = tmp_path / "on-h2" / "opt" / "verifier.so"
     plan = remote_plan(make_plan, ssh_hosts, "staged")
-    pin = (f'repo = {{ path = "{repo}", commit = "{qualified[:10]}", artifacts = {{ "{dest}" = '
-           f'"{qualified}:build/verifier.so" }} }}\n')  # fmt: skip
+    pin = (
+        f'repo = {{ path = "{repo}", commit = "{qualified[:10]}", artifacts = {{ "{dest}" = '
+        f'"{qualified}:build/verifier.so" }} }}\n'
+    )
     plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\n{pin}', 1))
     receipt = tmp_path / "stage.json"
     done = fairwin("stage", str(plan), "--mode", "controlled", "--to", str(receipt))

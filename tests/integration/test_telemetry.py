@@ -80,8 +80,11 @@ def test_a_compute_process_on_the_gpus_fails_the_quiet_proof_before_anything_is_
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     # Someone else's job holds the GPUs (the stand-in nvidia-smi lists it as a compute process).
-    stray = subprocess.Popen([sys.executable, "-m", "fairwin", "sim", "--port", str(free_port()), "--model", "stray"],
-                             env={**os.environ, "FAKE_GPU_CAP": "1980"}, stdout=subprocess.DEVNULL)  # fmt: skip
+    stray = subprocess.Popen(
+        [sys.executable, "-m", "fairwin", "sim", "--port", str(free_port()), "--model", "stray"],
+        env={**os.environ, "FAKE_GPU_CAP": "1980"},
+        stdout=subprocess.DEVNULL,
+    )
     try:
         done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     finally:
@@ -107,10 +110,11 @@ def test_a_relock_mid_start_and_a_dialback_between_starts_are_both_seen(
     loading = {"FAKE_GPU_CAP": "1980", "FAKE_GPU_IDLE_FIRST_READS": "1"}  # idle (and hot) while a server loads
     relock = {**loading, "FAKE_GPU_RELOCK_AFTER_S": "3.5", "FAKE_GPU_RELOCK_MHZ": "1755"}
     plan = production_plan(
-        make_plan, "gpu-relock",
+        make_plan,
+        "gpu-relock",
         A=sim_role("--ms-per-round", "10", model="exp-gpu-relock", env=loading),
         B=sim_role("--ms-per-round", "100", model="exp-gpu-relock", env=relock),  # its waves take seconds
-    )  # fmt: skip
+    )
     plan.write_text(plan.read_text() + "\n[telemetry]\ninterval_s = 0.2\n")
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
@@ -136,13 +140,22 @@ def test_caps_from_the_logs_of_two_hosts_without_any_gpu_source_name_the_host_at
 ) -> None:
     """No NVML, no nvidia-smi: each process's log names its cap (the head here says 2300, its worker on h1 says
     2150, in every start); the window is INCONCLUSIVE and says which host."""
-    worker = {"host": "h1", "argv": [sys.executable, "-c", "print('fairwin sim: serving cap-2150 on h1', "
-                                                        "flush=True); import time; time.sleep(600)"]}  # fmt: skip
+    worker = {
+        "host": "h1",
+        "argv": [
+            sys.executable,
+            "-c",
+            "print('fairwin sim: serving cap-2150 on h1', flush=True); import time; time.sleep(600)",
+        ],
+    }
     role = sim_role("--ms-per-round", "2", model="cap-2300", workers=[worker])
-    plan = make_plan(roles={"A": role, "B": role}, window={"repeats": 2, "warmup_waves_max": 1,
-                                                           "production_clock_cap_mhz": 2300})  # fmt: skip
-    plan.write_text(plan.read_text() + '\n[telemetry]\ngpu = "none"\ncap_from = "log"\n'
-                    "cap_log_pattern = 'serving cap-(\\d+) on'\n")  # fmt: skip
+    plan = make_plan(
+        roles={"A": role, "B": role}, window={"repeats": 2, "warmup_waves_max": 1, "production_clock_cap_mhz": 2300}
+    )
+    plan.write_text(
+        plan.read_text() + '\n[telemetry]\ngpu = "none"\ncap_from = "log"\n'
+        "cap_log_pattern = 'serving cap-(\\d+) on'\n"
+    )
     plan = with_hosts(plan, ssh_hosts)
     done = fairwin("run", str(plan), "--mode", "controlled")
     assert done.returncode == 0, done.stderr

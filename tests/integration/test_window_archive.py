@@ -20,12 +20,26 @@ from tests.unit.test_window_steps import launcher_recording
 def keyed_like(plan: Path, window: str, role: str = "A", **change: object) -> ArchiveRow:
     """A control start keyed as this plan's controlled windows key theirs (no GPU here: no model, no caps)."""
     key = planned_match(load_plan(plan), "controlled", "A", "short-b1")
-    fields = {"window_id": window, "time": 1.0, "commit": None, "mode": "controlled", "role": role, "start": "s1",
-              "cell": "short-b1", "max_tokens": key["max_tokens"], "clock_cap_mhz": None,
-              "production_commit": key["production_commit"], "prompt_tokens": key["prompt_tokens"],
-              "concurrency": key["concurrency"], "temperature": key["temperature"], "hosts": list(key["hosts"]),
-              "gpu_model": None, "gpu_count": None, "clock_caps_mhz": {},
-              "repeats": [ArchivedRepeat(repeat=r, pooled_rate_tps=100.0 + r) for r in (1, 2)]}  # fmt: skip
+    fields = {
+        "window_id": window,
+        "time": 1.0,
+        "commit": None,
+        "mode": "controlled",
+        "role": role,
+        "start": "s1",
+        "cell": "short-b1",
+        "max_tokens": key["max_tokens"],
+        "clock_cap_mhz": None,
+        "production_commit": key["production_commit"],
+        "prompt_tokens": key["prompt_tokens"],
+        "concurrency": key["concurrency"],
+        "temperature": key["temperature"],
+        "hosts": list(key["hosts"]),
+        "gpu_model": None,
+        "gpu_count": None,
+        "clock_caps_mhz": {},
+        "repeats": [ArchivedRepeat(repeat=r, pooled_rate_tps=100.0 + r) for r in (1, 2)],
+    }
     return ArchiveRow.model_validate({**fields, **change})
 
 
@@ -137,8 +151,10 @@ def test_two_coordinators_sharing_a_postgresql_archive_never_hold_the_hardware_a
     window = wait_for_step(first, "start s1", running)
     refused = fairwin("run", str(second), "--mode", "controlled", "--quiet", "--coordinator", "bob")
     assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
-    assert f"the hardware is held by window {window.name} (pid {running.pid} on {socket.gethostname()}, " \
-           "coordinator alice" in refused.stderr  # fmt: skip
+    assert (
+        f"the hardware is held by window {window.name} (pid {running.pid} on {socket.gethostname()}, "
+        "coordinator alice" in refused.stderr
+    )
     assert "in the shared archive's locks (postgresql://" in refused.stderr
     assert not (tmp_path / "elsewhere").exists()  # refused with the gates: nothing made
     assert running.wait(120) == 0, running.communicate()
@@ -164,8 +180,9 @@ def test_recover_gives_back_the_shared_lock_of_a_window_whose_fairwin_died(
     assert fairwin("archive", "migrate").returncode == 0
     first = make_plan(window={"repeats": 2}, name="first.toml")
     second = make_plan(window={"repeats": 2, "output_dir": "elsewhere"}, name="second.toml")
-    window = killed_inside(first, start_run(first, "--mode", "controlled", kill_at="start s1:launched"),
-                           "start s1:launched")  # fmt: skip
+    window = killed_inside(
+        first, start_run(first, "--mode", "controlled", kill_at="start s1:launched"), "start s1:launched"
+    )
     held = fairwin("run", str(second), "--mode", "controlled", "--quiet")
     assert held.returncode == 4 and f"held by window {window.name}" in held.stderr, held.stderr
     assert fairwin("recover", str(first)).returncode == 0

@@ -73,8 +73,10 @@ def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_pla
         window={"rule": None, "repeats": 2},
     )
     shown = fairwin("plan", "show", str(plan), "--mode", "controlled")
-    assert ("rule win2-seq-v1 (looks after 3, 5, 7, 9 starts, the first only with 10 archived control starts; at "
-            "most 9, kinds alternating, first kind drawn at random)") in shown.stdout  # fmt: skip
+    assert (
+        "rule win2-seq-v1 (looks after 3, 5, 7, 9 starts, the first only with 10 archived control starts; at "
+        "most 9, kinds alternating, first kind drawn at random)"
+    ) in shown.stdout
     assert "hold under win2-seq-v1 (looks after 5, 7, 9 starts):" in shown.stdout
     assert (
         "| controlled | 5 starts (first look) |" in shown.stdout
@@ -92,8 +94,15 @@ def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_pla
     assert [s["role"] for s in manifest["starts"]] == [first, second] * 4 + [first]
     journal = read_jsonl(window / "journal.jsonl")
     steps = [e["step"] for e in journal if e["event"] == "begin"]
-    assert steps == ["open", *(f"start s{i}" for i in range(1, 6)), "look after s5", "decide", "archive", "budget",
-                     "close"]  # fmt: skip
+    assert steps == [
+        "open",
+        *(f"start s{i}" for i in range(1, 6)),
+        "look after s5",
+        "decide",
+        "archive",
+        "budget",
+        "close",
+    ]
     (look,) = [e for e in journal if e["step"] == "look after s5" and e["event"] == "end"]
     assert (look["verdict"], look["stopped"], look["cells"]) == ("WIN", "decided", {"short-b1": "WIN"})
     decision = json.loads((window / "decision.json").read_text())
@@ -227,10 +236,17 @@ def test_chat_cells_stream_through_chat_completions(make_plan: PlanFactory) -> N
             "A": sim_role(model="chat-a"),
             "B": sim_role("--spec-tokens", "2", "--acceptance", "0.9", model="chat-a"),
         },
-        cells={"chat-b1": {"families": ["prose"], "prompt_tokens": 40, "max_tokens": 24, "streams_per_wave": 1,
-                           "endpoint": "chat"}},
+        cells={
+            "chat-b1": {
+                "families": ["prose"],
+                "prompt_tokens": 40,
+                "max_tokens": 24,
+                "streams_per_wave": 1,
+                "endpoint": "chat",
+            }
+        },
         window={"repeats": 2},
-    )  # fmt: skip
+    )
     done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)
@@ -310,8 +326,9 @@ def test_a_window_killed_at_a_look_recovers_and_its_rows_decide_at_that_look(mak
         },
         window={"rule": None, "repeats": 2},
     )
-    window = killed_inside(plan, start_run(plan, "--mode", "controlled", kill_at="look after s5:begin"),
-                           "look after s5:begin")  # fmt: skip
+    window = killed_inside(
+        plan, start_run(plan, "--mode", "controlled", kill_at="look after s5:begin"), "look after s5:begin"
+    )
     recovered = fairwin("recover", str(plan))
     assert recovered.returncode == 0, recovered.stderr
     assert status(window)["state"] == "interrupted" and processes_with("look-kill") == []

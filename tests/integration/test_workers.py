@@ -30,9 +30,12 @@ WORKER = (
 
 
 def worker(marker: str, port: int, delay_s: float = 0.3, **ready: Any) -> dict[str, Any]:
-    return {"host": "h1", "argv": ["{python}", "-c", WORKER, str(port), str(delay_s), marker],
-            "env": {"WORKER_OF": "{head_address}:{port}"},
-            "ready": {"log": "engine ready", "port": port, "after_s": 0.2, "timeout_s": 10, **ready}}  # fmt: skip
+    return {
+        "host": "h1",
+        "argv": ["{python}", "-c", WORKER, str(port), str(delay_s), marker],
+        "env": {"WORKER_OF": "{head_address}:{port}"},
+        "ready": {"log": "engine ready", "port": port, "after_s": 0.2, "timeout_s": 10, **ready},
+    }
 
 
 def spanning_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, the_worker: dict[str, Any]) -> Path:

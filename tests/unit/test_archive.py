@@ -26,11 +26,24 @@ from fairwin.archive import (
 
 def row(window: str, start: str, values: list[float], **keys: Any) -> ArchiveRow:
     fields: dict[str, Any] = {
-        "window_id": window, "time": 0.0, "commit": "abc", "mode": "controlled", "role": "A", "start": start,
-        "cell": "c", "max_tokens": 512, "clock_cap_mhz": None, "production_commit": "p1", "prompt_tokens": 64,
-        "concurrency": 1, "temperature": 0.0, "hosts": ["gpu1"], "gpu_model": "H200", "gpu_count": 1,
+        "window_id": window,
+        "time": 0.0,
+        "commit": "abc",
+        "mode": "controlled",
+        "role": "A",
+        "start": start,
+        "cell": "c",
+        "max_tokens": 512,
+        "clock_cap_mhz": None,
+        "production_commit": "p1",
+        "prompt_tokens": 64,
+        "concurrency": 1,
+        "temperature": 0.0,
+        "hosts": ["gpu1"],
+        "gpu_model": "H200",
+        "gpu_count": 1,
         "clock_caps_mhz": {"gpu1": 1980.0},
-    }  # fmt: skip
+    }
     repeats = [ArchivedRepeat(repeat=i, pooled_rate_tps=v) for i, v in enumerate(values, 1)]
     return ArchiveRow(**{**fields, **keys, "repeats": repeats})
 
@@ -48,10 +61,22 @@ def test_noise_by_hand() -> None:
 
 @pytest.mark.parametrize(
     "differs",
-    [{"cell": "d"}, {"role": "P"}, {"mode": "production-policy"}, {"production_commit": "p2"}, {"prompt_tokens": 128},
-     {"max_tokens": 128}, {"concurrency": 4}, {"temperature": 1.0}, {"hosts": ["gpu2"]}, {"gpu_model": "H100"},
-     {"gpu_count": 2}, {"clock_caps_mhz": {"gpu1": 2100.0}}, {"clock_caps_mhz": {}}],
-)  # fmt: skip
+    [
+        {"cell": "d"},
+        {"role": "P"},
+        {"mode": "production-policy"},
+        {"production_commit": "p2"},
+        {"prompt_tokens": 128},
+        {"max_tokens": 128},
+        {"concurrency": 4},
+        {"temperature": 1.0},
+        {"hosts": ["gpu2"]},
+        {"gpu_model": "H100"},
+        {"gpu_count": 2},
+        {"clock_caps_mhz": {"gpu1": 2100.0}},
+        {"clock_caps_mhz": {}},
+    ],
+)
 def test_a_row_that_differs_in_any_key_is_not_the_same_noise(differs: dict[str, Any]) -> None:
     mine = row("w1", "s1", [1, 1])
     other = row("w2", "s1", [1, 1], **differs)
@@ -70,8 +95,19 @@ def test_select_by_some_keys_and_refuses_a_name_that_is_not_one() -> None:
 
 
 def test_a_first_version_row_is_read_with_its_keys_unknown_and_matches_no_window() -> None:
-    old = {"format": "fairwin.archive/1", "window_id": "w", "time": 0.0, "commit": None, "mode": "m", "role": "A",
-           "start": "s1", "cell": "c", "max_tokens": 8, "clock_cap_mhz": 1980.0, "repeats": []}  # fmt: skip
+    old = {
+        "format": "fairwin.archive/1",
+        "window_id": "w",
+        "time": 0.0,
+        "commit": None,
+        "mode": "m",
+        "role": "A",
+        "start": "s1",
+        "cell": "c",
+        "max_tokens": 8,
+        "clock_cap_mhz": 1980.0,
+        "repeats": [],
+    }
     from fairwin.archive.rows import upgrade
 
     upgraded = ArchiveRow.model_validate(upgrade(old))
@@ -133,4 +169,6 @@ def test_foreign_rows_and_unknown_versions_are_reported_not_used(tmp_path: Path)
     snapshot = read_archive(path)
     assert snapshot.rows == ()
     assert [p.split(": ", 1)[1].split(" (")[0] for p in snapshot.problems] == [
-        "row 1 is not a fairwin.archive/2 row", "row 2 is not a fairwin.archive/2 row"]  # fmt: skip
+        "row 1 is not a fairwin.archive/2 row",
+        "row 2 is not a fairwin.archive/2 row",
+    ]

@@ -45,10 +45,12 @@ def test_launch_variance_breaks_win2_v1_and_not_the_launch_aware_rule() -> None:
 
 
 def test_power_and_determinism() -> None:
-    first = audit(WIN2_LAUNCH_V1, repeat_cv_pct=0.5, launch_cv_pct=0.5, effect_pct=5, trials=500, seed=1,
-                  archive_starts=20)  # fmt: skip
-    again = audit(WIN2_LAUNCH_V1, repeat_cv_pct=0.5, launch_cv_pct=0.5, effect_pct=5, trials=500, seed=1,
-                  archive_starts=20)  # fmt: skip
+    first = audit(
+        WIN2_LAUNCH_V1, repeat_cv_pct=0.5, launch_cv_pct=0.5, effect_pct=5, trials=500, seed=1, archive_starts=20
+    )
+    again = audit(
+        WIN2_LAUNCH_V1, repeat_cv_pct=0.5, launch_cv_pct=0.5, effect_pct=5, trials=500, seed=1, archive_starts=20
+    )
     assert first == again
     assert (first.power or 0) > 0.95
     assert first.false_win is None

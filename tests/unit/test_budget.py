@@ -66,8 +66,10 @@ def runbook_plan(make_plan: PlanFactory, rule: str | None) -> Path:
     waves = 6 * (32768 * 0.5 + 512 * 20) / 1000  # 0.5 ms a prefill token, 20 ms a decode token
     warmup = (32768 * 0.5 + 16 * 20) / 1000
     startup = 4088 / 3 - waves - warmup - 10
-    budget = (f"startup_s = {startup!r}\nstop_s = 10\ndecode_ms_per_token = 20\nrestore_s = 385\n"
-              f"role_startup_s = {{ P = {startup + 19.5!r} }}")  # fmt: skip
+    budget = (
+        f"startup_s = {startup!r}\nstop_s = 10\ndecode_ms_per_token = 20\nrestore_s = 385\n"
+        f"role_startup_s = {{ P = {startup + 19.5!r} }}"
+    )
     path.write_text(path.read_text().replace("startup_s = 1\nstop_s = 1\ndecode_ms_per_token = 2", budget))
     return path
 
@@ -85,8 +87,10 @@ def test_the_runbooks_estimated_hold_under_win2_v1(make_plan: PlanFactory) -> No
         check_budget(loaded, found[1])
     # Earlier windows measured P's and B's restarts: the gate holds the measured reserve, and the window fits.
     plan = loaded.plan
-    measured = Calibration(startup_s={role_key(plan.roles["P"]): [150.0], role_key(plan.roles["B"]): [163.0]},
-                           stop_s={role_key(plan.roles["P"]): [10.0], role_key(plan.roles["B"]): [10.0]})  # fmt: skip
+    measured = Calibration(
+        startup_s={role_key(plan.roles["P"]): [150.0], role_key(plan.roles["B"]): [163.0]},
+        stop_s={role_key(plan.roles["P"]): [10.0], role_key(plan.roles["B"]): [10.0]},
+    )
     policy = estimate(loaded, "production-policy", resolve_mode(loaded, "production-policy"), measured)
     assert policy.pair_reserve_measured and policy.pair_reserve_s == 333.0
     assert policy.sources["pair reserve"] == "measured: 333.0 s to stop and start the pair again (medians)"
@@ -129,7 +133,10 @@ def test_greedy_diagnostics_and_a_roles_own_start_up_are_budgeted(make_plan: Pla
     found = estimate(loaded, "controlled", resolve_mode(loaded, "controlled"))
     greedy = 2 * (64 * 0.5 + 10 * 2) / 1000  # the candidate's first start: 2 prompts of the deciding cell
     assert [(c.start, c.startup_s, c.diagnostics_s) for c in found.starts] == [
-        ("s1", 1.0, 0.0), ("s2", 7.0, pytest.approx(greedy)), ("s3", 1.0, 0.0)]  # fmt: skip
+        ("s1", 1.0, 0.0),
+        ("s2", 7.0, pytest.approx(greedy)),
+        ("s3", 1.0, 0.0),
+    ]
     assert found.sources["role B start"] == "assumed: 7 s ([budget] role_startup_s)"
     assert found.sources["greedy diagnostics"].startswith("assumed: 0.1 s a diagnosed start (2 prompts x 1 cells")
     assert found.starts[1].total_s - found.starts[0].total_s == pytest.approx(6.0 + greedy)

@@ -120,10 +120,12 @@ def test_primary_branches(s2: list[float], verdict: str) -> None:
 
 def test_guard_fails_in_two_of_three_repeats_and_makes_a_win_a_loss() -> None:
     rows = rows_for(
-        FLAT, [105.0, 105.1, 104.9], FLAT,
+        FLAT,
+        [105.0, 105.1, 104.9],
+        FLAT,
         accepted_per_round={"s1": [2.0, 2.0, 2.0], "s2": [1.9, 1.9, 2.1], "s3": [2.1, 2.0, 2.0]},
         decode_tps={"s2": [100.0, 100.0, 100.0]},
-    )  # fmt: skip
+    )
     cell = one(rows)
     assert cell.primary is not None and cell.primary.verdict == "WIN"
     guard = {g.metric: g for g in cell.guards}
@@ -135,11 +137,13 @@ def test_guard_fails_in_two_of_three_repeats_and_makes_a_win_a_loss() -> None:
 
 def test_guard_below_in_one_repeat_or_within_the_spread_passes() -> None:
     rows = rows_for(
-        FLAT, [105.0, 105.1, 104.9], FLAT,
+        FLAT,
+        [105.0, 105.1, 104.9],
+        FLAT,
         # repeat 1 below both; repeat 2 between the controls (not below both): one failure only.
         accepted_per_round={"s1": [2.0, 1.8, 2.0], "s2": [1.9, 1.9, 2.1], "s3": [2.1, 2.0, 2.0]},
         decode_tps={"s2": [100.0, 100.0, 100.0]},
-    )  # fmt: skip
+    )
     cell = one(rows)
     assert [g.failed for g in cell.guards] == [False, False]
     assert cell.verdict == "WIN"
@@ -210,15 +214,19 @@ def test_each_host_is_held_to_one_cap_and_its_own_configured_one_naming_the_host
     assert cell.verdict == "INCONCLUSIVE" and cell.validity is not None and cell.validity.observed
     assert "hosts ran at different clock caps (h1 at 2150 MHz, here at 2300 MHz) in s1, s2, s3" in cell.reasons
     assert "host h1 ran at 2150 MHz, its configured cap is 2300 MHz in s1, s2, s3" in cell.reasons
-    same = [r.model_copy(update={"clock_cap_mhz": 2300.0, "clock_caps_by_host": {"here": 2300.0, "h1": 2300.0}})
-            for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)]  # fmt: skip
+    same = [
+        r.model_copy(update={"clock_cap_mhz": 2300.0, "clock_caps_by_host": {"here": 2300.0, "h1": 2300.0}})
+        for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)
+    ]
     configured = ctx(production_clock_cap_mhz=2300, production_caps_by_host={"here": 2300.0, "h1": 2150.0})
     cell = decide_cell(same, "c", WIN2_V1, configured)
     assert "production's configured clock cap differs between its hosts: h1 2150 MHz, here 2300 MHz" in cell.reasons
     assert "host h1 ran at 2300 MHz, its configured cap is 2150 MHz in s1, s2, s3" in cell.reasons
     assert decide_cell(same, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300)).verdict == "WIN"
-    alone = [r.model_copy(update={"clock_cap_mhz": 2150.0, "clock_caps_by_host": {"here": 2150.0}})
-             for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)]  # fmt: skip
+    alone = [
+        r.model_copy(update={"clock_cap_mhz": 2150.0, "clock_caps_by_host": {"here": 2150.0}})
+        for r in rows_for(FLAT, [105.0, 105.1, 104.9], FLAT)
+    ]
     reasons = decide_cell(alone, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300)).reasons
     assert any("cap differs from production's 2300 MHz" in r for r in reasons)
     assert not any(r.startswith("host here") for r in reasons)  # one host: said once, not twice
@@ -231,8 +239,9 @@ def test_a_dialback_between_starts_is_invalid_and_power_dialbacks_are_reported_a
         rows.append(r.model_copy(update={"clock_cap_mhz": 2300.0, "thermal_events": 0, "power_events": power}))
     cell = decide_cell(rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300))
     assert cell.verdict == "WIN" and cell.validity is not None and cell.validity.power_events == {"s2": 1}
-    between = decide_cell(rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300,
-                                                   between_starts_dialbacks={"after s1": 2}))  # fmt: skip
+    between = decide_cell(
+        rows, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300, between_starts_dialbacks={"after s1": 2})
+    )
     assert between.verdict == "INCONCLUSIVE"
     assert "the clock was dialled back between starts: {'after s1': 2} events" in between.reasons
 
@@ -246,8 +255,14 @@ def test_missing_metric_or_repeat_is_inconclusive() -> None:
     assert cell.verdict == "INCONCLUSIVE"
     assert "decode_tps unobserved in s2 repeat 2; win2-v1 needs it" in cell.reasons
     # A reported metric missing only makes that metric INCONCLUSIVE.
-    rows = rows_for(FLAT, [103.0, 103.1, 102.9], FLAT, ttft_s={"s1": [None, 1.0, 1.0]}, decode_tps={"s2": FLAT},
-                    accepted_per_round={"s2": FLAT})  # fmt: skip
+    rows = rows_for(
+        FLAT,
+        [103.0, 103.1, 102.9],
+        FLAT,
+        ttft_s={"s1": [None, 1.0, 1.0]},
+        decode_tps={"s2": FLAT},
+        accepted_per_round={"s2": FLAT},
+    )
     cell = one(rows)
     assert cell.verdict == "WIN"
     assert {r.metric: r.verdict for r in cell.reported}["ttft_s"] == "INCONCLUSIVE"
@@ -270,8 +285,9 @@ def test_window_verdict_aggregation_and_reported_cells() -> None:
 
 def test_noise_next_to_the_bar() -> None:
     rows = rows_for([100.0, 101.0, 99.0], [105.0, 105.1, 104.9], [104.0, 101.0, 99.0])
-    archive = ArchiveNoise(metric="pooled_rate_tps", cell="c", starts=12, windows=6, launch_cv_pct=3.5,
-                           repeat_cv_pct=0.4, range_pct=9.0)  # fmt: skip
+    archive = ArchiveNoise(
+        metric="pooled_rate_tps", cell="c", starts=12, windows=6, launch_cv_pct=3.5, repeat_cv_pct=0.4, range_pct=9.0
+    )
     cell = decide_cell(rows, "c", WIN2_V1, ctx(archive=[archive]))
     assert cell.noise is not None
     assert cell.noise.off_off_spread_pct == pytest.approx([100 * 4 / 102, 0.0, 0.0])

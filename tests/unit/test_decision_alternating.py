@@ -114,8 +114,17 @@ def test_a_guard_fails_only_on_its_own_wide_interval() -> None:
 
 
 def test_the_archive_adds_degrees_of_freedom() -> None:
-    noise = [ArchiveNoise(metric="pooled_rate_tps", cell="c", starts=11, windows=3, launch_cv_pct=2.0,
-                          repeat_cv_pct=0.5, range_pct=None)]  # fmt: skip
+    noise = [
+        ArchiveNoise(
+            metric="pooled_rate_tps",
+            cell="c",
+            starts=11,
+            windows=3,
+            launch_cv_pct=2.0,
+            repeat_cv_pct=0.5,
+            range_pct=None,
+        )
+    ]
     est = decide(rows(two_repeats(MEANS)), archive=noise).primary.estimate
     assert est.df == 4 + 10
 
@@ -160,14 +169,16 @@ def test_a_plan_naming_no_rule_gets_the_sequential_default_and_this_rule_by_name
 @pytest.mark.parametrize(("repeat_cv", "launch_cv", "drift"), [(13.0, 8.0, -8.0), (3.0, 15.0, 0.0)])
 def test_audited_error_rates_hold_at_this_machines_noise(repeat_cv: float, launch_cv: float, drift: float) -> None:
     # The first: what A/A windows on the 2-core machine showed; the second, launches far apart (docs/decision.md).
-    null = audit(WIN2_ALT7_V1, repeats=3, repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv, drift_pct=drift,
-                 trials=2000, seed=1)  # fmt: skip
+    null = audit(
+        WIN2_ALT7_V1, repeats=3, repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv, drift_pct=drift, trials=2000, seed=1
+    )
     margin = 2 * null.mc_error
     assert null.false_win is not None and null.false_win <= 0.025 + margin
     assert null.false_loss is not None and null.false_loss <= 0.05 + margin
 
 
 def test_power_at_the_demos_smallest_effect() -> None:
-    found = audit(WIN2_ALT7_V1, repeats=3, repeat_cv_pct=13.0, launch_cv_pct=8.0, drift_pct=-8.0, effect_pct=60.0,
-                  trials=1000)  # fmt: skip
+    found = audit(
+        WIN2_ALT7_V1, repeats=3, repeat_cv_pct=13.0, launch_cv_pct=8.0, drift_pct=-8.0, effect_pct=60.0, trials=1000
+    )
     assert found.power is not None and found.power >= 0.9

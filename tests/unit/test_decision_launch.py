@@ -15,8 +15,13 @@ from fairwin.decision import WIN2_LAUNCH_V1, ArchiveNoise, DecisionRow, WindowCo
 METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
 
 
-def rows(s1: list[float], s2: list[float], s3: list[float], kinds: dict[str, str] | None = None,
-         **series: dict[str, list[float]]) -> list[DecisionRow]:  # fmt: skip
+def rows(
+    s1: list[float],
+    s2: list[float],
+    s3: list[float],
+    kinds: dict[str, str] | None = None,
+    **series: dict[str, list[float]],
+) -> list[DecisionRow]:
     out = []
     for start, values in (("s1", s1), ("s2", s2), ("s3", s3)):
         for r, v in enumerate(values, 1):
@@ -29,10 +34,11 @@ def rows(s1: list[float], s2: list[float], s3: list[float], kinds: dict[str, str
 
 def archive(cv: float, starts: int, metrics: tuple[str, ...] = ("pooled_rate_tps",)) -> list[ArchiveNoise]:
     return [
-        ArchiveNoise(metric=m, cell="c", starts=starts, windows=starts, launch_cv_pct=cv, repeat_cv_pct=0.5,
-                     range_pct=None)
+        ArchiveNoise(
+            metric=m, cell="c", starts=starts, windows=starts, launch_cv_pct=cv, repeat_cv_pct=0.5, range_pct=None
+        )
         for m in metrics
-    ]  # fmt: skip
+    ]
 
 
 def decide(data: list[DecisionRow], **kw: Any):  # type: ignore[no-untyped-def]

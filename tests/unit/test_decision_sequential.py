@@ -42,8 +42,12 @@ def window_rows(
 
 
 def archive(starts: int, cv: float = 1.0, cell: str = "c") -> list[ArchiveNoise]:
-    return [ArchiveNoise(metric=m, cell=cell, starts=starts, windows=starts, launch_cv_pct=cv, repeat_cv_pct=0.5,
-                         range_pct=None) for m in ("pooled_rate_tps", "accepted_per_round", "decode_tps")]  # fmt: skip
+    return [
+        ArchiveNoise(
+            metric=m, cell=cell, starts=starts, windows=starts, launch_cv_pct=cv, repeat_cv_pct=0.5, range_pct=None
+        )
+        for m in ("pooled_rate_tps", "accepted_per_round", "decode_tps")
+    ]
 
 
 def decided(rows: list[DecisionRow], **context: Any) -> Decision:
@@ -54,16 +58,22 @@ def test_the_default_rule_is_sequential_and_the_fixed_rules_keep_their_sha256() 
     assert get_rule(None) is WIN2_SEQ_V1 and WIN2_SEQ_V1.start_count == 9
     # Registered before the sequential parameters existed: unset, they stay out of the canonical JSON.
     assert {r.id: r.sha256[:16] for r in RULES.values() if r is not WIN2_SEQ_V1} == {
-        "win2-v1": "cc766148a94042fe", "win2-launch-v1": "2d604cdf07412a5e", "win2-alt7-v1": "2c7df7998e9deca5",
+        "win2-v1": "cc766148a94042fe",
+        "win2-launch-v1": "2d604cdf07412a5e",
+        "win2-alt7-v1": "2c7df7998e9deca5",
         "win2-alt7-client-v1": "e8c047357b445391",
-    }  # fmt: skip
+    }
     assert WIN2_SEQ_V1.first_look(9) == 5 and WIN2_SEQ_V1.first_look(10) == 3
     assert WIN2_SEQ_V1.starts_text() == "looks 3*, 5, 7, 9"
 
 
 def test_every_parameter_of_the_stopping_is_in_the_sha256() -> None:
-    for change in ({"looks": (3, 5, 7, 11)}, {"look_levels": (0.01, 0.009, 0.009, 0.009)},
-                   {"first_look_archive_starts": 12}, {"spending": "other"}):  # fmt: skip
+    for change in (
+        {"looks": (3, 5, 7, 11)},
+        {"look_levels": (0.01, 0.009, 0.009, 0.009)},
+        {"first_look_archive_starts": 12},
+        {"spending": "other"},
+    ):
         assert WIN2_SEQ_V1.model_copy(update=change).sha256 != WIN2_SEQ_V1.sha256
 
 
@@ -105,7 +115,10 @@ def test_with_an_archive_the_first_look_is_after_three() -> None:
     assert found.sequential is not None and [look.after for look in found.sequential.looks] == [3]
     assert found.verdict == "WIN"
     assert look_points(WIN2_SEQ_V1, WindowContext(window_id="w", mode="m", cells=["c"], archive=archive(9)), 9) == [
-        5, 7, 9]  # fmt: skip
+        5,
+        7,
+        9,
+    ]
 
 
 def test_no_clear_answer_continues_and_is_neutral_at_the_maximum() -> None:
@@ -113,7 +126,10 @@ def test_no_clear_answer_continues_and_is_neutral_at_the_maximum() -> None:
     found = decided(window_rows(means, spread=3.0))
     assert found.sequential is not None
     assert [(look.after, look.verdict) for look in found.sequential.looks] == [
-        (5, "CONTINUE"), (7, "CONTINUE"), (9, "NEUTRAL")]  # fmt: skip
+        (5, "CONTINUE"),
+        (7, "CONTINUE"),
+        (9, "NEUTRAL"),
+    ]
     assert found.sequential.ended == "maximum" and found.verdict == "NEUTRAL"
 
 
@@ -140,8 +156,12 @@ def test_a_window_that_ended_between_looks_is_judged_on_what_it_finished() -> No
 
 def test_a_failed_guard_stops_the_window_with_loss() -> None:
     rows = window_rows([100, 140, 101, 141, 99])
-    rows = [r.model_copy(update={"accepted_per_round": r.accepted_per_round * (0.5 if r.kind == "candidate" else 1.0)})
-            if r.accepted_per_round is not None else r for r in rows]  # fmt: skip
+    rows = [
+        r.model_copy(update={"accepted_per_round": r.accepted_per_round * (0.5 if r.kind == "candidate" else 1.0)})
+        if r.accepted_per_round is not None
+        else r
+        for r in rows
+    ]
     found = decided(rows)
     assert found.verdict == "LOSS" and found.sequential is not None and found.sequential.ended == "decided"
     assert any("guard accepted_per_round FAILED" in reason for reason in found.cells[0].reasons)

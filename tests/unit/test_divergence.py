@@ -7,10 +7,17 @@ from fairwin.decision.divergence import GreedyStream, compare_greedy
 SURE = [(" a", -0.05), (" b", -3.0)]
 
 
-def stream(start: str, kind: str, tokens: list[str], top: list[list[tuple[str, float]]] | None = None,
-           prompt: str = "prose/p1") -> GreedyStream:  # fmt: skip
-    return GreedyStream(start=start, kind=kind, cell="c", prompt=prompt, tokens=tokens,
-                        top=top if top is not None else [[(t, -0.05), (" z", -3.0)] for t in tokens])  # fmt: skip
+def stream(
+    start: str, kind: str, tokens: list[str], top: list[list[tuple[str, float]]] | None = None, prompt: str = "prose/p1"
+) -> GreedyStream:
+    return GreedyStream(
+        start=start,
+        kind=kind,
+        cell="c",
+        prompt=prompt,
+        tokens=tokens,
+        top=top if top is not None else [[(t, -0.05), (" z", -3.0)] for t in tokens],
+    )
 
 
 def test_identical_streams_are_counted_and_nothing_diverges() -> None:
@@ -42,12 +49,18 @@ def test_a_token_outside_both_top_twos_or_a_shorter_stream_is_real() -> None:
     short = stream("s2", "candidate", [" a"], prompt="prose/p2")
     found = compare_greedy([control, stream("s1", "control", [" a", " a"], prompt="prose/p2"), odd, short], 0.1)
     assert [(d.prompt, d.position, d.margin, d.near_tie) for d in found.divergences] == [
-        ("prose/p1", 1, None, False), ("prose/p2", 1, None, False)]  # fmt: skip
+        ("prose/p1", 1, None, False),
+        ("prose/p2", 1, None, False),
+    ]
 
 
 def test_every_stream_is_compared_once_against_the_first_control_start_or_a_stored_reference() -> None:
-    streams = [stream("s1", "control", [" a"]), stream("s2", "candidate", [" a"]), stream("s3", "control", [" a"]),
-               stream("s4", "candidate", [" b"])]  # fmt: skip
+    streams = [
+        stream("s1", "control", [" a"]),
+        stream("s2", "candidate", [" a"]),
+        stream("s3", "control", [" a"]),
+        stream("s4", "candidate", [" b"]),
+    ]
     found = compare_greedy(streams, 0.1)
     assert (found.compared, found.identical) == (3, 2) and found.divergences[0].reference == "s1"
     stored = compare_greedy(streams, 0.1, reference=[stream("ref", "reference", [" b"])])

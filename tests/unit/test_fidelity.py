@@ -12,8 +12,16 @@ from fairwin.pooling.pool import pool_repeat
 from tests.unit.test_pool import stream, wave
 
 
-def timed(first: float, last: float, *, server_ms: float | None = None, waited: float | None = None,
-          done_gap: float = 0.001, tokens: int = 9, index: int = 0) -> StreamRecord:  # fmt: skip
+def timed(
+    first: float,
+    last: float,
+    *,
+    server_ms: float | None = None,
+    waited: float | None = None,
+    done_gap: float = 0.001,
+    tokens: int = 9,
+    index: int = 0,
+) -> StreamRecord:
     record = stream(first, last, tokens).model_copy(update={"stream": index})
     record.server_timing = None if server_ms is None else {"generation_time_ms": server_ms}
     record.client_runqueue_wait_s = waited
@@ -73,8 +81,16 @@ def test_pooling_keeps_only_trusted_streams() -> None:
     streams = [*good, burst]
     judge_wave(streams, server_decode_s=0.32)  # 80 ms a stream
     assert [s.client_timing_trusted for s in streams] == [True, True, True, False]
-    row = pool_repeat(window_id="w", start="s1", kind="control", role="A", cell="c", repeat=1,
-                      deltas=[wave(36, 4, 0, 0.32)], streams=streams)  # fmt: skip
+    row = pool_repeat(
+        window_id="w",
+        start="s1",
+        kind="control",
+        role="A",
+        cell="c",
+        repeat=1,
+        deltas=[wave(36, 4, 0, 0.32)],
+        streams=streams,
+    )
     assert row.client_streams == 3 and row.client_problem is None
     assert row.decode_tps == pytest.approx(24 / 0.24)  # 3 streams x 8 tokens in 3 x 80 ms; the burst is left out
     assert row.ttft_s == pytest.approx(0.01)
@@ -83,8 +99,16 @@ def test_pooling_keeps_only_trusted_streams() -> None:
 def test_a_repeat_with_too_few_trusted_streams_has_no_client_metrics() -> None:
     streams = [timed(0.01, 0.09, index=0), timed(0.0850, 0.0853, index=1), timed(0.0851, 0.0852, index=2)]
     judge_wave(streams, server_decode_s=0.24)
-    row = pool_repeat(window_id="w", start="s1", kind="control", role="A", cell="c", repeat=1,
-                      deltas=[wave(27, 3, 0, 0.24)], streams=streams)  # fmt: skip
+    row = pool_repeat(
+        window_id="w",
+        start="s1",
+        kind="control",
+        role="A",
+        cell="c",
+        repeat=1,
+        deltas=[wave(27, 3, 0, 0.24)],
+        streams=streams,
+    )
     assert row.decode_tps is None and row.ttft_s is None and row.client_streams == 0
     assert row.client_problem is not None and row.client_problem.startswith("2 of 3 streams' client timing untrusted")
     assert row.pooled_rate_tps == pytest.approx(24 / 0.24)  # the server's side is untouched

@@ -15,11 +15,34 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "fairwin"
 
 LAYERS = (
-    "_version", "errors", "redaction", "files", "formats", "rows", "profiles", "transport", "directory",
-    "decision", "plan", "launch", "telemetry", "production", "metrics", "client", "pooling", "gates", "archive",
-    "report", "custody", "window", "promote",
-    "sim", "cli", "__main__", "(api)",
-)  # fmt: skip
+    "_version",
+    "errors",
+    "redaction",
+    "files",
+    "formats",
+    "rows",
+    "profiles",
+    "transport",
+    "directory",
+    "decision",
+    "plan",
+    "launch",
+    "telemetry",
+    "production",
+    "metrics",
+    "client",
+    "pooling",
+    "gates",
+    "archive",
+    "report",
+    "custody",
+    "window",
+    "promote",
+    "sim",
+    "cli",
+    "__main__",
+    "(api)",
+)
 
 
 def _package(module: str) -> str:

@@ -195,14 +195,23 @@ def test_standard_verification_is_required_unless_a_plan_opts_out(make_plan: Pla
     ("roles", "production", "expected"),
     [
         ({"A": sim_role(compare_live=True)}, None, "roles.A.compare_live: there is no live production to compare"),
-        ({}, {"up": ["up"], "down": ["down"], "base_url": "http://h:1", "model": "m", "live": {"workers": []}},
-         "live.head: production managed elsewhere has no pid fairwin knows"),
-        ({}, {"role": "P", "live": {"workers": [{"match": "x", "container": "y"}]}},
-         "give either match (a command-line substring) or container (its name)"),
-        ({}, {"role": "P", "live": {"workers": [{"host": "nowhere", "match": "x"}]}},
-         "production.live.workers[0].host names 'nowhere', which [hosts] does not declare"),
+        (
+            {},
+            {"up": ["up"], "down": ["down"], "base_url": "http://h:1", "model": "m", "live": {"workers": []}},
+            "live.head: production managed elsewhere has no pid fairwin knows",
+        ),
+        (
+            {},
+            {"role": "P", "live": {"workers": [{"match": "x", "container": "y"}]}},
+            "give either match (a command-line substring) or container (its name)",
+        ),
+        (
+            {},
+            {"role": "P", "live": {"workers": [{"host": "nowhere", "match": "x"}]}},
+            "production.live.workers[0].host names 'nowhere', which [hosts] does not declare",
+        ),
     ],
-)  # fmt: skip
+)
 def test_production_as_it_runs_is_declared_whole(
     make_plan: PlanFactory, roles: dict[str, object], production: dict[str, object] | None, expected: str
 ) -> None:

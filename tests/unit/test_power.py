@@ -10,8 +10,15 @@ from fairwin.gates.power import detectability, power_warnings
 
 
 def noise(launch: float | None, repeat: float | None, starts: int = 10) -> ArchiveNoise:
-    return ArchiveNoise(metric="pooled_rate_tps", cell="c", starts=starts, windows=starts // 2,
-                        launch_cv_pct=launch, repeat_cv_pct=repeat, range_pct=None)  # fmt: skip
+    return ArchiveNoise(
+        metric="pooled_rate_tps",
+        cell="c",
+        starts=starts,
+        windows=starts // 2,
+        launch_cv_pct=launch,
+        repeat_cv_pct=repeat,
+        range_pct=None,
+    )
 
 
 def test_win2_half_width_by_hand() -> None:
@@ -43,8 +50,9 @@ def test_the_power_check_uses_each_procedures_own_standard_error() -> None:
     # orthogonal to the kinds), S - 3 = 4 window degrees of freedom plus the archive's starts - 1.
     from fairwin.decision import RULES, ArchiveNoise, procedure_for
 
-    noise = ArchiveNoise(metric="pooled_rate_tps", cell="c", starts=9, windows=3, launch_cv_pct=2.0,
-                         repeat_cv_pct=0.5, range_pct=None)  # fmt: skip
+    noise = ArchiveNoise(
+        metric="pooled_rate_tps", cell="c", starts=9, windows=3, launch_cv_pct=2.0, repeat_cv_pct=0.5, range_pct=None
+    )
     alternating = procedure_for(RULES["win2-alt7-v1"], {}).planned_error(noise, 2)
     assert alternating is not None
     assert alternating.se_pct == pytest.approx(2.0 * (1 / 4 + 1 / 3) ** 0.5)

@@ -25,16 +25,24 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containers"
 
 
 def member(env: dict[str, str], **kw: object) -> LiveMember:
-    found = {"member": "head", "host": "spark1", "found_by": "pid 7 (fairwin launched it)", "argv": ["vllm"],
-             "env": env, "speculative": {}}  # fmt: skip
+    found = {
+        "member": "head",
+        "host": "spark1",
+        "found_by": "pid 7 (fairwin launched it)",
+        "argv": ["vllm"],
+        "env": env,
+        "speculative": {},
+    }
     return LiveMember(**{**found, **kw})  # type: ignore[arg-type]
 
 
 def test_the_oldest_process_holding_the_pattern_is_production_and_the_ps_itself_never_is() -> None:
-    listing = ("   12    900 vllm serve /models/a --port 8000\n"
-               "   40   3600 /usr/bin/python -m vllm serve /models/a --port 8000\n"
-               "   77      0 ps -eo pid=,etimes=,args=\n"
-               "   78      0 sh -c ps -eo pid=,etimes=,args= vllm serve\n")  # fmt: skip
+    listing = (
+        "   12    900 vllm serve /models/a --port 8000\n"
+        "   40   3600 /usr/bin/python -m vllm serve /models/a --port 8000\n"
+        "   77      0 ps -eo pid=,etimes=,args=\n"
+        "   78      0 sh -c ps -eo pid=,etimes=,args= vllm serve\n"
+    )
     assert oldest_match(listing, "vllm serve") == 40
     assert oldest_match(listing, "sglang") is None
 
@@ -69,24 +77,33 @@ def test_allowed_differences_pass_and_the_rest_are_named_with_both_values() -> N
     check_live_env("role P", live, {"MODE": "a", "K": "5", "TRACE": "/mnt"}, ["SPEC_OVERRIDE", "TRACE"])
     with pytest.raises(RuntimeCheckError) as caught:
         check_live_env("role P on host h1", live, {"MODE": "b", "K": "5", "SPEC_OVERRIDE": "x"}, ["SPEC_OVERRIDE"])
-    assert str(caught.value).startswith("role P on host h1: its environment differs from production's head on host "
-                                        "spark1 (pid 7 (fairwin launched it)) in MODE: production runs MODE='a', "
-                                        "role P on host h1 MODE='b'")  # fmt: skip
+    assert str(caught.value).startswith(
+        "role P on host h1: its environment differs from production's head on host "
+        "spark1 (pid 7 (fairwin launched it)) in MODE: production runs MODE='a', "
+        "role P on host h1 MODE='b'"
+    )
 
 
 def test_the_speculative_config_must_be_productions_field_by_field() -> None:
     live = member({}, speculative={"method": "mtp", "num_speculative_tokens": 5})
     argv = ["vllm", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 5}']
     assert check_live_speculative("role P", live, argv)["method"] == "mtp"
-    with pytest.raises(RuntimeCheckError, match="field 'num_speculative_tokens' is 4; production's head on host "
-                                                "spark1 runs 5"):  # fmt: skip
-        check_live_speculative("role P", live, ["vllm", "--speculative-config", '{"method": "mtp", '
-                                                '"num_speculative_tokens": 4}'])  # fmt: skip
+    with pytest.raises(
+        RuntimeCheckError, match="field 'num_speculative_tokens' is 4; production's head on host spark1 runs 5"
+    ):
+        check_live_speculative(
+            "role P", live, ["vllm", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 4}']
+        )
 
 
 def test_what_changed_since_the_last_reading_is_named_per_process() -> None:
     before = LiveProduction((member({"A": "1", "B": "2"}),), 1.0)
-    now = LiveProduction((member({"A": "1", "B": "3", "C": "4"}, argv=["vllm", "--x"]),
-                          dataclasses.replace(member({}), member="worker 1")), 2.0)  # fmt: skip
+    now = LiveProduction(
+        (
+            member({"A": "1", "B": "3", "C": "4"}, argv=["vllm", "--x"]),
+            dataclasses.replace(member({}), member="worker 1"),
+        ),
+        2.0,
+    )
     assert changes(before, now) == ["head: env B, C; argv", "worker 1: new"]
     assert changes(now, now) == []

@@ -30,12 +30,15 @@ def test_a_listener_that_fails_is_dropped_once_and_the_window_goes_on() -> None:
 def test_the_open_event_carries_the_starts_their_estimates_and_the_waves_each_runs() -> None:
     seen: list[dict[str, Any]] = []
     starts = [StartSpec(name="s1", kind="control", role="A"), StartSpec(name="s2", kind="candidate", role="B")]
-    ProgressFeed("w1", seen.append).opened(Path("/w"), "control-first", starts,
-                                           {"measurement_end_s": 90.0, "per_start_s": {"s1": 40.0}}, 6)  # fmt: skip
+    ProgressFeed("w1", seen.append).opened(
+        Path("/w"), "control-first", starts, {"measurement_end_s": 90.0, "per_start_s": {"s1": 40.0}}, 6
+    )
     (event,) = seen
     assert event["estimate_s"] == 90.0 and event["waves_per_start"] == 6 and event["path"] == "/w"
-    assert event["starts"] == [{"name": "s1", "kind": "control", "role": "A", "estimate_s": 40.0},
-                               {"name": "s2", "kind": "candidate", "role": "B", "estimate_s": None}]  # fmt: skip
+    assert event["starts"] == [
+        {"name": "s1", "kind": "control", "role": "A", "estimate_s": 40.0},
+        {"name": "s2", "kind": "candidate", "role": "B", "estimate_s": None},
+    ]
 
 
 def test_the_live_bar_counts_waves_and_says_where_the_window_is() -> None:

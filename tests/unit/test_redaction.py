@@ -26,22 +26,45 @@ from tests.conftest import PlanFactory, sim_role
 
 @pytest.mark.parametrize(
     ("name", "secret"),
-    [("OPENAI_API_KEY", True), ("HF_TOKEN", True), ("PGPASSWORD", True), ("AWS_SECRET_ACCESS_KEY", True),
-     ("GOOGLE_APPLICATION_CREDENTIALS_JSON", True), ("VLLM_API_KEY", True), ("client_secret", True),
-     ("TOKENIZERS_PARALLELISM", False), ("MAX_NUM_BATCHED_TOKENS", False), ("SSL_KEY_FILE", False),
-     ("HF_HOME", False), ("CUDA_VISIBLE_DEVICES", False), ("KEYBOARD", False), ("GITHUBTOKEN", True),
-     ("KEY_ORDER", False), ("COST_PER_TOKEN", False), ("SECRET_KEY_BASE", True)],
-)  # fmt: skip
+    [
+        ("OPENAI_API_KEY", True),
+        ("HF_TOKEN", True),
+        ("PGPASSWORD", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS_JSON", True),
+        ("VLLM_API_KEY", True),
+        ("client_secret", True),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("MAX_NUM_BATCHED_TOKENS", False),
+        ("SSL_KEY_FILE", False),
+        ("HF_HOME", False),
+        ("CUDA_VISIBLE_DEVICES", False),
+        ("KEYBOARD", False),
+        ("GITHUBTOKEN", True),
+        ("KEY_ORDER", False),
+        ("COST_PER_TOKEN", False),
+        ("SECRET_KEY_BASE", True),
+    ],
+)
 def test_secret_names_are_told_by_their_parts_not_by_substrings(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
 
 
 @pytest.mark.parametrize(
     ("flag", "secret"),
-    [("--api-key", True), ("--hf-token", True), ("--password=x", True), ("--ssl-keyfile", False),
-     ("--max-num-batched-tokens", False), ("--tokenizer", False), ("api-key", False),
-     ("--ms-per-draft-token", False), ("--return-tokens-as-token-ids", False), ("--client-secret", True)],
-)  # fmt: skip
+    [
+        ("--api-key", True),
+        ("--hf-token", True),
+        ("--password=x", True),
+        ("--ssl-keyfile", False),
+        ("--max-num-batched-tokens", False),
+        ("--tokenizer", False),
+        ("api-key", False),
+        ("--ms-per-draft-token", False),
+        ("--return-tokens-as-token-ids", False),
+        ("--client-secret", True),
+    ],
+)
 def test_secret_flags(flag: str, secret: bool) -> None:
     assert is_secret_flag(flag) is secret
 
@@ -52,10 +75,34 @@ def test_declared_names_and_public_exceptions_count() -> None:
 
 
 def test_argv_values_after_secret_flags_and_url_passwords_are_hidden() -> None:
-    argv = ["vllm", "serve", "m", "--api-key", "sk-1", "--hf-token=hf_2", "--port", "8000",
-            "--db", "postgresql://fw:pw3@db:5432/x", "--ssl-keyfile", "/k.pem"]  # fmt: skip
-    assert redact_argv(argv) == ["vllm", "serve", "m", "--api-key", "***", "--hf-token=***", "--port", "8000",
-                                 "--db", "postgresql://fw:***@db:5432/x", "--ssl-keyfile", "/k.pem"]  # fmt: skip
+    argv = [
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        "sk-1",
+        "--hf-token=hf_2",
+        "--port",
+        "8000",
+        "--db",
+        "postgresql://fw:pw3@db:5432/x",
+        "--ssl-keyfile",
+        "/k.pem",
+    ]
+    assert redact_argv(argv) == [
+        "vllm",
+        "serve",
+        "m",
+        "--api-key",
+        "***",
+        "--hf-token=***",
+        "--port",
+        "8000",
+        "--db",
+        "postgresql://fw:***@db:5432/x",
+        "--ssl-keyfile",
+        "/k.pem",
+    ]
 
 
 def test_a_secret_flag_followed_by_another_flag_is_a_switch_and_hides_nothing(
@@ -106,15 +153,15 @@ def test_a_server_log_is_scrubbed_in_place_at_the_same_length(tmp_path: Path) ->
 
 def test_a_literal_secret_in_a_plan_is_refused_with_where_and_how(make_plan: PlanFactory) -> None:
     cases = {
-        "roles.A.env.OPENAI_API_KEY holds a literal secret; write OPENAI_API_KEY = \"{env:OPENAI_API_KEY}\"":
-            {"env": {"OPENAI_API_KEY": "sk-live"}},
-        "roles.A.argv[8] passes --api-key a literal secret; write --api-key {env:NAME}":
-            {"argv": [*sim_role()["argv"], "--api-key", "sk-live"]},
-        "roles.A.argv[8] passes --api-key a literal secret":
-            {"argv": [*sim_role()["argv"], "--api-key=sk-{env:X}"]},
-        "roles.A.env.DB holds a URL with a password":
-            {"env": {"DB": "postgresql://u:hunter2@db/x"}},
-    }  # fmt: skip
+        'roles.A.env.OPENAI_API_KEY holds a literal secret; write OPENAI_API_KEY = "{env:OPENAI_API_KEY}"': {
+            "env": {"OPENAI_API_KEY": "sk-live"}
+        },
+        "roles.A.argv[8] passes --api-key a literal secret; write --api-key {env:NAME}": {
+            "argv": [*sim_role()["argv"], "--api-key", "sk-live"]
+        },
+        "roles.A.argv[8] passes --api-key a literal secret": {"argv": [*sim_role()["argv"], "--api-key=sk-{env:X}"]},
+        "roles.A.env.DB holds a URL with a password": {"env": {"DB": "postgresql://u:hunter2@db/x"}},
+    }
     for message, override in cases.items():
         plan = make_plan(roles={"A": sim_role(**override), "B": sim_role()})
         with pytest.raises(PlanError, match=message.replace("[", r"\[").replace("]", r"\]").replace("{", r"\{")):

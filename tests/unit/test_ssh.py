@@ -12,9 +12,17 @@ from fairwin.plan.roles import Role
 
 
 def test_the_remote_command_prints_its_pid_then_becomes_the_server_with_exactly_its_environment() -> None:
-    role = Role.model_validate({"argv": ["{python}", "-m", "x", "--name", "it's \"quoted\"", "--port", "{port}"],
-                                "base_url": "http://10.0.0.2:{port}", "port": 9000, "served_model": "m",
-                                "host": "gpu", "env": {"A": "1 2"}, "cwd": "/srv/run dir"})  # fmt: skip
+    role = Role.model_validate(
+        {
+            "argv": ["{python}", "-m", "x", "--name", 'it\'s "quoted"', "--port", "{port}"],
+            "base_url": "http://10.0.0.2:{port}",
+            "port": 9000,
+            "served_model": "m",
+            "host": "gpu",
+            "env": {"A": "1 2"},
+            "cwd": "/srv/run dir",
+        }
+    )
     hosts = {"gpu": Host(address="10.0.0.2", python="/opt/py/bin/python")}
     spec = make_spec("R", {"R": role}, Path("/plans"), hosts)
     assert spec.argv[0] == "/opt/py/bin/python" and spec.host == "gpu"
@@ -23,8 +31,20 @@ def test_the_remote_command_prints_its_pid_then_becomes_the_server_with_exactly_
     command = server.command()
     assert command.startswith("cd '/srv/run dir' && echo $$ && exec env -i ")
     words = shlex.split(command.split(" && ", 2)[2])
-    assert words == ["exec", "env", "-i", "A=1 2", "PATH=/usr/bin", "/opt/py/bin/python", "-m", "x", "--name",
-                     "it's \"quoted\"", "--port", "9000"]  # fmt: skip
+    assert words == [
+        "exec",
+        "env",
+        "-i",
+        "A=1 2",
+        "PATH=/usr/bin",
+        "/opt/py/bin/python",
+        "-m",
+        "x",
+        "--name",
+        'it\'s "quoted"',
+        "--port",
+        "9000",
+    ]
 
 
 def test_environ_bytes_and_host_paths() -> None:

@@ -27,8 +27,12 @@ OTHER_GPU = "1, GPU-b, NVIDIA H200, 1755, 1980, 1755, 0x0000000000000002, 59, [N
 def test_a_line_is_parsed_field_by_field_and_unsupported_values_are_none() -> None:
     (locked, other) = parse_query(f"{LOCKED}\n{OTHER_GPU}\n", when=10.0)
     assert (locked.gpu, locked.uuid, locked.sm_mhz, locked.max_sm_mhz, locked.applications_mhz) == (
-        0, "GPU-a", 1755.0, 1980.0, 1755.0,
-    )  # fmt: skip
+        0,
+        "GPU-a",
+        1755.0,
+        1980.0,
+        1755.0,
+    )
     assert locked.reasons == 0x2 and locked.reason_names == ["applications_clocks_setting"] and locked.dialback is None
     assert other.power_w is None and other.power_limit_w == 700.0
     (hot,) = parse_query(HOT, when=11.0)
@@ -43,8 +47,10 @@ def test_a_line_of_the_wrong_shape_is_one_clear_error() -> None:
 
 def test_compute_processes() -> None:
     apps = parse_compute_apps("GPU-a, 4242, python3, 40960\nGPU-b, 4243, vllm, [N/A]\n")
-    assert apps == [{"gpu_uuid": "GPU-a", "pid": 4242, "name": "python3", "used_mib": 40960.0},
-                    {"gpu_uuid": "GPU-b", "pid": 4243, "name": "vllm", "used_mib": None}]  # fmt: skip
+    assert apps == [
+        {"gpu_uuid": "GPU-a", "pid": 4242, "name": "python3", "used_mib": 40960.0},
+        {"gpu_uuid": "GPU-b", "pid": 4243, "name": "vllm", "used_mib": None},
+    ]
 
 
 class Replay:
@@ -137,16 +143,23 @@ def test_a_watchdog_that_relocks_a_lower_clock_mid_start_is_a_change_of_cap_not_
     seen = summarize(sampler_of(LOCKED, LOCKED, relocked, relocked), cap_from="locked", host="h1")
     assert seen.cap_mhz is None and seen.cap_by_gpu == {"GPU-a": None} and seen.cap_by_host == {"h1": None}
     (change,) = seen.cap_changes
-    assert (change.host, change.gpu, change.before_mhz, change.after_mhz, change.time) == ("h1", "GPU-a", 1755.0,
-                                                                                          1605.0, 102.0)  # fmt: skip
+    assert (change.host, change.gpu, change.before_mhz, change.after_mhz, change.time) == (
+        "h1",
+        "GPU-a",
+        1755.0,
+        1605.0,
+        102.0,
+    )
     assert "the cap changed inside the start on GPU GPU-a: 1755 -> 1605 MHz" in seen.problems
 
 
 def test_between_starts_dialbacks_are_counted_by_gap_within_the_hold_only() -> None:
     journal = [
-        {"step": "open", "event": "end", "time": 0.0}, {"step": "production down", "event": "end", "time": 10.0},
-        {"step": "start s1", "event": "begin", "time": 11.0}, {"step": "restore", "event": "begin", "time": 60.0},
-    ]  # fmt: skip
+        {"step": "open", "event": "end", "time": 0.0},
+        {"step": "production down", "event": "end", "time": 10.0},
+        {"step": "start s1", "event": "begin", "time": 11.0},
+        {"step": "restore", "event": "begin", "time": 60.0},
+    ]
     spans = [("s1", 20.0, 30.0), ("s2", 40.0, 50.0)]  # each start's own sampling
     events = [Dialback(time=t, gpu=0, kind="thermal", reasons=[]) for t in (5.0, 15.0, 25.0, 35.0, 36.0, 55.0, 65.0)]
     assert held(journal) == (10.0, 60.0)

@@ -23,12 +23,24 @@ def test_a_clear_win_stops_at_the_first_look_and_launches_nothing_after(make_pla
     loaded = load_plan(make_plan(window={"rule": None, "repeats": 2}))
     events: list[str] = []
     said: list[str] = []
-    result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording(events), order="control-first",
-                                    say=said.append))  # fmt: skip
+    result = asyncio.run(
+        run_window(loaded, "controlled", launcher=launcher_recording(events), order="control-first", say=said.append)
+    )
     assert [e for e in events if e.startswith("launch")] == ["launch A", "launch B", "launch A", "launch B", "launch A"]
     journal = read_jsonl(result.window.journal)
-    assert begun(journal) == ["open", "start s1", "start s2", "start s3", "start s4", "start s5", "look after s5",
-                              "decide", "archive", "budget", "close"]  # fmt: skip
+    assert begun(journal) == [
+        "open",
+        "start s1",
+        "start s2",
+        "start s3",
+        "start s4",
+        "start s5",
+        "look after s5",
+        "decide",
+        "archive",
+        "budget",
+        "close",
+    ]
     assert result.decision.verdict == "WIN" and result.decision.sequential is not None
     assert (result.decision.sequential.ended, result.decision.sequential.starts_used) == ("decided", 5)
     assert any(line.startswith("look after s5: WIN, short-b1 +") for line in said), said
@@ -37,8 +49,9 @@ def test_a_clear_win_stops_at_the_first_look_and_launches_nothing_after(make_pla
     assert budget["estimate"]["first_look"] == 5 and len(budget["estimate"]["per_start_s"]) == 9
 
 
-NEVER = WIN2_SEQ_V1.model_copy(update={"id": "test-seq-never", "look_levels": (1e-6,) * 4,
-                                       "equivalence_levels": (1e-6,) * 4})  # fmt: skip
+NEVER = WIN2_SEQ_V1.model_copy(
+    update={"id": "test-seq-never", "look_levels": (1e-6,) * 4, "equivalence_levels": (1e-6,) * 4}
+)
 
 
 def test_the_budget_stops_a_window_no_look_settled(make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,11 +59,13 @@ def test_the_budget_stops_a_window_no_look_settled(make_plan: PlanFactory, monke
     # the starts really take seconds: after s5 the next pair would end the measurement past its 0.02 min.
     monkeypatch.setitem(RULES, NEVER.id, NEVER)
     path = make_plan(window={"rule": NEVER.id, "repeats": 2})
-    path.write_text(path.read_text().replace(
-        "startup_s = 1\nstop_s = 1\ndecode_ms_per_token = 2",
-        "startup_s = 0\nstop_s = 0\ndecode_ms_per_token = 0.001\nprefill_ms_per_token = 0\n"
-        "measurement_limit_min = 0.02",
-    ))  # fmt: skip
+    path.write_text(
+        path.read_text().replace(
+            "startup_s = 1\nstop_s = 1\ndecode_ms_per_token = 2",
+            "startup_s = 0\nstop_s = 0\ndecode_ms_per_token = 0.001\nprefill_ms_per_token = 0\n"
+            "measurement_limit_min = 0.02",
+        )
+    )
     loaded = load_plan(path)
     result = asyncio.run(run_window(loaded, "controlled", launcher=launcher_recording([]), order="control-first"))
     journal = read_jsonl(result.window.journal)

@@ -25,12 +25,24 @@ HOSTS = {"head": Host(address="10.0.0.1", python="/opt/h/python"), "w1": Host(ad
 
 
 def spanning_role(**worker: Any) -> Role:
-    return Role.model_validate({
-        "argv": ["{python}", "serve", "--port", "{port}"], "base_url": "http://10.0.0.1:{port}", "port": 8000,
-        "served_model": "m", "host": "head", "env": {"SHARED": "1"},
-        "workers": [{"host": "w1", "argv": ["{python}", "worker", "--head", "{head_address}:{port}"],
-                     "env": {"RANK": "1"}, **worker}],
-    })  # fmt: skip
+    return Role.model_validate(
+        {
+            "argv": ["{python}", "serve", "--port", "{port}"],
+            "base_url": "http://10.0.0.1:{port}",
+            "port": 8000,
+            "served_model": "m",
+            "host": "head",
+            "env": {"SHARED": "1"},
+            "workers": [
+                {
+                    "host": "w1",
+                    "argv": ["{python}", "worker", "--head", "{head_address}:{port}"],
+                    "env": {"RANK": "1"},
+                    **worker,
+                }
+            ],
+        }
+    )
 
 
 def test_a_worker_gets_the_heads_placeholders_its_own_hosts_python_and_the_roles_env_plus_its_own() -> None:
@@ -116,16 +128,29 @@ def test_the_journal_gives_recovery_every_process_of_a_start_not_only_the_last()
 
 def test_the_head_stops_first_then_the_workers_backwards_and_a_failed_stop_stops_no_other() -> None:
     order: list[str] = []
-    processes = [StartProcess(spec=None, handle=Fake(name=n, log=order), log=Path(n), pins={}, ready=None)  # type: ignore[arg-type]
-                 for n in ("worker 1", "worker 2", "head")]  # fmt: skip
+    processes = [
+        StartProcess(spec=None, handle=Fake(name=n, log=order), log=Path(n), pins={}, ready=None)  # type: ignore[arg-type]
+        for n in ("worker 1", "worker 2", "head")
+    ]
     with pytest.raises(OSError, match="host w2 unreachable"):
         asyncio.run(stop_all(processes))
     assert order == ["head", "worker 2", "worker 1"]
 
 
 def sample(gpu: int, mhz: float, uuid: str = "GPU-same") -> GpuSample:
-    return GpuSample(time=1.0, gpu=gpu, uuid=uuid, name="H200", sm_mhz=mhz, max_sm_mhz=1980, applications_mhz=None,
-                     reasons=0x2, temperature_c=50, power_w=400, power_limit_w=700)  # fmt: skip
+    return GpuSample(
+        time=1.0,
+        gpu=gpu,
+        uuid=uuid,
+        name="H200",
+        sm_mhz=mhz,
+        max_sm_mhz=1980,
+        applications_mhz=None,
+        reasons=0x2,
+        temperature_c=50,
+        power_w=400,
+        power_limit_w=700,
+    )
 
 
 class OneGpu:

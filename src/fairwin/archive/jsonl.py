@@ -57,12 +57,14 @@ class JsonlArchive:
             try:
                 row = ArchiveRow.model_validate(upgrade(item))
             except ValidationError as exc:
-                problems.append(f"{self.path}: row {number} is not a {ARCHIVE.id} row ({exc.errors()[0]['msg']}); "
-                                "not used")  # fmt: skip
+                problems.append(
+                    f"{self.path}: row {number} is not a {ARCHIVE.id} row ({exc.errors()[0]['msg']}); not used"
+                )
                 continue
             if row.identity in rows:
-                problems.append(f"{self.path}: row {number} repeats window {row.window_id} {row.start} {row.cell}; "
-                                "used once")  # fmt: skip
+                problems.append(
+                    f"{self.path}: row {number} repeats window {row.window_id} {row.start} {row.cell}; used once"
+                )
                 continue
             rows[row.identity] = row
         return Snapshot(self.location, canonical(list(rows.values())), tuple(problems))

@@ -47,7 +47,10 @@ class Migration:
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "control starts and their repeats", """
+    Migration(
+        1,
+        "control starts and their repeats",
+        """
         CREATE TABLE fairwin_control_starts (
             window_id text NOT NULL,
             start text NOT NULL,
@@ -69,15 +72,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             FOREIGN KEY (window_id, start, cell) REFERENCES fairwin_control_starts ON DELETE CASCADE
         );
         CREATE INDEX fairwin_control_starts_key ON fairwin_control_starts (cell, role, mode, production_commit);
-    """),
-    Migration(2, "the hardware's locks, held across coordinators", """
+    """,
+    ),
+    Migration(
+        2,
+        "the hardware's locks, held across coordinators",
+        """
         CREATE TABLE fairwin_hardware_locks (
             hardware text PRIMARY KEY,
             window_id text NOT NULL,
             record jsonb NOT NULL
         );
-    """),
-)  # fmt: skip
+    """,
+    ),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 _VERSIONS = "fairwin_archive_schema"
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('fairwin archive schema'))"
@@ -129,28 +137,36 @@ class PostgresArchive:
         """Apply every migration this database lacks; what was applied (nothing when it was current)."""
         with self._connect() as connection, connection.transaction():
             connection.execute(_LOCK)
-            connection.execute(f"CREATE TABLE IF NOT EXISTS {_VERSIONS} (version integer PRIMARY KEY, "
-                               "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {_VERSIONS} (version integer PRIMARY KEY, "
+                "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
             current = self.schema_version(connection) or 0
             self._refuse_newer(current)
             pending = [m for m in MIGRATIONS if m.version > current]
             for migration in pending:
                 connection.execute(migration.sql.encode())
-                connection.execute(f"INSERT INTO {_VERSIONS} (version, description) VALUES (%s, %s)",
-                                   (migration.version, migration.description))  # fmt: skip
+                connection.execute(
+                    f"INSERT INTO {_VERSIONS} (version, description) VALUES (%s, %s)",
+                    (migration.version, migration.description),
+                )
         return pending
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
-            raise ArchiveError(f"the archive at {self.location} has schema v{version}, newer than this fairwin's "
-                               f"v{SCHEMA_VERSION}; upgrade fairwin")  # fmt: skip
+            raise ArchiveError(
+                f"the archive at {self.location} has schema v{version}, newer than this fairwin's "
+                f"v{SCHEMA_VERSION}; upgrade fairwin"
+            )
 
     def _check_schema(self, connection: psycopg.Connection[Any]) -> None:
         version = self.schema_version(connection)
         if version is None or version < SCHEMA_VERSION:
             have = "no fairwin schema" if version is None else f"schema v{version}"
-            raise ArchiveError(f"the archive at {self.location} has {have}, this fairwin needs v{SCHEMA_VERSION}; "
-                               f"run `fairwin archive migrate --archive URL` (URL from {self.location})")  # fmt: skip
+            raise ArchiveError(
+                f"the archive at {self.location} has {have}, this fairwin needs v{SCHEMA_VERSION}; "
+                f"run `fairwin archive migrate --archive URL` (URL from {self.location})"
+            )
         self._refuse_newer(version)
 
     def exists(self) -> bool:
@@ -167,11 +183,13 @@ class PostgresArchive:
                 for key in keys:
                     taken = connection.execute(
                         "INSERT INTO fairwin_hardware_locks (hardware, window_id, record) VALUES (%s, %s, %s) "
-                        "ON CONFLICT DO NOTHING RETURNING hardware", (key, window_id, Jsonb(record)),
-                    ).fetchone()  # fmt: skip
+                        "ON CONFLICT DO NOTHING RETURNING hardware",
+                        (key, window_id, Jsonb(record)),
+                    ).fetchone()
                     if taken is None:  # held: the transaction rolls back every key taken before this one
-                        held = connection.execute("SELECT record FROM fairwin_hardware_locks WHERE hardware = %s",
-                                                  (key,)).fetchone()  # fmt: skip
+                        held = connection.execute(
+                            "SELECT record FROM fairwin_hardware_locks WHERE hardware = %s", (key,)
+                        ).fetchone()
                         raise _Held(dict(held[0]) if held else {"hardware": key})
         except _Held as held:
             return held.record
@@ -181,8 +199,9 @@ class PostgresArchive:
         """The record of a window holding any of ``keys``, or None."""
         with self._connect() as connection:
             self._check_schema(connection)
-            held = connection.execute("SELECT record FROM fairwin_hardware_locks WHERE hardware = ANY(%s) LIMIT 1",
-                                      (keys,)).fetchone()  # fmt: skip
+            held = connection.execute(
+                "SELECT record FROM fairwin_hardware_locks WHERE hardware = ANY(%s) LIMIT 1", (keys,)
+            ).fetchone()
         return dict(held[0]) if held else None
 
     def release_hardware(self, window_id: str) -> None:
@@ -193,19 +212,37 @@ class PostgresArchive:
     # -- rows ------------------------------------------------------------------------------------
 
     def append(self, rows: list[ArchiveRow]) -> Appended:
-        starts = [(r.window_id, r.start, r.cell, r.time, r.role, r.mode, r.production_commit,
-                   Jsonb(r.model_dump(mode="json", exclude={"repeats"}))) for r in rows]  # fmt: skip
-        repeats = [(r.window_id, r.start, r.cell, rep.repeat, Jsonb(rep.model_dump(mode="json", exclude={"repeat"})))
-                   for r in rows for rep in r.repeats]  # fmt: skip
+        starts = [
+            (
+                r.window_id,
+                r.start,
+                r.cell,
+                r.time,
+                r.role,
+                r.mode,
+                r.production_commit,
+                Jsonb(r.model_dump(mode="json", exclude={"repeats"})),
+            )
+            for r in rows
+        ]
+        repeats = [
+            (r.window_id, r.start, r.cell, rep.repeat, Jsonb(rep.model_dump(mode="json", exclude={"repeat"})))
+            for r in rows
+            for rep in r.repeats
+        ]
         with self._connect() as connection, connection.transaction(), connection.cursor() as cursor:
             self._check_schema(connection)
             cursor.executemany(
                 "INSERT INTO fairwin_control_starts (window_id, start, cell, time, role, mode, production_commit, row)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", starts)  # fmt: skip
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                starts,
+            )
             added = max(cursor.rowcount, 0)  # the sum over every row: those the conflict skipped count 0
             cursor.executemany(
                 "INSERT INTO fairwin_control_repeats (window_id, start, cell, repeat, metrics)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", repeats)  # fmt: skip
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                repeats,
+            )
         return Appended(added=added, already=len(rows) - added)
 
     def snapshot(self) -> Snapshot:
@@ -217,7 +254,8 @@ class PostgresArchive:
                 starts = connection.execute("SELECT window_id, start, cell, row FROM fairwin_control_starts").fetchall()
                 repeats = connection.execute(
                     "SELECT window_id, start, cell, repeat, metrics FROM fairwin_control_repeats "
-                    "ORDER BY window_id, start, cell, repeat").fetchall()  # fmt: skip
+                    "ORDER BY window_id, start, cell, repeat"
+                ).fetchall()
         by_start: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for window_id, start, cell, repeat, metrics in repeats:
             by_start.setdefault((window_id, start, cell), []).append({"repeat": repeat, **metrics})
@@ -227,6 +265,8 @@ class PostgresArchive:
             try:
                 rows.append(ArchiveRow.model_validate(upgrade(whole)))
             except ValidationError as exc:
-                problems.append(f"{self.location}: window {window_id} {start} {cell} is not a {ARCHIVE.id} row "
-                                f"({exc.errors()[0]['msg']}); not used")  # fmt: skip
+                problems.append(
+                    f"{self.location}: window {window_id} {start} {cell} is not a {ARCHIVE.id} row "
+                    f"({exc.errors()[0]['msg']}); not used"
+                )
         return Snapshot(self.location, canonical(rows), tuple(problems))

@@ -56,12 +56,19 @@ class ArchiveRow(BaseModel):
 
     def key(self) -> ArchiveKey:
         return ArchiveKey(
-            cell=self.cell, role=self.role, mode=self.mode, production_commit=self.production_commit,
-            prompt_tokens=self.prompt_tokens, max_tokens=self.max_tokens, concurrency=self.concurrency,
-            temperature=self.temperature, hosts=tuple(self.hosts) if self.hosts is not None else None,
-            gpu_model=self.gpu_model, gpu_count=self.gpu_count,
+            cell=self.cell,
+            role=self.role,
+            mode=self.mode,
+            production_commit=self.production_commit,
+            prompt_tokens=self.prompt_tokens,
+            max_tokens=self.max_tokens,
+            concurrency=self.concurrency,
+            temperature=self.temperature,
+            hosts=tuple(self.hosts) if self.hosts is not None else None,
+            gpu_model=self.gpu_model,
+            gpu_count=self.gpu_count,
             clock_caps_mhz=tuple(sorted(self.clock_caps_mhz.items())) if self.clock_caps_mhz is not None else None,
-        )  # fmt: skip
+        )
 
     def mean(self, metric: str) -> float | None:
         values = [v for r in self.repeats if (v := getattr(r, metric)) is not None]

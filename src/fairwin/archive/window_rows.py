@@ -54,10 +54,16 @@ def archive_key_record(loaded: LoadedPlan) -> dict[str, Any]:
     return {
         "production_commit": production_commit(loaded),
         "hosts": host_names(loaded),
-        "cells": {name: {"prompt_tokens": cell.prompt_tokens, "max_tokens": cell.max_tokens,
-                         "concurrency": cell.concurrency, "temperature": cell.temperature}
-                  for name, cell in loaded.plan.cells.items()},
-    }  # fmt: skip
+        "cells": {
+            name: {
+                "prompt_tokens": cell.prompt_tokens,
+                "max_tokens": cell.max_tokens,
+                "concurrency": cell.concurrency,
+                "temperature": cell.temperature,
+            }
+            for name, cell in loaded.plan.cells.items()
+        },
+    }
 
 
 def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dict[str, Any]:
@@ -67,8 +73,14 @@ def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dic
     role = loaded.plan.roles[control]
     hosts = key["hosts"]
     ran_on = sorted({hosts[h or HERE] for h in (role.host, *(w.host for w in role.workers))})
-    return {"cell": cell, "role": control, "mode": mode, "production_commit": key["production_commit"],
-            **key["cells"][cell], "hosts": tuple(ran_on)}  # fmt: skip
+    return {
+        "cell": cell,
+        "role": control,
+        "mode": mode,
+        "production_commit": key["production_commit"],
+        **key["cells"][cell],
+        "hosts": tuple(ran_on),
+    }
 
 
 def control_rows(window: Path) -> list[ArchiveRow]:
@@ -76,8 +88,10 @@ def control_rows(window: Path) -> list[ArchiveRow]:
     manifest = read_json(window / "window.json", WINDOW.readable)
     key = manifest.get("archive_key")
     if not isinstance(key, dict):
-        raise CorruptRecordError(f"{window}/window.json has no archive_key (written by an older fairwin); "
-                                 "its control starts cannot be keyed for the archive")  # fmt: skip
+        raise CorruptRecordError(
+            f"{window}/window.json has no archive_key (written by an older fairwin); "
+            "its control starts cannot be keyed for the archive"
+        )
     pooled = read_jsonl(window / "pooled.jsonl", POOLED.readable) if (window / "pooled.jsonl").exists() else []
     ended = {e["step"]: e["time"] for e in read_whole(window / "journal.jsonl") if e.get("event") == "end"}
     commit = manifest.get("environment", {}).get("git", {}).get("commit")
@@ -88,19 +102,31 @@ def control_rows(window: Path) -> list[ArchiveRow]:
         receipt = window / "starts" / start["start"] / "start.json"
         seen = _observed(read_json(receipt, START.readable), key["hosts"]) if receipt.exists() else None
         for cell, shape in key["cells"].items():
-            mine = sorted((p for p in pooled if p["start"] == start["start"] and p["cell"] == cell),
-                          key=lambda p: p["repeat"])  # fmt: skip
+            mine = sorted(
+                (p for p in pooled if p["start"] == start["start"] and p["cell"] == cell), key=lambda p: p["repeat"]
+            )
             if not mine or seen is None:
                 continue
             caps = {p.get("clock_cap_mhz") for p in mine}
-            rows.append(ArchiveRow(
-                window_id=manifest["window_id"], time=ended.get(f"start {start['start']}", 0.0), commit=commit,
-                mode=manifest["mode"], role=start["role"], start=start["start"], cell=cell,
-                max_tokens=shape["max_tokens"], clock_cap_mhz=caps.pop() if len(caps) == 1 else None,
-                repeats=[ArchivedRepeat(**{k: p.get(k) for k in ("repeat", *METRICS)}) for p in mine],
-                production_commit=key["production_commit"], prompt_tokens=shape["prompt_tokens"],
-                concurrency=shape["concurrency"], temperature=shape["temperature"], **seen,
-            ))  # fmt: skip
+            rows.append(
+                ArchiveRow(
+                    window_id=manifest["window_id"],
+                    time=ended.get(f"start {start['start']}", 0.0),
+                    commit=commit,
+                    mode=manifest["mode"],
+                    role=start["role"],
+                    start=start["start"],
+                    cell=cell,
+                    max_tokens=shape["max_tokens"],
+                    clock_cap_mhz=caps.pop() if len(caps) == 1 else None,
+                    repeats=[ArchivedRepeat(**{k: p.get(k) for k in ("repeat", *METRICS)}) for p in mine],
+                    production_commit=key["production_commit"],
+                    prompt_tokens=shape["prompt_tokens"],
+                    concurrency=shape["concurrency"],
+                    temperature=shape["temperature"],
+                    **seen,
+                )
+            )
     return rows
 
 

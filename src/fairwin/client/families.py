@@ -218,8 +218,14 @@ async def build_families(
             name, _, source = spec.partition("=")
             built.append(
                 await build_family(
-                    name, source or name, out_dir, count=count, min_chars=min_chars, seed=seed, counter=counter,
+                    name,
+                    source or name,
+                    out_dir,
+                    count=count,
+                    min_chars=min_chars,
+                    seed=seed,
+                    counter=counter,
                     tokens=cut.tokens if cut else None,
                 )
-            )  # fmt: skip
+            )
         return built

@@ -38,8 +38,12 @@ class Timeline:
             return None
         gaps = np.diff(np.asarray(self.arrivals)) * 1000.0
         p50, p90, p99 = np.percentile(gaps, [50, 90, 99])
-        return {"p50": round(float(p50), 3), "p90": round(float(p90), 3), "p99": round(float(p99), 3),
-                "max": round(float(gaps.max()), 3)}  # fmt: skip
+        return {
+            "p50": round(float(p50), 3),
+            "p90": round(float(p90), 3),
+            "p99": round(float(p99), 3),
+            "max": round(float(gaps.max()), 3),
+        }
 
     def largest_burst(self) -> int:
         """The most chunks that arrived within any BURST_SPAN_S (1 for evenly streamed chunks)."""

@@ -100,8 +100,10 @@ def continuation_problems(
     if capture is not None:
         captured = read_json(capture, PRODUCTION_SNAPSHOT.readable)
         if captured.get("sha256") != snapshot["sha256"]:
-            problems.append(f"{capture} is not production as the plan declares it now (sha256 "
-                            f"{str(captured.get('sha256'))[:12]} there, {snapshot['sha256'][:12]} now)")  # fmt: skip
+            problems.append(
+                f"{capture} is not production as the plan declares it now (sha256 "
+                f"{str(captured.get('sha256'))[:12]} there, {snapshot['sha256'][:12]} now)"
+            )
     elif marker.production.get("sha256") != snapshot["sha256"]:
         then = str(marker.production.get("sha256"))[:12]
         problems.append(
@@ -161,15 +163,23 @@ class ChainRun:
             raise ProductionError(f"production is not down at the chained close: {'; '.join(problems)}")
         new_id = f"chain-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
         marker = Marker(
-            format="fairwin.chain-marker/1", chain_id=self.found.chain_id if self.found else new_id,
-            windows=[*(self.found.windows if self.found else []), window], production=self.snapshot,
-            commit=self.commit, coordinator=self.coordinator, time=time.time(), placeholders=self.started,
+            format="fairwin.chain-marker/1",
+            chain_id=self.found.chain_id if self.found else new_id,
+            windows=[*(self.found.windows if self.found else []), window],
+            production=self.snapshot,
+            commit=self.commit,
+            coordinator=self.coordinator,
+            time=time.time(),
+            placeholders=self.started,
             placeholder_dir=str(self.placeholders.state_dir),
-        )  # fmt: skip
+        )
         write_json_atomic(self.marker_path, marker.model_dump(mode="json"))
         self.chain_id = marker.chain_id
-        hold.restored = {"state": "CHAINED", "reason": "production left down",
-                         "placeholders": [p["name"] for p in self.started]}  # fmt: skip
+        hold.restored = {
+            "state": "CHAINED",
+            "reason": "production left down",
+            "placeholders": [p["name"] for p in self.started],
+        }
         self.end = "CHAINED"
         return {"marker": str(self.marker_path), "chain_id": marker.chain_id, "placeholders": self.started}
 
@@ -229,8 +239,13 @@ async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str],
     notes = []
     if marker.production.get("sha256") != production.snapshot()["sha256"]:
         notes.append("production was restored as the plan declares it now, which differs from the chain's snapshot")
-    return {"chain_id": marker.chain_id, "windows": [w.window_id for w in marker.windows], "placeholders": stopped,
-            "restore": restored, "notes": notes}  # fmt: skip
+    return {
+        "chain_id": marker.chain_id,
+        "windows": [w.window_id for w in marker.windows],
+        "placeholders": stopped,
+        "restore": restored,
+        "notes": notes,
+    }
 
 
 def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:

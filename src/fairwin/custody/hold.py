@@ -29,8 +29,13 @@ from fairwin.transport import client_session
 def fixed_role_urls(loaded: LoadedPlan, roles: set[str]) -> list[str]:
     """Base URLs of the window's roles that answer on a fixed port: nothing may answer there between starts."""
     plan = loaded.plan
-    return sorted({make_spec(name, plan.roles, loaded.base_dir).base_url for name in roles
-                   if isinstance(plan.roles[name].port, int) or "{port}" not in plan.roles[name].base_url})  # fmt: skip
+    return sorted(
+        {
+            make_spec(name, plan.roles, loaded.base_dir).base_url
+            for name in roles
+            if isinstance(plan.roles[name].port, int) or "{port}" not in plan.roles[name].base_url
+        }
+    )
 
 
 @dataclass

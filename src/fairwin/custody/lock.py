@@ -97,9 +97,15 @@ def refuse_if_held(path: Path) -> None:
 
 def lock_record(window_id: str, window_path: Path, who: str) -> dict[str, Any]:
     """What a lock holds: the window, and who runs it where (the coordinator's name, host and pid)."""
-    return {"format": LOCK_FORMAT, "window_id": window_id, "window_path": str(window_path),
-            "host": socket.gethostname(), "pid": os.getpid(), "coordinator": who,
-            "started_unix": time.time()}  # fmt: skip
+    return {
+        "format": LOCK_FORMAT,
+        "window_id": window_id,
+        "window_path": str(window_path),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "coordinator": who,
+        "started_unix": time.time(),
+    }
 
 
 def coordinator_of(record: dict[str, Any]) -> dict[str, Any]:

@@ -105,14 +105,18 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
             await _give_back(production, loaded, output_dir, chain, result)
     state = _state(directory)
     if state == "running":
-        directory.set_status("interrupted", error="fairwin died during the window; recovered by `fairwin recover`",
-                             recovery={"stopped": result.stopped, "restore": result.production})  # fmt: skip
+        directory.set_status(
+            "interrupted",
+            error="fairwin died during the window; recovered by `fairwin recover`",
+            recovery={"stopped": result.stopped, "restore": result.production},
+        )
     directory.journal_event("recover", "end", stopped=result.stopped, restore=result.production)
     _release_shared(loaded, output_dir, directory.window_id, result.problems)
     lock.unlink(missing_ok=True)
     if result.production is not None and result.production.get("state") != "RESTORED":
-        raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: "
-                            f"{result.production.get('reason')}")  # fmt: skip
+        raise RestoreFailed(
+            f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.get('reason')}"
+        )
     return result
 
 
@@ -122,8 +126,9 @@ def _scrub_logs(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -
     plan = loaded.plan
     for name in plan.roles:
         try:  # making a role's specs remembers what its secret positions resolve to
-            worker_specs(make_spec(name, plan.roles, loaded.base_dir, plan.hosts), plan.roles, loaded.base_dir,
-                         plan.hosts)  # fmt: skip
+            worker_specs(
+                make_spec(name, plan.roles, loaded.base_dir, plan.hosts), plan.roles, loaded.base_dir, plan.hosts
+            )
         except InputError as exc:
             problems.append(f"the logs could not be scrubbed of role {name}'s secrets ({exc})")
     for log in sorted(directory.path.rglob("*.log")):

@@ -103,11 +103,15 @@ class Alternating:
         made = make_estimate(metric, "alternating", control, candidate, (0.0, 0.0), confidence, df)
         return made.model_copy(
             update={
-                "point_pct": 100.0 * math.expm1(delta), "ci_low_pct": low, "ci_high_pct": high,
-                "equivalence_low_pct": eq_low, "equivalence_high_pct": eq_high, "equivalence_confidence": eq_level,
+                "point_pct": 100.0 * math.expm1(delta),
+                "ci_low_pct": low,
+                "ci_high_pct": high,
+                "equivalence_low_pct": eq_low,
+                "equivalence_high_pct": eq_high,
+                "equivalence_confidence": eq_level,
                 "launch_cv_pct": 100.0 * math.sqrt(tau2),
             }
-        )  # fmt: skip
+        )
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
         return interval_guard(self, self.rule, table, metric)

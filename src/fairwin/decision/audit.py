@@ -56,8 +56,16 @@ class AuditResult(BaseModel):
     win_after: dict[int, float] | None = None  # starts -> share of the trials called WIN after exactly that many
 
 
-def _rows(rng: np.random.Generator, rule: RuleSpec, repeats: int, repeat_cv: float, launch_cv: float,
-          effect: float, order: str, drift: float) -> list[DecisionRow]:  # fmt: skip
+def _rows(
+    rng: np.random.Generator,
+    rule: RuleSpec,
+    repeats: int,
+    repeat_cv: float,
+    launch_cv: float,
+    effect: float,
+    order: str,
+    drift: float,
+) -> list[DecisionRow]:
     checklist = {rule.checklist_primary} if rule.checklist_primary else set()
     metrics = sorted({rule.primary, *rule.guards, *rule.reported} | checklist)
     kinds = order_kinds(order, rule.start_count)
@@ -75,10 +83,15 @@ def _rows(rng: np.random.Generator, rule: RuleSpec, repeats: int, repeat_cv: flo
             # model_construct: the values are made here, not read from a user; validation would only cost time.
             rows.append(
                 DecisionRow.model_construct(
-                    start=start, kind=kinds[start], cell=CELL, repeat=repeat, clock_cap_mhz=None,
-                    thermal_events=None, **values,
+                    start=start,
+                    kind=kinds[start],
+                    cell=CELL,
+                    repeat=repeat,
+                    clock_cap_mhz=None,
+                    thermal_events=None,
+                    **values,
                 )
-            )  # fmt: skip
+            )
     return rows
 
 
@@ -92,10 +105,17 @@ def _archive(
         return []
     spread = math.sqrt(launch_cv_pct**2 + repeat_cv_pct**2 / repeats)
     return [
-        ArchiveNoise(metric=m, cell=CELL, starts=starts, windows=starts, launch_cv_pct=spread,
-                     repeat_cv_pct=repeat_cv_pct, range_pct=None)
+        ArchiveNoise(
+            metric=m,
+            cell=CELL,
+            starts=starts,
+            windows=starts,
+            launch_cv_pct=spread,
+            repeat_cv_pct=repeat_cv_pct,
+            range_pct=None,
+        )
         for m in (rule.primary, *rule.guards)
-    ]  # fmt: skip
+    ]
 
 
 def audit(
@@ -127,8 +147,7 @@ def audit(
     deciding = rule.model_copy(update={"reported": (), "checklist_primary": None})
     for _ in range(trials):
         order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
-        context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order,
-                                archive=archive)  # fmt: skip
+        context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order, archive=archive)
         rows = _rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order, drift_pct)
         if rule.kind == "sequential":
             # The same stopping code a window runs; the rows of starts after the stopping look go unread.

@@ -27,9 +27,12 @@ def _metric(procedure: Procedure, table: CellTable, metric: str, rule: RuleSpec)
     higher = rule.higher_is_better(metric)
     if table.missing(metric):
         return MetricResult(
-            metric=metric, higher_is_better=higher, verdict="INCONCLUSIVE", estimate=None,
+            metric=metric,
+            higher_is_better=higher,
+            verdict="INCONCLUSIVE",
+            estimate=None,
             reasons=[table.why_missing(metric)],
-        )  # fmt: skip
+        )
     try:
         estimate = procedure.estimate(table, metric, rule.confidence)
     except ValueError as exc:  # a non-positive control mean has no percentage

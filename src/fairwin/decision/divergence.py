@@ -67,8 +67,10 @@ class GreedyFindings(BaseModel):
 
     def line(self) -> str:
         near = len(self.divergences) - len(self.real)
-        head = (f"greedy diagnostics: {self.compared} of {self.streams} streams compared, {self.identical} identical, "
-                f"{near} near-tie(s) (margin < {self.margin:g}), {len(self.real)} real divergence(s)")  # fmt: skip
+        head = (
+            f"greedy diagnostics: {self.compared} of {self.streams} streams compared, {self.identical} identical, "
+            f"{near} near-tie(s) (margin < {self.margin:g}), {len(self.real)} real divergence(s)"
+        )
         return head + ("; CORRECTNESS FAILURE" if self.real else "")
 
 
@@ -85,14 +87,30 @@ def first_divergence(stream: GreedyStream, ref: GreedyStream, margin: float, ref
         if got != expected:
             margins = [m for m in (_tie(s, position, {got, expected}, margin) for s in (ref, stream)) if m is not None]
             smallest = min(margins) if margins else None
-            return Divergence(start=stream.start, reference=ref_name, cell=stream.cell, prompt=stream.prompt,
-                              position=position, expected=expected, got=got, margin=smallest,
-                              near_tie=smallest is not None and smallest < margin)  # fmt: skip
+            return Divergence(
+                start=stream.start,
+                reference=ref_name,
+                cell=stream.cell,
+                prompt=stream.prompt,
+                position=position,
+                expected=expected,
+                got=got,
+                margin=smallest,
+                near_tie=smallest is not None and smallest < margin,
+            )
     if len(stream.tokens) != len(ref.tokens):
         shorter = min(len(stream.tokens), len(ref.tokens))
-        return Divergence(start=stream.start, reference=ref_name, cell=stream.cell, prompt=stream.prompt,
-                          position=shorter, expected=(ref.tokens[shorter:] or ["<end>"])[0],
-                          got=(stream.tokens[shorter:] or ["<end>"])[0], margin=None, near_tie=False)  # fmt: skip
+        return Divergence(
+            start=stream.start,
+            reference=ref_name,
+            cell=stream.cell,
+            prompt=stream.prompt,
+            position=shorter,
+            expected=(ref.tokens[shorter:] or ["<end>"])[0],
+            got=(stream.tokens[shorter:] or ["<end>"])[0],
+            margin=None,
+            near_tie=False,
+        )
     return None
 
 
@@ -122,8 +140,16 @@ def compare_greedy(
     if streams and not compared:
         notes.append("nothing to compare against: one diagnosed start and no stored reference")
     for start in dict.fromkeys(s.start for s in streams if s.speculated is False):
-        notes.append(f"{start} did not speculate while its greedy streams ran (its draft counter did not move): "
-                     "the server may turn speculation off for requests that ask for logprobs, so these streams "
-                     "say nothing about speculative decoding")  # fmt: skip
-    return GreedyFindings(margin=margin, streams=len(streams), compared=compared, identical=identical,
-                          divergences=divergences, notes=notes)  # fmt: skip
+        notes.append(
+            f"{start} did not speculate while its greedy streams ran (its draft counter did not move): "
+            "the server may turn speculation off for requests that ask for logprobs, so these streams "
+            "say nothing about speculative decoding"
+        )
+    return GreedyFindings(
+        margin=margin,
+        streams=len(streams),
+        compared=compared,
+        identical=identical,
+        divergences=divergences,
+        notes=notes,
+    )

@@ -143,8 +143,17 @@ class TwoLevel:
 
         eq_level = self.rule.equivalence_confidence
         equivalence = (*interval(eq_level), eq_level) if eq_level is not None else None
-        return make_estimate(metric, "two-level", control, candidate, interval(confidence), confidence, df, equivalence,
-                             float(np.sqrt(tau2)))  # fmt: skip
+        return make_estimate(
+            metric,
+            "two-level",
+            control,
+            candidate,
+            interval(confidence),
+            confidence,
+            df,
+            equivalence,
+            float(np.sqrt(tau2)),
+        )
 
     def guard(self, table: CellTable, metric: str) -> GuardResult:
         return interval_guard(self, self.rule, table, metric)

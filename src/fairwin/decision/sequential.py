@@ -31,8 +31,10 @@ SETTLED = ("WIN", "LOSS", "NO-CHANGE", "INCONCLUSIVE")
 
 def fewest_archived_starts(noise: Sequence[ArchiveNoise], cells: Sequence[str], metric: str) -> int:
     """The fewest archived control starts (with a launch spread) behind ``metric`` in any of ``cells``."""
-    counts = [next((n.starts for n in noise if n.cell == cell and n.metric == metric and n.launch_cv_pct is not None),
-                   0) for cell in cells]  # fmt: skip
+    counts = [
+        next((n.starts for n in noise if n.cell == cell and n.metric == metric and n.launch_cv_pct is not None), 0)
+        for cell in cells
+    ]
     return min(counts, default=0)
 
 
@@ -61,12 +63,16 @@ def rule_at_look(rule: RuleSpec, starts: int) -> RuleSpec:
     # model_copy: a derived rule, never registered or stored; the decision records the sequential rule itself.
     return rule.model_copy(
         update={
-            "kind": "alternating", "starts": starts, "looks": None, "look_levels": None, "equivalence_levels": None,
+            "kind": "alternating",
+            "starts": starts,
+            "looks": None,
+            "look_levels": None,
+            "equivalence_levels": None,
             "confidence": 1.0 - 2.0 * rule.look_levels[index],
             "equivalence_confidence": 1.0 - 2.0 * rule.equivalence_levels[index],
             "guard_confidence": 1.0 - guard_alpha,
         }
-    )  # fmt: skip
+    )
 
 
 CellJudge = Callable[[Sequence[DecisionRow], str, RuleSpec, WindowContext], CellDecision]
@@ -86,9 +92,12 @@ def _settled(cells: dict[str, CellDecision], context: WindowContext) -> bool:
 
 
 def judge_looks(
-    rows: Sequence[DecisionRow], rule: RuleSpec, context: WindowContext, judge_cell: CellJudge,
+    rows: Sequence[DecisionRow],
+    rule: RuleSpec,
+    context: WindowContext,
+    judge_cell: CellJudge,
     judge_window: WindowJudge,
-) -> tuple[list[CellDecision], Stopping]:  # fmt: skip
+) -> tuple[list[CellDecision], Stopping]:
     """Every look in order until one settles the window (``judge_cell``: decide.decide_cell, passed in so that
     this module and decide.py need not import each other)."""
     ran = len({row.start for row in rows})
@@ -106,11 +115,15 @@ def judge_looks(
         # verdict (NEUTRAL) and how it ended say the rest. At the maximum every open cell is NEUTRAL.
         final = stop or k >= rule.start_count
         verdict: LookVerdict = judge_window(list(now.values()))[0] if final else "CONTINUE"
-        looks.append(Look(
-            after=k, verdict=verdict, level=rule_at_look(rule, k).confidence,
-            cells={c: (d.verdict if c in settled or final else "CONTINUE") for c, d in now.items()},
-            primary={c: p for c, d in now.items() if (p := _primary(d)) is not None},
-        ))  # fmt: skip
+        looks.append(
+            Look(
+                after=k,
+                verdict=verdict,
+                level=rule_at_look(rule, k).confidence,
+                cells={c: (d.verdict if c in settled or final else "CONTINUE") for c, d in now.items()},
+                primary={c: p for c, d in now.items() if (p := _primary(d)) is not None},
+            )
+        )
         last = k == points[-1]
         if stop or last:
             return list(now.values()), _stopping(rule, context, looks, ran, stop)
@@ -125,5 +138,6 @@ def _stopping(rule: RuleSpec, context: WindowContext, looks: list[Look], ran: in
         ended = "maximum"
     else:
         ended = "budget" if context.stop_reason else "short"
-    return Stopping(looks=looks, starts_used=ran, max_starts=rule.start_count, ended=ended,
-                    stop_reason=context.stop_reason)  # fmt: skip
+    return Stopping(
+        looks=looks, starts_used=ran, max_starts=rule.start_count, ended=ended, stop_reason=context.stop_reason
+    )

@@ -29,8 +29,9 @@ class Validity(BaseModel):
     power_events: dict[str, int] = Field(default_factory=dict, description="Starts with power-cap dial-backs.")
 
 
-def _host_conditions(table: CellTable, configured: Mapping[str, float | None] | None,
-                     production_cap_mhz: float | None) -> list[str]:  # fmt: skip
+def _host_conditions(
+    table: CellTable, configured: Mapping[str, float | None] | None, production_cap_mhz: float | None
+) -> list[str]:
     """Hosts of one start at different caps, and a host at another cap than its own configured one (or than
     production's), each named with the starts it happened in."""
     found: dict[str, list[str]] = {}
@@ -90,5 +91,11 @@ def check_validity(table: CellTable, context: WindowContext) -> Validity:
         conditions.append(f"the clock was dialled back inside the window: {dialled} events")
     if context.between_starts_dialbacks:
         conditions.append(f"the clock was dialled back between starts: {context.between_starts_dialbacks} events")
-    return Validity(valid=not conditions, conditions=conditions, clock_caps_mhz=caps, thermal_events=thermal,
-                    observed=observed, power_events=power)  # fmt: skip
+    return Validity(
+        valid=not conditions,
+        conditions=conditions,
+        clock_caps_mhz=caps,
+        thermal_events=thermal,
+        observed=observed,
+        power_events=power,
+    )

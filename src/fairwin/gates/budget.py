@@ -131,17 +131,31 @@ def estimate(
     starts = []
     for start in schedule:
         startup, stop = _role_costs(loaded, found, start.role, sources)
-        starts.append(StartCost(start.name, start.role, startup, warmup, waves_s, stop,
-                                greedy_s if start.name in diagnosed else 0.0))  # fmt: skip
+        starts.append(
+            StartCost(
+                start.name, start.role, startup, warmup, waves_s, stop, greedy_s if start.name in diagnosed else 0.0
+            )
+        )
     if found.unreadable:
         sources["earlier windows left out"] = (
             f"{len(found.unreadable)} could not be read (first: {found.unreadable[0]})"
         )
     takedown_s, restore_s = _production_estimate(loaded, found, sources)
     pair = _measured_pair(loaded, found, mode, sources)
-    return TimeEstimate(mode_name, starts, restore_s, pair if pair is not None else budget.pair_reserve_s,
-                        budget.dry_reserve_s, sources, waves, takedown_s, rule.id, pair is not None,
-                        rule.first_look(archive_starts) if rule.looks else 0, archive_starts)  # fmt: skip
+    return TimeEstimate(
+        mode_name,
+        starts,
+        restore_s,
+        pair if pair is not None else budget.pair_reserve_s,
+        budget.dry_reserve_s,
+        sources,
+        waves,
+        takedown_s,
+        rule.id,
+        pair is not None,
+        rule.first_look(archive_starts) if rule.looks else 0,
+        archive_starts,
+    )
 
 
 def _waves(loaded: LoadedPlan, found: Calibration, sources: dict[str, str]) -> tuple[dict[str, float], float, int]:
@@ -175,9 +189,10 @@ def _role_costs(loaded: LoadedPlan, found: Calibration, role: str, sources: dict
     assumed = budget.role_startup_s.get(role, budget.startup_s)
     where = "role_startup_s" if role in budget.role_startup_s else "startup_s"
     sources[f"role {role} start"] = (
-        f"measured: median {startup:.1f} s over {len(found.startup_s[key])} starts" if startup is not None
+        f"measured: median {startup:.1f} s over {len(found.startup_s[key])} starts"
+        if startup is not None
         else f"assumed: {assumed:g} s ([budget] {where})"
-    )  # fmt: skip
+    )
     return (startup if startup is not None else assumed, stop if stop is not None else budget.stop_s)
 
 
@@ -187,8 +202,10 @@ def _greedy_seconds(loaded: LoadedPlan, sources: dict[str, str]) -> float:
     if settings is None:
         return 0.0
     cells = settings.cells or [name for name, cell in loaded.plan.cells.items() if cell.decision]
-    seconds = sum(settings.prompts * stream_seconds(loaded, loaded.plan.cells[name].prompt_tokens, settings.max_tokens)
-                  for name in cells)  # fmt: skip
+    seconds = sum(
+        settings.prompts * stream_seconds(loaded, loaded.plan.cells[name].prompt_tokens, settings.max_tokens)
+        for name in cells
+    )
     sources["greedy diagnostics"] = (
         f"assumed: {seconds:.1f} s a diagnosed start ({settings.prompts} prompts x {len(cells)} cells x "
         f"{settings.max_tokens} tokens, [budget] ms per token)"
@@ -222,22 +239,30 @@ def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[s
     key = snapshot(loaded)["sha256"]
     takedown, restore = _median(found.takedown_s.get(key)), _median(found.restore_s.get(key))
     count = len(found.takedown_s.get(key, []))
-    sources["production down"] = (f"measured: median {takedown:.1f} s over {count} windows" if takedown is not None
-                                  else f"assumed: [budget] stop_s {budget.stop_s:g} s")  # fmt: skip
+    sources["production down"] = (
+        f"measured: median {takedown:.1f} s over {count} windows"
+        if takedown is not None
+        else f"assumed: [budget] stop_s {budget.stop_s:g} s"
+    )
     sources["restore and watch"] = (
-        f"measured: median {restore:.1f} s over {count} windows" if restore is not None
+        f"measured: median {restore:.1f} s over {count} windows"
+        if restore is not None
         else f"assumed: [budget] restore_s {budget.restore_s:g} s + watch_s {production.watch_s:g} s"
-    )  # fmt: skip
-    return (takedown if takedown is not None else budget.stop_s,
-            restore if restore is not None else budget.restore_s + production.watch_s)  # fmt: skip
+    )
+    return (
+        takedown if takedown is not None else budget.stop_s,
+        restore if restore is not None else budget.restore_s + production.watch_s,
+    )
 
 
 def fits_limits(loaded: LoadedPlan, found: TimeEstimate, starts: int) -> bool:
     """Whether a window that stops after ``starts`` starts ends its measurement, and its deciding bound (the
     measured reserve, else the dry bound), within the limits."""
     budget = loaded.plan.budget
-    return (found.end_after(starts) <= budget.measurement_limit_min * 60.0
-            and found.deciding_bound_after(starts) <= budget.limit_min * 60.0)  # fmt: skip
+    return (
+        found.end_after(starts) <= budget.measurement_limit_min * 60.0
+        and found.deciding_bound_after(starts) <= budget.limit_min * 60.0
+    )
 
 
 def _with_starts(found: TimeEstimate, count: int) -> TimeEstimate:
@@ -255,8 +280,9 @@ def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
         if fits_limits(loaded, _with_starts(found, first), first):
             fitting.append(f"{other.id} ({first} starts)")
     shape = f"its first look comes after {starts} starts" if found.first_look else f"it runs {starts} starts"
-    return (f"rule {found.rule_id}: {shape}; registered rules that would fit: {', '.join(fitting) or 'none'} "
-            "(window.rule)")  # fmt: skip
+    return (
+        f"rule {found.rule_id}: {shape}; registered rules that would fit: {', '.join(fitting) or 'none'} (window.rule)"
+    )
 
 
 def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
@@ -301,11 +327,15 @@ def next_pair_refused(
     names = " and ".join(start.name for start in pair)
     end_min, dry_min = (elapsed_s + pair_s) / 60.0, (elapsed_s + pair_s + tail_s) / 60.0
     if end_min > budget.measurement_limit_min:
-        return (f"the budget: {names} would end the measurement at {end_min:.1f} min, past its "
-                f"{budget.measurement_limit_min:g} min limit")  # fmt: skip
+        return (
+            f"the budget: {names} would end the measurement at {end_min:.1f} min, past its "
+            f"{budget.measurement_limit_min:g} min limit"
+        )
     if dry_min > budget.limit_min:
-        return (f"the budget: after {names} the window would need {dry_min:.1f} min with its close and reserve, "
-                f"over the {budget.limit_min:g} min limit")  # fmt: skip
+        return (
+            f"the budget: after {names} the window would need {dry_min:.1f} min with its close and reserve, "
+            f"over the {budget.limit_min:g} min limit"
+        )
     return None
 
 
@@ -322,8 +352,9 @@ def render_table(estimates: list[TimeEstimate], loaded: LoadedPlan) -> list[str]
         first, most = found.first_stop, len(found.starts)
         for starts, words in ((first, "first look"), (most, "maximum")) if first != most else ((most, "its starts"),):
             end = found.end_after(starts)
-            reserve = f"{found.reserve_after(starts) / 60:.1f} min" + (" (measured)" if found.pair_reserve_measured
-                                                                       else "")  # fmt: skip
+            reserve = f"{found.reserve_after(starts) / 60:.1f} min" + (
+                " (measured)" if found.pair_reserve_measured else ""
+            )
             lines.append(
                 f"| {found.mode} | {starts} starts ({words}) | {reserve} | {end / 60:.1f} min "
                 f"| {found.dry_bound_after(starts) / 60:.1f} min{_verdict(loaded, found, starts)} |"

@@ -93,8 +93,13 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
             raise CorruptRecordError(f"{window / name}: no {found_in}, though the window is complete")
     takedown, restore = _production_costs(window)
     # Only a window read whole counts: nothing is added from one that fails halfway.
-    for table, pairs in ((found.startup_s, startup), (found.stop_s, stop), (found.wave_s, waves),
-                         (found.takedown_s, takedown), (found.restore_s, restore)):  # fmt: skip
+    for table, pairs in (
+        (found.startup_s, startup),
+        (found.stop_s, stop),
+        (found.wave_s, waves),
+        (found.takedown_s, takedown),
+        (found.restore_s, restore),
+    ):
         for key, seconds in pairs:
             table.setdefault(key, []).append(seconds)
 
@@ -111,8 +116,7 @@ def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple
         return [], []  # a restore that failed measured nothing a later window may plan on
     with _fields_of(window / "window.json"):
         key = str(production["sha256"])
-    return ([(key, actual["production down"] - actual["open"])],
-            [(key, actual["restore"] - actual["quiet after"])])  # fmt: skip
+    return ([(key, actual["production down"] - actual["open"])], [(key, actual["restore"] - actual["quiet after"])])
 
 
 class _Estimated(BaseModel):

@@ -66,8 +66,9 @@ def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | No
     """Refuse unless the receipt is PASS at ``head`` and its artifacts are the qualified ones."""
     receipt = read_receipt(path, GATE_RUN)
     name = receipt.get("name")
-    require_admitting(path, receipt, what=f"gate {name}", verdict="PASS", at="commit", head=head,
-                      again="run the gate again at HEAD")  # fmt: skip
+    require_admitting(
+        path, receipt, what=f"gate {name}", verdict="PASS", at="commit", head=head, again="run the gate again at HEAD"
+    )
     if receipt.get("dirty"):
         raise GateRefused(f"gate {name}: receipt {path} ran on a dirty work tree; commit, then run it again")
     for artifact, digest in receipt.get("artifacts", {}).items():

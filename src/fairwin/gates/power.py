@@ -99,9 +99,15 @@ def error_rate_warnings(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise],
         mine = next((n for n in noise if n.cell == cell and n.metric == rule.primary), None)
         if mine is None or mine.repeat_cv_pct is None or mine.launch_cv_pct is None:
             continue
-        found = audit(rule, repeats=repeats, repeat_cv_pct=max(mine.repeat_cv_pct, 1e-6),
-                      launch_cv_pct=mine.launch_cv_pct, trials=trials, seed=AUDIT_SEED,
-                      archive_starts=mine.starts)  # fmt: skip
+        found = audit(
+            rule,
+            repeats=repeats,
+            repeat_cv_pct=max(mine.repeat_cv_pct, 1e-6),
+            launch_cv_pct=mine.launch_cv_pct,
+            trials=trials,
+            seed=AUDIT_SEED,
+            archive_starts=mine.starts,
+        )
         false_win, false_loss, margin = found.false_win or 0.0, found.false_loss or 0.0, 2 * found.mc_error
         if false_win > FALSE_WIN_TARGET + margin or false_loss > FALSE_LOSS_TARGET + margin:
             warnings.append(
@@ -119,12 +125,21 @@ def expected_starts(rule: RuleSpec, repeats: int, noise: list[ArchiveNoise], cel
     noisiest deciding cell's), by the rule's audit; None when the archive does not say or the rule is fixed."""
     if not rule.looks:
         return None
-    known = [n for n in noise if n.cell in cells and n.metric == rule.primary and n.repeat_cv_pct is not None
-             and n.launch_cv_pct is not None]  # fmt: skip
+    known = [
+        n
+        for n in noise
+        if n.cell in cells and n.metric == rule.primary and n.repeat_cv_pct is not None and n.launch_cv_pct is not None
+    ]
     if len(known) < len(cells) or not known:
         return None
     worst = max(known, key=lambda n: (n.launch_cv_pct or 0.0, n.repeat_cv_pct or 0.0))
-    found = audit(rule, repeats=repeats, repeat_cv_pct=max(worst.repeat_cv_pct or 0.0, 1e-6),
-                  launch_cv_pct=worst.launch_cv_pct or 0.0, trials=audit_trials(), seed=AUDIT_SEED,
-                  archive_starts=min(n.starts for n in known))  # fmt: skip
+    found = audit(
+        rule,
+        repeats=repeats,
+        repeat_cv_pct=max(worst.repeat_cv_pct or 0.0, 1e-6),
+        launch_cv_pct=worst.launch_cv_pct or 0.0,
+        trials=audit_trials(),
+        seed=AUDIT_SEED,
+        archive_starts=min(n.starts for n in known),
+    )
     return found.starts_mean

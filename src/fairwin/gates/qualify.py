@@ -50,13 +50,17 @@ def require_commit(repo: Path, expected: str) -> str:
     except GateRefused:
         raise GateRefused(f"expected commit {expected} is not a commit of {repo}") from None
     if head != wanted:
-        raise GateRefused(f"{repo} is at {head[:12]}, not the expected commit {expected} ({wanted[:12]}); "
-                          f"check it out there, or run with the commit this window is for")  # fmt: skip
+        raise GateRefused(
+            f"{repo} is at {head[:12]}, not the expected commit {expected} ({wanted[:12]}); "
+            f"check it out there, or run with the commit this window is for"
+        )
     changed = [line[3:] for line in git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        raise GateRefused(f"{repo} is at the expected commit {head[:12]} but has uncommitted changes "
-                          f"({', '.join(changed[:3])}{more}); commit or stash them")  # fmt: skip
+        raise GateRefused(
+            f"{repo} is at the expected commit {head[:12]} but has uncommitted changes "
+            f"({', '.join(changed[:3])}{more}); commit or stash them"
+        )
     return head
 
 
@@ -199,12 +203,21 @@ def require_carry(path: Path, head: str, rules: Qualification | None) -> dict[st
     """Refuse unless the carry receipt is CARRIED, to exactly the commit under test, under rules at least as strict
     as the plan's ``[qualification]``."""
     carried = read_receipt(path, CARRY)
-    require_admitting(path, carried, what="qualification", verdict="CARRIED", at="head", head=head,
-                      again="run `fairwin qualify carry` again")  # fmt: skip
+    require_admitting(
+        path,
+        carried,
+        what="qualification",
+        verdict="CARRIED",
+        at="head",
+        head=head,
+        again="run `fairwin qualify carry` again",
+    )
     looser = looser_than(carried.get("rules") or {}, rules) if rules is not None else []
     if looser:
-        raise GateRefused(f"the carry receipt {path} was made under a looser [qualification] than the plan's: "
-                          f"{'; '.join(looser)}; run `fairwin qualify carry` again with this plan")  # fmt: skip
+        raise GateRefused(
+            f"the carry receipt {path} was made under a looser [qualification] than the plan's: "
+            f"{'; '.join(looser)}; run `fairwin qualify carry` again with this plan"
+        )
     return carried
 
 
@@ -212,8 +225,11 @@ def looser_than(used: dict[str, Any], plan: Qualification) -> list[str]:
     """What a carry's rules (``used``) left out that the plan's hold: a carried file, prefix or unit it did not
     compare, or a glob it let change that the plan's measurement layer does not."""
     found = []
-    for key, what in (("carried_files", "carried file"), ("carried_prefixes", "carried prefix"),
-                      ("carried_units", "carried unit")):  # fmt: skip
+    for key, what in (
+        ("carried_files", "carried file"),
+        ("carried_prefixes", "carried prefix"),
+        ("carried_units", "carried unit"),
+    ):
         missing = sorted(set(getattr(plan, key)) - set(used.get(key) or []))
         found += [f"it did not hold {what} {name}" for name in missing]
     wider = sorted(set(used.get("measurement_layer") or []) - set(plan.measurement_layer))
@@ -235,7 +251,8 @@ def successor_problems(repo: Path, rules: Qualification, earlier: str, later: st
     problems = []
     if differing:
         more = f" (+{len(differing) - SHOWN} more)" if len(differing) > SHOWN else ""
-        problems.append(f"files outside the measurement layer changed since {earlier[:12]}: "
-                        f"{', '.join(differing[:SHOWN])}{more}")  # fmt: skip
+        problems.append(
+            f"files outside the measurement layer changed since {earlier[:12]}: {', '.join(differing[:SHOWN])}{more}"
+        )
     problems += _check_units(repo, earlier, later, rules.carried_units)[1]
     return problems

@@ -46,8 +46,9 @@ def read_receipt(path: Path, kind: RecordFormat, *, sealed: bool = True) -> dict
     return document
 
 
-def require_admitting(path: Path, document: dict[str, Any], *, what: str, verdict: str, at: str, head: str,
-                      again: str) -> None:  # fmt: skip
+def require_admitting(
+    path: Path, document: dict[str, Any], *, what: str, verdict: str, at: str, head: str, again: str
+) -> None:
     """Refuse (a gate's refusal, exit 4) a sound receipt whose verdict is not ``verdict``, or whose commit
     field ``at`` is not the commit under test: ``again`` says how to get one that is."""
     if document.get("verdict") != verdict:

@@ -67,10 +67,20 @@ def _stream_body(
 ) -> dict[str, Any]:
     cell = loaded.plan.cells[cell_name]
     record = StreamRecord(
-        start="rehearsal", role="production", cell=cell_name, wave="rehearsal", repeat=0, family="rehearsal",
-        stream=0, prompt_id="rehearsal", prompt_tokens_expected=0, seed=loaded.plan.window.base_seed,
-        cache_salt=salt, endpoint=cell.endpoint, max_tokens=max_tokens,
-    )  # fmt: skip
+        start="rehearsal",
+        role="production",
+        cell=cell_name,
+        wave="rehearsal",
+        repeat=0,
+        family="rehearsal",
+        stream=0,
+        prompt_id="rehearsal",
+        prompt_tokens_expected=0,
+        seed=loaded.plan.window.base_seed,
+        cache_salt=salt,
+        endpoint=cell.endpoint,
+        max_tokens=max_tokens,
+    )
     return request_body(record, model, text, cell.temperature, cell.top_p, cell.extra_body)
 
 
@@ -80,58 +90,115 @@ def probes_for(
     """One probe per distinct request shape of the window, the terminator probe when the model's end-of-sequence
     token is known (``eos``, else the plan's rehearsal.eos_token_id), then the control probes. ``real``: a cell's
     real prompt, cut to its length, which its probe sends instead of the short text."""
+    shapes = _Shapes(loaded, model, f"rehearsal-{int(time.time())}")
+    terminator = eos if eos is not None else loaded.plan.rehearsal.eos_token_id
+    return [
+        *_reading_probes(loaded, model),
+        shapes.warmup(),
+        *shapes.cells(real or {}),
+        *shapes.greedy(),
+        *shapes.terminator(terminator),
+        *shapes.controls(),
+    ]
+
+
+def _reading_probes(loaded: LoadedPlan, model: str) -> list[Probe]:
+    """The paths a window reads besides its streams: health, the counters (if read), /tokenize per endpoint."""
     plan = loaded.plan
-    settings = plan.rehearsal
-    tokens = min(MAX_PROBE_TOKENS, plan.window.warmup_max_tokens)
-    stamp = f"rehearsal-{int(time.time())}"
-
-    def priced(body: dict[str, Any]) -> dict[str, Any]:
-        return body if settings.priority is False else {**body, "priority": settings.priority}
-
     probes = [Probe("health", "GET", "/health", None)]
     if PROFILES[plan.window.counters].reads_counters:  # a client-only window never reads /metrics
         probes.append(Probe("metrics", "GET", "/metrics", None))
     for endpoint in sorted({cell.endpoint for cell in plan.cells.values()}):
         body: dict[str, Any] = {"model": model}
-        body.update({"messages": [{"role": "user", "content": PROBE_TEXT}], "add_generation_prompt": True}
-                    if endpoint == "chat" else {"prompt": PROBE_TEXT})  # fmt: skip
-        probes.append(Probe(f"tokenize-{endpoint}", "POST", "/tokenize", body))
-    warm = plan.first_decision_cell
-    probes.append(
-        Probe("warmup", "POST", endpoint_path(plan.cells[warm]),
-              priced(_stream_body(loaded, warm, model, tokens, f"{stamp}.warmup")), True, expect_tokens=tokens)
-    )  # fmt: skip
-    for name, cell in plan.cells.items():
-        n = min(MAX_PROBE_TOKENS, cell.max_tokens)
-        prompt = (real or {}).get(name)
-        text = prompt.text if prompt is not None else PROBE_TEXT
-        expected = (
-            (cell.prompt_tokens - cell.prompt_tokens_tolerance, cell.prompt_tokens + BOS_SLACK) if prompt else None
+        body.update(
+            {"messages": [{"role": "user", "content": PROBE_TEXT}], "add_generation_prompt": True}
+            if endpoint == "chat"
+            else {"prompt": PROBE_TEXT}
         )
-        probes.append(
-            Probe(f"cell {name}", "POST", endpoint_path(cell),
-                  priced(_stream_body(loaded, name, model, n, f"{stamp}.{name}", text)), True, expect_tokens=n,
-                  expect_prompt_tokens=expected)
-        )  # fmt: skip
-    if (greedy := plan.diagnostics.greedy) is not None:
-        body = request(model, PROBE_TEXT, min(MAX_PROBE_TOKENS, greedy.max_tokens), f"{stamp}.greedy")
-        probes.append(Probe("greedy diagnostics", "POST", GREEDY_PATH, priced(body), expect_logprobs=True))
-    terminator = eos if eos is not None else settings.eos_token_id
-    if terminator is not None:
-        # The runbook's terminator probe, forced with allowed_token_ids: vLLM refuses logit_bias whenever
-        # speculative decoding is on, which is what the default control probe proves.
-        body = {**_stream_body(loaded, warm, model, tokens, f"{stamp}.eos"), "ignore_eos": False,
-                "allowed_token_ids": [terminator]}  # fmt: skip
-        probes.append(Probe("eos", "POST", endpoint_path(plan.cells[warm]), priced(body), True, expect_tokens=1,
-                            expect_finish="stop"))  # fmt: skip
-    for control in settings.controls:
-        cell = plan.cells[warm]
-        body = priced(_stream_body(loaded, warm, model, tokens, f"{stamp}.control.{control.name}"))
-        probes.append(
-            Probe(f"control {control.name}", "POST", endpoint_path(cell), {**body, **control.body}, True,
-                  expect_status=control.expect_status)
-        )  # fmt: skip
+        probes.append(Probe(f"tokenize-{endpoint}", "POST", "/tokenize", body))
     return probes
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    """The streamed request shapes a window sends, each as a tiny probe under a cache salt of its own."""
+
+    loaded: LoadedPlan
+    model: str
+    stamp: str
+
+    @property
+    def tokens(self) -> int:
+        return min(MAX_PROBE_TOKENS, self.loaded.plan.window.warmup_max_tokens)
+
+    @property
+    def warm(self) -> str:
+        return self.loaded.plan.first_decision_cell
+
+    def priced(self, body: dict[str, Any]) -> dict[str, Any]:
+        priority = self.loaded.plan.rehearsal.priority
+        return body if priority is False else {**body, "priority": priority}
+
+    def _body(self, cell: str, tokens: int, salt: str, text: str = PROBE_TEXT) -> dict[str, Any]:
+        return _stream_body(self.loaded, cell, self.model, tokens, f"{self.stamp}.{salt}", text)
+
+    def warmup(self) -> Probe:
+        path = endpoint_path(self.loaded.plan.cells[self.warm])
+        body = self.priced(self._body(self.warm, self.tokens, "warmup"))
+        return Probe("warmup", "POST", path, body, True, expect_tokens=self.tokens)
+
+    def cells(self, real: dict[str, PreparedPrompt]) -> list[Probe]:
+        probes = []
+        for name, cell in self.loaded.plan.cells.items():
+            n = min(MAX_PROBE_TOKENS, cell.max_tokens)
+            prompt = real.get(name)
+            low, high = cell.prompt_tokens - cell.prompt_tokens_tolerance, cell.prompt_tokens + BOS_SLACK
+            body = self.priced(self._body(name, n, name, prompt.text if prompt is not None else PROBE_TEXT))
+            expected = (low, high) if prompt else None
+            probes.append(
+                Probe(
+                    f"cell {name}",
+                    "POST",
+                    endpoint_path(cell),
+                    body,
+                    True,
+                    expect_tokens=n,
+                    expect_prompt_tokens=expected,
+                )
+            )
+        return probes
+
+    def greedy(self) -> list[Probe]:
+        if (greedy := self.loaded.plan.diagnostics.greedy) is None:
+            return []
+        body = request(self.model, PROBE_TEXT, min(MAX_PROBE_TOKENS, greedy.max_tokens), f"{self.stamp}.greedy")
+        return [Probe("greedy diagnostics", "POST", GREEDY_PATH, self.priced(body), expect_logprobs=True)]
+
+    def terminator(self, token: int | None) -> list[Probe]:
+        """The runbook's terminator probe, forced with allowed_token_ids: vLLM refuses logit_bias whenever
+        speculative decoding is on, which is what the default control probe proves."""
+        if token is None:
+            return []
+        body = {**self._body(self.warm, self.tokens, "eos"), "ignore_eos": False, "allowed_token_ids": [token]}
+        path = endpoint_path(self.loaded.plan.cells[self.warm])
+        return [Probe("eos", "POST", path, self.priced(body), True, expect_tokens=1, expect_finish="stop")]
+
+    def controls(self) -> list[Probe]:
+        path = endpoint_path(self.loaded.plan.cells[self.warm])
+        probes = []
+        for control in self.loaded.plan.rehearsal.controls:
+            body = self.priced(self._body(self.warm, self.tokens, f"control.{control.name}"))
+            probes.append(
+                Probe(
+                    f"control {control.name}",
+                    "POST",
+                    path,
+                    {**body, **control.body},
+                    True,
+                    expect_status=control.expect_status,
+                )
+            )
+        return probes
 
 
 async def real_prompts(
@@ -143,8 +210,9 @@ async def real_prompts(
     for name, cell in loaded.plan.cells.items():
         wave = waves_for(loaded, name)[0]
         tokenizer = TokenizeClient(session, url, model, cell.endpoint)
-        found[name] = await prepare(tokenizer, name, wave.family, wave.prompts[0], cell.prompt_tokens,
-                                    cell.prompt_tokens_tolerance)  # fmt: skip
+        found[name] = await prepare(
+            tokenizer, name, wave.family, wave.prompts[0], cell.prompt_tokens, cell.prompt_tokens_tolerance
+        )
     return found
 
 
@@ -231,16 +299,20 @@ def _judge(probe: Probe, result: dict[str, Any]) -> str | None:
     if probe.expect_logprobs and result.get("logprobs_problem"):
         return f"4xx-like: {result['logprobs_problem']}"
     if probe.expect_finish is not None and result.get("finish_reason") != probe.expect_finish:
-        return (f"4xx-like: the terminator probe ended with finish_reason {result.get('finish_reason')!r}, not "
-                f"{probe.expect_finish!r}: the server did not end on the forced token (is --eos the model's "
-                "end-of-sequence id?)")  # fmt: skip
+        return (
+            f"4xx-like: the terminator probe ended with finish_reason {result.get('finish_reason')!r}, not "
+            f"{probe.expect_finish!r}: the server did not end on the forced token (is --eos the model's "
+            "end-of-sequence id?)"
+        )
     if probe.stream:
         usage = result.get("usage") or {}
         if probe.expect_prompt_tokens is not None:
             low, high = probe.expect_prompt_tokens
             if not low <= int(usage.get("prompt_tokens") or 0) <= high:
-                return (f"4xx-like: the server counted {usage.get('prompt_tokens')} prompt tokens of the cell's "
-                        f"real prompt, not {low} to {high}")  # fmt: skip
+                return (
+                    f"4xx-like: the server counted {usage.get('prompt_tokens')} prompt tokens of the cell's "
+                    f"real prompt, not {low} to {high}"
+                )
         if not result.get("done") or usage.get("completion_tokens") != probe.expect_tokens:
             return (
                 f"4xx-like: the stream did not end with [DONE] and exactly {probe.expect_tokens} tokens "
@@ -270,8 +342,10 @@ async def rehearse(
         for probe in probes:  # back to back, no idle wait
             results.append(await _send(session, base, probe))
     # The requests as sent (their bodies; never a header) beside the replies.
-    lines = [{"name": r["name"], "request": probe.body, "status": r.get("status"), "reply": r.pop("reply")}
-             for probe, r in zip(probes, results, strict=True)]  # fmt: skip
+    lines = [
+        {"name": r["name"], "request": probe.body, "status": r.get("status"), "reply": r.pop("reply")}
+        for probe, r in zip(probes, results, strict=True)
+    ]
     replies = "".join(json.dumps(line) + "\n" for line in lines)
     write_text_atomic(out / "responses.jsonl", replies, mode=0o600)
     failures = []
@@ -322,9 +396,12 @@ def _key_env(loaded: LoadedPlan, given: str | None) -> tuple[str | None, str]:
     """Which variable holds production's key: --api-key-env, else rehearsal's, else production's own."""
     production = loaded.plan.production
     role = loaded.plan.roles.get(production.role) if production and production.role else None
-    for name, where in ((given, "--api-key-env"), (loaded.plan.rehearsal.api_key_env, "rehearsal.api_key_env"),
-                        (production.api_key_env if production else None, "production.api_key_env"),
-                        (role.api_key_env if role else None, "the production role's api_key_env")):  # fmt: skip
+    for name, where in (
+        (given, "--api-key-env"),
+        (loaded.plan.rehearsal.api_key_env, "rehearsal.api_key_env"),
+        (production.api_key_env if production else None, "production.api_key_env"),
+        (role.api_key_env if role else None, "the production role's api_key_env"),
+    ):
         if name is not None:
             return name, where
     return None, ""

@@ -44,8 +44,10 @@ def check_required(loaded: LoadedPlan, inputs: GateInputs, gate_names: list[str]
     """Refuse (exit 4) when a gate the plan requires was not given: it cannot be skipped by forgetting it."""
     given = {"qualification": inputs.qualification is not None, "rehearsal": inputs.rehearsal is not None}
     given.update({f"gate:{name}": True for name in gate_names})
-    how = {"qualification": "--qualification CARRIED.json (from `fairwin qualify carry`)",
-           "rehearsal": "--require-rehearsal DIR (from `fairwin rehearse`)"}  # fmt: skip
+    how = {
+        "qualification": "--qualification CARRIED.json (from `fairwin qualify carry`)",
+        "rehearsal": "--require-rehearsal DIR (from `fairwin rehearse`)",
+    }
     for gate in loaded.plan.gates.required:
         if not given.get(gate):
             hint = how.get(gate, f"--require-gate RECEIPT (from `fairwin gate run --name {gate[5:]}`)")

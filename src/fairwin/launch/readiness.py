@@ -79,6 +79,8 @@ async def wait_ready(process: Running, ready: Ready, log_path: Path, label: str,
         if not missing:
             return elapsed
         if elapsed >= ready.timeout_s:
-            raise HealthTimeoutError(f"{label}: not ready after {ready.timeout_s:g} s ({'; '.join(missing)}); "
-                                     f"check its ready checks or raise ready.timeout_s (log: {log_path})")  # fmt: skip
+            raise HealthTimeoutError(
+                f"{label}: not ready after {ready.timeout_s:g} s ({'; '.join(missing)}); "
+                f"check its ready checks or raise ready.timeout_s (log: {log_path})"
+            )
         await asyncio.sleep(POLL_S)

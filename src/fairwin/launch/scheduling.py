@@ -74,8 +74,10 @@ def check_cpus_exist(key: str, cpus: str | None) -> None:
     usable = os.sched_getaffinity(0)
     missing = sorted(parse_cpu_list(cpus) - usable)
     if missing:
-        raise PlanError(f"{key} = {cpus!r} names CPU(s) {missing} that this machine does not offer; usable: "
-                        f"{','.join(str(c) for c in sorted(usable))}")  # fmt: skip
+        raise PlanError(
+            f"{key} = {cpus!r} names CPU(s) {missing} that this machine does not offer; usable: "
+            f"{','.join(str(c) for c in sorted(usable))}"
+        )
 
 
 def _tool(name: str, role: str, key: str) -> str:

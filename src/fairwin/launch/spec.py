@@ -160,8 +160,11 @@ def make_spec(
     """The role's head process (its only one, unless it spans hosts) for one start."""
     role = roles[role_name]
     port = free_port() if role.port == "auto" else role.port
-    values = {"port": str(port), "plan_dir": str(plan_dir),
-              "head_address": hosts[role.host].address if role.host is not None and hosts else "127.0.0.1"}  # fmt: skip
+    values = {
+        "port": str(port),
+        "plan_dir": str(plan_dir),
+        "head_address": hosts[role.host].address if role.host is not None and hosts else "127.0.0.1",
+    }
     values["python"] = _python(role.host, hosts)
     declared = _declared_env(role_name, roles, plan_dir)
     base_env = base_declared = None
@@ -214,15 +217,30 @@ def worker_specs(
             {k: fill(v, values) for k, v in declared.items()},
         )
         _remember_secrets(argv, declared_env)
-        shown_env = {**_shown_env(head.role_name, roles, values),
-                     **{k: fill(v, values, resolve_env=False) for k, v in worker.env.items()}}  # fmt: skip
-        specs.append(replace(
-            head, argv=argv, env=_effective_env(role, declared, values), declared_env=declared_env,
-            shown_argv=_shown_argv(worker.argv, values), shown_env=shown_env, cwd=_cwd(worker.cwd, values, plan_dir),
-            startup_timeout_s=worker.ready.timeout_s, base_role=None, base_env=None, base_declared_env=None,
-            scheduling=Scheduling(),
-            host=worker.host, remote=_remote(worker.host, hosts, plan_dir), member=f"worker {number}", values=values,
-        ))  # fmt: skip
+        shown_env = {
+            **_shown_env(head.role_name, roles, values),
+            **{k: fill(v, values, resolve_env=False) for k, v in worker.env.items()},
+        }
+        specs.append(
+            replace(
+                head,
+                argv=argv,
+                env=_effective_env(role, declared, values),
+                declared_env=declared_env,
+                shown_argv=_shown_argv(worker.argv, values),
+                shown_env=shown_env,
+                cwd=_cwd(worker.cwd, values, plan_dir),
+                startup_timeout_s=worker.ready.timeout_s,
+                base_role=None,
+                base_env=None,
+                base_declared_env=None,
+                scheduling=Scheduling(),
+                host=worker.host,
+                remote=_remote(worker.host, hosts, plan_dir),
+                member=f"worker {number}",
+                values=values,
+            )
+        )
     return specs
 
 

@@ -55,8 +55,13 @@ async def connect(name: str, host: Host) -> asyncssh.SSHClientConnection:
     known = host.known_hosts
     keys = [str(host.key_file)] if host.key_file is not None else None
     where = f"host {name} ({host.address}:{host.port})"
-    options: dict[str, object] = {"known_hosts": str(known), "client_keys": keys, "password": None,
-                                  "preferred_auth": "publickey", "connect_timeout": host.connect_timeout_s}  # fmt: skip
+    options: dict[str, object] = {
+        "known_hosts": str(known),
+        "client_keys": keys,
+        "password": None,
+        "preferred_auth": "publickey",
+        "connect_timeout": host.connect_timeout_s,
+    }
     if not host.agent:
         options["agent_path"] = None  # else asyncssh uses $SSH_AUTH_SOCK, as ssh does
     if host.passphrase_env is not None:
@@ -64,9 +69,11 @@ async def connect(name: str, host: Host) -> asyncssh.SSHClientConnection:
     try:
         return await asyncssh.connect(host.address, port=host.port, username=host.user, **options)
     except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:  # an encrypted key, no or a wrong passphrase
-        raise LaunchError(f"{where}: cannot read hosts.{name}.key_file {host.key_file}: {scrub(str(exc))}; "
-                          f"for an encrypted key, name the variable holding its passphrase in "
-                          f"hosts.{name}.passphrase_env") from None  # fmt: skip
+        raise LaunchError(
+            f"{where}: cannot read hosts.{name}.key_file {host.key_file}: {scrub(str(exc))}; "
+            f"for an encrypted key, name the variable holding its passphrase in "
+            f"hosts.{name}.passphrase_env"
+        ) from None
     except asyncssh.HostKeyNotVerifiable:
         raise LaunchError(f"{where}: its host key is not in {known}; verify it and add it (ssh-keyscan)") from None
     except asyncssh.PermissionDenied:
@@ -124,8 +131,9 @@ class RemoteServer:
         self.process = await self.conn.create_process(command, stderr=asyncssh.STDOUT, encoding=None)
         first = await self.process.stdout.readline()
         if not first.strip().isdigit():
-            raise LaunchError(f"{self.spec.label}: no pid from the launch "
-                              f"({first[:200]!r}); is `sh` the login shell's sh?")  # fmt: skip
+            raise LaunchError(
+                f"{self.spec.label}: no pid from the launch ({first[:200]!r}); is `sh` the login shell's sh?"
+            )
         self.remote_pid = int(first)
         self._pump = asyncio.create_task(self._copy_output())
 
@@ -181,9 +189,11 @@ class RemoteServer:
             except (TimeoutError, aiohttp.ClientError) as exc:
                 last = str(exc) or type(exc).__name__
             if time.monotonic() - t0 >= self.spec.startup_timeout_s:
-                raise HealthTimeoutError(f"{self.spec.label}: "
-                                         f"{self.spec.health_url} not healthy after {self.spec.startup_timeout_s:g} s "
-                                         f"({last}; log: {self.log_path})")  # fmt: skip
+                raise HealthTimeoutError(
+                    f"{self.spec.label}: "
+                    f"{self.spec.health_url} not healthy after {self.spec.startup_timeout_s:g} s "
+                    f"({last}; log: {self.log_path})"
+                )
             await asyncio.sleep(HEALTH_POLL_S)
 
     async def stop(self) -> StopRecord:
@@ -263,8 +273,10 @@ def runner(name: str, host: Host, timeout_s: float = 10.0) -> Callable[[list[str
         except LaunchError as exc:
             raise InputError(str(exc)) from None
         if done.exit_status != 0:
-            raise InputError(f"{shlex.join(argv)} on host {name} exited {done.exit_status}: "
-                             f"{str(done.stderr or done.stdout).strip()[:200]}")  # fmt: skip
+            raise InputError(
+                f"{shlex.join(argv)} on host {name} exited {done.exit_status}: "
+                f"{str(done.stderr or done.stdout).strip()[:200]}"
+            )
         return str(done.stdout or "")
 
     return lambda argv: blocking(run(argv))

@@ -235,8 +235,10 @@ class Plan(StrictModel):
                 raise ValueError(f"production.{key}.host names {process.host!r}, which [hosts] does not declare")
         for role_name in (n for n, r in self.roles.items() if r.compare_live):
             if self.production is None or (self.production.role is None and live is None):
-                raise ValueError(f"roles.{role_name}.compare_live: there is no live production to compare with; "
-                                 "declare [production] with a role, or [production.live] where it runs")  # fmt: skip
+                raise ValueError(
+                    f"roles.{role_name}.compare_live: there is no live production to compare with; "
+                    "declare [production] with a role, or [production.live] where it runs"
+                )
 
     def _production_role(self) -> None:
         host = self.production.host if self.production is not None else None

@@ -26,8 +26,10 @@ def _argv_findings(where: str, argv: list[str], settings: SecretsSettings) -> It
             if not sep and is_flag(value):
                 value = ""  # a switch: the next argument is a flag of its own
             if not only_placeholders(value):
-                yield (f"{where}[{index}] passes {flag} a literal secret; write {flag} {{env:NAME}} and export "
-                       f"NAME before running (if {flag} takes no secret, list it in [secrets] public)")  # fmt: skip
+                yield (
+                    f"{where}[{index}] passes {flag} a literal secret; write {flag} {{env:NAME}} and export "
+                    f"NAME before running (if {flag} takes no secret, list it in [secrets] public)"
+                )
         yield from _url_findings(f"{where}[{index}]", arg)
 
 
@@ -39,9 +41,11 @@ def _url_findings(where: str, value: str) -> Iterator[str]:
 def _env_findings(where: str, env: dict[str, str], settings: SecretsSettings) -> Iterator[str]:
     for name, value in env.items():
         if is_secret_name(name, settings.names, settings.public) and not only_placeholders(value):
-            yield (f"{where}.{name} holds a literal secret; write {name} = \"{{env:{name}}}\" and export it, "
-                   f"or move it to an env file (env_files); if {name} is no secret, "
-                   "list it in [secrets] public")  # fmt: skip
+            yield (
+                f'{where}.{name} holds a literal secret; write {name} = "{{env:{name}}}" and export it, '
+                f"or move it to an env file (env_files); if {name} is no secret, "
+                "list it in [secrets] public"
+            )
         else:
             yield from _url_findings(f"{where}.{name}", value)
 
@@ -63,8 +67,10 @@ def findings(plan: Plan) -> list[str]:
         found += _url_findings("production.base_url", plan.production.base_url or "")
     found += _url_findings("rehearsal.url", plan.rehearsal.url or "")
     if plan.window.archive and url_passwords(plan.window.archive):
-        found.append("window.archive holds a database password; give it in PGPASSWORD or ~/.pgpass, "
-                     "or the whole URL in FAIRWIN_ARCHIVE_URL")  # fmt: skip
+        found.append(
+            "window.archive holds a database password; give it in PGPASSWORD or ~/.pgpass, "
+            "or the whole URL in FAIRWIN_ARCHIVE_URL"
+        )
     return found
 
 

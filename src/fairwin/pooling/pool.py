@@ -84,9 +84,17 @@ def pool_repeat(
 
 #: A row's fields that come from the server's counters: the sums, and the metrics made of them.
 SERVER_FIELDS = (
-    "generation_tokens", "first_tokens", "accepted_tokens", "drafts", "draft_tokens", "decode_steps", "rounds",
-    "decode_s", "prefix_cache_hits", *SERVER_METRICS,
-)  # fmt: skip
+    "generation_tokens",
+    "first_tokens",
+    "accepted_tokens",
+    "drafts",
+    "draft_tokens",
+    "decode_steps",
+    "rounds",
+    "decode_s",
+    "prefix_cache_hits",
+    *SERVER_METRICS,
+)
 
 
 def _server_side(where: str, total: Snapshot, streams: int, profile: ServerProfile) -> dict[str, float | None]:

@@ -59,9 +59,12 @@ def snapshot(loaded: LoadedPlan) -> dict[str, Any]:
         spec = make_spec(settings.role, loaded.plan.roles, loaded.base_dir, loaded.plan.hosts)
         role = loaded.plan.roles[settings.role]
         declared: dict[str, Any] = {
-            "role": settings.role, "argv": spec.shown_argv, "env": spec.shown_env, "env_files": spec.env_files,
+            "role": settings.role,
+            "argv": spec.shown_argv,
+            "env": spec.shown_env,
+            "env_files": spec.env_files,
             "base_url": settings.base_url or spec.base_url,
-        }  # fmt: skip
+        }
         if role.host is not None:  # only then: a production here keeps the sha256 it always had
             declared["host"] = role.host
     else:
@@ -138,8 +141,9 @@ class Production:
                     f"production is not down {self.settings.down_timeout_s:g} s after {how}: {'; '.join(problems)}"
                 )
             await asyncio.sleep(POLL_S)
-        return Proved("down", how, f"{self.base_url} refuses connections; none of must_not_run runs",
-                      time.monotonic() - started)  # fmt: skip
+        return Proved(
+            "down", how, f"{self.base_url} refuses connections; none of must_not_run runs", time.monotonic() - started
+        )
 
     async def _stop_launched(self) -> str:
         recorded = await self.recorded_pid()
@@ -202,9 +206,17 @@ class Production:
         assert self.spec is not None
         pid = await self.where.launch(self.spec.argv, self.spec.declared_env, self.spec.env, self.spec.cwd)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.state_file, {"format": STATE_FORMAT, "pid": pid, "argv": self.spec.shown_argv,
-                                            "host": self.spec.host, "started_unix": time.time(),
-                                            "snapshot": self.snapshot()})  # fmt: skip
+        write_json_atomic(
+            self.state_file,
+            {
+                "format": STATE_FORMAT,
+                "pid": pid,
+                "argv": self.spec.shown_argv,
+                "host": self.spec.host,
+                "started_unix": time.time(),
+                "snapshot": self.snapshot(),
+            },
+        )
         return f"launched pid {pid}{self.where.label}"
 
     def _log(self) -> str:

@@ -31,8 +31,15 @@ def launch_detached(argv: list[str], *, env: dict[str, str], cwd: Path | None, s
     pid_file.unlink(missing_ok=True)
     wrapper = ["sh", "-c", 'echo $$ > "$0"; exec "$@"', str(pid_file), *argv]
     with (state_dir / f"{name}.log").open("ab") as log:
-        subprocess.run([setsid, "--fork", *wrapper], env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
-                       stderr=subprocess.STDOUT, check=True)  # fmt: skip
+        subprocess.run(
+            [setsid, "--fork", *wrapper],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=True,
+        )
     deadline = time.monotonic() + PID_WAIT_S
     while not pid_file.exists() or not pid_file.read_text().strip():
         if time.monotonic() >= deadline:

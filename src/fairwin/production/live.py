@@ -61,8 +61,14 @@ class LiveMember:
         return f"production's {self.member}" + (f" on host {self.host}" if self.host else "")
 
     def record(self) -> dict[str, Any]:
-        found = {"member": self.member, "host": self.host, "found_by": self.found_by, "argv": self.argv,
-                 "env": self.env, "speculative": self.speculative}  # fmt: skip
+        found = {
+            "member": self.member,
+            "host": self.host,
+            "found_by": self.found_by,
+            "argv": self.argv,
+            "env": self.env,
+            "speculative": self.speculative,
+        }
         return found | ({"mounts": self.mounts} if self.mounts is not None else {})
 
 
@@ -83,16 +89,29 @@ class LiveProduction:
         members = [m.record() for m in self.members]
         digest = sha256_bytes(json.dumps(members, sort_keys=True).encode())
         extra = {"from_snapshot": self.from_snapshot} if self.from_snapshot else {}
-        return {"format": PRODUCTION_LIVE.id, "read_unix": round(self.read_unix, 3), "members": members,
-                "sha256": digest, "changed_since_last": self.changed, **extra}  # fmt: skip
+        return {
+            "format": PRODUCTION_LIVE.id,
+            "read_unix": round(self.read_unix, 3),
+            "members": members,
+            "sha256": digest,
+            "changed_since_last": self.changed,
+            **extra,
+        }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], source: str) -> LiveProduction:
         members = tuple(
-            LiveMember(m["member"], m.get("host"), m["found_by"], list(m["argv"]), dict(m["env"]),
-                       dict(m.get("speculative") or {}), m.get("mounts"))
+            LiveMember(
+                m["member"],
+                m.get("host"),
+                m["found_by"],
+                list(m["argv"]),
+                dict(m["env"]),
+                dict(m.get("speculative") or {}),
+                m.get("mounts"),
+            )
             for m in record["members"]
-        )  # fmt: skip
+        )
         return cls(members, float(record["read_unix"]), from_snapshot=source)
 
 
@@ -126,26 +145,38 @@ def parse_inspect(raw: str, name: str) -> tuple[dict[str, str], list[str], list[
         config = box["Config"]
         env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
         argv = [box.get("Path") or "", *(box.get("Args") or [])]
-        mounts = [{"source": str(m.get("Source", "")), "destination": str(m.get("Destination", "")),
-                   "mode": str(m.get("Mode", ""))} for m in box.get("Mounts") or []]  # fmt: skip
+        mounts = [
+            {
+                "source": str(m.get("Source", "")),
+                "destination": str(m.get("Destination", "")),
+                "mode": str(m.get("Mode", "")),
+            }
+            for m in box.get("Mounts") or []
+        ]
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise ProductionError(f"container {name}: its runtime's inspect output is not what docker or podman "
-                              "print; is it a container's name?") from None  # fmt: skip
+        raise ProductionError(
+            f"container {name}: its runtime's inspect output is not what docker or podman "
+            "print; is it a container's name?"
+        ) from None
     return env, [a for a in argv if a], mounts
 
 
-async def read_member(member: str, where: tuple[str | None, Host | None], process: LiveProcess | None,
-                      pid: int | None) -> LiveMember:  # fmt: skip
+async def read_member(
+    member: str, where: tuple[str | None, Host | None], process: LiveProcess | None, pid: int | None
+) -> LiveMember:
     """One process of production on its host: by the pid fairwin launched it as, by a command-line match, or
     as a container; ProductionError naming what was not found."""
     name, host = where
     on = f" on host {name}" if name else " here"
     if process is not None and process.container is not None:
-        code, out = await shell(name, host, f"{process.runtime} inspect --type container "
-                                            f"{shlex.quote(process.container)}")  # fmt: skip
+        code, out = await shell(
+            name, host, f"{process.runtime} inspect --type container {shlex.quote(process.container)}"
+        )
         if code != 0:
-            raise ProductionError(f"production's {member}: container {process.container}{on} could not be "
-                                  f"inspected ({process.runtime} exited {code}: {out.strip()[-200:]})")  # fmt: skip
+            raise ProductionError(
+                f"production's {member}: container {process.container}{on} could not be "
+                f"inspected ({process.runtime} exited {code}: {out.strip()[-200:]})"
+            )
         env, argv, mounts = parse_inspect(out, process.container)
         return _member(member, name, f"container {process.container} ({process.runtime})", env, argv, mounts)
     found_by = f"pid {pid} (fairwin launched it)"
@@ -157,16 +188,23 @@ async def read_member(member: str, where: tuple[str | None, Host | None], proces
         found_by = f"match {process.match!r}: pid {pid}"
     if pid is None:
         raise ProductionError(f"production's {member}: it is not running{on}")
-    code, out = await shell(name, host, f"cat /proc/{pid}/environ && printf '\\0{_MARKER_NAME}\\0' && "
-                                        f"cat /proc/{pid}/cmdline")  # fmt: skip
+    code, out = await shell(
+        name, host, f"cat /proc/{pid}/environ && printf '\\0{_MARKER_NAME}\\0' && cat /proc/{pid}/cmdline"
+    )
     if code != 0:
         raise ProductionError(f"production's {member}: /proc/{pid}{on} could not be read (is it ours to read?)")
     env, argv = parse_process(out)
     return _member(member, name, found_by, env, argv, None)
 
 
-def _member(member: str, host: str | None, found_by: str, env: dict[str, str], argv: list[str],
-            mounts: list[dict[str, str]] | None) -> LiveMember:  # fmt: skip
+def _member(
+    member: str,
+    host: str | None,
+    found_by: str,
+    env: dict[str, str],
+    argv: list[str],
+    mounts: list[dict[str, str]] | None,
+) -> LiveMember:
     try:
         speculative = effective_speculative(argv)
     except FairwinError as exc:

@@ -34,8 +34,9 @@ class Placeholders:
         try:
             for name, placeholder in self.declared.items():
                 env = {**os.environ, **placeholder.env}
-                pid = launch_detached(placeholder.argv, env=env, cwd=self.base_dir, state_dir=self.state_dir,
-                                      name=f"placeholder-{name}")  # fmt: skip
+                pid = launch_detached(
+                    placeholder.argv, env=env, cwd=self.base_dir, state_dir=self.state_dir, name=f"placeholder-{name}"
+                )
                 started.append({"name": name, "pid": pid, "argv": placeholder.argv})
             await asyncio.sleep(max((p.settle_s for p in self.declared.values()), default=0.0))
             if problems := not_running(started):
@@ -77,8 +78,7 @@ class Placeholders:
 
 def not_running(started: list[dict[str, Any]]) -> list[str]:
     """Why each recorded placeholder is not holding the hardware (exited, or its pid runs something else)."""
-    return [f"{record.get('name')} (pid {record.get('pid')}) is not running" for record in started
-            if not _runs(record)]  # fmt: skip
+    return [f"{record.get('name')} (pid {record.get('pid')}) is not running" for record in started if not _runs(record)]
 
 
 def _runs(record: dict[str, Any]) -> bool:

@@ -35,9 +35,15 @@ class WatchResult:
         return not self.problems
 
     def record(self) -> dict[str, Any]:
-        return {"ok": self.ok, "seconds": round(self.seconds, 3), "health_checks": self.health_checks,
-                "health_failures": self.health_failures, "requests": self.requests, "answered": self.answered,
-                "problems": self.problems}  # fmt: skip
+        return {
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "health_checks": self.health_checks,
+            "health_failures": self.health_failures,
+            "requests": self.requests,
+            "answered": self.answered,
+            "problems": self.problems,
+        }
 
     def summary(self) -> str:
         state = "held" if self.ok else f"FAILED ({'; '.join(self.problems)})"
@@ -49,8 +55,12 @@ class WatchResult:
 
 async def _one_request(session: aiohttp.ClientSession, production: Production, number: int) -> str | None:
     """None when answered; else why not."""
-    body = {"model": production.model, "prompt": PROMPT, "max_tokens": production.settings.watch_max_tokens,
-            "temperature": 0.0}  # fmt: skip
+    body = {
+        "model": production.model,
+        "prompt": PROMPT,
+        "max_tokens": production.settings.watch_max_tokens,
+        "temperature": 0.0,
+    }
     try:
         async with session.post(
             production.base_url + "/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)

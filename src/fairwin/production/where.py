@@ -75,8 +75,9 @@ class Here:
 
     async def run(self, what: str, argv: list[str]) -> str:
         try:
-            process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                           stderr=asyncio.subprocess.STDOUT)  # fmt: skip
+            process = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            )
             output, _ = await asyncio.wait_for(process.communicate(), COMMAND_TIMEOUT_S)
         except (OSError, TimeoutError) as exc:
             raise ProductionError(f"production {what} command {argv[0]!r} could not run: {exc}") from None

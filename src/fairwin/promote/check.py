@@ -56,8 +56,10 @@ def _decided(found: Evidence, policy: PromotionPolicy) -> list[str]:
     reasons = [] if decision.verdict == "WIN" else [f"the verdict is {decision.verdict}, not WIN"]
     accepted = {(rule.id, rule.sha256) for rule in policy.rules}
     if (decision.rule_id, decision.rule_sha256) not in accepted:
-        reasons.append(f"rule {decision.rule_id} (sha256 {decision.rule_sha256[:16]}...) is not one the policy "
-                       f"accepts: {', '.join(f'{r.id} ({r.sha256[:16]}...)' for r in policy.rules)}")  # fmt: skip
+        reasons.append(
+            f"rule {decision.rule_id} (sha256 {decision.rule_sha256[:16]}...) is not one the policy "
+            f"accepts: {', '.join(f'{r.id} ({r.sha256[:16]}...)' for r in policy.rules)}"
+        )
     if decision.mode != policy.mode:
         reasons.append(f"the window ran in mode {decision.mode}; the policy requires {policy.mode}")
     return reasons
@@ -99,8 +101,11 @@ def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[s
             reasons.append(f"gate receipt {gate['path']} is not the one the window was given")
         else:
             passed.add(str(receipt.get("name")))
-    reasons += [f"gate {name}: no PASS receipt was given to the window (--require-gate)"
-                for name in policy.require_gates if name not in passed]  # fmt: skip
+    reasons += [
+        f"gate {name}: no PASS receipt was given to the window (--require-gate)"
+        for name in policy.require_gates
+        if name not in passed
+    ]
     return reasons
 
 
@@ -129,10 +134,14 @@ def _metrics_and_validity(found: Evidence, policy: PromotionPolicy) -> list[str]
     for cell in (c for c in found.decision.cells if c.decides):
         measured = {r.metric for r in [cell.primary, *cell.reported] if r is not None and r.estimate is not None}
         measured |= {g.metric for g in cell.guards if g.failed is not None}
-        reasons += [f"{cell.cell}: {metric} was not recorded" for metric in policy.require_metrics
-                    if metric not in measured]  # fmt: skip
-        reasons += [f"{cell.cell}: guard {g.metric} {'FAILED' if g.failed else 'was not judged'}: {g.detail}"
-                    for g in cell.guards if g.failed is not False]  # fmt: skip
+        reasons += [
+            f"{cell.cell}: {metric} was not recorded" for metric in policy.require_metrics if metric not in measured
+        ]
+        reasons += [
+            f"{cell.cell}: guard {g.metric} {'FAILED' if g.failed else 'was not judged'}: {g.detail}"
+            for g in cell.guards
+            if g.failed is not False
+        ]
         if policy.require_observed_clock_caps and not (cell.validity is not None and cell.validity.observed):
             reasons.append(f"{cell.cell}: its starts' clock caps were not observed (no GPU telemetry)")
     return reasons
@@ -144,8 +153,11 @@ def _greedy(found: Evidence, policy: PromotionPolicy) -> list[str]:
     greedy = found.decision.greedy
     if greedy is None:
         return ["greedy diagnostics did not run ([diagnostics.greedy] in the plan)"] if policy.require_greedy else []
-    return [f"real greedy divergence: {d.start} against {d.reference}, {d.cell} {d.prompt} at position {d.position}: "
-            f"{d.expected!r} expected, {d.got!r} written" for d in greedy.real]  # fmt: skip
+    return [
+        f"real greedy divergence: {d.start} against {d.reference}, {d.cell} {d.prompt} at position {d.position}: "
+        f"{d.expected!r} expected, {d.got!r} written"
+        for d in greedy.real
+    ]
 
 
 def _restored(found: Evidence, policy: PromotionPolicy) -> list[str]:
@@ -179,8 +191,10 @@ def _chain_restored(found: Evidence) -> list[str]:
             if (status.get("restore") or {}).get("state") == "RESTORED":
                 return []
             return [f"chain {chain_id}'s last window {other.parent.name} did not restore production"]
-    return [f"production was left down for chain {chain_id} (CHAINED), and no window beside it has ended the chain "
-            "with production restored yet"]  # fmt: skip
+    return [
+        f"production was left down for chain {chain_id} (CHAINED), and no window beside it has ended the chain "
+        "with production restored yet"
+    ]
 
 
 CHECKS: list[tuple[str, Callable[[Evidence, PromotionPolicy], list[str]]]] = [
@@ -211,8 +225,9 @@ def gather(window: Path) -> tuple[Evidence, list[str]]:
     return Evidence(window, status, manifest, decision), reasons
 
 
-def check_promotion(window: Path, policy: PromotionPolicy, policy_path: Path, policy_sha256: str,
-                    out: Path | None = None) -> dict[str, Any]:  # fmt: skip
+def check_promotion(
+    window: Path, policy: PromotionPolicy, policy_path: Path, policy_sha256: str, out: Path | None = None
+) -> dict[str, Any]:
     """Every check, then the sealed ``fairwin.promotion/1`` receipt (written to ``out``, default
     WINDOW/promotion.json); its ``verdict`` is ALLOWED or REFUSED with every reason."""
     found, reasons = gather(window)
@@ -222,9 +237,16 @@ def check_promotion(window: Path, policy: PromotionPolicy, policy_path: Path, po
         checked.append({"check": name, "ok": not failed})
         reasons += failed
     document = {
-        "format": PROMOTION.id, "verdict": "REFUSED" if reasons else "ALLOWED", "reasons": reasons,
-        "checks": checked, "window_id": found.manifest.get("window_id"), "window_path": str(window),
-        "decision_sha256": found.status.get("decision_sha256"), "commit": found.commit,
-        "policy_path": str(policy_path), "policy_sha256": policy_sha256, "created_unix": time.time(),
-    }  # fmt: skip
+        "format": PROMOTION.id,
+        "verdict": "REFUSED" if reasons else "ALLOWED",
+        "reasons": reasons,
+        "checks": checked,
+        "window_id": found.manifest.get("window_id"),
+        "window_path": str(window),
+        "decision_sha256": found.status.get("decision_sha256"),
+        "commit": found.commit,
+        "policy_path": str(policy_path),
+        "policy_sha256": policy_sha256,
+        "created_unix": time.time(),
+    }
     return write_receipt(out if out is not None else window / "promotion.json", document)

@@ -40,9 +40,18 @@ class Comparison(BaseModel):
 
 
 def compare(decisions: Sequence[Decision]) -> Comparison:
-    windows = [{"window_id": d.window_id, "mode": d.mode, "order": d.order, "rule_id": d.rule_id,
-                "primary": d.rule.primary, "bar_pct": d.rule.bar_pct, "verdict": d.verdict}
-               for d in decisions]  # fmt: skip
+    windows = [
+        {
+            "window_id": d.window_id,
+            "mode": d.mode,
+            "order": d.order,
+            "rule_id": d.rule_id,
+            "primary": d.rule.primary,
+            "bar_pct": d.rule.bar_pct,
+            "verdict": d.verdict,
+        }
+        for d in decisions
+    ]
     names = list(dict.fromkeys(c.cell for d in decisions for c in d.cells if c.decides))
     cells = [_across(name, decisions) for name in names]
     return Comparison(windows=windows, cells=cells, agree=all(c.agree for c in cells))
@@ -60,8 +69,9 @@ def _across(name: str, decisions: Sequence[Decision]) -> CellAcross:
         )
     measured = [e for e in effects.values() if e is not None]
     overlap = max(e[1] for e in measured) <= min(e[2] for e in measured) if len(measured) > 1 else None
-    return CellAcross(cell=name, verdicts=verdicts, effects=effects, agree=len(set(verdicts.values())) == 1,
-                      intervals_overlap=overlap)  # fmt: skip
+    return CellAcross(
+        cell=name, verdicts=verdicts, effects=effects, agree=len(set(verdicts.values())) == 1, intervals_overlap=overlap
+    )
 
 
 def comparison_table(found: Comparison) -> Table:

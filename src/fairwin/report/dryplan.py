@@ -12,8 +12,10 @@ from fairwin.plan.schedule import starts_for, waves_for
 def _starts(rule: RuleSpec) -> str:
     if not rule.looks:
         return f"{rule.start_count} starts"
-    return (f"looks after {', '.join(str(k) for k in rule.looks)} starts, the first only with "
-            f"{rule.first_look_archive_starts} archived control starts; at most {rule.start_count}")  # fmt: skip
+    return (
+        f"looks after {', '.join(str(k) for k in rule.looks)} starts, the first only with "
+        f"{rule.first_look_archive_starts} archived control starts; at most {rule.start_count}"
+    )
 
 
 def render_dry_plan(
@@ -44,8 +46,12 @@ def render_dry_plan(
             lines.append(f"  wave {wave.index:>2}  repeat {wave.repeat}  {wave.family:<10} seed {wave.seed}  [{ids}]")
     chosen = next(e for e in estimates if e.mode == mode_name)
     budget = plan.budget
-    lines += ["", f"estimated duration (limits: dry bound {budget.limit_min:g} min, measurement end "
-              f"{budget.measurement_limit_min:g} min):", ""]  # fmt: skip
+    lines += [
+        "",
+        f"estimated duration (limits: dry bound {budget.limit_min:g} min, measurement end "
+        f"{budget.measurement_limit_min:g} min):",
+        "",
+    ]
     lines += render_table(estimates, loaded)
     lines += ["", f"per start in {mode_name} ({chosen.waves_per_start} waves each):"]
     for cost in chosen.starts:

@@ -45,8 +45,15 @@ def audited_rates(decision: Decision) -> str:
     trials = audit_trials()
     key = (decision.rule_sha256, repeat_cv, launch_cv, repeats, trials)
     if key not in _AUDITED:  # a window states its rates twice (summary.md, report.html): one audit of ~2 s
-        _AUDITED[key] = audit(decision.rule, repeats=repeats, repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv,
-                              trials=trials, seed=AUDIT_SEED, archive_starts=0)  # fmt: skip
+        _AUDITED[key] = audit(
+            decision.rule,
+            repeats=repeats,
+            repeat_cv_pct=repeat_cv,
+            launch_cv_pct=launch_cv,
+            trials=trials,
+            seed=AUDIT_SEED,
+            archive_starts=0,
+        )
     result = _AUDITED[key]
     return (
         f"{decision.rule_id}'s own error rates at this window's noise (repeat cv {repeat_cv:.2f} %, launch cv "

@@ -32,19 +32,28 @@ def decision_rows(decision: Decision) -> list[dict[str, Any]]:
     rows = []
     for cell in decision.cells:
         estimate = cell.primary.estimate if cell.primary is not None else None
-        rows.append({
-            "window_id": decision.window_id, "mode": decision.mode, "order": decision.order,
-            "rule_id": decision.rule_id, "rule_sha256": decision.rule_sha256, "window_verdict": decision.verdict,
-            "cell": cell.cell, "decides": cell.decides, "verdict": cell.verdict, "primary": decision.rule.primary,
-            "effect_pct": estimate.point_pct if estimate else None,
-            "ci_low_pct": estimate.ci_low_pct if estimate else None,
-            "ci_high_pct": estimate.ci_high_pct if estimate else None,
-            "control_mean": estimate.control_mean if estimate else None,
-            "candidate_mean": estimate.candidate_mean if estimate else None,
-            "repeats": estimate.n if estimate else None,
-            "guards_failed": ",".join(g.metric for g in cell.guards if g.failed),
-            "reasons": "; ".join(cell.reasons),
-        })  # fmt: skip
+        rows.append(
+            {
+                "window_id": decision.window_id,
+                "mode": decision.mode,
+                "order": decision.order,
+                "rule_id": decision.rule_id,
+                "rule_sha256": decision.rule_sha256,
+                "window_verdict": decision.verdict,
+                "cell": cell.cell,
+                "decides": cell.decides,
+                "verdict": cell.verdict,
+                "primary": decision.rule.primary,
+                "effect_pct": estimate.point_pct if estimate else None,
+                "ci_low_pct": estimate.ci_low_pct if estimate else None,
+                "ci_high_pct": estimate.ci_high_pct if estimate else None,
+                "control_mean": estimate.control_mean if estimate else None,
+                "candidate_mean": estimate.candidate_mean if estimate else None,
+                "repeats": estimate.n if estimate else None,
+                "guards_failed": ",".join(g.metric for g in cell.guards if g.failed),
+                "reasons": "; ".join(cell.reasons),
+            }
+        )
     return rows
 
 

@@ -56,13 +56,17 @@ def verdict_sentence(decision: Decision) -> str:
     for cell in decision.cells:
         estimate = cell.primary.estimate if cell.primary is not None else None
         if cell.decides and estimate is not None:
-            effects.append(f"{cell.cell} {cell.verdict} {estimate.point_pct:+.2f} % "
-                           f"[{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}]")  # fmt: skip
+            effects.append(
+                f"{cell.cell} {cell.verdict} {estimate.point_pct:+.2f} % "
+                f"[{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}]"
+            )
         elif cell.decides:
             effects.append(f"{cell.cell} {cell.verdict}")
     ended = f" The window {decision.sequential.line(decision.verdict)}." if decision.sequential else ""
-    return (f"{decision.verdict}: the candidate against its control under rule {rule.id}, {rule.primary} "
-            f"with a {rule.bar_pct:g} % bar ({'; '.join(effects) or 'no deciding cell measured'}).{ended}")  # fmt: skip
+    return (
+        f"{decision.verdict}: the candidate against its control under rule {rule.id}, {rule.primary} "
+        f"with a {rule.bar_pct:g} % bar ({'; '.join(effects) or 'no deciding cell measured'}).{ended}"
+    )
 
 
 def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:
@@ -81,23 +85,30 @@ def _figures(window: Path, decision: Decision) -> list[str]:
     parts = ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
     parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
     waves = read_jsonl(window / "waves.jsonl", WAVE.readable) if (window / "waves.jsonl").exists() else []
-    parts += ["<h2>Each start: rate by wave over time</h2>",
-              _image(plots.rate_over_time(waves, _wave_tokens(window / "streams.jsonl")), "rate over time"),
-              "<h2>Noise next to the effect</h2>", _image(plots.noise(decision), "noise")]  # fmt: skip
+    parts += [
+        "<h2>Each start: rate by wave over time</h2>",
+        _image(plots.rate_over_time(waves, _wave_tokens(window / "streams.jsonl")), "rate over time"),
+        "<h2>Noise next to the effect</h2>",
+        _image(plots.noise(decision), "noise"),
+    ]
     return parts
 
 
 def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, Any]) -> list[str]:
-    digests = [("plan", manifest.get("plan_sha256")), (f"rule {manifest.get('rule_id')}", manifest.get("rule_sha256")),
-               ("decision.json", status.get("decision_sha256"))]  # fmt: skip
+    digests = [
+        ("plan", manifest.get("plan_sha256")),
+        (f"rule {manifest.get('rule_id')}", manifest.get("rule_sha256")),
+        ("decision.json", status.get("decision_sha256")),
+    ]
     production = manifest.get("production") or {}
     if isinstance(production, dict) and production.get("sha256"):
         digests.append(("production's declaration", production["sha256"]))
     parts = ["<h2>Receipts</h2>", _table(["what", "sha256"], [(name, value or "n/a") for name, value in digests])]
     gates = manifest.get("gates") or {}
     parts.append("<h3>Gates</h3>")
-    parts.append(_table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600])
-                                             for name, value in gates.items()]))  # fmt: skip
+    parts.append(
+        _table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600]) for name, value in gates.items()])
+    )
     restore = status.get("restore")
     parts.append("<h3>Production</h3>")
     parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
@@ -105,8 +116,11 @@ def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, An
     if journal.exists():
         rows = scan_jsonl(journal)[0]
         opened = next((r["time"] for r in rows if r.get("event") == "begin"), None)
-        steps = [(r["step"], r["event"], f"{r['time'] - opened:.1f}") for r in rows
-                 if opened is not None and r.get("event") in ("end", "failed", "interrupted")]  # fmt: skip
+        steps = [
+            (r["step"], r["event"], f"{r['time'] - opened:.1f}")
+            for r in rows
+            if opened is not None and r.get("event") in ("end", "failed", "interrupted")
+        ]
         parts += ["<h3>The window's steps (journal)</h3>", _table(["step", "ended", "s after open"], steps)]
     return parts
 

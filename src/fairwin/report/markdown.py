@@ -58,9 +58,12 @@ def cell_details(cell: CellDecision) -> list[str]:
         caps = cell.validity.clock_caps_mhz
         lines.append(
             "- validity: "
-            + ("clock caps " + ", ".join(f"{s} {_num(c, 0)}" for s, c in caps.items()) if cell.validity.observed
-               else "clock caps not observed (no GPU telemetry)")
-        )  # fmt: skip
+            + (
+                "clock caps " + ", ".join(f"{s} {_num(c, 0)}" for s, c in caps.items())
+                if cell.validity.observed
+                else "clock caps not observed (no GPU telemetry)"
+            )
+        )
     if cell.noise is not None:
         spread = ", ".join(f"{s:.2f}" for s in cell.noise.off_off_spread_pct)
         archive = cell.noise.archive
@@ -198,11 +201,19 @@ def looks_section(decision: Decision) -> list[str]:
     stopping = decision.sequential
     if stopping is None:
         return []
-    lines = ["## Looks", "", f"The window {stopping.line(decision.verdict)}"
-             + (f" ({stopping.stop_reason})" if stopping.stop_reason else "") + ".", ""]  # fmt: skip
+    lines = [
+        "## Looks",
+        "",
+        f"The window {stopping.line(decision.verdict)}"
+        + (f" ({stopping.stop_reason})" if stopping.stop_reason else "")
+        + ".",
+        "",
+    ]
     for look in stopping.looks:
-        found = "; ".join(f"{cell} {look.cells.get(cell, '?')} {point:+.2f} % [{low:+.2f}, {high:+.2f}]"
-                          for cell, (point, low, high) in look.primary.items())  # fmt: skip
+        found = "; ".join(
+            f"{cell} {look.cells.get(cell, '?')} {point:+.2f} % [{low:+.2f}, {high:+.2f}]"
+            for cell, (point, low, high) in look.primary.items()
+        )
         lines.append(f"- after s{look.after} ({look.level:.2%} interval): **{look.verdict}**; {found or 'no estimate'}")
     saved = stopping.max_starts - stopping.starts_used
     if saved > 0:
@@ -214,8 +225,12 @@ def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
     """Per start: the cap it ran at, its SM clock (min, median, max over busy samples), its dial-backs."""
     if not starts:
         return []
-    lines = ["## GPU telemetry", "", "| start | source | samples | cap MHz | SM MHz min / median / max | dial-backs |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "## GPU telemetry",
+        "",
+        "| start | source | samples | cap MHz | SM MHz min / median / max | dial-backs |",
+        "|---|---|---|---|---|---|",
+    ]
     for start in starts:
         sm = start.get("sm_mhz")
         clocks = f"{sm['min']:.0f} / {sm['median']:.0f} / {sm['max']:.0f}" if sm else "n/a"
@@ -228,8 +243,10 @@ def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
             )
             or "none"
         )
-        lines.append(f"| {start['start']} | {start['source']} | {start['samples']} | "
-                     f"{'n/a' if cap is None else f'{cap:g}'} | {clocks} | {events} |")  # fmt: skip
+        lines.append(
+            f"| {start['start']} | {start['source']} | {start['samples']} | "
+            f"{'n/a' if cap is None else f'{cap:g}'} | {clocks} | {events} |"
+        )
         lines += [f"|  |  |  |  |  | {problem} |" for problem in start.get("problems", [])]
     return [*lines, ""]
 
@@ -247,10 +264,14 @@ def greedy_section(decision: Decision) -> list[str]:
     lines = ["## Greedy diagnostics", "", f"**{found.line()}**", ""]
     lines += [f"- {note}" for note in found.notes]
     if found.divergences:
-        lines += ["| start | against | cell | prompt | position | expected | got | top-2 margin | kind |",
-                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "| start | against | cell | prompt | position | expected | got | top-2 margin | kind |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for d in found.divergences:
-            lines.append(f"| {d.start} | {d.reference} | {d.cell} | {d.prompt} | {d.position} | "
-                         f"{_token_cell(d.expected)} | {_token_cell(d.got)} | {_num(d.margin, 3)} | "
-                         f"{'near-tie' if d.near_tie else '**REAL**'} |")  # fmt: skip
+            lines.append(
+                f"| {d.start} | {d.reference} | {d.cell} | {d.prompt} | {d.position} | "
+                f"{_token_cell(d.expected)} | {_token_cell(d.got)} | {_num(d.margin, 3)} | "
+                f"{'near-tie' if d.near_tie else '**REAL**'} |"
+            )
     return [*lines, ""]

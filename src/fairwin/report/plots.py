@@ -78,8 +78,12 @@ def paired_repeats(cell: CellDecision, decision: Decision) -> bytes | None:
     pairs.set_ylabel(decision.rule.primary)
     pairs.set_title(f"{cell.cell}: paired repeats", fontsize=10)
     effect = [estimate.point_pct, estimate.ci_low_pct, estimate.ci_high_pct]
-    _interval_axes(interval, [(cell.cell, effect)], decision.rule.bar_pct,
-                   f"{cell.verdict}: {decision.rule.confidence:.0%} interval of {decision.rule.primary}")  # fmt: skip
+    _interval_axes(
+        interval,
+        [(cell.cell, effect)],
+        decision.rule.bar_pct,
+        f"{cell.verdict}: {decision.rule.confidence:.0%} interval of {decision.rule.primary}",
+    )
     return png(figure)
 
 
@@ -118,15 +122,28 @@ def noise(decision: Decision) -> bytes | None:
         archive = cell.noise.archive
         if archive is not None and archive.launch_cv_pct is not None:
             band = archive.launch_cv_pct
-            ax.barh(row, 2 * band, left=-band, height=0.5, color=CONTROL, alpha=0.25,
-                    label="archive day-to-day ±" if row == 0 else None)  # fmt: skip
+            ax.barh(
+                row,
+                2 * band,
+                left=-band,
+                height=0.5,
+                color=CONTROL,
+                alpha=0.25,
+                label="archive day-to-day ±" if row == 0 else None,
+            )
         spreads = cell.noise.off_off_spread_pct
-        ax.scatter(spreads, [row] * len(spreads), color=CONTROL, zorder=3,
-                   label="in-window control spread" if row == 0 else None)  # fmt: skip
+        ax.scatter(
+            spreads,
+            [row] * len(spreads),
+            color=CONTROL,
+            zorder=3,
+            label="in-window control spread" if row == 0 else None,
+        )
         estimate = cell.primary.estimate if cell.primary is not None else None
         if estimate is not None:
-            ax.scatter([estimate.point_pct], [row], marker="D", color=CANDIDATE, zorder=3,
-                       label="effect" if row == 0 else None)  # fmt: skip
+            ax.scatter(
+                [estimate.point_pct], [row], marker="D", color=CANDIDATE, zorder=3, label="effect" if row == 0 else None
+            )
     bar = decision.rule.bar_pct
     for edge in (-bar, bar):
         ax.axvline(edge, color=BAR, linestyle="--", linewidth=1)

@@ -25,9 +25,15 @@ def rules_table(rules: Sequence[RuleSpec]) -> Table:
         table.add_column(column)
     for rule in rules:
         table.add_row(
-            rule.id + (" *" if rule.id == DEFAULT_RULE else ""), rule.kind, rule.starts_text(), rule.primary,
-            f"{rule.bar_pct:g}", f"{rule.confidence:g}", rule.order, rule.sha256[:16],
-        )  # fmt: skip
+            rule.id + (" *" if rule.id == DEFAULT_RULE else ""),
+            rule.kind,
+            rule.starts_text(),
+            rule.primary,
+            f"{rule.bar_pct:g}",
+            f"{rule.confidence:g}",
+            rule.order,
+            rule.sha256[:16],
+        )
     return table
 
 
@@ -59,8 +65,13 @@ def beside_table(rows: Sequence[tuple[RuleSpec, AuditResult, AuditResult | None]
     for column in columns:
         table.add_column(column, justify="left" if column in ("rule", "starts") else "right")
     for rule, null, powered in rows:
-        cells = [rule.id, rule.starts_text(), f"{100 * (null.false_win or 0):.2f} %",
-                 f"{100 * (null.false_loss or 0):.2f} %", _starts(null)]  # fmt: skip
+        cells = [
+            rule.id,
+            rule.starts_text(),
+            f"{100 * (null.false_win or 0):.2f} %",
+            f"{100 * (null.false_loss or 0):.2f} %",
+            _starts(null),
+        ]
         if powered is not None:
             cells += [f"{100 * (powered.power or 0):.2f} %", _starts(powered)]
         table.add_row(*cells)
@@ -79,19 +90,27 @@ def archive_groups_table(
     """One table per archive key: its control starts' spread of every metric."""
     tables = []
     for key, rows, results in found:
-        caps = ", ".join(f"{host} {cap:g} MHz" if cap is not None else f"{host} unknown"
-                         for host, cap in key.clock_caps_mhz or ()) or "none observed"  # fmt: skip
+        caps = (
+            ", ".join(
+                f"{host} {cap:g} MHz" if cap is not None else f"{host} unknown"
+                for host, cap in key.clock_caps_mhz or ()
+            )
+            or "none observed"
+        )
         gpus = f"{key.gpu_count} x {key.gpu_model}" if key.gpu_model else "no GPU observed"
-        title = (f"{location}: cell {key.cell}, role {key.role}, mode {key.mode}, production {key.production_commit}\n"
-                 f"prompt {key.prompt_tokens} / max {key.max_tokens} tokens, concurrency {key.concurrency}, "
-                 f"temperature {key.temperature}; hosts {', '.join(key.hosts or ()) or 'unknown'}; {gpus}; "
-                 f"caps {caps}; {len(rows)} control starts")  # fmt: skip
+        title = (
+            f"{location}: cell {key.cell}, role {key.role}, mode {key.mode}, production {key.production_commit}\n"
+            f"prompt {key.prompt_tokens} / max {key.max_tokens} tokens, concurrency {key.concurrency}, "
+            f"temperature {key.temperature}; hosts {', '.join(key.hosts or ()) or 'unknown'}; {gpus}; "
+            f"caps {caps}; {len(rows)} control starts"
+        )
         table = Table(title=title)
         for column in ("metric", "starts", "windows", "day-to-day cv %", "repeat cv %", "range %"):
             table.add_column(column, justify="left" if column == "metric" else "right")
         for r in results:
-            table.add_row(r.metric, str(r.starts), str(r.windows), _pct(r.launch_cv_pct), _pct(r.repeat_cv_pct),
-                          _pct(r.range_pct))  # fmt: skip
+            table.add_row(
+                r.metric, str(r.starts), str(r.windows), _pct(r.launch_cv_pct), _pct(r.repeat_cv_pct), _pct(r.range_pct)
+            )
         tables.append(table)
     return tables
 

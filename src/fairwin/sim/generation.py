@@ -142,8 +142,11 @@ class _Generation:
         decode_s = self.decode_s()
         self.counters.decode_time.labels(**self.labels).observe(decode_s)
         self.counters.request_success.labels(**self.labels, finished_reason=finish).inc()
-        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.emitted,
-                 "total_tokens": self.prompt_tokens + self.emitted}  # fmt: skip
+        usage = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.emitted,
+            "total_tokens": self.prompt_tokens + self.emitted,
+        }
         return finish, decode_s, usage
 
     def whole_body(self, finish: str, usage: dict[str, int]) -> web.Response:
@@ -166,18 +169,30 @@ class _Generation:
         words, top = self.drafter.words, self.drafter.top
         chosen = [dict(pair).get(word, -9.0) for word, pair in zip(words, top, strict=True)]
         offsets = [sum(len(w) for w in words[:i]) for i in range(len(words))]
-        return {"tokens": words, "token_logprobs": chosen, "top_logprobs": [dict(pair[:asked]) for pair in top],
-                "text_offset": offsets}  # fmt: skip
+        return {
+            "tokens": words,
+            "token_logprobs": chosen,
+            "top_logprobs": [dict(pair[:asked]) for pair in top],
+            "text_offset": offsets,
+        }
 
     async def end_stream(self, finish: str, decode_s: float, usage: dict[str, int], include_usage: bool) -> None:
         assert self.response is not None
         await self.chunk(self.pieces[-1] if self.rounds else None, finish)
         if include_usage:
-            final: dict[str, Any] = {"id": self.rid, "object": "usage", "model": self.config.model, "choices": [],
-                                     "usage": usage}  # fmt: skip
+            final: dict[str, Any] = {
+                "id": self.rid,
+                "object": "usage",
+                "model": self.config.model,
+                "choices": [],
+                "usage": usage,
+            }
             if self.config.per_request_metrics:  # vLLM's field names; generation_time_ms is first to last token
-                final["metrics"] = {"time_to_first_token_ms": 1000.0 * self.ttft_s(),
-                                    "generation_time_ms": 1000.0 * decode_s, "queue_time_ms": 0.0}  # fmt: skip
+                final["metrics"] = {
+                    "time_to_first_token_ms": 1000.0 * self.ttft_s(),
+                    "generation_time_ms": 1000.0 * decode_s,
+                    "queue_time_ms": 0.0,
+                }
             await self.send(final)
         for data in self.held:
             await self.response.write(data)
@@ -209,12 +224,18 @@ def _start(request: web.Request, kind: str, body: dict[str, Any], prompt: str) -
     prompt_tokens = len(tokenize(prompt))
     _count_prompt(request, body, prompt, prompt_tokens)
     return _Generation(
-        kind=kind, config=config, counters=request.app[METRICS_KEY], body=body, prompt_tokens=prompt_tokens,
-        max_tokens=max_tokens, requested=requested,
+        kind=kind,
+        config=config,
+        counters=request.app[METRICS_KEY],
+        body=body,
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        requested=requested,
         target=max_tokens // 2 if "short-stream" in config.faults else max_tokens,
-        drafter=drafter, arrived=time.monotonic(),
+        drafter=drafter,
+        arrived=time.monotonic(),
         rid=f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid.uuid4().hex[:16]}",
-    )  # fmt: skip
+    )
 
 
 async def generate(request: web.Request, kind: str) -> web.StreamResponse:

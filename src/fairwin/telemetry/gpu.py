@@ -40,8 +40,18 @@ DIALBACK = THERMAL | POWER
 LOCKED = 0x2
 IDLE = 0x1
 
-FIELDS = ("index", "uuid", "name", "clocks.sm", "clocks.max.sm", "clocks.applications.graphics",
-          "clocks_event_reasons.active", "temperature.gpu", "power.draw", "power.limit")  # fmt: skip
+FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks.applications.graphics",
+    "clocks_event_reasons.active",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+)
 #: Drivers before R535 name the reasons field so.
 OLD_REASONS_FIELD = "clocks_throttle_reasons.active"
 
@@ -110,11 +120,21 @@ def parse_query(text: str, when: float) -> list[GpuSample]:
         index = _number(row[0])
         if index is None:
             raise InputError(f"nvidia-smi line {number}: no GPU index in {row[0]!r}")
-        samples.append(GpuSample(
-            time=when, gpu=int(index), uuid=row[1].strip(), name=row[2].strip(), sm_mhz=_number(row[3]),
-            max_sm_mhz=_number(row[4]), applications_mhz=_number(row[5]), reasons=_reasons(row[6]),
-            temperature_c=_number(row[7]), power_w=_number(row[8]), power_limit_w=_number(row[9]),
-        ))  # fmt: skip
+        samples.append(
+            GpuSample(
+                time=when,
+                gpu=int(index),
+                uuid=row[1].strip(),
+                name=row[2].strip(),
+                sm_mhz=_number(row[3]),
+                max_sm_mhz=_number(row[4]),
+                applications_mhz=_number(row[5]),
+                reasons=_reasons(row[6]),
+                temperature_c=_number(row[7]),
+                power_w=_number(row[8]),
+                power_limit_w=_number(row[9]),
+            )
+        )
     return samples
 
 
@@ -123,8 +143,14 @@ def parse_compute_apps(text: str) -> list[dict[str, Any]]:
     found = []
     for row in csv.reader(io.StringIO(text)):
         if len(row) >= 3 and row[1].strip().isdigit():
-            found.append({"gpu_uuid": row[0].strip(), "pid": int(row[1]), "name": row[2].strip(),
-                          "used_mib": _number(row[3]) if len(row) > 3 else None})  # fmt: skip
+            found.append(
+                {
+                    "gpu_uuid": row[0].strip(),
+                    "pid": int(row[1]),
+                    "name": row[2].strip(),
+                    "used_mib": _number(row[3]) if len(row) > 3 else None,
+                }
+            )
     return found
 
 

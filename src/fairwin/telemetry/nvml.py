@@ -56,17 +56,21 @@ class Nvml:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             power = _read(pynvml.nvmlDeviceGetPowerUsage, handle)
             limit = _read(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-            samples.append(GpuSample(
-                time=when, gpu=index, uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
-                name=_text(pynvml.nvmlDeviceGetName(handle)),
-                sm_mhz=_read(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
-                max_sm_mhz=_read(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM),
-                applications_mhz=_read(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_GRAPHICS),
-                reasons=self._reasons(handle),
-                temperature_c=_read(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
-                power_w=power / 1000.0 if power is not None else None,
-                power_limit_w=limit / 1000.0 if limit is not None else None,
-            ))  # fmt: skip
+            samples.append(
+                GpuSample(
+                    time=when,
+                    gpu=index,
+                    uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+                    name=_text(pynvml.nvmlDeviceGetName(handle)),
+                    sm_mhz=_read(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
+                    max_sm_mhz=_read(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM),
+                    applications_mhz=_read(pynvml.nvmlDeviceGetApplicationsClock, handle, pynvml.NVML_CLOCK_GRAPHICS),
+                    reasons=self._reasons(handle),
+                    temperature_c=_read(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+                    power_w=power / 1000.0 if power is not None else None,
+                    power_limit_w=limit / 1000.0 if limit is not None else None,
+                )
+            )
         return samples
 
     def compute_processes(self) -> list[dict[str, Any]]:
@@ -76,6 +80,12 @@ class Nvml:
             uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
             for process in _read(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
                 used = getattr(process, "usedGpuMemory", None)
-                found.append({"gpu_uuid": uuid, "pid": int(process.pid), "name": "",
-                              "used_mib": used / 2**20 if isinstance(used, int) else None})  # fmt: skip
+                found.append(
+                    {
+                        "gpu_uuid": uuid,
+                        "pid": int(process.pid),
+                        "name": "",
+                        "used_mib": used / 2**20 if isinstance(used, int) else None,
+                    }
+                )
         return found

@@ -127,9 +127,12 @@ async def sampling(source: GpuSource | None, path: Path, interval_s: float) -> A
 
 
 def summarize(
-    sampler: Sampler | None, cap_from: str, logs: Mapping[str, Path] | None = None, pattern: str | None = None,
+    sampler: Sampler | None,
+    cap_from: str,
+    logs: Mapping[str, Path] | None = None,
+    pattern: str | None = None,
     host: str = HERE,
-) -> StartTelemetry:  # fmt: skip
+) -> StartTelemetry:
     """The start's cap (from its GPUs' samples, or from each host's log in ``logs``), its changes, its clocks and
     its dial-backs; without a sampler only a log can give the cap. ``host`` names the host of samples that
     name none (a start on one host)."""
@@ -149,16 +152,24 @@ def summarize(
     else:
         cap_by_host = _by_host(by_gpu, cap_by_gpu, host)
         cap = _agreed(cap_by_gpu, "GPUs", problems) if cap_by_gpu else None
-    problems += [f"the cap changed inside the start on {_where(c)}: {c.before_mhz:g} -> {c.after_mhz:g} MHz"
-                 for c in changes]  # fmt: skip
+    problems += [
+        f"the cap changed inside the start on {_where(c)}: {c.before_mhz:g} -> {c.after_mhz:g} MHz" for c in changes
+    ]
     return StartTelemetry(
-        source=sampler.source.name if sampler is not None else "none", samples=len(samples),
-        failed_reads=len(failed), gpus=list(by_gpu),
+        source=sampler.source.name if sampler is not None else "none",
+        samples=len(samples),
+        failed_reads=len(failed),
+        gpus=list(by_gpu),
         sm_mhz={"min": min(busy), "median": statistics.median(busy), "max": max(busy)} if busy else None,
-        cap_from=cap_from, cap_mhz=cap, cap_by_gpu=cap_by_gpu, cap_by_host=cap_by_host, cap_changes=changes,
+        cap_from=cap_from,
+        cap_mhz=cap,
+        cap_by_gpu=cap_by_gpu,
+        cap_by_host=cap_by_host,
+        cap_changes=changes,
         names={gpu: gpu_samples[-1].name for gpu, gpu_samples in by_gpu.items()},
-        dialbacks=[d for gpu_samples in by_gpu.values() for d in _dialbacks(gpu_samples)], problems=problems,
-    )  # fmt: skip
+        dialbacks=[d for gpu_samples in by_gpu.values() for d in _dialbacks(gpu_samples)],
+        problems=problems,
+    )
 
 
 def _where(change: CapChange) -> str:
@@ -191,11 +202,18 @@ def _cap(samples: list[GpuSample], cap_from: str, changes: list[CapChange], host
         return statistics.mode(values) if values else None
     if cap_from != "locked":
         return None
-    held = [(s, s.sm_mhz) for s in sorted(samples, key=lambda s: s.time) if s.sm_mhz is not None
-            and s.reasons is not None and s.reasons & LOCKED and not s.reasons & (IDLE | DIALBACK)]  # fmt: skip
-    moved = [CapChange(host=after.host or host, gpu=after.uuid or str(after.gpu), before_mhz=was, after_mhz=now,
-                       time=after.time)
-             for (_, was), (after, now) in itertools.pairwise(held) if was != now]  # fmt: skip
+    held = [
+        (s, s.sm_mhz)
+        for s in sorted(samples, key=lambda s: s.time)
+        if s.sm_mhz is not None and s.reasons is not None and s.reasons & LOCKED and not s.reasons & (IDLE | DIALBACK)
+    ]
+    moved = [
+        CapChange(
+            host=after.host or host, gpu=after.uuid or str(after.gpu), before_mhz=was, after_mhz=now, time=after.time
+        )
+        for (_, was), (after, now) in itertools.pairwise(held)
+        if was != now
+    ]
     changes += moved
     return None if moved or not held else held[0][1]
 

@@ -68,8 +68,9 @@ def between_starts(
     return counted
 
 
-def hold_dialbacks(sampler: Sampler | None, window: Path, journal: Iterable[Mapping[str, Any]],
-                   kinds: Iterable[str]) -> dict[str, int]:  # fmt: skip
+def hold_dialbacks(
+    sampler: Sampler | None, window: Path, journal: Iterable[Mapping[str, Any]], kinds: Iterable[str]
+) -> dict[str, int]:
     """The hold sampler's dial-backs of the invalidating ``kinds`` outside the starts' own sampling (none
     without a sampler)."""
     if sampler is None:

@@ -54,9 +54,14 @@ def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
 
 
 def context_for(
-    loaded: LoadedPlan, window: WindowDir, mode: str, order: str, archive: list[ArchiveNoise],
-    production_cap_mhz: float | None, snapshot: Snapshot,
-) -> WindowContext:  # fmt: skip
+    loaded: LoadedPlan,
+    window: WindowDir,
+    mode: str,
+    order: str,
+    archive: list[ArchiveNoise],
+    production_cap_mhz: float | None,
+    snapshot: Snapshot,
+) -> WindowContext:
     return WindowContext(
         window_id=window.window_id,
         mode=mode,
@@ -71,9 +76,16 @@ def context_for(
 
 
 def window_context(
-    loaded: LoadedPlan, window: WindowDir, *, mode: str, order: str, rule: RuleSpec, snapshot: Snapshot,
-    planned: dict[str, dict[str, Any]], production_cap_mhz: float | None,
-) -> WindowContext:  # fmt: skip
+    loaded: LoadedPlan,
+    window: WindowDir,
+    *,
+    mode: str,
+    order: str,
+    rule: RuleSpec,
+    snapshot: Snapshot,
+    planned: dict[str, dict[str, Any]],
+    production_cap_mhz: float | None,
+) -> WindowContext:
     """The context a window's rows are decided in: the archive's noise keyed as its own control starts (as
     ``planned`` where none of a cell finished). The decide step and a sequential rule's looks both read it."""
     noise = window_noise(snapshot, control_rows(window.path), planned, rule)
@@ -119,12 +131,23 @@ def decide_and_report(
     while production was down but no start ran (window/clocks.py); ``production_caps_by_host``: each host's own
     configured cap."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
-    context = window_context(loaded, window, mode=mode, order=order, rule=rule, snapshot=snapshot, planned=planned,
-                             production_cap_mhz=production_cap_mhz)  # fmt: skip
-    context = context.model_copy(update={
-        "stop_reason": stop_reason, "between_starts_dialbacks": between_starts or None,
-        "production_caps_by_host": production_caps_by_host or None,
-    })  # fmt: skip
+    context = window_context(
+        loaded,
+        window,
+        mode=mode,
+        order=order,
+        rule=rule,
+        snapshot=snapshot,
+        planned=planned,
+        production_cap_mhz=production_cap_mhz,
+    )
+    context = context.model_copy(
+        update={
+            "stop_reason": stop_reason,
+            "between_starts_dialbacks": between_starts or None,
+            "production_caps_by_host": production_caps_by_host or None,
+        }
+    )
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
     decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
     write_json_atomic(window.decision, decision)
@@ -139,8 +162,10 @@ def report_after_close(window: WindowDir, decision: Decision, say: Callable[[str
     try:
         write_report(window.path, decision)
     except Exception as exc:
-        say(f"warning: report.html could not be written ({type(exc).__name__}: {exc}); "
-            f"run `fairwin report {window.path}` to try again")  # fmt: skip
+        say(
+            f"warning: report.html could not be written ({type(exc).__name__}: {exc}); "
+            f"run `fairwin report {window.path}` to try again"
+        )
 
 
 @dataclass(frozen=True)
@@ -234,8 +259,10 @@ def _compared(recorded: Decision | None, recomputed: Decision) -> str:
     if difference == 0.0:
         return f"recomputed: identical to the recorded decision ({recorded.verdict})"
     if difference is not None:
-        return (f"recomputed: identical to the recorded decision ({recorded.verdict}) but for float rounding (largest "
-                f"relative difference {difference:.1e}: this machine's linear algebra rounds differently)")  # fmt: skip
+        return (
+            f"recomputed: identical to the recorded decision ({recorded.verdict}) but for float rounding (largest "
+            f"relative difference {difference:.1e}: this machine's linear algebra rounds differently)"
+        )
     return (
         f"recomputed: DIFFERS from the recorded decision (recorded {recorded.verdict}, now {recomputed.verdict}); "
         "the inputs are the sealed ones, so the deciding code changed"

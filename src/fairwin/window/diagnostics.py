@@ -30,9 +30,15 @@ FILE = "greedy.jsonl"
 
 
 async def diagnose(
-    session: aiohttp.ClientSession, target: Target, window_id: str, settings: GreedySettings,
-    prepared: dict[str, dict[str, PreparedPrompt]], cells: Sequence[str], directory: Path, speculative: bool,
-) -> int:  # fmt: skip
+    session: aiohttp.ClientSession,
+    target: Target,
+    window_id: str,
+    settings: GreedySettings,
+    prepared: dict[str, dict[str, PreparedPrompt]],
+    cells: Sequence[str],
+    directory: Path,
+    speculative: bool,
+) -> int:
     """Run the start's greedy streams and store them; how many were stored. A speculative start's rows say
     whether it really speculated meanwhile (its draft counter moved): some servers turn speculation off
     for requests that ask for logprobs, and then the comparison says nothing about speculative decoding."""
@@ -41,12 +47,23 @@ async def diagnose(
     before = await server_counters(session, target)
     for cell in cells:
         for key, prompt in sorted(prepared.get(cell, {}).items())[: settings.prompts]:
-            body = request(target.model, prompt.text, settings.max_tokens,
-                           salt(window_id, target.start, "greedy", len(rows)))  # fmt: skip
+            body = request(
+                target.model, prompt.text, settings.max_tokens, salt(window_id, target.start, "greedy", len(rows))
+            )
             answer = await post_json(session, url, body, what=f"greedy diagnostics of {target.start}")
             tokens, top = parse(answer, f"greedy diagnostics of {target.start}, {cell} {key}")
-            rows.append({"format": GREEDY.id, "start": target.start, "kind": target.kind, "role": target.role,
-                         "cell": cell, "prompt": key, "tokens": tokens, "top": top})  # fmt: skip
+            rows.append(
+                {
+                    "format": GREEDY.id,
+                    "start": target.start,
+                    "kind": target.kind,
+                    "role": target.role,
+                    "cell": cell,
+                    "prompt": key,
+                    "tokens": tokens,
+                    "top": top,
+                }
+            )
     speculated = None
     if speculative and target.profile.reads_counters and target.profile.drafts:
         drafts = delta(before, await server_counters(session, target)).get(target.profile.drafts, 0.0)

@@ -62,8 +62,10 @@ async def production_as_it_runs(
     except ProductionError as exc:
         kept = stored(production.state_dir)
         if kept is None and compared:
-            raise GateRefused(f"role {compared[0]} is compared with production as it runs, but {exc}; bring "
-                              "production up so it can be read, then run the window") from None  # fmt: skip
+            raise GateRefused(
+                f"role {compared[0]} is compared with production as it runs, but {exc}; bring "
+                "production up so it can be read, then run the window"
+            ) from None
         say(f"production as it runs: not read ({exc})" + (f"; comparing with {kept.from_snapshot}" if kept else ""))
         if kept is None:
             return None
@@ -103,8 +105,10 @@ def counterpart(spec: LaunchSpec, live: LiveProduction) -> LiveMember | None:
     member = live.member(spec.member)
     workers = [m for m in live.members if m.member != "head"]
     if member is None and (spec.member == "head" or workers):
-        raise RuntimeCheckError(f"{spec.label}: production's live processes have no {spec.member} to compare it "
-                                "with; list it under [production.live] workers")  # fmt: skip
+        raise RuntimeCheckError(
+            f"{spec.label}: production's live processes have no {spec.member} to compare it "
+            "with; list it under [production.live] workers"
+        )
     return member
 
 

@@ -26,15 +26,30 @@ from fairwin.window.decision import decision_rows, window_context
 
 
 def look_now(
-    loaded: LoadedPlan, window: WindowDir, *, mode: str, order: str, rule: RuleSpec, snapshot: Snapshot,
-    planned: dict[str, dict[str, Any]], production_cap_mhz: float | None,
-) -> Look | None:  # fmt: skip
+    loaded: LoadedPlan,
+    window: WindowDir,
+    *,
+    mode: str,
+    order: str,
+    rule: RuleSpec,
+    snapshot: Snapshot,
+    planned: dict[str, dict[str, Any]],
+    production_cap_mhz: float | None,
+) -> Look | None:
     """A sequential window's look over the starts it has finished, computed as the decide step will replay it
     (the same rows and archive noise), or None when this number of starts is not one of its looks."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
     ran = len({row["start"] for row in pooled})
-    context = window_context(loaded, window, mode=mode, order=order, rule=rule, snapshot=snapshot, planned=planned,
-                             production_cap_mhz=production_cap_mhz)  # fmt: skip
+    context = window_context(
+        loaded,
+        window,
+        mode=mode,
+        order=order,
+        rule=rule,
+        snapshot=snapshot,
+        planned=planned,
+        production_cap_mhz=production_cap_mhz,
+    )
     if ran not in rule.looks_taken(archive_starts(rule, context)):
         return None
     stopping = decide(decision_rows(pooled), rule=rule, context=context).sequential
@@ -51,21 +66,30 @@ class LookResult:
 
     def line(self, after: int) -> str:
         """``look after s5: CONTINUE, short-b1 +12.4 % [-3.1, +30.2]``, with the budget's words when it stopped."""
-        words = "; ".join(f"{cell} {point:+.1f} % [{low:+.1f}, {high:+.1f}]"
-                          for cell, (point, low, high) in self.look.primary.items())  # fmt: skip
+        words = "; ".join(
+            f"{cell} {point:+.1f} % [{low:+.1f}, {high:+.1f}]" for cell, (point, low, high) in self.look.primary.items()
+        )
         line = f"look after s{after}: {self.look.verdict}" + (f", {words}" if words else "")
         return line + (f"; stopped: {self.stopped}" if self.stopped not in (None, "decided") else "")
 
     def record(self) -> dict[str, Any]:
         """The look step's journaled end."""
-        return {"verdict": self.look.verdict, "cells": self.look.cells, "level": self.look.level,
-                "stopped": self.stopped}  # fmt: skip
+        return {
+            "verdict": self.look.verdict,
+            "cells": self.look.cells,
+            "level": self.look.level,
+            "stopped": self.stopped,
+        }
 
 
 def go_on_or_stop(
-    look: Look, after: int, starts: Sequence[StartSpec], budget: Mapping[str, Any], elapsed_s: float,
+    look: Look,
+    after: int,
+    starts: Sequence[StartSpec],
+    budget: Mapping[str, Any],
+    elapsed_s: float,
     loaded: LoadedPlan,
-) -> LookResult:  # fmt: skip
+) -> LookResult:
     """Stop when the look settled the verdict; else when the next pair would not fit the budget."""
     if look.verdict != "CONTINUE":
         return LookResult(look, "decided")

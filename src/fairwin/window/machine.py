@@ -104,8 +104,16 @@ class Window:
     def __post_init__(self) -> None:
         self.feed = ProgressFeed(self.directory.window_id, self.listener)
         greedy = diagnosed_starts(self.loaded.plan.diagnostics.greedy, self.checked.mode_name, self.starts)
-        self.context = StartContext(loaded=self.loaded, window=self.directory, launcher=self.launcher, say=self.say,
-                                    gpu=self.gpu, feed=self.feed, greedy_starts=greedy, live=self.live)  # fmt: skip
+        self.context = StartContext(
+            loaded=self.loaded,
+            window=self.directory,
+            launcher=self.launcher,
+            say=self.say,
+            gpu=self.gpu,
+            feed=self.feed,
+            greedy_starts=greedy,
+            live=self.live,
+        )
 
     @property
     def commit(self) -> str | None:
@@ -128,8 +136,13 @@ class Window:
                 Step("quiet after", lambda: hold.prove_quiet(f"after {self._last_start()}")),
                 *self._end_steps(hold),
             ]
-        return [Step("open", self.open), *starts, Step("decide", self.decide), Step("archive", self.archive),
-                Step("budget", self.budget)]  # fmt: skip
+        return [
+            Step("open", self.open),
+            *starts,
+            Step("decide", self.decide),
+            Step("archive", self.archive),
+            Step("budget", self.budget),
+        ]
 
     def _last_start(self) -> str:
         """The last start that finished (its rows are in): where a sequential window stopped."""
@@ -144,8 +157,12 @@ class Window:
     def _end_steps(self, hold: Hold) -> list[Step]:
         """The restore and watch; or, chained, production left down under placeholders (and the marker)."""
         if self.chain is not None and not self.chain.last:
-            here = ChainedWindow(window_id=self.directory.window_id, window_path=str(self.directory.path),
-                                 mode=self.checked.mode_name, order=self.order)  # fmt: skip
+            here = ChainedWindow(
+                window_id=self.directory.window_id,
+                window_path=str(self.directory.path),
+                mode=self.checked.mode_name,
+                order=self.order,
+            )
             return [Step("chain hold", partial(self.chain.hold_over, hold, here))]
         restore = Step("restore", hold.give_back)
         return [restore, Step("chain end", partial(self.chain.finish, hold))] if self.chain is not None else [restore]
@@ -161,8 +178,13 @@ class Window:
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
         write_json_atomic(self.directory.manifest, manifest(self))
         self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
-        self.feed.opened(self.directory.path, self.order, self.starts, self.gate_summary.get("budget", {}),
-                         sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells))  # fmt: skip
+        self.feed.opened(
+            self.directory.path,
+            self.order,
+            self.starts,
+            self.gate_summary.get("budget", {}),
+            sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells),
+        )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
         production = self.hold.snapshot if self.hold is not None else None
         return {"plan_sha256": self.loaded.sha256, "production": production}
@@ -173,15 +195,30 @@ class Window:
     async def look(self, after: int) -> dict[str, Any]:
         """A sequential rule's look after ``after`` starts: stop when it settles the verdict, or when the next
         pair of starts would not fit the budget; else go on. Journaled, said, and sent as a progress event."""
-        found = look_now(self.loaded, self.directory, mode=self.checked.mode_name, order=self.order,
-                         rule=self.checked.rule, snapshot=self.archive_snapshot,
-                         planned=planned_keys(self.loaded, self.checked.mode_name),
-                         production_cap_mhz=self.production_cap[0])  # fmt: skip
+        found = look_now(
+            self.loaded,
+            self.directory,
+            mode=self.checked.mode_name,
+            order=self.order,
+            rule=self.checked.rule,
+            snapshot=self.archive_snapshot,
+            planned=planned_keys(self.loaded, self.checked.mode_name),
+            production_cap_mhz=self.production_cap[0],
+        )
         if found is None:
-            return {"taken": False, "why": f"{self.checked.rule.id} takes its first look later (too few archived "
-                                           "control starts for a look after 3)"}  # fmt: skip
-        result = go_on_or_stop(found, after, self.starts, self.gate_summary.get("budget", {}),
-                               time.monotonic() - self.opened_at, self.loaded)  # fmt: skip
+            return {
+                "taken": False,
+                "why": f"{self.checked.rule.id} takes its first look later (too few archived "
+                "control starts for a look after 3)",
+            }
+        result = go_on_or_stop(
+            found,
+            after,
+            self.starts,
+            self.gate_summary.get("budget", {}),
+            time.monotonic() - self.opened_at,
+            self.loaded,
+        )
         self.stopped = result.stopped
         self.say(result.line(after))
         self.feed.emit("look", after=after, verdict=found.verdict, cells=found.cells, stop=self.stopped)
@@ -189,17 +226,30 @@ class Window:
 
     async def decide(self) -> None:
         self.decision = decide_and_report(
-            self.loaded, self.directory, mode=self.checked.mode_name, order=self.order, rule=self.checked.rule,
-            snapshot=self.archive_snapshot, planned=planned_keys(self.loaded, self.checked.mode_name),
-            held=self._held_lines(), production_cap_mhz=self.production_cap[0],
+            self.loaded,
+            self.directory,
+            mode=self.checked.mode_name,
+            order=self.order,
+            rule=self.checked.rule,
+            snapshot=self.archive_snapshot,
+            planned=planned_keys(self.loaded, self.checked.mode_name),
+            held=self._held_lines(),
+            production_cap_mhz=self.production_cap[0],
             production_caps_by_host=self.production_caps,
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
-            between_starts=hold_dialbacks(self.hold_sampler, self.directory.path, read_whole(self.directory.journal),
-                                          self.loaded.plan.telemetry.invalidating_dialbacks),
-        )  # fmt: skip
+            between_starts=hold_dialbacks(
+                self.hold_sampler,
+                self.directory.path,
+                read_whole(self.directory.journal),
+                self.loaded.plan.telemetry.invalidating_dialbacks,
+            ),
+        )
         if self.decision.sequential is not None:
-            self.say(unspent_line(self.decision.sequential, self.decision.verdict, self.starts,
-                                  self.gate_summary.get("budget", {})))  # fmt: skip
+            self.say(
+                unspent_line(
+                    self.decision.sequential, self.decision.verdict, self.starts, self.gate_summary.get("budget", {})
+                )
+            )
 
     async def archive(self) -> dict[str, Any]:
         """Every finished control start into the control archive (also from a window that failed later). An
@@ -209,17 +259,24 @@ class Window:
         try:
             appended = self.archive_store.append(control_rows(self.directory.path))
         except (ArchiveError, OSError) as exc:
-            self.archive_problem = (f"{exc}; nothing of the window is lost: append its control starts with "
-                                    f"`fairwin archive append {self.directory.path}`")  # fmt: skip
+            self.archive_problem = (
+                f"{exc}; nothing of the window is lost: append its control starts with "
+                f"`fairwin archive append {self.directory.path}`"
+            )
             self.say(f"warning: the control archive was not appended: {self.archive_problem}")
             return {"appended": False, "error": str(exc)}
-        self.say(f"archived {appended.added} control rows in {self.archive_store.location}"
-                 + (f" ({appended.already} were there already)" if appended.already else ""))  # fmt: skip
+        self.say(
+            f"archived {appended.added} control rows in {self.archive_store.location}"
+            + (f" ({appended.already} were there already)" if appended.already else "")
+        )
         return {"appended": True, "added": appended.added, "already": appended.already}
 
     async def budget(self) -> None:
-        record = {"format": BUDGET.id, "estimate": self.gate_summary["budget"],
-                  "actual_s": step_times(read_whole(self.directory.journal))}  # fmt: skip
+        record = {
+            "format": BUDGET.id,
+            "estimate": self.gate_summary["budget"],
+            "actual_s": step_times(read_whole(self.directory.journal)),
+        }
         write_json_atomic(self.directory.path / "budget.json", record)
 
     async def run(self) -> WindowResult:
@@ -240,8 +297,9 @@ class Window:
         try:
             release_shared(self.shared_locks, self.directory.window_id)
         except ArchiveError as exc:
-            self.say(f"warning: the hardware's shared lock was not released ({exc}); "
-                     "`fairwin recover PLAN` releases it")  # fmt: skip
+            self.say(
+                f"warning: the hardware's shared lock was not released ({exc}); `fairwin recover PLAN` releases it"
+            )
 
     async def _steps_then_close(self) -> None:
         try:
@@ -276,8 +334,10 @@ class Window:
     async def _close_shielded(self, error: BaseException | None) -> None:
         """Close, which a second Ctrl-C, SIGTERM or SIGHUP must not cut short: production is being given back.
         Only kill -9 stops it, and then ``fairwin recover`` finishes what the journal says is owed."""
-        await to_the_end(self.close(error), lambda: self.say("closing the window (stopping servers, giving "
-                                                              "production back); fairwin exits when done"))  # fmt: skip
+        await to_the_end(
+            self.close(error),
+            lambda: self.say("closing the window (stopping servers, giving production back); fairwin exits when done"),
+        )
 
     async def _journaled(self, step: Step) -> None:
         self.directory.journal_event(step.name, "begin")
@@ -336,8 +396,12 @@ class Window:
         self.directory.journal_event("close", "end", state=state, **outcome)
         if self.decision is not None:
             report_after_close(self.directory, self.decision, self.say)
-        self.feed.emit("close", state=state, verdict=self.decision.verdict if self.decision and error is None else None,
-                       path=str(self.directory.path))  # fmt: skip
+        self.feed.emit(
+            "close",
+            state=state,
+            verdict=self.decision.verdict if self.decision and error is None else None,
+            path=str(self.directory.path),
+        )
         if restore_failure is not None and not isinstance(error, RestoreFailed):
             raise self._loud(restore_failure, error)
 

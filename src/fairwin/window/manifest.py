@@ -39,7 +39,10 @@ def manifest(window: Window) -> dict[str, Any]:
         "environment": window.environment,
         "production": window.hold.snapshot if window.hold is not None else None,
         "chain": window.chain.record() | {"last": window.chain.last} if window.chain is not None else None,
-        "telemetry": {"gpu": window.gpu.name if window.gpu is not None else None,
-                      "production_cap_mhz": window.production_cap[0], "production_cap_from": window.production_cap[1],
-                      "production_caps_by_host": window.production_caps},
-    }  # fmt: skip
+        "telemetry": {
+            "gpu": window.gpu.name if window.gpu is not None else None,
+            "production_cap_mhz": window.production_cap[0],
+            "production_cap_from": window.production_cap[1],
+            "production_caps_by_host": window.production_caps,
+        },
+    }

@@ -51,8 +51,10 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
     check_counters(plan.window.counters, rule)
     greedy = plan.diagnostics.greedy
     if greedy is not None and greedy.reference is not None and not loaded.resolve(greedy.reference).is_file():
-        raise PlanError(f"diagnostics.greedy.reference {loaded.resolve(greedy.reference)} does not exist; "
-                        "point it at a stored greedy.jsonl or remove the key")  # fmt: skip
+        raise PlanError(
+            f"diagnostics.greedy.reference {loaded.resolve(greedy.reference)} does not exist; "
+            "point it at a stored greedy.jsonl or remove the key"
+        )
     return Preflight(mode_name=mode_name, mode=mode, rule=rule)
 
 
@@ -90,8 +92,9 @@ def read_plan_archive_starts(loaded: LoadedPlan) -> int:
     except ArchiveError:
         return 0
     rule = get_rule(loaded.plan.window.rule)
-    return min((first_look_archive(loaded, rule, snapshot, mode) for mode in loaded.plan.all_modes() or [None]),
-               default=0)  # fmt: skip
+    return min(
+        (first_look_archive(loaded, rule, snapshot, mode) for mode in loaded.plan.all_modes() or [None]), default=0
+    )
 
 
 def _deciding_noise(
@@ -157,9 +160,10 @@ def hold_lines(
     per_start = (found.end_after(most) - found.end_after(first)) / max(most - first, 1)
     expected = (
         f"about {mean:.1f} starts ({(found.end_after(first) + (mean - first) * per_start) / 60:.1f} min) when "
-        f"nothing changed, at the archive's noise ({audit_trials()} simulated windows)" if mean is not None
+        f"nothing changed, at the archive's noise ({audit_trials()} simulated windows)"
+        if mean is not None
         else "not known: no archived control starts of every deciding cell"
-    )  # fmt: skip
+    )
     return [
         f"hold under {rule.id} (looks after {', '.join(str(k) for k in rule.looks_taken(found.archive_starts))} "
         "starts):",

@@ -145,8 +145,15 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
         if process.ready is not None:
             address = spec.remote.address if spec.remote is not None else "127.0.0.1"
             ready_s = await wait_ready(process.handle, process.ready, process.log, spec.label, address)
-            receipts.append({"member": spec.member, "host": spec.host, "argv": spec.shown_argv,
-                             "pid": process.handle.pid, "ready_after_s": round(ready_s, 3)})  # fmt: skip
+            receipts.append(
+                {
+                    "member": spec.member,
+                    "host": spec.host,
+                    "argv": spec.shown_argv,
+                    "pid": process.handle.pid,
+                    "ready_after_s": round(ready_s, 3),
+                }
+            )
     return receipts
 
 

@@ -44,8 +44,13 @@ class ProgressFeed:
     def emit(self, event: str, **details: Any) -> None:
         if self.listener is None or self.dropped:
             return
-        record = {"format": PROGRESS.id, "time": time.time(), "window_id": self.window_id, "event": event,
-                  **{k: v for k, v in details.items() if v is not None}}  # fmt: skip
+        record = {
+            "format": PROGRESS.id,
+            "time": time.time(),
+            "window_id": self.window_id,
+            "event": event,
+            **{k: v for k, v in details.items() if v is not None},
+        }
         try:
             self.listener(record)
         except Exception as exc:
@@ -57,7 +62,13 @@ class ProgressFeed:
     ) -> None:
         """The ``open`` event: what a display needs to show how far the window has come and what is left."""
         estimates = budget.get("per_start_s", {})
-        self.emit("open", path=str(path), order=order, estimate_s=budget.get("measurement_end_s"),
-                  waves_per_start=waves_per_start,
-                  starts=[{"name": s.name, "kind": s.kind, "role": s.role, "estimate_s": estimates.get(s.name)}
-                          for s in starts])  # fmt: skip
+        self.emit(
+            "open",
+            path=str(path),
+            order=order,
+            estimate_s=budget.get("measurement_end_s"),
+            waves_per_start=waves_per_start,
+            starts=[
+                {"name": s.name, "kind": s.kind, "role": s.role, "estimate_s": estimates.get(s.name)} for s in starts
+            ],
+        )

@@ -43,6 +43,7 @@ from fairwin.production.control import Production
 from fairwin.production.live import LiveProduction
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap, production_caps
+from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hosts import find_source, window_gpus, window_hosts
 from fairwin.window.live import production_as_it_runs
 from fairwin.window.machine import Window, WindowResult
@@ -101,8 +102,7 @@ def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
     if options.get("chain") == "chain":
         refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
-    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out,
-                             archive_starts)  # fmt: skip
+    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out, archive_starts)
     return Admission(checked, out, lock, archive, snapshot, archive_starts, gate_summary)
 
 
@@ -114,51 +114,78 @@ def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
 def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **options: Unpack[WindowOptions]) -> Window:
     """A new window directory for an admitted window, under the hardware's lock."""
     say = options.get("say", _quiet)
-    checked, out, lock, archive, snapshot = (admitted.checked, admitted.out, admitted.lock, admitted.archive,
-                                             admitted.snapshot)  # fmt: skip
-    archive_starts, gate_summary = admitted.archive_starts, admitted.gate_summary
-    say(gate_line(checked.rule, gate_summary["budget"]))
+    checked, out = admitted.checked, admitted.out
+    say(gate_line(checked.rule, admitted.gate_summary["budget"]))
     environment = capture(loaded.base_dir)
-    warnings = preflight_power(loaded, checked.rule, snapshot, mode_name)
+    warnings = preflight_power(loaded, checked.rule, admitted.snapshot, mode_name)
     for warning in warnings:
         say(f"warning: {warning}")
     gpu, cap = find_source(loaded.plan.telemetry.gpu), production_cap(loaded)
     node_caps = _node_caps(loaded, checked, say)
-    hold = None  # made before the lock is taken: nothing after the lock may fail short of the directory
-    if loaded.plan.production is not None:
-        production = Production(loaded, out)
-        roles = {checked.mode.control, checked.mode.candidate}
-        hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot(),
-                    gpu=window_gpus(loaded, roles, gpu))  # fmt: skip
-        if admitted.live is not None:  # what production really ran, beside what the plan declares
-            hold.snapshot["live"] = admitted.live.record()
+    hold = _hold(loaded, admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
     chain = chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.get("order") or chained_order(checked.rule, found) or draw_order(checked.rule)
+    directory, locks = _locked_directory(loaded, mode_name, admitted, options.get("coordinator"))
+    return Window(
+        loaded=loaded,
+        checked=checked,
+        directory=directory,
+        order=chosen_order,
+        starts=starts_for(checked.mode, chosen_order, checked.rule.start_count),
+        gate_summary=admitted.gate_summary,
+        environment=environment,
+        archive_store=admitted.archive,
+        archive_snapshot=admitted.snapshot,
+        power_warnings=warnings,
+        launcher=options.get("launcher", local_launcher),
+        say=say,
+        hold=hold,
+        lock=admitted.lock,
+        chain=chain,
+        gpu=gpu,
+        listener=options.get("progress"),
+        production_cap=cap,
+        production_caps=node_caps,
+        archive_starts=admitted.archive_starts,
+        shared_locks=locks,
+        live=admitted.live,
+    )
+
+
+def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: Callable[[str], None]) -> Hold | None:
+    """The hold on production's hardware, when the plan declares production; what it really ran beside it."""
+    if loaded.plan.production is None:
+        return None
+    production = Production(loaded, admitted.out)
+    roles = {admitted.checked.mode.control, admitted.checked.mode.candidate}
+    gpus = window_gpus(loaded, roles, gpu)
+    hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot(), gpu=gpus)
+    if admitted.live is not None:  # what production really ran, beside what the plan declares
+        hold.snapshot["live"] = admitted.live.record()
+    return hold
+
+
+def _locked_directory(
+    loaded: LoadedPlan, mode_name: str, admitted: Admission, who_asked: str | None
+) -> tuple[WindowDir, list[HardwareLocks]]:
+    """The hardware's lock, the shared locks of its hosts, then the new directory; every lock let go on failure."""
     window_id = new_window_id(mode_name)
-    who = coordinator(options.get("coordinator"))
-    record = acquire(lock, window_id, out / window_id, who)
-    locks = shared_locks(loaded, archive)
+    record = acquire(admitted.lock, window_id, admitted.out / window_id, coordinator(who_asked))
+    locks = shared_locks(loaded, admitted.archive)
     try:
         acquire_shared(locks, hardware_keys(loaded, mode_name), record)
     except BaseException:
-        release(lock, window_id)
+        release(admitted.lock, window_id)
         raise
     try:
-        directory = WindowDir.create(out, mode_name, window_id, coordinator=coordinator_of(record))
+        directory = WindowDir.create(admitted.out, mode_name, window_id, coordinator=coordinator_of(record))
     except BaseException:
-        release(lock, window_id)
+        release(admitted.lock, window_id)
         release_shared(locks, window_id)
         raise
-    return Window(
-        loaded=loaded, checked=checked, directory=directory, order=chosen_order,
-        starts=starts_for(checked.mode, chosen_order, checked.rule.start_count), gate_summary=gate_summary,
-        environment=environment, archive_store=archive, archive_snapshot=snapshot, power_warnings=warnings,
-        launcher=options.get("launcher", local_launcher), say=say, hold=hold, lock=lock, chain=chain, gpu=gpu,
-        listener=options.get("progress"), production_cap=cap, production_caps=node_caps,
-        archive_starts=archive_starts, shared_locks=locks, live=admitted.live,
-    )  # fmt: skip
+    return directory, locks
 
 
 def _node_caps(loaded: LoadedPlan, checked: Preflight, say: Callable[[str], None]) -> dict[str, float | None]:
@@ -167,8 +194,10 @@ def _node_caps(loaded: LoadedPlan, checked: Preflight, say: Callable[[str], None
     found = production_caps(loaded, window_hosts(loaded, {checked.mode.control, checked.mode.candidate}))
     if len({c for c in found.values() if c is not None}) > 1:
         shown = ", ".join(f"{host} {c:g} MHz" for host, c in found.items() if c is not None)
-        say(f"warning: production's configured clock cap differs between its hosts ({shown}); every cell of the "
-            "window will be INCONCLUSIVE until the nodes agree")  # fmt: skip
+        say(
+            f"warning: production's configured clock cap differs between its hosts ({shown}); every cell of the "
+            "window will be INCONCLUSIVE until the nodes agree"
+        )
     return found
 
 
@@ -180,8 +209,10 @@ def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
         command = placeholder.argv[0]
         found = shutil.which(command, path=None) if "/" not in command else loaded.resolve(Path(command))
         if found is None or not os.access(found, os.X_OK):
-            raise GateRefused(f"placeholder {name}: {command} is not a command fairwin can run here; fix "
-                              "[chain.placeholders] before a chained window leaves production down for it")  # fmt: skip
+            raise GateRefused(
+                f"placeholder {name}: {command} is not a command fairwin can run here; fix "
+                "[chain.placeholders] before a chained window leaves production down for it"
+            )
 
 
 def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
@@ -189,14 +220,20 @@ def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
     most = f"{budget['measurement_end_s'] / 60:.1f} min of measurement"
     if not rule.looks:
         return f"gates passed; estimated {most}"
-    return (f"gates passed; estimated {budget['first_look_end_s'] / 60:.1f} min to the first look (after "
-            f"{budget['first_look']} starts), at most {most} ({rule.start_count} starts)")  # fmt: skip
+    return (
+        f"gates passed; estimated {budget['first_look_end_s'] / 60:.1f} min to the first look (after "
+        f"{budget['first_look']} starts), at most {most} ({rule.start_count} starts)"
+    )
 
 
 def chain_for(
-    loaded: LoadedPlan, checked: Preflight, hold: Hold | None, out: Path, environment: dict[str, Any],
+    loaded: LoadedPlan,
+    checked: Preflight,
+    hold: Hold | None,
+    out: Path,
+    environment: dict[str, Any],
     options: WindowOptions,
-) -> ChainRun | None:  # fmt: skip
+) -> ChainRun | None:
     """This window's part in a chain, or a refusal: chaining needs production and a mode that may chain, and a
     chain in progress is continued only by a chained window and only when it is consistent."""
     path = marker_path(loaded, out)
@@ -212,20 +249,29 @@ def chain_for(
     if hold is None:
         raise InputError(f"--chain needs a [production] section in {loaded.path}: a chain leaves production down")
     if not checked.mode.chain:
-        raise InputError(f"mode {checked.mode_name} never chains (chain = false): its windows need the restore "
-                         "and the watch; run it without --chain")  # fmt: skip
+        raise InputError(
+            f"mode {checked.mode_name} never chains (chain = false): its windows need the restore "
+            "and the watch; run it without --chain"
+        )
     if wanted == "last" and found is None:
         raise InputError(f"--chain-last: no chain is in progress ({path}); run the window without it")
     commit = environment.get("git", {}).get("commit")
     if found is not None:
-        problems = continuation_problems(loaded, found, snapshot=hold.snapshot, commit=commit,
-                                         capture=options.get("chain_production"))  # fmt: skip
+        problems = continuation_problems(
+            loaded, found, snapshot=hold.snapshot, commit=commit, capture=options.get("chain_production")
+        )
         if problems:
             raise GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
         hold.taken = True  # the chain left production down: from the window's first step, it is owed back
-    return ChainRun(marker_path=path, placeholders=Placeholders(loaded, hold.production.state_dir),
-                    last=wanted == "last", found=found, snapshot=hold.snapshot, commit=commit,
-                    coordinator=coordinator(options.get("coordinator")))  # fmt: skip
+    return ChainRun(
+        marker_path=path,
+        placeholders=Placeholders(loaded, hold.production.state_dir),
+        last=wanted == "last",
+        found=found,
+        snapshot=hold.snapshot,
+        commit=commit,
+        coordinator=coordinator(options.get("coordinator")),
+    )
 
 
 async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> WindowResult:
@@ -239,8 +285,9 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
             admitted.gate_summary["checkouts"] = checked_out  # into window.json, with the gates
         if loaded.plan.production is not None:
             mode, say = admitted.checked.mode, options.get("say", _quiet)
-            live = await production_as_it_runs(loaded, Production(loaded, admitted.out), (mode.control,
-                                               mode.candidate), say)  # fmt: skip
+            live = await production_as_it_runs(
+                loaded, Production(loaded, admitted.out), (mode.control, mode.candidate), say
+            )
             admitted = replace(admitted, live=live)
         window = open_admitted(loaded, mode_name, admitted, **options)
     except FairwinError as exc:

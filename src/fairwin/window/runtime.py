@@ -26,10 +26,23 @@ from fairwin.redaction import is_secret_name
 STANDARD = "standard"
 SHOWN = 5
 #: Set by a login session or a shell, or fairwin's own (FAIRWIN_*): never production's configuration.
-SESSION_VARIABLES = frozenset({
-    "SHLVL", "_", "PWD", "OLDPWD", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "TERM", "XDG_SESSION_ID",
-    "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "MAIL", "LS_COLORS",
-})  # fmt: skip
+SESSION_VARIABLES = frozenset(
+    {
+        "SHLVL",
+        "_",
+        "PWD",
+        "OLDPWD",
+        "SSH_CONNECTION",
+        "SSH_CLIENT",
+        "SSH_TTY",
+        "TERM",
+        "XDG_SESSION_ID",
+        "XDG_SESSION_TYPE",
+        "XDG_SESSION_CLASS",
+        "MAIL",
+        "LS_COLORS",
+    }
+)
 
 
 def env_differences(expected: Mapping[str, str], actual: Mapping[str, str]) -> list[str]:
@@ -65,9 +78,11 @@ def base_expected(spec: LaunchSpec, expected: Mapping[str, str]) -> dict[str, st
 
 
 def check_running_env(
-    spec: LaunchSpec, actual: Mapping[str, str] | None, expected: Mapping[str, str] | None = None,
+    spec: LaunchSpec,
+    actual: Mapping[str, str] | None,
+    expected: Mapping[str, str] | None = None,
     against_base: bool = True,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """Compare the server's real environment with the one it should have (``expected``, by default the spec's
     effective env), and a derived role's with its base's (unless ``against_base`` is off: compared with
     production's live process instead); returns notes, raises on a difference."""
@@ -101,8 +116,11 @@ def check_live_env(label: str, live: LiveMember, env: Mapping[str, str], allowed
     """A process compared with production's live one: the same environment beyond ``allowed`` (a login
     session's own variables and fairwin's FAIRWIN_* aside); raises naming the first key with both values."""
     mine = fingerprinted(env)
-    keys = [k for k in env_differences(live.env, mine)
-            if k not in allowed and k not in SESSION_VARIABLES and not k.startswith("FAIRWIN_")]  # fmt: skip
+    keys = [
+        k
+        for k in env_differences(live.env, mine)
+        if k not in allowed and k not in SESSION_VARIABLES and not k.startswith("FAIRWIN_")
+    ]
     if keys:
         first = keys[0]
         raise RuntimeCheckError(
@@ -150,12 +168,15 @@ def check_checkout(label: str, pin: RepoPin, head: str | None, changed: list[str
     if head is None:
         raise RuntimeCheckError(f"{label}: {pin.path} is not a git checkout there (or git is missing)")
     if not head.startswith(pin.commit):
-        raise RuntimeCheckError(f"{label}: {pin.path} is at {head[:12]}, not the pinned {pin.commit[:12]}; bring it "
-                                "there first (`fairwin stage`, or git checkout on the host)")  # fmt: skip
+        raise RuntimeCheckError(
+            f"{label}: {pin.path} is at {head[:12]}, not the pinned {pin.commit[:12]}; bring it "
+            "there first (`fairwin stage`, or git checkout on the host)"
+        )
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        raise RuntimeCheckError(f"{label}: {pin.path} is at {head[:12]} but has uncommitted changes "
-                                f"({', '.join(changed[:3])}{more})")  # fmt: skip
+        raise RuntimeCheckError(
+            f"{label}: {pin.path} is at {head[:12]} but has uncommitted changes ({', '.join(changed[:3])}{more})"
+        )
     return {"path": pin.path, "commit": head}
 
 

@@ -37,8 +37,10 @@ async def stage_one(spec: LaunchSpec, pin: RepoPin) -> dict[str, Any]:
     if before is None:
         raise GateRefused(f"{spec.label}: {pin.path} is not a git checkout there (or git is missing)")
     if changed:
-        raise GateRefused(f"{spec.label}: {pin.path} has uncommitted changes ({', '.join(changed[:3])}); staging "
-                          "never discards work: commit or stash them there first")  # fmt: skip
+        raise GateRefused(
+            f"{spec.label}: {pin.path} has uncommitted changes ({', '.join(changed[:3])}); staging "
+            "never discards work: commit or stash them there first"
+        )
     if not before.startswith(pin.commit):
         code, out = await _git(spec, pin.path, "checkout", "--quiet", "--detach", pin.commit)
         if code != 0:
@@ -48,15 +50,23 @@ async def stage_one(spec: LaunchSpec, pin: RepoPin) -> dict[str, Any]:
             raise GateRefused(f"{spec.label}: {pin.path} cannot check out {pin.commit}: {out.strip()[-200:]}")
     after = check_checkout(spec.label, pin, *(await checkout(spec, pin.path)))
     written = {dest: await _write_artifact(spec, pin.path, dest, source) for dest, source in pin.artifacts.items()}
-    return {"label": spec.label, "host": spec.host, "path": pin.path, "before": before, "after": after["commit"],
-            "artifacts": written}  # fmt: skip
+    return {
+        "label": spec.label,
+        "host": spec.host,
+        "path": pin.path,
+        "before": before,
+        "after": after["commit"],
+        "artifacts": written,
+    }
 
 
 async def _write_artifact(spec: LaunchSpec, path: str, dest: str, source: str) -> dict[str, str]:
     """``git show COMMIT:FILE`` into ``dest`` on the host (a temporary file, then renamed); its sha256 there."""
     temporary, folder = shlex.quote(f"{dest}.fairwin-stage"), shlex.quote(str(Path(dest).parent))
-    command = (f"mkdir -p {folder} && git -C {shlex.quote(path)} show {shlex.quote(source)} > {temporary} && "
-               f"mv {temporary} {shlex.quote(dest)}")  # fmt: skip
+    command = (
+        f"mkdir -p {folder} && git -C {shlex.quote(path)} show {shlex.quote(source)} > {temporary} && "
+        f"mv {temporary} {shlex.quote(dest)}"
+    )
     code, out = await shell(spec.host, spec.remote, command + " 2>&1")
     if code != 0:
         await shell(spec.host, spec.remote, f"rm -f {temporary}")
@@ -71,16 +81,22 @@ async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Ca
     """Every pinned checkout of ``roles``, in turn; the receipt (``fairwin.stage/1``) once all are staged."""
     pinned = pinned_checkouts(loaded, roles)
     if not pinned:
-        raise GateRefused(f"{loaded.path}: no role of {', '.join(sorted(roles))} pins a checkout (repo = "
-                          "{ path, commit }); there is nothing to stage")  # fmt: skip
+        raise GateRefused(
+            f"{loaded.path}: no role of {', '.join(sorted(roles))} pins a checkout (repo = "
+            "{ path, commit }); there is nothing to stage"
+        )
     staged = []
     for spec, pin in pinned:
         done = await stage_one(spec, pin)
         moved = "already there" if done["before"] == done["after"] else f"from {done['before'][:12]}"
-        say(f"{spec.label}: {pin.path} at {done['after'][:12]} ({moved}); "
-            f"{len(done['artifacts'])} artifact(s) written")  # fmt: skip
+        say(f"{spec.label}: {pin.path} at {done['after'][:12]} ({moved}); {len(done['artifacts'])} artifact(s) written")
         staged.append(done)
-    document = {"format": STAGE.id, "time": time.time(), "plan_path": str(loaded.path),
-                "plan_sha256": loaded.sha256, "checkouts": staged}  # fmt: skip
+    document = {
+        "format": STAGE.id,
+        "time": time.time(),
+        "plan_path": str(loaded.path),
+        "plan_sha256": loaded.sha256,
+        "checkouts": staged,
+    }
     write_json_atomic(receipt, document)
     return document

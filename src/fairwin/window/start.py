@@ -129,8 +129,15 @@ async def _run_waves(
         results.append(result)
         ctx.say(f"  {target.start} {spec.key}: {len(result.streams)} streams in {result.seconds:.1f} s")
         if ctx.feed is not None:
-            ctx.feed.emit("wave", start=target.start, kind=target.kind, role=target.role, cell=cell_name, wave=spec.key,
-                          seconds=round(result.seconds, 3))  # fmt: skip
+            ctx.feed.emit(
+                "wave",
+                start=target.start,
+                kind=target.kind,
+                role=target.role,
+                cell=cell_name,
+                wave=spec.key,
+                seconds=round(result.seconds, 3),
+            )
     return results
 
 
@@ -168,11 +175,17 @@ async def _measure(
     events = events_by_repeat([d for d in seen.dialbacks if d.kind in invalidating], spans)
     power = events_by_repeat([d for d in seen.dialbacks if d.kind == "power"], spans)
     known = sampler is not None and any(sample.reasons is not None for sample in sampler.samples)  # else unobserved
-    return [row.model_copy(update={
-        "clock_cap_mhz": seen.cap_mhz, "clock_caps_by_host": seen.cap_by_host or None,
-        "thermal_events": events.get((row.cell, row.repeat), 0) if known else None,
-        "power_events": power.get((row.cell, row.repeat), 0) if known else None,
-    }) for row in rows]  # fmt: skip
+    return [
+        row.model_copy(
+            update={
+                "clock_cap_mhz": seen.cap_mhz,
+                "clock_caps_by_host": seen.cap_by_host or None,
+                "thermal_events": events.get((row.cell, row.repeat), 0) if known else None,
+                "power_events": power.get((row.cell, row.repeat), 0) if known else None,
+            }
+        )
+        for row in rows
+    ]
 
 
 async def _gpus(ctx: StartContext, specs: list[LaunchSpec]) -> GpuSource | None:
@@ -198,10 +211,19 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str,
     )
     if (live := _live(ctx, start.role)) is not None and (head := live.member("head")) is not None:
         check_live_speculative(spec.label, head, spec.argv)
-    return {"format": START.id, "start": start.name, "kind": start.kind, "role": start.role, "host": spec.host,
-            "argv": spec.shown_argv, "declared_env": spec.shown_env, "env_files": spec.env_files,
-            "base_url": spec.base_url,
-            "model": spec.model, "speculative": speculative}  # fmt: skip
+    return {
+        "format": START.id,
+        "start": start.name,
+        "kind": start.kind,
+        "role": start.role,
+        "host": spec.host,
+        "argv": spec.shown_argv,
+        "declared_env": spec.shown_env,
+        "env_files": spec.env_files,
+        "base_url": spec.base_url,
+        "model": spec.model,
+        "speculative": speculative,
+    }
 
 
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
@@ -212,9 +234,13 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     spec = head.spec
     receipt = _receipt(ctx, start, spec)
     target = Target(
-        start=start.name, kind=start.kind, role=start.role, base_url=spec.base_url, model=spec.model,
+        start=start.name,
+        kind=start.kind,
+        role=start.role,
+        base_url=spec.base_url,
+        model=spec.model,
         profile=PROFILES[plan.window.counters],
-    )  # fmt: skip
+    )
     timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
     rows: list[PooledRow] = []
     try:
@@ -265,8 +291,16 @@ async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: T
     assert settings is not None  # only diagnosed starts get here
     cells = settings.cells or [name for name, cell in plan.cells.items() if cell.decision]
     ctx.say(f"  {target.start}: greedy diagnostics on {settings.prompts} prompt(s) of {', '.join(cells)}")
-    return await diagnose(session, target, ctx.window.window_id, settings, ctx.prepared, cells,
-                          ctx.window.start_dir(target.start), speculative)  # fmt: skip
+    return await diagnose(
+        session,
+        target,
+        ctx.window.window_id,
+        settings,
+        ctx.prepared,
+        cells,
+        ctx.window.start_dir(target.start),
+        speculative,
+    )
 
 
 def _live(ctx: StartContext, role: str) -> LiveProduction | None:

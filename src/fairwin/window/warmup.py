@@ -35,11 +35,20 @@ async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, targ
     first = waves_for(ctx.loaded, cell_name)[0]
     ready = ctx.prepared[cell_name][prompt_key(first.family, first.prompts[0].id)]
     record = StreamRecord(
-        start=target.start, role=target.role, cell=cell_name, wave="warmup", repeat=0, family=first.family,
-        stream=0, prompt_id=ready.id, prompt_tokens_expected=ready.tokens, seed=plan.window.base_seed,
-        cache_salt=salt(ctx.window.window_id, target.start, "warmup", 0), endpoint=cell.endpoint,
+        start=target.start,
+        role=target.role,
+        cell=cell_name,
+        wave="warmup",
+        repeat=0,
+        family=first.family,
+        stream=0,
+        prompt_id=ready.id,
+        prompt_tokens_expected=ready.tokens,
+        seed=plan.window.base_seed,
+        cache_salt=salt(ctx.window.window_id, target.start, "warmup", 0),
+        endpoint=cell.endpoint,
         max_tokens=plan.window.warmup_max_tokens,
-    )  # fmt: skip
+    )
     body = request_body(record, target.model, ready.text, cell.temperature, cell.top_p, cell.extra_body)
     try:
         return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
@@ -60,9 +69,14 @@ async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, targe
     for number in range(1, settings.warmup_waves_max + 1):
         spec = dataclasses.replace(first, repeat=0, label=f"warmup{number}/{first.family}")
         result = await run_wave(
-            session, target, ctx.window.window_id, ctx.loaded.plan.cells[cell_name], spec,
-            ctx.prepared[cell_name], settings.settle_timeout_s,
-        )  # fmt: skip
+            session,
+            target,
+            ctx.window.window_id,
+            ctx.loaded.plan.cells[cell_name],
+            spec,
+            ctx.prepared[cell_name],
+            settings.settle_timeout_s,
+        )
         append_streams(ctx.window, target.start, result.streams)
         if result.error is not None:
             raise result.error
