@@ -18,6 +18,7 @@ from typing import Any
 from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
 from fairwin.decision import ArchiveNoise, RuleSpec
 from fairwin.directory.journal import read_whole
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import CorruptRecordError
 from fairwin.files import read_json, read_jsonl
 from fairwin.formats import POOLED, START, WINDOW
@@ -85,21 +86,22 @@ def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dic
 
 def control_rows(window: Path) -> list[ArchiveRow]:
     """The archive rows of a window's finished control starts, from its directory alone."""
-    manifest = read_json(window / "window.json", WINDOW.readable)
+    files = WindowDir.at(window)
+    manifest = read_json(files.manifest, WINDOW.readable)
     key = manifest.get("archive_key")
     if not isinstance(key, dict):
         raise CorruptRecordError(
             f"{window}/window.json has no archive_key (written by an older fairwin); "
             "its control starts cannot be keyed for the archive"
         )
-    pooled = read_jsonl(window / "pooled.jsonl", POOLED.readable) if (window / "pooled.jsonl").exists() else []
-    ended = {e["step"]: e["time"] for e in read_whole(window / "journal.jsonl") if e.get("event") == "end"}
+    pooled = read_jsonl(files.pooled, POOLED.readable) if files.pooled.exists() else []
+    ended = {e["step"]: e["time"] for e in read_whole(files.journal) if e.get("event") == "end"}
     commit = manifest.get("environment", {}).get("git", {}).get("commit")
     rows = []
     for start in manifest["starts"]:
         if start["kind"] != "control":
             continue
-        receipt = window / "starts" / start["start"] / "start.json"
+        receipt = files.start_receipt(start["start"])
         seen = _observed(read_json(receipt, START.readable), key["hosts"]) if receipt.exists() else None
         for cell, shape in key["cells"].items():
             mine = sorted(

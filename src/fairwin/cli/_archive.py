@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from fairwin.cli._arguments import count, positive, window_directory
 from fairwin.cli._console import stderr, stdout
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def archive_append(args: argparse.Namespace) -> int:
     from fairwin.formats import WINDOW
 
     window = Path(args.window)
-    recorded = str(read_json(window / "window.json", WINDOW.readable).get("archive") or "")
+    recorded = str(read_json(WindowDir.at(window).manifest, WINDOW.readable).get("archive") or "")
     usable = recorded if recorded and (not is_database(recorded) or redact(recorded) == recorded) else None
     store = open_archive(_location(args.archive, usable))
     appended = store.append(control_rows(window))

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         return 0  # its last line, the close event, carries the verdict and the window's directory
     print_decision(stdout, result.decision)
     stdout.print(f"report: {result.window.summary}")
-    if (page := result.window.path / "report.html").exists():
+    if (page := result.window.report_page).exists():
         stdout.print(f"page: {page}", markup=False)
     return 0
 

@@ -28,6 +28,7 @@ from fairwin.custody.hold import Hold
 from fairwin.decision import RuleSpec
 from fairwin.decision.rules import get_rule
 from fairwin.directory.environment import git_state
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import GateRefused, InputError, ProductionError, RestoreFailed
 from fairwin.files import read_json, read_model, write_json_atomic
 from fairwin.formats import CHAIN_MARKER, PRODUCTION_SNAPSHOT, STATUS, WindowStatus
@@ -116,7 +117,7 @@ def continuation_problems(
         else:
             rules = loaded.plan.qualification
             problems += successor_problems(loaded.resolve(rules.repo), rules, marker.commit, commit)
-    previous = Path(marker.last.window_path) / "status.json"
+    previous = WindowDir.at(marker.last.window_path).status
     try:
         state: str = read_model(previous, WindowStatus, STATUS.readable).state
     except InputError as exc:

@@ -59,6 +59,11 @@ class WindowDir:
         return window
 
     @classmethod
+    def at(cls, path: Path | str) -> WindowDir:
+        """The files of the window directory at ``path``, named (nothing is checked or read)."""
+        return cls(path=Path(path), window_id=Path(path).name)
+
+    @classmethod
     def existing(cls, path: Path | str) -> WindowDir:
         """A window directory already written, to be read: refused in one line if it is not a directory."""
         path = Path(path)
@@ -111,6 +116,29 @@ class WindowDir:
     @property
     def summary(self) -> Path:
         return self.path / "summary.md"
+
+    @property
+    def budget(self) -> Path:
+        return self.path / "budget.json"
+
+    @property
+    def report_page(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def promotion(self) -> Path:
+        return self.path / "promotion.json"
+
+    @property
+    def http_errors(self) -> Path:
+        return self.path / "http-errors.log"
+
+    def start_receipt(self, start: str) -> Path:
+        """The start's receipt (``fairwin.start/1``); reading it makes no directory, as :meth:`start_dir` does."""
+        return self.path / "starts" / start / "start.json"
+
+    def start_telemetry(self, start: str) -> Path:
+        return self.path / "starts" / start / "telemetry.jsonl"
 
     def chunks(self, start: str) -> Path:
         """The start's chunk timelines (``fairwin.chunks/1``), one row per stream."""

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import CorruptRecordError, InputError, PlanError
 from fairwin.files import read_json, read_jsonl, read_model
 from fairwin.formats import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
@@ -53,7 +54,7 @@ def calibrate(output_dir: Path) -> Calibration:
     found = Calibration()
     if not output_dir.is_dir():
         return found
-    for window in sorted(p for p in output_dir.iterdir() if (p / "status.json").exists()):
+    for window in sorted(p for p in output_dir.iterdir() if WindowDir.at(p).status.exists()):
         try:
             _calibrate_from(window, found)
         except (OSError, ValueError, KeyError, TypeError, PlanError, InputError) as exc:
@@ -74,7 +75,8 @@ def _fields_of(path: Path) -> Iterator[None]:
 
 
 def _calibrate_from(window: Path, found: Calibration) -> None:
-    status = read_model(window / "status.json", WindowStatus, STATUS.readable)
+    files = WindowDir.at(window)
+    status = read_model(files.status, WindowStatus, STATUS.readable)
     if status.state != "complete":
         return
     _, plan = parse_plan(window / "plan.toml")
@@ -85,8 +87,8 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
             key = role_key(plan.roles[start["role"]])
             startup.append((key, float(start["healthy_after_s"])))
             stop.append((key, float(start["stop"]["seconds"])))
-    with _fields_of(window / "waves.jsonl"):
-        for wave in read_jsonl(window / "waves.jsonl", WAVE.readable):
+    with _fields_of(files.waves):
+        for wave in read_jsonl(files.waves, WAVE.readable):
             waves.append((cell_key(plan.cells[wave["cell"]]), float(wave["seconds"])))
     for what, found_in, name in ((startup, "starts", "starts/*/start.json"), (waves, "waves", "waves.jsonl")):
         if not what:
@@ -107,14 +109,15 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
 def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """(production's sha256, seconds) of the take-down and of the restore with its watch, from the journal's
     step times in budget.json; nothing for a window without production or from before budget.json."""
-    with _fields_of(window / "window.json"):
-        production = read_json(window / "window.json", WINDOW.readable).get("production")
-    if not production or not (window / "budget.json").exists():
+    files = WindowDir.at(window)
+    with _fields_of(files.manifest):
+        production = read_json(files.manifest, WINDOW.readable).get("production")
+    if not production or not files.budget.exists():
         return [], []
-    actual = read_model(window / "budget.json", BudgetRecord, BUDGET.readable).actual_s
+    actual = read_model(files.budget, BudgetRecord, BUDGET.readable).actual_s
     if not {"open", "production down", "quiet after", "restore"} <= actual.keys():
         return [], []  # a restore that failed measured nothing a later window may plan on
-    with _fields_of(window / "window.json"):
+    with _fields_of(files.manifest):
         key = str(production["sha256"])
     return ([(key, actual["production down"] - actual["open"])], [(key, actual["restore"] - actual["quiet after"])])
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.decision import Decision
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import FairwinError
 from fairwin.files import read_json, sha256_file
 from fairwin.formats import PROMOTION, REHEARSAL, STATUS, WINDOW
@@ -209,8 +210,9 @@ CHECKS: list[tuple[str, Callable[[Evidence, PromotionPolicy], list[str]]]] = [
 
 def gather(window: Path) -> tuple[Evidence, list[str]]:
     """The window's records, and why it cannot be promoted at all (not complete, its decision unsealed)."""
-    status = read_json(window / "status.json", STATUS.readable)
-    manifest = read_json(window / "window.json", WINDOW.readable)
+    files = WindowDir.at(window)
+    status = read_json(files.status, STATUS.readable)
+    manifest = read_json(files.manifest, WINDOW.readable)
     decision, reasons = None, []
     if status.get("state") != "complete":
         reasons.append(f"the window is {status.get('state')}, not complete")
@@ -220,7 +222,7 @@ def gather(window: Path) -> tuple[Evidence, list[str]]:
         except FairwinError as exc:
             reasons.append(f"its decision cannot be trusted: {exc}")
     sealed = decision.inputs if decision is not None else None
-    if sealed is not None and sha256_file(window / "window.json") != sealed.manifest_sha256:
+    if sealed is not None and sha256_file(files.manifest) != sealed.manifest_sha256:
         reasons.append(f"{window / 'window.json'} changed since the decision sealed it")
     return Evidence(window, status, manifest, decision), reasons
 
@@ -249,4 +251,4 @@ def check_promotion(
         "policy_sha256": policy_sha256,
         "created_unix": time.time(),
     }
-    return write_receipt(out if out is not None else window / "promotion.json", document)
+    return write_receipt(out if out is not None else WindowDir.at(window).promotion, document)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import MissingExtraError
 
 try:
@@ -74,7 +75,7 @@ def _write(table: pa.Table, path: Path, kind: str) -> None:
 
 def export(windows: Sequence[tuple[Path, Decision]], out_dir: Path, kinds: Sequence[str]) -> list[Path]:
     """``pooled.EXT`` and ``decisions.EXT`` for each kind (csv, parquet) in ``out_dir``; the paths written."""
-    pooled = [row for window, _ in windows for row in read_jsonl(window / "pooled.jsonl", POOLED.readable)]
+    pooled = [row for window, _ in windows for row in read_jsonl(WindowDir.at(window).pooled, POOLED.readable)]
     decisions = [row for _, decision in windows for row in decision_rows(decision)]
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

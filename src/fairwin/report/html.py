@@ -20,8 +20,10 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from fairwin.decision import Decision
+from fairwin.directory.journal import read_journal
+from fairwin.directory.layout import WindowDir
 from fairwin.files import read_json, read_jsonl, scan_jsonl, write_text_atomic
-from fairwin.formats import STATUS, WAVE, WINDOW
+from fairwin.formats import STATUS, STREAM, WAVE, WINDOW
 from fairwin.report.error_rates import audited_rates
 
 STYLE = """
@@ -72,7 +74,10 @@ def verdict_sentence(decision: Decision) -> str:
 def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:
     """(start, wave) -> completion tokens of its measured streams (warm-up streams have no wave)."""
     tokens: dict[tuple[str, str], float] = {}
-    for row in scan_jsonl(streams)[0] if streams.exists() else []:
+    # A view, not a decision: lines torn by a kill are left out, and so is a row of a format this fairwin
+    # does not read (its fields could mean something else).
+    rows = scan_jsonl(streams)[0] if streams.exists() else []
+    for row in (r for r in rows if r.get("format") in STREAM.readable):
         if row.get("wave") and row.get("ok") and isinstance(row.get("completion_tokens"), int | float):
             key = (str(row["start"]), str(row["wave"]))
             tokens[key] = tokens.get(key, 0.0) + float(row["completion_tokens"])
@@ -82,12 +87,14 @@ def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:
 def _figures(window: Path, decision: Decision) -> list[str]:
     from fairwin.report import plots  # matplotlib is loaded only when a page is drawn (about 0.8 s)
 
+    files = WindowDir.at(window)
+
     parts = ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
     parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
-    waves = read_jsonl(window / "waves.jsonl", WAVE.readable) if (window / "waves.jsonl").exists() else []
+    waves = read_jsonl(files.waves, WAVE.readable) if files.waves.exists() else []
     parts += [
         "<h2>Each start: rate by wave over time</h2>",
-        _image(plots.rate_over_time(waves, _wave_tokens(window / "streams.jsonl")), "rate over time"),
+        _image(plots.rate_over_time(waves, _wave_tokens(files.streams)), "rate over time"),
         "<h2>Noise next to the effect</h2>",
         _image(plots.noise(decision), "noise"),
     ]
@@ -112,9 +119,9 @@ def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, An
     restore = status.get("restore")
     parts.append("<h3>Production</h3>")
     parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
-    journal = window / "journal.jsonl"
+    journal = WindowDir.at(window).journal
     if journal.exists():
-        rows = scan_jsonl(journal)[0]
+        rows = read_journal(journal)[0]  # format-checked; a torn row is left out of the view
         opened = next((r["time"] for r in rows if r.get("event") == "begin"), None)
         steps = [
             (r["step"], r["event"], f"{r['time'] - opened:.1f}")
@@ -127,9 +134,10 @@ def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, An
 
 def render_html(window: Path, decision: Decision) -> str:
     """The whole page for a window directory whose decision is ``decision``."""
-    manifest = read_json(window / "window.json", WINDOW.readable) if (window / "window.json").exists() else {}
-    status = read_json(window / "status.json", STATUS.readable) if (window / "status.json").exists() else {}
-    summary = (window / "summary.md").read_text() if (window / "summary.md").exists() else ""
+    files = WindowDir.at(window)
+    manifest = read_json(files.manifest, WINDOW.readable) if files.manifest.exists() else {}
+    status = read_json(files.status, STATUS.readable) if files.status.exists() else {}
+    summary = files.summary.read_text() if files.summary.exists() else ""
     rendered = MarkdownIt("commonmark", {"html": False}).enable("table").render(summary)
     title = html.escape(f"fairwin window {decision.window_id}")
     parts = [
@@ -149,6 +157,6 @@ def render_html(window: Path, decision: Decision) -> str:
 
 def write_report(window: Path, decision: Decision, path: Path | None = None) -> Path:
     """Write report.html (atomically) into the window, or to ``path``; returns where."""
-    target = path if path is not None else window / "report.html"
+    target = path if path is not None else WindowDir.at(window).report_page
     write_text_atomic(target, render_html(window, decision))
     return target

@@ -277,7 +277,7 @@ class Window:
             "estimate": self.gate_summary["budget"],
             "actual_s": step_times(read_whole(self.directory.journal)),
         }
-        write_json_atomic(self.directory.path / "budget.json", record)
+        write_json_atomic(self.directory.budget, record)
 
     async def run(self) -> WindowResult:
         """Every step in order, journaled; then close: the window's final status, whatever happened. The
@@ -306,7 +306,7 @@ class Window:
             gpus = self.hold.gpu if self.hold is not None else None  # the hold's GPUs, watched between starts too
             hold_samples = self.directory.path / HOLD_TELEMETRY
             with (
-                http_errors_logged(self.directory.path / "http-errors.log"),
+                http_errors_logged(self.directory.http_errors),
                 ClientAffinity(self.loaded.plan.window.client_cpus),
             ):
                 async with sampling(gpus, hold_samples, self.loaded.plan.telemetry.interval_s) as self.hold_sampler:
