@@ -49,6 +49,9 @@ JOURNAL = RecordFormat("fairwin.journal", 1)
 # Production and chains.
 PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1)
 PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1)
+PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1)
+# The hardware's lock: which window holds production's hardware, and who runs it.
+LOCK = RecordFormat("fairwin.lock", 1)
 CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1)
 # Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
 DECISIONS = RecordFormat("fairwin.decisions", 1)

@@ -17,7 +17,7 @@ from typing import Any
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
 from fairwin.decision import ArchiveNoise, RuleSpec
-from fairwin.directory.journal import read_whole
+from fairwin.directory.journal import read_whole, start_step
 from fairwin.directory.layout import WindowDir
 from fairwin.errors import CorruptRecordError
 from fairwin.files import read_json, read_jsonl
@@ -113,7 +113,7 @@ def control_rows(window: Path) -> list[ArchiveRow]:
             rows.append(
                 ArchiveRow(
                     window_id=manifest["window_id"],
-                    time=ended.get(f"start {start['start']}", 0.0),
+                    time=ended.get(start_step(start["start"]), 0.0),
                     commit=commit,
                     mode=manifest["mode"],
                     role=start["role"],

@@ -27,13 +27,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from fairwin.errors import GateRefused, OutputDirError
 from fairwin.files import read_json
+from fairwin.formats import LOCK
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
 from fairwin.telemetry.cap import production_host
 from fairwin.telemetry.hosts import window_hosts
-
-LOCK_FORMAT = "fairwin.lock/1"
 
 
 def lock_path(loaded: LoadedPlan, output_dir: Path) -> Path:
@@ -75,7 +74,7 @@ class Holder:
 def holder(path: Path) -> Holder | None:
     if not path.exists():
         return None
-    return Holder(path, read_json(path, (LOCK_FORMAT,)))
+    return Holder(path, read_json(path, LOCK.readable))
 
 
 class HardwareHeld(GateRefused):
@@ -98,7 +97,7 @@ def refuse_if_held(path: Path) -> None:
 def lock_record(window_id: str, window_path: Path, who: str) -> dict[str, Any]:
     """What a lock holds: the window, and who runs it where (the coordinator's name, host and pid)."""
     return {
-        "format": LOCK_FORMAT,
+        "format": LOCK.id,
         "window_id": window_id,
         "window_path": str(window_path),
         "host": socket.gethostname(),

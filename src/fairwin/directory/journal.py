@@ -38,6 +38,41 @@ from fairwin.formats import JOURNAL
 
 Event = Literal["begin", "end", "failed", "interrupted", "launching", "launched"]
 
+#: The steps whose names are fixed; a start's step and a look's carry the start they follow (:func:`start_step`,
+#: :func:`look_step`), so every step name is one of these or made by those two.
+FixedStep = Literal[
+    "open",
+    "production down",
+    "quiet",
+    "quiet after",
+    "restore",
+    "chain hold",
+    "chain end",
+    "chain abort",
+    "decide",
+    "archive",
+    "budget",
+    "close",
+    "recover",
+]
+START_PREFIX = "start "
+LOOK_PREFIX = "look after "
+
+
+def start_step(start: str) -> str:
+    """The step that runs a start: ``start s3``."""
+    return START_PREFIX + start
+
+
+def look_step(start: str) -> str:
+    """A sequential rule's look after a start: ``look after s3``."""
+    return LOOK_PREFIX + start
+
+
+def started(step: str) -> str | None:
+    """The start a step ran (``s3`` for ``start s3``), or None for any other step."""
+    return step.removeprefix(START_PREFIX) if step.startswith(START_PREFIX) else None
+
 
 def record(path: Path, step: str, event: Event, **details: Any) -> None:
     """One transition, appended whole and fsynced before this returns (so before it is acted on)."""

@@ -13,11 +13,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.records import BudgetRecord
 from fairwin.errors import CorruptRecordError, InputError, PlanError
 from fairwin.files import read_json, read_jsonl, read_model
 from fairwin.formats import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
@@ -122,27 +120,6 @@ def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple
     return ([(key, actual["production down"] - actual["open"])], [(key, actual["restore"] - actual["quiet after"])])
 
 
-class _Estimated(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    measurement_end_s: float = Field(gt=0)
-
-
-class BudgetRecord(BaseModel):
-    """A finished window's ``budget.json``: the estimate it was admitted on, and the journal's step times."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    format: Literal["fairwin.budget/1"]
-    estimate: _Estimated
-    actual_s: dict[str, float]
-
-    @property
-    def measured_s(self) -> float:
-        """When the last start ended, from the window's open: what ``measurement_end_s`` estimated."""
-        return max(seconds for step, seconds in self.actual_s.items() if step.startswith("start "))
-
-
 def history(directory: Path) -> list[tuple[str, BudgetRecord]]:
     """Every finished window's budget record under ``directory``, oldest first; a damaged one is refused."""
     if not directory.is_dir():
@@ -150,7 +127,7 @@ def history(directory: Path) -> list[tuple[str, BudgetRecord]]:
     found = []
     for path in sorted(directory.glob("*/budget.json")):
         record = read_model(path, BudgetRecord, BUDGET.readable)
-        if not any(step.startswith("start ") for step in record.actual_s):
+        if not record.starts_ended:
             raise CorruptRecordError(f"{path}: actual_s names no finished start")
         found.append((path.parent.name, record))
     if not found:

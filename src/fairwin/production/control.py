@@ -23,6 +23,7 @@ import aiohttp
 
 from fairwin.errors import InputError, ProductionError
 from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
+from fairwin.formats import PRODUCTION_STATE
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
@@ -34,7 +35,6 @@ from fairwin.transport import api_headers
 
 POLL_S = 0.1
 COMMAND_TIMEOUT_S = 300.0
-STATE_FORMAT = "fairwin.production-state/1"
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ class Production:
         its host). The launch's own pid file stands in when fairwin died between the launch and writing
         production.json."""
         if self.state_file.exists():
-            state = read_json(self.state_file, (STATE_FORMAT,))
+            state = read_json(self.state_file, PRODUCTION_STATE.readable)
             pid, argv = state.get("pid"), state.get("argv", [""])
             if not isinstance(pid, int) or not await self.where.alive(pid):
                 return None
@@ -209,7 +209,7 @@ class Production:
         write_json_atomic(
             self.state_file,
             {
-                "format": STATE_FORMAT,
+                "format": PRODUCTION_STATE.id,
                 "pid": pid,
                 "argv": self.spec.shown_argv,
                 "host": self.spec.host,

@@ -25,11 +25,11 @@ from fairwin.custody.chain import ChainedWindow, ChainRun
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import HardwareLocks, release, release_shared
 from fairwin.decision import Decision
-from fairwin.directory.journal import read_whole, step_times
+from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
+from fairwin.directory.records import BudgetEstimate, BudgetRecord
 from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
 from fairwin.files import sha256_file, write_json_atomic
-from fairwin.formats import BUDGET
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, diagnosed_starts, waves_for
@@ -124,9 +124,9 @@ class Window:
         starts: list[Step] = []
         looks = self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else ()
         for number, start in enumerate(self.starts, 1):
-            starts.append(Step(f"start {start.name}", partial(self.start, start), measuring=True))
+            starts.append(Step(start_step(start.name), partial(self.start, start), measuring=True))
             if number in looks and number < len(self.starts):
-                starts.append(Step(f"look after {start.name}", partial(self.look, number), measuring=True))
+                starts.append(Step(look_step(start.name), partial(self.look, number), measuring=True))
         if self.hold is not None:
             hold = self.hold
             starts = [
@@ -272,12 +272,11 @@ class Window:
         return {"appended": True, "added": appended.added, "already": appended.already}
 
     async def budget(self) -> None:
-        record = {
-            "format": BUDGET.id,
-            "estimate": self.gate_summary["budget"],
-            "actual_s": step_times(read_whole(self.directory.journal)),
-        }
-        write_json_atomic(self.directory.budget, record)
+        record = BudgetRecord(
+            estimate=BudgetEstimate.model_validate(self.gate_summary["budget"]),
+            actual_s=step_times(read_whole(self.directory.journal)),
+        )
+        write_json_atomic(self.directory.budget, record.model_dump(mode="json"))
 
     async def run(self) -> WindowResult:
         """Every step in order, journaled; then close: the window's final status, whatever happened. The

@@ -15,6 +15,7 @@ import aiohttp
 
 from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.client.wave import Target, WaveResult, run_wave
+from fairwin.directory.journal import start_step
 from fairwin.errors import LaunchError
 from fairwin.files import append_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.formats import START, WAVE
@@ -254,7 +255,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         workers = f" after {len(processes) - 1} worker(s)" if len(processes) > 1 else ""
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}{workers}")
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
-        for worker in await launch_all(ctx.window, f"start {start.name}", processes):
+        for worker in await launch_all(ctx.window, start_step(start.name), processes):
             _worker_receipt(receipt, worker["member"]).update(worker, **_pins(identity, worker["member"]))
         headers = api_headers(plan.roles[start.role].api_key_env, f"roles.{start.role}.api_key_env")
         async with client_session(timeout, headers) as session:
