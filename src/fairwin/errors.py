@@ -47,15 +47,38 @@ ANSWER_IS_NO = 7
 
 
 class FairwinError(Exception):
-    """Base of every deliberate fairwin error; its message is one line."""
+    """Base of every deliberate fairwin error; its message is one line.
+
+    Its context is given where it is made: ``window_path`` (the directory the error ended,
+    now marked failed or interrupted), ``window_state`` (when it is not what the exit code
+    says: a restore that failed after a complete window), ``aftermath`` (what was done after
+    it: a chain aborted, production restored). An error raised deep inside a step cannot
+    know its window, nor what was done after it; whoever catches it on its way out (the
+    window's close, a chain aborted before its window opened) adds that with
+    :meth:`with_context`, once.
+    """
 
     exit_code: ClassVar[int] = 1
-    #: Set when the error ended a window: the directory now marked failed or interrupted.
-    window_path: Path | None = None
-    #: The window's state when it is not what the exit code says (a restore that failed after a complete window).
-    window_state: str | None = None
-    #: What was done after the error, for its line (a chain aborted, production restored).
-    aftermath: str | None = None
+
+    def __init__(
+        self,
+        *args: object,
+        window_path: Path | None = None,
+        window_state: str | None = None,
+        aftermath: str | None = None,
+    ) -> None:
+        super().__init__(*args)
+        self.window_path = window_path
+        self.window_state = window_state
+        self.aftermath = aftermath
+
+    def with_context(
+        self, *, window_path: Path | None = None, window_state: str | None = None, aftermath: str | None = None
+    ) -> None:
+        """Context for an error already raised: the window it ended, its state, what was done after it."""
+        self.window_path = window_path or self.window_path
+        self.window_state = window_state or self.window_state
+        self.aftermath = aftermath or self.aftermath
 
     def __str__(self) -> str:
         # One line, always: the CLI prints it as is.

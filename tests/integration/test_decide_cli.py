@@ -46,32 +46,13 @@ def test_the_documented_example_gives_the_documented_decision(tmp_path: Path) ->
 
 
 def test_two_rules_side_by_side(tmp_path: Path) -> None:
-    done = fairwin(
-        "decide",
-        "--pooled",
-        str(docs_rows(tmp_path)),
-        "--mode",
-        "controlled",
-        "--rule",
-        "win2-v1",
-        "--rule",
-        "win2-launch-v1",
-        "--json",
-    )
+    two_rules = ["decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled"]
+    two_rules += ["--rule", "win2-v1", "--rule", "win2-launch-v1"]
+    done = fairwin(*two_rules, "--json")
     assert done.returncode == 0, done.stderr
     docs = json.loads(done.stdout)["decisions"]
     assert [(d["rule_id"], d["verdict"]) for d in docs] == [("win2-v1", "WIN"), ("win2-launch-v1", "NEUTRAL")]
-    table = fairwin(
-        "decide",
-        "--pooled",
-        str(docs_rows(tmp_path)),
-        "--mode",
-        "controlled",
-        "--rule",
-        "win2-v1",
-        "--rule",
-        "win2-launch-v1",
-    )
+    table = fairwin(*two_rules)
     assert "verdict: WIN" in table.stdout and "verdict: NEUTRAL" in table.stdout
 
 

@@ -47,6 +47,23 @@ def test_production_commands_prove_up_and_down(
     assert fairwin("production", "status", str(plan)).returncode == ANSWER_IS_NO
 
 
+#: The steps of a three-start window with production, in the order the journal records them.
+STEPS = [
+    "open",
+    "production down",
+    "quiet",
+    "start s1",
+    "start s2",
+    "start s3",
+    "quiet after",
+    "restore",
+    "decide",
+    "archive",
+    "budget",
+    "close",
+]
+
+
 def recording_launcher(production_url: str, seen: list[str]):  # type: ignore[no-untyped-def]
     def launch(spec: LaunchSpec, log_path: Path) -> ServerHandle:
         seen.append(f"{spec.role_name}: production {port_state(production_url)}")
@@ -66,20 +83,7 @@ def test_a_window_takes_production_down_and_gives_it_back(make_plan: PlanFactory
     assert seen == ["A: production refused", "B: production refused", "A: production refused"]
     steps = [(e["step"], e["event"]) for e in read_jsonl(result.window.journal)]
     begun = [step for step, event in steps if event == "begin"]
-    assert begun == [
-        "open",
-        "production down",
-        "quiet",
-        "start s1",
-        "start s2",
-        "start s3",
-        "quiet after",
-        "restore",
-        "decide",
-        "archive",
-        "budget",
-        "close",
-    ]
+    assert begun == STEPS
     final = status(result.window.path)
     assert final["state"] == "complete" and final["restore"]["state"] == "RESTORED"
     assert final["restore"]["watch"]["answered"] == 2 and final["restore"]["watch"]["ok"]
@@ -149,20 +153,7 @@ def test_the_lock_refuses_a_second_run_and_a_killed_window_is_recovered(
 
 
 # Every journaled step a kill can land in; make test-fast runs one of them (start s1).
-KILL_AT = [
-    "open",
-    "production down",
-    "quiet",
-    "start s1",
-    "start s2",
-    "start s3",
-    "quiet after",
-    "restore",
-    "decide",
-    "archive",
-    "budget",
-    "close",
-]
+KILL_AT = STEPS
 
 
 @pytest.mark.parametrize(

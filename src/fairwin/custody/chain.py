@@ -280,12 +280,10 @@ async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | N
     problems = continuation_problems(loaded, marker, snapshot=snapshot, commit=commit, capture=capture)
     if not problems:
         return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
-    refused = GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
+    why = f"the chain cannot continue: {'; '.join(problems)}"
     try:
         aborted = await abort_chain(loaded, output_dir, say)
     except RestoreFailed as exc:
-        refused.aftermath = f"chain ABORTED, decision REJECT; {exc}"
-        raise refused from None
+        raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; {exc}") from None
     state = aborted["restore"]["state"] if aborted else "not owed"
-    refused.aftermath = f"chain ABORTED, decision REJECT; production {state}"
-    raise refused
+    raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; production {state}")

@@ -75,21 +75,25 @@ def context_for(
     )
 
 
-def window_context(
-    loaded: LoadedPlan,
-    window: WindowDir,
-    *,
-    mode: str,
-    order: str,
-    rule: RuleSpec,
-    snapshot: Snapshot,
-    planned: dict[str, dict[str, Any]],
-    production_cap_mhz: float | None,
-) -> WindowContext:
+@dataclass(frozen=True)
+class Deciding:
+    """What a window's rows are decided with: the same for a sequential rule's looks and for the decide step."""
+
+    mode: str
+    order: str
+    rule: RuleSpec
+    snapshot: Snapshot  # the archive as read once at open, before this window was added
+    planned: dict[str, dict[str, Any]]  # each cell's archive key as known at open (for a cell no control finished)
+    production_cap_mhz: float | None
+
+
+def window_context(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) -> WindowContext:
     """The context a window's rows are decided in: the archive's noise keyed as its own control starts (as
     ``planned`` where none of a cell finished). The decide step and a sequential rule's looks both read it."""
-    noise = window_noise(snapshot, control_rows(window.path), planned, rule)
-    return context_for(loaded, window, mode, order, noise, production_cap_mhz, snapshot)
+    noise = window_noise(deciding.snapshot, control_rows(window.path), deciding.planned, deciding.rule)
+    return context_for(
+        loaded, window, deciding.mode, deciding.order, noise, deciding.production_cap_mhz, deciding.snapshot
+    )
 
 
 def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
@@ -114,33 +118,18 @@ def seal(window: WindowDir) -> SealedInputs:
 def decide_and_report(
     loaded: LoadedPlan,
     window: WindowDir,
+    deciding: Deciding,
     *,
-    mode: str,
-    order: str,
-    rule: RuleSpec,
-    snapshot: Snapshot,
-    planned: dict[str, dict[str, Any]],
-    production_cap_mhz: float | None,
     held: Sequence[str] = (),
     stop_reason: str | None = None,
     between_starts: dict[str, int] | None = None,
     production_caps_by_host: dict[str, float | None] | None = None,
 ) -> Decision:
-    """``planned``: each cell's archive key as known at open, for a cell none of whose control starts finished;
-    ``stop_reason``: why a sequential window stopped before a look settled it; ``between_starts``: dial-backs
+    """``stop_reason``: why a sequential window stopped before a look settled it; ``between_starts``: dial-backs
     while production was down but no start ran (window/clocks.py); ``production_caps_by_host``: each host's own
     configured cap."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
-    context = window_context(
-        loaded,
-        window,
-        mode=mode,
-        order=order,
-        rule=rule,
-        snapshot=snapshot,
-        planned=planned,
-        production_cap_mhz=production_cap_mhz,
-    )
+    context = window_context(loaded, window, deciding)
     context = context.model_copy(
         update={
             "stop_reason": stop_reason,
@@ -149,7 +138,9 @@ def decide_and_report(
         }
     )
     write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
-    decision = decide(decision_rows(pooled), rule=rule, context=context).model_copy(update={"inputs": seal(window)})
+    decision = decide(decision_rows(pooled), rule=deciding.rule, context=context).model_copy(
+        update={"inputs": seal(window)}
+    )
     write_json_atomic(window.decision, decision)
     summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
     write_text_atomic(window.summary, summary)

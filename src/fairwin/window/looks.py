@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fairwin.archive import Snapshot
-from fairwin.decision import RuleSpec, decide
+from fairwin.decision import decide
 from fairwin.decision.document import Look, Stopping
 from fairwin.decision.sequential import archive_starts
 from fairwin.directory.layout import WindowDir
@@ -22,37 +21,18 @@ from fairwin.formats import POOLED
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
-from fairwin.window.decision import decision_rows, window_context
+from fairwin.window.decision import Deciding, decision_rows, window_context
 
 
-def look_now(
-    loaded: LoadedPlan,
-    window: WindowDir,
-    *,
-    mode: str,
-    order: str,
-    rule: RuleSpec,
-    snapshot: Snapshot,
-    planned: dict[str, dict[str, Any]],
-    production_cap_mhz: float | None,
-) -> Look | None:
+def look_now(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) -> Look | None:
     """A sequential window's look over the starts it has finished, computed as the decide step will replay it
     (the same rows and archive noise), or None when this number of starts is not one of its looks."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
     ran = len({row["start"] for row in pooled})
-    context = window_context(
-        loaded,
-        window,
-        mode=mode,
-        order=order,
-        rule=rule,
-        snapshot=snapshot,
-        planned=planned,
-        production_cap_mhz=production_cap_mhz,
-    )
-    if ran not in rule.looks_taken(archive_starts(rule, context)):
+    context = window_context(loaded, window, deciding)
+    if ran not in deciding.rule.looks_taken(archive_starts(deciding.rule, context)):
         return None
-    stopping = decide(decision_rows(pooled), rule=rule, context=context).sequential
+    stopping = decide(decision_rows(pooled), rule=deciding.rule, context=context).sequential
     assert stopping is not None  # a sequential rule's decision always has its looks
     return stopping.looks[-1]
 

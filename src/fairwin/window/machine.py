@@ -38,7 +38,7 @@ from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
 from fairwin.window.clocks import HOLD_TELEMETRY, hold_dialbacks
-from fairwin.window.decision import decide_and_report, report_after_close
+from fairwin.window.decision import Deciding, decide_and_report, report_after_close
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
 from fairwin.window.manifest import manifest
 from fairwin.window.preflight import Preflight, planned_keys
@@ -167,6 +167,17 @@ class Window:
         restore = Step("restore", hold.give_back)
         return [restore, Step("chain end", partial(self.chain.finish, hold))] if self.chain is not None else [restore]
 
+    def _deciding(self) -> Deciding:
+        """What the looks and the decide step decide with: the archive as read at open, the rule, the order."""
+        return Deciding(
+            mode=self.checked.mode_name,
+            order=self.order,
+            rule=self.checked.rule,
+            snapshot=self.archive_snapshot,
+            planned=planned_keys(self.loaded, self.checked.mode_name),
+            production_cap_mhz=self.production_cap[0],
+        )
+
     def _held_lines(self) -> list[str]:
         """The summary's lines about the hardware: production's restore, and the chain."""
         lines = [self.hold.line()] if self.hold is not None else []
@@ -195,16 +206,7 @@ class Window:
     async def look(self, after: int) -> dict[str, Any]:
         """A sequential rule's look after ``after`` starts: stop when it settles the verdict, or when the next
         pair of starts would not fit the budget; else go on. Journaled, said, and sent as a progress event."""
-        found = look_now(
-            self.loaded,
-            self.directory,
-            mode=self.checked.mode_name,
-            order=self.order,
-            rule=self.checked.rule,
-            snapshot=self.archive_snapshot,
-            planned=planned_keys(self.loaded, self.checked.mode_name),
-            production_cap_mhz=self.production_cap[0],
-        )
+        found = look_now(self.loaded, self.directory, self._deciding())
         if found is None:
             return {
                 "taken": False,
@@ -228,13 +230,8 @@ class Window:
         self.decision = decide_and_report(
             self.loaded,
             self.directory,
-            mode=self.checked.mode_name,
-            order=self.order,
-            rule=self.checked.rule,
-            snapshot=self.archive_snapshot,
-            planned=planned_keys(self.loaded, self.checked.mode_name),
+            self._deciding(),
             held=self._held_lines(),
-            production_cap_mhz=self.production_cap[0],
             production_caps_by_host=self.production_caps,
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
             between_starts=hold_dialbacks(
@@ -387,10 +384,15 @@ class Window:
             self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **outcome)
         for raised in (error, restore_failure):
             if isinstance(raised, FairwinError):
-                raised.window_path = self.directory.path
-                raised.window_state = "complete" if error is None else None
-                if self.chain is not None and self.chain.end == "ABORTED":
-                    raised.aftermath = "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "")
+                aborted = self.chain is not None and self.chain.end == "ABORTED"
+                after = (
+                    "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "") if aborted else None
+                )
+                raised.with_context(
+                    window_path=self.directory.path,
+                    window_state="complete" if error is None else None,
+                    aftermath=after,
+                )
         state = "complete" if error is None else type(error).__name__
         self.directory.journal_event("close", "end", state=state, **outcome)
         if self.decision is not None:
@@ -411,9 +413,7 @@ class Window:
         else:
             assert self.decision is not None
             after = f"the window itself completed: {self.decision.verdict}, {self.directory.summary}"
-        loud = RestoreFailed(f"{restore_failure} ({after})")
-        loud.window_path = self.directory.path
-        return loud
+        return RestoreFailed(f"{restore_failure} ({after})", window_path=self.directory.path)
 
     async def _abort_chain(self, error: BaseException) -> None:
         """A failure inside a chained window aborts the chain; its placeholders go before production comes back."""

@@ -323,7 +323,7 @@ async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: 
     try:
         aborted = await abort_chain(loaded, loaded.output_dir(options.get("output_dir")), say)
     except RestoreFailed as exc:
-        error.aftermath = f"chain ABORTED, decision REJECT; {exc}"
+        error.with_context(aftermath=f"chain ABORTED, decision REJECT; {exc}")
         return
     if aborted is not None:
-        error.aftermath = f"chain ABORTED, decision REJECT; production {aborted['restore']['state']}"
+        error.with_context(aftermath=f"chain ABORTED, decision REJECT; production {aborted['restore']['state']}")
