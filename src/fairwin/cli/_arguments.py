@@ -16,6 +16,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from fairwin.directory.layout import WindowDir
+from fairwin.errors import InputError
+
 if TYPE_CHECKING:  # argparse's subparsers type is subscriptable only for type checkers
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
@@ -60,16 +63,15 @@ class Parser(argparse.ArgumentParser):
 
 
 def window_directory(text: str) -> Path:
-    """A window directory (the one holding window.json): refused at parse time if it is not a directory."""
-    path = Path(text)
-    if not path.exists():
-        raise argparse.ArgumentTypeError(f"{text}: no such window directory")
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a file; give the window's directory (the one holding window.json)")
-    return path
+    """A window directory (the one holding window.json): refused at parse time, as the library refuses it."""
+    try:
+        return WindowDir.existing(text).path
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _number(text: str) -> float:
+def finite(text: str) -> float:
+    """Any finite number (an effect or a drift may be negative); nan and inf are refused."""
     try:
         value = float(text)
     except ValueError:
@@ -79,20 +81,15 @@ def _number(text: str) -> float:
     return value
 
 
-def finite(text: str) -> float:
-    """Any finite number (an effect or a drift may be negative); nan and inf are refused."""
-    return _number(text)
-
-
 def non_negative(text: str) -> float:
-    value = _number(text)
+    value = finite(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
     return value
 
 
 def positive(text: str) -> float:
-    value = _number(text)
+    value = finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} is not above 0; give a positive number")
     return value

@@ -70,7 +70,7 @@ class WindowDir:
         if not path.is_dir():
             what = "no such window directory" if not path.exists() else "a file, not a window directory"
             raise InputError(f"{path}: {what}; give the directory that holds the window's window.json")
-        return cls(path=path, window_id=path.name)
+        return cls.at(path)
 
     @property
     def context(self) -> Path:

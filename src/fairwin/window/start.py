@@ -158,7 +158,7 @@ async def _measure(
     gpu = await _gpus(ctx, specs)
     paused = ctx.hold_sampler.pause() if ctx.hold_sampler is not None and gpu is not None else nullcontext()
     with paused:  # the start reads the GPUs itself; the hold's sampler waits
-        async with sampling(gpu, directory / "telemetry.jsonl", plan.telemetry.interval_s) as sampler:
+        async with sampling(gpu, ctx.window.start_telemetry(target.start), plan.telemetry.interval_s) as sampler:
             await warm_up_stream(ctx, session, target)
             receipt["warmup"] = await warm_up_waves(ctx, session, target)
             for cell_name in plan.cells:
@@ -282,7 +282,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 where = receipt if process is head else _worker_receipt(receipt, process.spec.member)
                 where["stop"] = stop_receipt(record)
         finally:
-            write_json_atomic(directory / "start.json", receipt)
+            write_json_atomic(ctx.window.start_receipt(start.name), receipt)
 
 
 async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: Target, speculative: bool) -> int:
