@@ -6,10 +6,7 @@ here, and docs/formats.md lists the same formats with their history.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -19,6 +16,9 @@ class RecordFormat:
     name: str
     version: int
     reads: tuple[int, ...] = ()  # versions read besides ``version`` (older ones still understood)
+    #: The record's model, as ``module:Class`` (named, not imported: this layer imports nothing of
+    #: fairwin's; tests/unit/test_records.py resolves each and holds it to this format).
+    model: str = field(kw_only=True)
 
     @property
     def id(self) -> str:
@@ -30,53 +30,41 @@ class RecordFormat:
 
 
 # A window directory.
-WINDOW = RecordFormat("fairwin.window", 1)
-STATUS = RecordFormat("fairwin.status", 1)
-START = RecordFormat("fairwin.start", 1)
-WAVE = RecordFormat("fairwin.wave", 1)
-STREAM = RecordFormat("fairwin.stream", 2, reads=(1,))
-CHUNKS = RecordFormat("fairwin.chunks", 1)
-TELEMETRY = RecordFormat("fairwin.telemetry", 1)
-PREPARED_PROMPT = RecordFormat("fairwin.prepared-prompt", 1)
-POOLED = RecordFormat("fairwin.pooled", 1)
-CONTEXT = RecordFormat("fairwin.decision-context", 1)
-DECISION = RecordFormat("fairwin.decision", 2)
-BUDGET = RecordFormat("fairwin.budget", 1)
-PROGRESS = RecordFormat("fairwin.progress", 1)
-GREEDY = RecordFormat("fairwin.greedy", 1)
-PROMOTION = RecordFormat("fairwin.promotion", 1)
-JOURNAL = RecordFormat("fairwin.journal", 1)
+WINDOW = RecordFormat("fairwin.window", 1, model="fairwin.directory.manifest:WindowManifest")
+STATUS = RecordFormat("fairwin.status", 1, model="fairwin.directory.status:WindowStatus")
+START = RecordFormat("fairwin.start", 1, model="fairwin.directory.start_receipt:StartReceipt")
+WAVE = RecordFormat("fairwin.wave", 1, model="fairwin.directory.start_receipt:WaveRow")
+STREAM = RecordFormat("fairwin.stream", 2, reads=(1,), model="fairwin.client.stream:StreamRecord")
+CHUNKS = RecordFormat("fairwin.chunks", 1, model="fairwin.client.timeline:ChunkTimeline")
+TELEMETRY = RecordFormat("fairwin.telemetry", 1, model="fairwin.telemetry.sampler:TelemetryRow")
+PREPARED_PROMPT = RecordFormat("fairwin.prepared-prompt", 1, model="fairwin.client.prepare:PreparedPrompt")
+POOLED = RecordFormat("fairwin.pooled", 1, model="fairwin.rows:PooledRow")
+CONTEXT = RecordFormat("fairwin.decision-context", 1, model="fairwin.decision.inputs:WindowContext")
+DECISION = RecordFormat("fairwin.decision", 2, model="fairwin.decision.document:Decision")
+BUDGET = RecordFormat("fairwin.budget", 1, model="fairwin.directory.records:BudgetRecord")
+PROGRESS = RecordFormat("fairwin.progress", 1, model="fairwin.window.progress:ProgressEvent")
+GREEDY = RecordFormat("fairwin.greedy", 1, model="fairwin.decision.divergence:GreedyStream")
+PROMOTION = RecordFormat("fairwin.promotion", 1, model="fairwin.promote.check:PromotionRecord")
+JOURNAL = RecordFormat("fairwin.journal", 1, model="fairwin.directory.journal:JournalRow")
 # Production and chains.
-PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1)
-PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1)
-PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1)
+PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1, model="fairwin.production.records:SnapshotRecord")
+PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1, model="fairwin.production.records:LiveRecord")
+PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1, model="fairwin.production.records:ProductionState")
 # The hardware's lock: which window holds production's hardware, and who runs it.
-LOCK = RecordFormat("fairwin.lock", 1)
-CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1)
+LOCK = RecordFormat("fairwin.lock", 1, model="fairwin.custody.lock:LockRecord")
+CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1, model="fairwin.custody.chain:Marker")
 # Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
-DECISIONS = RecordFormat("fairwin.decisions", 1)
-AUDIT = RecordFormat("fairwin.audit", 1)
-COMPARISON = RecordFormat("fairwin.comparison", 1)
+DECISIONS = RecordFormat("fairwin.decisions", 1, model="fairwin.decision.document:DecisionsPrinted")
+AUDIT = RecordFormat("fairwin.audit", 1, model="fairwin.decision.audit:AuditResult")
+COMPARISON = RecordFormat("fairwin.comparison", 1, model="fairwin.report.compare:Comparison")
 # Receipts, prompt orders and the control archive.
-ADMISSION = RecordFormat("fairwin.admission", 1)
-CARRY = RecordFormat("fairwin.carry", 1)
-GATE_RUN = RecordFormat("fairwin.gate-run", 1)
-REHEARSAL = RecordFormat("fairwin.rehearsal", 1)
-ORDER = RecordFormat("fairwin.order", 1)
-STAGE = RecordFormat("fairwin.stage", 1)
-ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,))
+ADMISSION = RecordFormat("fairwin.admission", 1, model="fairwin.gates.qualify:AdmissionRecord")
+CARRY = RecordFormat("fairwin.carry", 1, model="fairwin.gates.qualify:CarryRecord")
+GATE_RUN = RecordFormat("fairwin.gate-run", 1, model="fairwin.gates.correctness:GateRunRecord")
+REHEARSAL = RecordFormat("fairwin.rehearsal", 1, model="fairwin.gates.rehearsal:RehearsalRecord")
+ORDER = RecordFormat("fairwin.order", 1, model="fairwin.plan.order:PromptOrder")
+STAGE = RecordFormat("fairwin.stage", 1, model="fairwin.window.stage:StageRecord")
+ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,), model="fairwin.archive.rows:ArchiveRow")
 
-#: A window's state in status.json: only ``complete`` is a result.
-WindowState = Literal["running", "complete", "failed", "interrupted"]
-
-
-class WindowStatus(BaseModel):
-    """The fields of ``status.json`` every state carries; a complete one adds its verdict and
-    decision.json's digest, a failed or interrupted one its error (kept as extra fields)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    format: str
-    window_id: str
-    state: WindowState
-    time: float
+#: Every format, in the order above.
+REGISTRY: tuple[RecordFormat, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, RecordFormat))

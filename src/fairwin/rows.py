@@ -11,11 +11,12 @@ a rule may register more starts, which alternate the same way.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from fairwin.formats import POOLED
+from fairwin.formats import POOLED, RecordFormat
+from fairwin.records import Record
 
 # -- Starts ------------------------------------------------------------------------------------------
 
@@ -85,16 +86,17 @@ class MetricValues(BaseModel):
     ttft_s: Measured | None = None
 
 
-class DecisionRow(MetricValues):
+class DecisionRow(MetricValues, Record):
     """One start x cell x repeat as a rule reads it; other fields of a pooled row are ignored.
 
     Metrics may be null: a rule that needs one is then INCONCLUSIVE. This is the documented
     input schema (docs/decision.md), so a file written by hand loads too.
     """
 
+    record_format: ClassVar[RecordFormat] = POOLED
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    format: str = POOLED.id
+    format: Literal["fairwin.pooled/1"] = "fairwin.pooled/1"
     start: Start
     kind: Kind | None = Field(None, description="Omitted: taken from the window's order (control-first: s1 control).")
     role: str = ""

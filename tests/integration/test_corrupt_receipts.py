@@ -153,9 +153,9 @@ def test_the_undamaged_receipts_are_read(made: Made) -> None:
     from fairwin.plan import load_plan
 
     carried = require_carry(made.receipt("carry"), made.qualified, load_plan(made.plan).plan.qualification)
-    assert carried["verdict"] == "CARRIED"
-    assert require_gate(made.receipt("gate-run"), made.qualified, carried["artifacts"])["verdict"] == "PASS"
-    assert require_rehearsal(made.receipt("rehearsal").parent, load_plan(made.plan))["verdict"] == "PASS"
+    assert carried.verdict == "CARRIED"
+    assert require_gate(made.receipt("gate-run"), made.qualified, carried.artifacts).verdict == "PASS"
+    assert require_rehearsal(made.receipt("rehearsal").parent, load_plan(made.plan)).verdict == "PASS"
     assert main(made.read_with("admission", made.receipt("admission"))) == 0
 
 

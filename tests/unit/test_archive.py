@@ -108,9 +108,7 @@ def test_a_first_version_row_is_read_with_its_keys_unknown_and_matches_no_window
         "clock_cap_mhz": 1980.0,
         "repeats": [],
     }
-    from fairwin.archive.rows import upgrade
-
-    upgraded = ArchiveRow.model_validate(upgrade(old))
+    upgraded = ArchiveRow.model_validate(old)  # a /1 row is upgraded as it is read
     assert upgraded.format == "fairwin.archive/2" and upgraded.clock_cap_mhz == 1980.0
     assert upgraded.production_commit is None and upgraded.hosts is None and upgraded.clock_caps_mhz is None
     assert select([upgraded], row("x", "s1", []).key().__dict__) == []

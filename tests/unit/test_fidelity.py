@@ -40,7 +40,7 @@ def test_timeline_summary_by_hand() -> None:
         gaps is not None and gaps["max"] == pytest.approx(7.2) and gaps["p50"] == pytest.approx(1.25)
     )  # gaps 2.0, 0.5, 0.3, 7.2
     assert timeline.done_gap_s() == pytest.approx(0.005)
-    row = timeline.sidecar_row("s1", "c/r1/f", 0)
+    row = timeline.sidecar_row("s1", "c/r1/f", 0).stored()
     assert row["arrivals_ms"] == [10.0, 12.0, 12.5, 12.8, 20.0] and row["tokens"] is None and row["done_ms"] == 25.0
     assert chunk_tokens({"token_ids": [1, 2, 3]}) == 3 and chunk_tokens({"text": "x"}) is None
 

@@ -9,7 +9,7 @@ import pytest
 
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.files import append_jsonl, canonical_json, read_jsonl, sha256_bytes, write_json_atomic
-from fairwin.formats import GATE_RUN
+from fairwin.gates.correctness import GateRunRecord
 from fairwin.gates.receipt import read_receipt, write_receipt
 from tests.damage import DAMAGE, drop_the_seal
 
@@ -73,13 +73,26 @@ def test_canonical_json_is_order_independent() -> None:
 @pytest.mark.parametrize("damage", [*DAMAGE, drop_the_seal], ids=lambda d: d.__name__)
 def test_a_damaged_receipt_is_a_corrupt_record(tmp_path: Path, damage: Callable[[Path], None]) -> None:
     path = tmp_path / "receipt.json"
-    write_receipt(path, {"format": "fairwin.gate-run/1", "name": "rng", "verdict": "PASS", "exit_status": 0})
-    assert read_receipt(path, GATE_RUN)["verdict"] == "PASS"
+    passed = GateRunRecord(
+        name="rng",
+        verdict="PASS",
+        command=["true"],
+        exit_status=0,
+        commit="0" * 40,
+        dirty=False,
+        started_unix=0.0,
+        duration_s=0.1,
+        log="rng.log",
+        output_tail="",
+        artifacts={},
+    )
+    write_receipt(path, passed)
+    assert read_receipt(path, GateRunRecord).verdict == "PASS"
     damage(path)
     with pytest.raises(CorruptRecordError, match=r"receipt\.json"):
-        read_receipt(path, GATE_RUN)
+        read_receipt(path, GateRunRecord)
 
 
 def test_a_missing_receipt_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such receipt"):
-        read_receipt(tmp_path / "absent.json", GATE_RUN)
+        read_receipt(tmp_path / "absent.json", GateRunRecord)

@@ -20,6 +20,7 @@ LAYERS = (
     "redaction",
     "files",
     "formats",
+    "records",
     "rows",
     "profiles",
     "transport",

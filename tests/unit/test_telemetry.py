@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.directory.journal import JournalRow
 from fairwin.errors import InputError
 from fairwin.telemetry.gpu import GpuSample, parse_compute_apps, parse_query
 from fairwin.telemetry.sampler import Dialback, Sampler, events_by_repeat, summarize
@@ -155,10 +156,13 @@ def test_a_watchdog_that_relocks_a_lower_clock_mid_start_is_a_change_of_cap_not_
 
 def test_between_starts_dialbacks_are_counted_by_gap_within_the_hold_only() -> None:
     journal = [
-        {"step": "open", "event": "end", "time": 0.0},
-        {"step": "production down", "event": "end", "time": 10.0},
-        {"step": "start s1", "event": "begin", "time": 11.0},
-        {"step": "restore", "event": "begin", "time": 60.0},
+        JournalRow.model_validate(row)
+        for row in (
+            {"step": "open", "event": "end", "time": 0.0},
+            {"step": "production down", "event": "end", "time": 10.0},
+            {"step": "start s1", "event": "begin", "time": 11.0},
+            {"step": "restore", "event": "begin", "time": 60.0},
+        )
     ]
     spans = [("s1", 20.0, 30.0), ("s2", 40.0, 50.0)]  # each start's own sampling
     events = [Dialback(time=t, gpu=0, kind="thermal", reasons=[]) for t in (5.0, 15.0, 25.0, 35.0, 36.0, 55.0, 65.0)]

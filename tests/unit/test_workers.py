@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fairwin.directory.journal import servers
+from fairwin.directory.journal import JournalRow, servers
 from fairwin.errors import HealthTimeoutError, PlanError, ServerExitedError
 from fairwin.launch.local import StopRecord
 from fairwin.launch.readiness import LogWatch, wait_ready
@@ -118,9 +118,12 @@ def test_readiness_fails_fast_on_an_exit_or_a_lost_connection_and_names_what_is_
 
 def test_the_journal_gives_recovery_every_process_of_a_start_not_only_the_last() -> None:
     rows = [
-        {"step": "start s2", "event": "launching", "argv": ["w"], "host": "w1", "member": "worker 1"},
-        {"step": "start s2", "event": "launched", "argv": ["w"], "host": "w1", "member": "worker 1", "pid": 11},
-        {"step": "start s2", "event": "launching", "argv": ["h"], "host": "head"},
+        JournalRow.model_validate({"time": 1.0, **row})
+        for row in (
+            {"step": "start s2", "event": "launching", "argv": ["w"], "host": "w1", "member": "worker 1"},
+            {"step": "start s2", "event": "launched", "argv": ["w"], "host": "w1", "member": "worker 1", "pid": 11},
+            {"step": "start s2", "event": "launching", "argv": ["h"], "host": "head"},
+        )
     ]
     found = servers(rows)
     assert [(s.pid, s.argv, s.host) for s in found] == [(11, ["w"], "w1"), (None, ["h"], "head")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from fairwin.archive.rows import ArchiveRow, upgrade
+from fairwin.archive.rows import ArchiveRow
 from fairwin.archive.store import Appended, Snapshot, canonical
 from fairwin.errors import InputError
 from fairwin.files import append_locked, jsonl_bytes, scan_jsonl
@@ -55,7 +55,7 @@ class JsonlArchive:
         rows: dict[tuple[str, str, str], ArchiveRow] = {}
         for number, item in enumerate(raw, 1):
             try:
-                row = ArchiveRow.model_validate(upgrade(item))
+                row = ArchiveRow.model_validate(item)
             except ValidationError as exc:
                 problems.append(
                     f"{self.path}: row {number} is not a {ARCHIVE.id} row ({exc.errors()[0]['msg']}); not used"

@@ -33,7 +33,7 @@ try:
 except ModuleNotFoundError as exc:  # an extra: the JSONL archive needs nothing
     raise MissingExtraError("postgres", exc.name) from None
 
-from fairwin.archive.rows import ArchiveRow, upgrade
+from fairwin.archive.rows import ArchiveRow
 from fairwin.archive.store import Appended, Snapshot, canonical, redact
 from fairwin.errors import ArchiveError
 from fairwin.formats import ARCHIVE
@@ -263,7 +263,7 @@ class PostgresArchive:
         for window_id, start, cell, row in starts:
             whole = {**row, "repeats": by_start.get((window_id, start, cell), [])}
             try:
-                rows.append(ArchiveRow.model_validate(upgrade(whole)))
+                rows.append(ArchiveRow.model_validate(whole))
             except ValidationError as exc:
                 problems.append(
                     f"{self.location}: window {window_id} {start} {cell} is not a {ARCHIVE.id} row "

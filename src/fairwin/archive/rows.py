@@ -11,12 +11,13 @@ match a window's key.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict, model_validator
 
-from fairwin.formats import ARCHIVE
+from fairwin.formats import ARCHIVE, RecordFormat
+from fairwin.records import Record
 from fairwin.rows import MetricValues
 
 
@@ -24,10 +25,13 @@ class ArchivedRepeat(MetricValues):
     repeat: int
 
 
-class ArchiveRow(BaseModel):
+class ArchiveRow(Record):
+    """``fairwin.archive/2``: one archived control start x cell; a /1 row is read as /2 with its keys null."""
+
+    record_format: ClassVar[RecordFormat] = ARCHIVE
+    upgrades = ("fairwin.archive/1",)
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # ARCHIVE.id spelt out (a Literal needs one): a row of another version is reported, not used.
     format: Literal["fairwin.archive/2"] = "fairwin.archive/2"
     window_id: str
     time: float
@@ -48,6 +52,14 @@ class ArchiveRow(BaseModel):
     gpu_model: str | None = None
     gpu_count: int | None = None
     clock_caps_mhz: dict[str, float | None] | None = None  # per host; {} when no GPU was observed
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgraded(cls, item: Any) -> Any:
+        """A /1 row becomes /2 with its keys null (their defaults), every field kept."""
+        if isinstance(item, dict) and item.get("format") in cls.upgrades:
+            return {**item, "format": ARCHIVE.id}
+        return item
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -98,10 +110,3 @@ class ArchiveKey:
         fields["hosts"] = list(self.hosts) if self.hosts is not None else None
         fields["clock_caps_mhz"] = dict(self.clock_caps_mhz) if self.clock_caps_mhz is not None else None
         return fields
-
-
-def upgrade(item: dict[str, Any]) -> dict[str, Any]:
-    """A stored row as this fairwin reads it: a /1 row becomes /2 with its keys null, every field kept."""
-    if item.get("format") == f"{ARCHIVE.name}/1":
-        return {**item, "format": ARCHIVE.id}
-    return item

@@ -95,7 +95,7 @@ def control_rows(window: Path) -> list[ArchiveRow]:
             "its control starts cannot be keyed for the archive"
         )
     pooled = read_jsonl(files.pooled, POOLED.readable) if files.pooled.exists() else []
-    ended = {e["step"]: e["time"] for e in read_whole(files.journal) if e.get("event") == "end"}
+    ended = {e.step: e.time for e in read_whole(files.journal) if e.event == "end"}
     commit = manifest.get("environment", {}).get("git", {}).get("commit")
     rows = []
     for start in manifest["starts"]:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from fairwin.cli._arguments import count, finite, non_negative, positive, window_directory
 from fairwin.cli._console import stderr, stdout
 from fairwin.errors import ANSWER_IS_NO, UsageError
-from fairwin.formats import DECISIONS
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
@@ -70,6 +69,7 @@ def add_parsers(commands: Commands) -> None:
 
 def decide(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
+    from fairwin.decision.document import DecisionsPrinted
     from fairwin.report.console import print_decision
     from fairwin.window.decision import decide_window
     from fairwin.window.pooled_file import decide_pooled
@@ -99,8 +99,8 @@ def decide(args: argparse.Namespace) -> int:
         stderr.print(f"note: {note}", markup=False)
     if args.json:
         # One shape whatever the number of rules: the decisions in the order the rules were named.
-        payload = {"format": DECISIONS.id, "decisions": [d.model_dump(mode="json") for d in decisions], "notes": notes}
-        stdout.print(json.dumps(payload, indent=2), markup=False)
+        payload = DecisionsPrinted(decisions=decisions, notes=notes)
+        stdout.print(json.dumps(payload.stored(), indent=2), markup=False)
         return 0
     for decision in decisions:
         print_decision(stdout, decision)

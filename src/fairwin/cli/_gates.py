@@ -51,8 +51,8 @@ def qualify_carry(args: argparse.Namespace) -> int:
     repo = Path(args.repo) if args.repo else (plan_path.parent / plan.qualification.repo)
     document = carry(repo, plan.qualification, Path(args.receipt), args.qualified_commit, args.head, args.to)
     stdout.print(
-        f"CARRIED: {document['qualified_commit'][:12]} -> {document['head'][:12]}; {document['files_compared']} "
-        f"files outside the measurement layer identical, {len(document['units'])} units AST-identical; "
+        f"CARRIED: {document.qualified_commit[:12]} -> {document.head[:12]}; {document.files_compared} "
+        f"files outside the measurement layer identical, {len(document.units)} units AST-identical; "
         f"receipt {args.to}",
         markup=False,
     )
@@ -67,7 +67,7 @@ def gate_run(args: argparse.Namespace) -> int:
         command = command[1:]
     document = run_gate(args.name, command, args.to, [Path(a) for a in args.artifact], Path(args.repo))
     stdout.print(
-        f"gate {args.name} PASS in {document['duration_s']:.1f} s at {document['commit'][:12]}; receipt {args.to}",
+        f"gate {args.name} PASS in {document.duration_s:.1f} s at {document.commit[:12]}; receipt {args.to}",
         markup=False,
     )
     return 0

@@ -91,10 +91,10 @@ def status(args: argparse.Namespace) -> int:
 
 def snapshot(args: argparse.Namespace) -> int:
     """Production's declaration as the plan says it now, with its sha256, written atomically."""
-    from fairwin.files import write_json_atomic
-    from fairwin.formats import PRODUCTION_SNAPSHOT
+    from fairwin.production.records import SnapshotRecord
+    from fairwin.records import write_record
 
     captured = _production(args).snapshot()
-    write_json_atomic(args.to, {"format": PRODUCTION_SNAPSHOT.id, **captured})
+    write_record(args.to, SnapshotRecord.of(captured))
     stdout.print(f"production snapshot {captured['sha256']} written to {args.to}", markup=False)
     return 0

@@ -32,7 +32,7 @@ def promote_check(args: argparse.Namespace) -> int:
     policy, digest = load_policy(policy_path)
     window = Path(args.window)
     receipt = check_promotion(window, policy, policy_path, digest, args.to)
-    stdout.print(receipt["verdict"], markup=False)
-    for reason in receipt["reasons"]:
+    stdout.print(receipt.verdict, markup=False)
+    for reason in receipt.reasons:
         stdout.print(f"  - {reason}", markup=False, soft_wrap=True)
-    return 0 if receipt["verdict"] == "ALLOWED" else ANSWER_IS_NO
+    return 0 if receipt.verdict == "ALLOWED" else ANSWER_IS_NO

@@ -37,16 +37,16 @@ def rehearse(args: argparse.Namespace) -> int:
     loaded = load_plan(args.plan)
     print_notices(loaded)
     document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env, args.eos)
-    for probe in document["probes"]:
+    for probe in document.probes:
         state = "ok" if probe["ok"] else probe["reading"]
         stdout.print(f"  {probe['name']:<24} HTTP {probe.get('status')}  {state}", markup=False)
-    if document["verdict"] != "PASS":
+    if document.verdict != "PASS":
         confirmed = (
-            "" if document["cause_confirmed"] else " (cause not confirmed: a control probe did not fail as expected)"
+            "" if document.cause_confirmed else " (cause not confirmed: a control probe did not fail as expected)"
         )
         raise RehearsalFailed(
-            f"rehearsal FAIL{confirmed}: {document['failures'][0] if document['failures'] else ''} "
+            f"rehearsal FAIL{confirmed}: {document.failures[0] if document.failures else ''} "
             f"[{args.out}/rehearsal.json]"
         )
-    stdout.print(f"rehearsal PASS against {document['url']}; cause confirmed; {args.out}/rehearsal.json", markup=False)
+    stdout.print(f"rehearsal PASS against {document.url}; cause confirmed; {args.out}/rehearsal.json", markup=False)
     return 0

@@ -22,7 +22,7 @@ import aiohttp
 from fairwin.client.prepare import LocalTokenizer, TokenCounter, TokenizeClient, cut_to_tokens
 from fairwin.errors import InputError, PromptError
 from fairwin.files import sha256_file, write_text_atomic
-from fairwin.formats import ORDER
+from fairwin.plan.order import PromptOrder, write_order
 
 BUILTIN = ("prose", "code")
 
@@ -181,8 +181,7 @@ def _write_family(name: str, out_dir: Path, prompts: list[dict[str, str | int]],
     write_text_atomic(prompts_path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts))
     order = [str(p["id"]) for p in prompts]
     random.Random(seed).shuffle(order)
-    order_doc = {"format": ORDER.id, "family": name, "seed": seed, "ids": order}
-    write_text_atomic(order_path, json.dumps(order_doc, indent=2) + "\n")
+    write_order(order_path, PromptOrder(family=name, seed=seed, ids=order))
     return BuiltFamily(
         name=name,
         prompts_path=prompts_path,

@@ -10,14 +10,15 @@ each stream's ``usage.prompt_tokens`` proves later starts saw the same length.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import aiohttp
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from fairwin.errors import InputError, PromptError
-from fairwin.formats import PREPARED_PROMPT
+from fairwin.formats import PREPARED_PROMPT, RecordFormat
 from fairwin.plan.loading import Prompt
+from fairwin.records import Record
 from fairwin.transport import post_json
 
 
@@ -26,10 +27,11 @@ def prompt_key(family: str, prompt_id: str) -> str:
     return f"{family}/{prompt_id}"
 
 
-class PreparedPrompt(BaseModel):
+class PreparedPrompt(Record):
+    record_format: ClassVar[RecordFormat] = PREPARED_PROMPT
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: str = PREPARED_PROMPT.id
+    format: Literal["fairwin.prepared-prompt/1"] = "fairwin.prepared-prompt/1"
     cell: str
     family: str
     id: str

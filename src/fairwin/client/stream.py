@@ -18,24 +18,27 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import aiohttp
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import ConfigDict, PrivateAttr
 
 from fairwin.client.runqueue import RunqueueClock
 from fairwin.client.timeline import Timeline, chunk_tokens
 from fairwin.errors import StreamError, WaveError
-from fairwin.formats import STREAM
+from fairwin.formats import STREAM, RecordFormat
+from fairwin.records import Record
 from fairwin.transport import status_error, transport_error
 
 
-class StreamRecord(BaseModel):
+class StreamRecord(Record):
     """What one stream did; written to streams.jsonl whether it succeeded or not."""
 
+    record_format: ClassVar[RecordFormat] = STREAM
     model_config = ConfigDict(extra="forbid")
 
-    format: str = STREAM.id
+    # /1 rows lack the delivery summary and the trust verdict, which default here.
+    format: Literal["fairwin.stream/1", "fairwin.stream/2"] = "fairwin.stream/2"
     start: str
     role: str
     cell: str

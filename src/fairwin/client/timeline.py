@@ -9,15 +9,32 @@ the stream record; the whole timeline goes to a sidecar file per start.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import ConfigDict
 
-from fairwin.formats import CHUNKS
+from fairwin.formats import CHUNKS, RecordFormat
+from fairwin.records import Record
 
 #: Chunks closer together than this arrived in one burst: a healthy server streams a
 #: decode step at a time, and no decode step on any hardware we know is this short.
 BURST_SPAN_S = 0.001
+
+
+class ChunkTimeline(Record):
+    """``fairwin.chunks/1``: one stream's text chunks as they arrived (``starts/sN/chunks.jsonl``)."""
+
+    record_format: ClassVar[RecordFormat] = CHUNKS
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.chunks/1"] = "fairwin.chunks/1"
+    start: str
+    wave: str
+    stream: int
+    arrivals_ms: list[float]  # after the send
+    tokens: list[int] | None  # per chunk, when the server lists token ids
+    done_ms: float | None
 
 
 @dataclass
@@ -61,17 +78,16 @@ class Timeline:
             return None
         return self.done_s - self.arrivals[-1]
 
-    def sidecar_row(self, start: str, wave: str, stream: int) -> dict[str, Any]:
-        known = all(t is not None for t in self.tokens)
-        return {
-            "format": CHUNKS.id,
-            "start": start,
-            "wave": wave,
-            "stream": stream,
-            "arrivals_ms": [round(t * 1000.0, 3) for t in self.arrivals],
-            "tokens": self.tokens if known else None,
-            "done_ms": None if self.done_s is None else round(self.done_s * 1000.0, 3),
-        }
+    def sidecar_row(self, start: str, wave: str, stream: int) -> ChunkTimeline:
+        known = [t for t in self.tokens if t is not None]
+        return ChunkTimeline(
+            start=start,
+            wave=wave,
+            stream=stream,
+            arrivals_ms=[round(t * 1000.0, 3) for t in self.arrivals],
+            tokens=known if len(known) == len(self.tokens) else None,
+            done_ms=None if self.done_s is None else round(self.done_s * 1000.0, 3),
+        )
 
 
 def chunk_tokens(choice: dict[str, Any]) -> int | None:

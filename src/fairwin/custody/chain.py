@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,13 +29,16 @@ from fairwin.decision import RuleSpec
 from fairwin.decision.rules import get_rule
 from fairwin.directory.environment import git_state
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.status import Restore, WindowStatus
 from fairwin.errors import GateRefused, InputError, ProductionError, RestoreFailed
-from fairwin.files import read_json, read_model, write_json_atomic
-from fairwin.formats import CHAIN_MARKER, PRODUCTION_SNAPSHOT, STATUS, WindowStatus
+from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, not_running
+from fairwin.production.records import SnapshotRecord
+from fairwin.records import Record, read_record, write_record
+from fairwin.rows import Order
 
 #: Wins over the plan's ``[chain] marker``: a test suite points it at a scratch path.
 MARKER_ENV = "FAIRWIN_CHAIN_MARKER"
@@ -56,15 +59,16 @@ class ChainedWindow(BaseModel):
     window_id: str
     window_path: str
     mode: str
-    order: str
+    order: Order
 
 
-class Marker(BaseModel):
+class Marker(Record):
     """``fairwin.chain-marker/1``: a chain in progress, production left down by its last window."""
 
+    record_format: ClassVar[RecordFormat] = CHAIN_MARKER
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal["fairwin.chain-marker/1"]
+    format: Literal["fairwin.chain-marker/1"] = "fairwin.chain-marker/1"
     chain_id: str
     windows: list[ChainedWindow] = Field(min_length=1)
     production: dict[str, Any]  # the snapshot production was taken down as, with its sha256
@@ -81,10 +85,10 @@ class Marker(BaseModel):
 
 def read_marker(path: Path) -> Marker | None:
     """The chain in progress, or None; a damaged marker is refused (exit 2), never guessed around."""
-    return read_model(path, Marker, CHAIN_MARKER.readable) if path.exists() else None
+    return read_record(path, Marker) if path.exists() else None
 
 
-def chained_order(rule: RuleSpec, marker: Marker | None) -> str | None:
+def chained_order(rule: RuleSpec, marker: Marker | None) -> Order | None:
     """With a rule that randomizes bracket order, a chain alternates: the opposite of its last window's order,
     so order effects cancel across the chain. None: draw as usual (a new chain, or a fixed order)."""
     if rule.order == "control-first" or marker is None:
@@ -99,11 +103,11 @@ def continuation_problems(
     previous window, the placeholders. Empty when it may."""
     problems = []
     if capture is not None:
-        captured = read_json(capture, PRODUCTION_SNAPSHOT.readable)
-        if captured.get("sha256") != snapshot["sha256"]:
+        captured = read_record(capture, SnapshotRecord)
+        if captured.sha256 != snapshot["sha256"]:
             problems.append(
                 f"{capture} is not production as the plan declares it now (sha256 "
-                f"{str(captured.get('sha256'))[:12]} there, {snapshot['sha256'][:12]} now)"
+                f"{str(captured.sha256)[:12]} there, {snapshot['sha256'][:12]} now)"
             )
     elif marker.production.get("sha256") != snapshot["sha256"]:
         then = str(marker.production.get("sha256"))[:12]
@@ -119,7 +123,7 @@ def continuation_problems(
             problems += successor_problems(loaded.resolve(rules.repo), rules, marker.commit, commit)
     previous = WindowDir.at(marker.last.window_path).status
     try:
-        state: str = read_model(previous, WindowStatus, STATUS.readable).state
+        state: str = read_record(previous, WindowStatus).state
     except InputError as exc:
         state = f"unreadable ({exc})"
     if state != "complete":
@@ -174,20 +178,18 @@ class ChainRun:
             placeholders=self.started,
             placeholder_dir=str(self.placeholders.state_dir),
         )
-        write_json_atomic(self.marker_path, marker.model_dump(mode="json"))
+        write_record(self.marker_path, marker)
         self.chain_id = marker.chain_id
-        hold.restored = {
-            "state": "CHAINED",
-            "reason": "production left down",
-            "placeholders": [p["name"] for p in self.started],
-        }
+        hold.restored = Restore(
+            state="CHAINED", reason="production left down", placeholders=[p["name"] for p in self.started]
+        )
         self.end = "CHAINED"
         return {"marker": str(self.marker_path), "chain_id": marker.chain_id, "placeholders": self.started}
 
     async def finish(self, hold: Hold) -> dict[str, Any]:
         """After the last window's restore: the chain is over when the watch held; else the marker stays, for
         ``fairwin chain abort`` once production is fixed."""
-        if hold.restored is None or hold.restored.get("state") != "RESTORED":
+        if hold.restored is None or not hold.restored.restored:
             self.reason = "production was not restored; the marker is kept for `fairwin chain abort`"
             return {"marker": "kept"}
         self.marker_path.unlink(missing_ok=True)
@@ -203,7 +205,7 @@ class ChainRun:
 
     def cleared(self, hold: Hold) -> None:
         """Clear the marker of an aborted chain once production is back (a failed restore keeps it)."""
-        if hold.restored is not None and hold.restored.get("state") == "RESTORED":
+        if hold.restored is not None and hold.restored.restored:
             self.marker_path.unlink(missing_ok=True)
 
     def record(self) -> dict[str, Any]:

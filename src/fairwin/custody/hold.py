@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.directory.status import Restore
 from fairwin.errors import InputError, ProductionError, RestoreFailed
 from fairwin.launch.spec import make_spec
 from fairwin.plan.loading import LoadedPlan
@@ -44,7 +45,7 @@ class Hold:
     quiet_urls: list[str]
     say: Callable[[str], None]
     taken: bool = False
-    restored: dict[str, Any] | None = None
+    restored: Restore | None = None
     snapshot: dict[str, Any] = field(default_factory=dict)
     gpu: GpuSource | None = None  # where telemetry exists, the quiet proof also reads the GPUs' compute processes
 
@@ -84,26 +85,30 @@ class Hold:
             try:
                 proved = await self.production.bring_up(session)
             except ProductionError as exc:
-                self.restored = {"state": "RESTORE FAILED", "reason": str(exc)}
+                self.restored = Restore(state="RESTORE FAILED", reason=str(exc))
                 raise RestoreFailed(f"RESTORE FAILED: {exc}") from None
             watched = await watch(self.production, session)
-        state = "RESTORED" if watched.ok else "RESTORE FAILED"
-        self.restored = {"state": state, "up": proved.record(), "watch": watched.record()}
-        self.say(f"production {state}: {proved.how} ({proved.seconds:.1f} s); {watched.summary()}")
+        restored = Restore(
+            state="RESTORED" if watched.ok else "RESTORE FAILED",
+            up=proved.record(),
+            watch=watched.record(),
+            reason=None if watched.ok else watched.summary(),
+        )
+        self.restored = restored
+        self.say(f"production {restored.state}: {proved.how} ({proved.seconds:.1f} s); {watched.summary()}")
         if not watched.ok:
-            self.restored["reason"] = watched.summary()
             raise RestoreFailed(f"RESTORE FAILED: production came up but the {watched.summary()}")
-        return self.restored
+        return restored.stored()
 
     def line(self) -> str:
         """The restore, in one line, for the summary."""
         if self.restored is None:
             return "production: still down (not given back)"
-        if self.restored["state"] == "CHAINED":
-            return f"production: CHAINED: {self.restored['reason']} for the chain's next window"
-        if self.restored["state"] != "RESTORED":
-            return f"production: **{self.restored['state']}**: {self.restored.get('reason', '')}"
-        up, held = self.restored["up"], self.restored["watch"]
+        if self.restored.state == "CHAINED":
+            return f"production: CHAINED: {self.restored.reason} for the chain's next window"
+        if not self.restored.restored:
+            return f"production: **{self.restored.state}**: {self.restored.reason or ''}"
+        up, held = self.restored.up or {}, self.restored.watch or {}
         return (
             f"production: RESTORED ({up['how']}, healthy after {up['seconds']:.1f} s); watch held "
             f"{held['seconds']:.1f} s, {held['answered']} of {held['requests']} requests answered"

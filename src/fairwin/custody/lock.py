@@ -23,14 +23,17 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from fairwin.errors import GateRefused, OutputDirError
-from fairwin.files import read_json
-from fairwin.formats import LOCK
+from pydantic import ConfigDict, ValidationError
+
+from fairwin.errors import CorruptRecordError, GateRefused, OutputDirError
+from fairwin.files import first_problem
+from fairwin.formats import LOCK, RecordFormat
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
+from fairwin.records import Record, read_record
 from fairwin.telemetry.cap import production_host
 from fairwin.telemetry.hosts import window_hosts
 
@@ -44,37 +47,60 @@ def coordinator(given: str | None = None) -> str:
     return given or os.environ.get("FAIRWIN_COORDINATOR") or getpass.getuser()
 
 
+class LockRecord(Record):
+    """``fairwin.lock/1``: the window that holds production's hardware, and who runs it where. The lock file, the
+    file on production's host and a PostgreSQL archive's locks all keep this record."""
+
+    record_format: ClassVar[RecordFormat] = LOCK
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["fairwin.lock/1"] = "fairwin.lock/1"
+    window_id: str
+    window_path: str
+    host: str
+    pid: int
+    coordinator: str
+    started_unix: float
+
+    @classmethod
+    def shared(cls, record: dict[str, Any], where: str) -> LockRecord:
+        """A record a shared lock (PostgreSQL, production's host) gave back."""
+        try:
+            return cls.model_validate(record)
+        except ValidationError as exc:
+            raise CorruptRecordError(f"the hardware's lock in {where}: {first_problem(exc)}") from None
+
+
 @dataclass(frozen=True)
 class Holder:
     """Who holds a lock, as its file says."""
 
     path: Path
-    record: dict[str, Any]
+    record: LockRecord
 
     @property
     def alive(self) -> bool:
         """The holding fairwin still runs (on this host; another host's is assumed alive)."""
-        pid = self.record.get("pid")
-        if self.record.get("host") != socket.gethostname():
+        if self.record.host != socket.gethostname():
             return True
-        return isinstance(pid, int) and pid_alive(pid)
+        return pid_alive(self.record.pid)
 
     @property
     def window_path(self) -> Path:
-        return Path(str(self.record.get("window_path", "")))
+        return Path(self.record.window_path)
 
     def describe(self) -> str:
         r = self.record
         return (
-            f"window {r.get('window_id')} (pid {r.get('pid')} on {r.get('host')}, coordinator {r.get('coordinator')}, "
-            f"since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(float(r.get('started_unix', 0))))})"
+            f"window {r.window_id} (pid {r.pid} on {r.host}, coordinator {r.coordinator}, "
+            f"since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(r.started_unix))})"
         )
 
 
 def holder(path: Path) -> Holder | None:
     if not path.exists():
         return None
-    return Holder(path, read_json(path, LOCK.readable))
+    return Holder(path, read_record(path, LockRecord))
 
 
 class HardwareHeld(GateRefused):
@@ -94,25 +120,24 @@ def refuse_if_held(path: Path) -> None:
     )
 
 
-def lock_record(window_id: str, window_path: Path, who: str) -> dict[str, Any]:
+def lock_record(window_id: str, window_path: Path, who: str) -> LockRecord:
     """What a lock holds: the window, and who runs it where (the coordinator's name, host and pid)."""
-    return {
-        "format": LOCK.id,
-        "window_id": window_id,
-        "window_path": str(window_path),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "coordinator": who,
-        "started_unix": time.time(),
-    }
+    return LockRecord(
+        window_id=window_id,
+        window_path=str(window_path),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        coordinator=who,
+        started_unix=time.time(),
+    )
 
 
-def coordinator_of(record: dict[str, Any]) -> dict[str, Any]:
+def coordinator_of(record: LockRecord) -> dict[str, Any]:
     """Who runs a window, for window.json and status.json: the coordinator's name, its machine and fairwin's pid."""
-    return {"name": record["coordinator"], "host": record["host"], "pid": record["pid"]}
+    return {"name": record.coordinator, "host": record.host, "pid": record.pid}
 
 
-def acquire(path: Path, window_id: str, window_path: Path, who: str) -> dict[str, Any]:
+def acquire(path: Path, window_id: str, window_path: Path, who: str) -> LockRecord:
     """Take the lock for a new window, or refuse (exit 4) naming who holds it and what to do; the lock's record."""
     record = lock_record(window_id, window_path, who)
     try:
@@ -127,7 +152,7 @@ def acquire(path: Path, window_id: str, window_path: Path, who: str) -> dict[str
             "window.output_dir, or window.lock"
         ) from None
     with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(record, indent=2) + "\n")
+        handle.write(json.dumps(record.stored(), indent=2) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
     return record
@@ -137,7 +162,7 @@ def release(path: Path, window_id: str) -> None:
     """Remove the lock if this window holds it (never another's)."""
     with contextlib.suppress(FileNotFoundError):
         held = holder(path)
-        if held is not None and held.record.get("window_id") == window_id:
+        if held is not None and held.record.window_id == window_id:
             path.unlink()
 
 
@@ -164,7 +189,8 @@ def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
 
 
 def _shared_refusal(record: dict[str, Any], store: HardwareLocks) -> HardwareHeld:
-    held, where = Holder(Path(), record), getattr(store, "location", "a shared lock")
+    where = getattr(store, "location", "a shared lock")
+    held = Holder(Path(), LockRecord.shared(record, where))
     kind = "the shared archive's locks" if "://" in where else "the lock file"
     return HardwareHeld(
         f"the hardware is held by {held.describe()}, in {kind} ({where}); wait for it to finish, or, if its "
@@ -193,13 +219,13 @@ def refuse_if_held_elsewhere(locks: list[HardwareLocks], keys: list[str]) -> Non
             raise _shared_refusal(record, store)
 
 
-def acquire_shared(locks: list[HardwareLocks], keys: list[str], record: dict[str, Any]) -> None:
+def acquire_shared(locks: list[HardwareLocks], keys: list[str], record: LockRecord) -> None:
     """Take ``keys`` in every shared lock for the window ``record`` names, all or none; refuse naming the holder."""
     taken: list[HardwareLocks] = []
     for store in locks:
-        held = store.take_hardware(keys, str(record["window_id"]), record)
+        held = store.take_hardware(keys, record.window_id, record.stored())
         if held is not None:
-            release_shared(taken, str(record["window_id"]))
+            release_shared(taken, record.window_id)
             raise _shared_refusal(held, store)
         taken.append(store)
 

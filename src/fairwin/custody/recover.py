@@ -29,15 +29,15 @@ from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
 from fairwin.directory.journal import Launched, happened, opened_with, read_journal, servers
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.status import Restore, WindowStatus
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
-from fairwin.files import read_model
-from fairwin.formats import STATUS, WindowStatus
 from fairwin.launch.spec import make_spec, worker_specs
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
+from fairwin.records import read_record
 from fairwin.redaction import argv_matches, scrub_file
 
 STOP_GRACE_S = 10.0
@@ -47,7 +47,7 @@ STOP_GRACE_S = 10.0
 class Recovery:
     window_id: str | None
     stopped: list[str] = field(default_factory=list)
-    production: dict[str, Any] | None = None
+    production: Restore | None = None
     problems: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -55,7 +55,7 @@ class Recovery:
             return "nothing to recover: no window holds the lock"
         parts = [f"recovered window {self.window_id}: stopped {len(self.stopped)} server process(es)"]
         if self.production is not None:
-            parts.append(f"production {self.production['state']}")
+            parts.append(f"production {self.production.state}")
         parts += self.problems
         return "; ".join(parts)
 
@@ -87,10 +87,10 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         return Recovery(window_id=None)
     if held.alive:
         raise InputError(f"{held.describe()} is still running; recover only a window whose fairwin died ({lock})")
-    directory = WindowDir(path=held.window_path, window_id=str(held.record.get("window_id")))
+    directory = WindowDir(path=held.window_path, window_id=held.record.window_id)
     events, problems = read_journal(directory.journal)
     result = Recovery(window_id=directory.window_id, problems=problems)
-    directory.journal_event("recover", "begin", lock=held.record)
+    directory.journal_event("recover", "begin", lock=held.record.stored())
     for server in servers(events):
         if server.host is not None:
             result.stopped += await _stop_remote(loaded, server, result.problems)
@@ -103,20 +103,19 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         production = _production_at_open(loaded, directory, opened_with(events), output_dir, result.problems)
         if production is not None:
             await _give_back(production, loaded, output_dir, chain, result)
+    restore = result.production.stored() if result.production is not None else None
     state = _state(directory)
     if state == "running":
         directory.set_status(
             "interrupted",
             error="fairwin died during the window; recovered by `fairwin recover`",
-            recovery={"stopped": result.stopped, "restore": result.production},
+            recovery={"stopped": result.stopped, "restore": restore},
         )
-    directory.journal_event("recover", "end", stopped=result.stopped, restore=result.production)
+    directory.journal_event("recover", "end", stopped=result.stopped, restore=restore)
     _release_shared(loaded, output_dir, directory.window_id, result.problems)
     lock.unlink(missing_ok=True)
-    if result.production is not None and result.production.get("state") != "RESTORED":
-        raise RestoreFailed(
-            f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.get('reason')}"
-        )
+    if result.production is not None and not result.production.restored:
+        raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.reason}")
     return result
 
 
@@ -166,10 +165,11 @@ async def _give_back(
     result.stopped += [line for line in await placeholders.stop_all(listed) if not line.endswith("already gone")]
     hold = Hold(production, [], lambda _line: None, taken=True)
     try:
-        result.production = await hold.give_back()
+        await hold.give_back()
     except RestoreFailed:
-        result.production = hold.restored
         return
+    finally:
+        result.production = hold.restored
     if chain is not None:
         marker_path(loaded, output_dir).unlink(missing_ok=True)
         result.problems.append(f"chain {chain.chain_id} ABORTED (decision REJECT), its marker cleared")
@@ -208,7 +208,7 @@ def _production_at_open(
 def _state(directory: WindowDir) -> str | None:
     """The window's recorded state; None when its status cannot be read (recovery goes on regardless)."""
     try:
-        return read_model(directory.status, WindowStatus, STATUS.readable).state
+        return read_record(directory.status, WindowStatus).state
     except InputError:
         return None
 

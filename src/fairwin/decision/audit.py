@@ -13,26 +13,30 @@ effect, the WIN rate is the rule's power. Pure: same inputs, same numbers.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from fairwin.decision.decide import decide_cell, window_verdict
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
-from fairwin.formats import AUDIT
+from fairwin.formats import AUDIT, RecordFormat
+from fairwin.records import Record
 from fairwin.rows import order_kinds
 
 CELL = "audit"
 LEVEL = 100.0
 
 
-class AuditResult(BaseModel):
+class AuditResult(Record):
+    """``fairwin.audit/1``: a rule's error rates, simulated at one noise and effect (``fairwin rules audit``)."""
+
+    record_format: ClassVar[RecordFormat] = AUDIT
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: str = AUDIT.id
+    format: Literal["fairwin.audit/1"] = "fairwin.audit/1"
     rule_id: str
     rule_sha256: str
     repeats: int

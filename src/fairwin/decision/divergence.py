@@ -17,17 +17,24 @@ Pure: streams in, findings out.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairwin.formats import GREEDY, RecordFormat
+from fairwin.records import Record
 
-class GreedyStream(BaseModel):
-    """One temperature-0 stream: its tokens and, per position, the top-2 (token, logprob)."""
 
+class GreedyStream(Record):
+    """``fairwin.greedy/1``: one temperature-0 stream, its tokens and, per position, the top-2 (token, logprob)."""
+
+    record_format: ClassVar[RecordFormat] = GREEDY
     model_config = ConfigDict(extra="ignore", frozen=True)
 
+    format: Literal["fairwin.greedy/1"] = "fairwin.greedy/1"
     start: str
     kind: str
+    role: str = ""
     cell: str
     prompt: str  # family/prompt id
     tokens: list[str]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -11,7 +11,8 @@ from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, Verdict
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import Validity
-from fairwin.formats import DECISION
+from fairwin.formats import DECISION, DECISIONS, RecordFormat
+from fairwin.records import Record
 from fairwin.rows import MetricSource
 
 
@@ -103,8 +104,12 @@ class Stopping(Frozen):
         return f"ended after {self.starts_used} of at most {self.max_starts} starts, between looks: {verdict}"
 
 
-class Decision(Frozen):
-    format: str = DECISION.id
+class Decision(Frozen, Record):
+    """``fairwin.decision/2``: a window's verdict, every cell's, and the rule that gave them."""
+
+    record_format: ClassVar[RecordFormat] = DECISION
+
+    format: Literal["fairwin.decision/2"] = "fairwin.decision/2"
     window_id: str
     mode: str
     order: str
@@ -123,3 +128,15 @@ class Decision(Frozen):
     greedy: GreedyFindings | None = None
     # A sequential rule's looks and how the window ended (None for a fixed rule).
     sequential: Stopping | None = None
+
+
+class DecisionsPrinted(Record):
+    """``fairwin.decisions/1``: what ``fairwin decide --json`` prints, one shape whatever the number of rules:
+    the decisions in the order the rules were named, and the notes on the recomputation."""
+
+    record_format: ClassVar[RecordFormat] = DECISIONS
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["fairwin.decisions/1"] = "fairwin.decisions/1"
+    decisions: list[Decision]
+    notes: list[str]

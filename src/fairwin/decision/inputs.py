@@ -6,9 +6,13 @@ schema) belong to the shared rows (fairwin.rows); this module adds what only dec
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision.divergence import GreedyFindings
+from fairwin.formats import CONTEXT, RecordFormat
+from fairwin.records import Record
 from fairwin.rows import DecisionRow, Order
 
 __all__ = ["ArchiveNoise", "ArchiveSnapshot", "DecisionRow", "WindowContext"]
@@ -44,10 +48,14 @@ class ArchiveSnapshot(BaseModel):
     sha256: str
 
 
-class WindowContext(BaseModel):
-    """Everything besides the rows: the cells (and which never decide), production's clock cap, the order."""
+class WindowContext(Record):
+    """``fairwin.decision-context/1``: everything besides the rows: the cells (and which never decide),
+    production's clock cap, the order, the archive's noise."""
 
+    record_format: ClassVar[RecordFormat] = CONTEXT
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["fairwin.decision-context/1"] = "fairwin.decision-context/1"
 
     window_id: str
     mode: str

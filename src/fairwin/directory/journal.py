@@ -19,8 +19,8 @@ exactly as a kill -9 landing inside the step would; ``fairwin recover`` then has
 something real to finish. Teams rehearse recovery on their own hosts with it, and the
 tests kill a window inside each step with it, however short the step.
 
-Rows are ``fairwin.journal/1``; journals written before the format existed have rows
-without ``format`` and read the same.
+Rows are ``fairwin.journal/1`` (:class:`JournalRow`): a step, an event and its time, and what
+the event carries as further fields.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, ValidationError
 
 from fairwin.errors import CorruptRecordError, InputError
-from fairwin.files import append_jsonl, scan_jsonl
-from fairwin.formats import JOURNAL
+from fairwin.files import first_problem, scan_jsonl
+from fairwin.formats import JOURNAL, RecordFormat
+from fairwin.records import Record, append_records
 
 Event = Literal["begin", "end", "failed", "interrupted", "launching", "launched"]
 
@@ -59,6 +62,23 @@ START_PREFIX = "start "
 LOOK_PREFIX = "look after "
 
 
+class JournalRow(Record):
+    """``fairwin.journal/1``: one transition; what the event carries (an argv, a pid, a step's result) are
+    its further fields (:attr:`details`)."""
+
+    record_format: ClassVar[RecordFormat] = JOURNAL
+    model_config = ConfigDict(extra="allow")
+
+    format: Literal["fairwin.journal/1"] = "fairwin.journal/1"
+    time: float
+    step: str
+    event: Event
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
 def start_step(start: str) -> str:
     """The step that runs a start: ``start s3``."""
     return START_PREFIX + start
@@ -76,7 +96,7 @@ def started(step: str) -> str | None:
 
 def record(path: Path, step: str, event: Event, **details: Any) -> None:
     """One transition, appended whole and fsynced before this returns (so before it is acted on)."""
-    append_jsonl(path, [{"format": JOURNAL.id, "time": time.time(), "step": step, "event": event, **details}])
+    append_records(path, [JournalRow(time=time.time(), step=step, event=event, **details)])
     if os.environ.get(DRILL_KILL_AT) == f"{step}:{event}":
         os.kill(os.getpid(), signal.SIGKILL)  # the drill: nothing after this row runs, as after a kill -9
 
@@ -84,7 +104,7 @@ def record(path: Path, step: str, event: Event, **details: Any) -> None:
 DRILL_KILL_AT = "FAIRWIN_DRILL_KILL_AT"
 
 
-def read_journal(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def read_journal(path: Path) -> tuple[list[JournalRow], list[str]]:
     """Every whole row, and a problem for each that is not one of this fairwin's (torn, corrupt, another format).
 
     Recovery reads on past problems (a journal torn by a kill is exactly what it is for);
@@ -95,18 +115,18 @@ def read_journal(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     rows, problems = scan_jsonl(path)
     kept = []
     for number, row in enumerate(rows, 1):
-        written = row.get("format", JOURNAL.id)  # rows before fairwin.journal/1 had no format
-        if written not in JOURNAL.readable:
+        if (written := row.get("format")) not in JOURNAL.readable:
             readable = ", ".join(JOURNAL.readable)
             problems.append(f"{path} row {number}: format {written!r}; this fairwin reads {readable}")
-        elif not isinstance(row.get("step"), str) or not isinstance(row.get("time"), int | float):
-            problems.append(f"{path} row {number}: no step or time")
-        else:
-            kept.append(row)
+            continue
+        try:
+            kept.append(JournalRow.model_validate(row))
+        except ValidationError as exc:
+            problems.append(f"{path} row {number}: {first_problem(exc)}")
     return kept, problems
 
 
-def read_whole(path: Path) -> list[dict[str, Any]]:
+def read_whole(path: Path) -> list[JournalRow]:
     """The journal's rows, refused (one line naming the file) when any is torn, corrupt or of another format."""
     if not path.exists():
         raise InputError(f"{path} does not exist")
@@ -116,8 +136,8 @@ def read_whole(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def happened(events: list[dict[str, Any]], step: str, event: Event) -> bool:
-    return any(e.get("step") == step and e.get("event") == event for e in events)
+def happened(events: list[JournalRow], step: str, event: Event) -> bool:
+    return any(e.step == step and e.event == event for e in events)
 
 
 @dataclass(frozen=True)
@@ -129,28 +149,29 @@ class Launched:
     host: str | None  # a [hosts.NAME]; None: fairwin's own host
 
 
-def servers(events: list[dict[str, Any]]) -> list[Launched]:
+def servers(events: list[JournalRow]) -> list[Launched]:
     """Every process launched or being launched, the last record per start and member (a role's head, or each
     of its workers on other hosts)."""
     found: dict[tuple[str, str], Launched] = {}
     for event in events:
-        if event.get("event") in ("launching", "launched") and isinstance(event.get("argv"), list):
-            pid = event.get("pid") if isinstance(event.get("pid"), int) else None
-            host = event.get("host") if isinstance(event.get("host"), str) else None
-            key = (str(event.get("step")), str(event.get("member", "head")))
-            found[key] = Launched(pid, [str(a) for a in event["argv"]], host)
+        details = event.details
+        if event.event in ("launching", "launched") and isinstance(argv := details.get("argv"), list):
+            pid = details.get("pid") if isinstance(details.get("pid"), int) else None
+            host = details.get("host") if isinstance(details.get("host"), str) else None
+            key = (event.step, str(details.get("member", "head")))
+            found[key] = Launched(pid, [str(a) for a in argv], host)
     return list(found.values())
 
 
-def opened_with(events: list[dict[str, Any]]) -> dict[str, Any]:
+def opened_with(events: list[JournalRow]) -> dict[str, Any]:
     """What the ``open`` step recorded at its end: the plan's sha256 and production's snapshot."""
     for event in events:
-        if event.get("step") == "open" and event.get("event") == "end":
-            return event
+        if event.step == "open" and event.event == "end":
+            return event.details
     return {}
 
 
-def step_times(events: list[dict[str, Any]]) -> dict[str, float]:
+def step_times(events: list[JournalRow]) -> dict[str, float]:
     """Seconds from the window's open to the end of each step."""
-    opened = next(e["time"] for e in events if e["step"] == "open" and e["event"] == "begin")
-    return {e["step"]: e["time"] - opened for e in events if e["event"] == "end"}
+    opened = next(e.time for e in events if e.step == "open" and e.event == "begin")
+    return {e.step: e.time - opened for e in events if e.event == "end"}

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.directory.journal import Event, record
+from fairwin.directory.status import WindowState, WindowStatus
 from fairwin.errors import InputError, OutputDirError
-from fairwin.files import write_json_atomic
-from fairwin.formats import STATUS, WindowState
+from fairwin.records import write_record
 from fairwin.redaction import ScrubbingFormatter
 
 
@@ -150,17 +150,10 @@ class WindowDir:
         return path
 
     def set_status(self, state: WindowState, **details: Any) -> None:
-        write_json_atomic(
-            self.status,
-            {
-                "format": STATUS.id,
-                "window_id": self.window_id,
-                "state": state,
-                "time": time.time(),
-                **({"coordinator": self.coordinator} if self.coordinator is not None else {}),
-                **details,
-            },
-        )
+        """status.json, replaced whole: the state, and what this state carries (``WindowStatus``'s fields)."""
+        who = {"coordinator": self.coordinator} if self.coordinator is not None else {}
+        status = WindowStatus(window_id=self.window_id, state=state, time=time.time(), **who, **details)
+        write_record(self.status, status)
 
     def journal_event(self, step: str, event: Event, **details: Any) -> None:
         """A transition of the window's state machine, on disk before it is acted on (directory/journal.py)."""

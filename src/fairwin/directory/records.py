@@ -6,11 +6,13 @@ every later window (the costs earlier windows measured): one model for both.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.directory.journal import started
+from fairwin.formats import BUDGET, RecordFormat
+from fairwin.records import Record
 
 
 class BudgetEstimate(BaseModel):
@@ -21,9 +23,10 @@ class BudgetEstimate(BaseModel):
     measurement_end_s: float = Field(gt=0)
 
 
-class BudgetRecord(BaseModel):
+class BudgetRecord(Record):
     """A finished window's ``budget.json``: the estimate it was admitted on, and the journal's step times."""
 
+    record_format: ClassVar[RecordFormat] = BUDGET
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["fairwin.budget/1"] = "fairwin.budget/1"

@@ -15,13 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.records import BudgetRecord
+from fairwin.directory.start_receipt import StartReceipt, WaveRow
+from fairwin.directory.status import WindowStatus
 from fairwin.errors import CorruptRecordError, InputError, PlanError
-from fairwin.files import read_json, read_jsonl, read_model
-from fairwin.formats import BUDGET, START, STATUS, WAVE, WINDOW, WindowStatus
 from fairwin.plan.loading import parse_plan
 from fairwin.plan.models import Cell
 from fairwin.plan.roles import Role
+from fairwin.records import read_record, read_records
 
 
 def cell_key(cell: Cell) -> str:
@@ -74,20 +76,22 @@ def _fields_of(path: Path) -> Iterator[None]:
 
 def _calibrate_from(window: Path, found: Calibration) -> None:
     files = WindowDir.at(window)
-    status = read_model(files.status, WindowStatus, STATUS.readable)
+    status = read_record(files.status, WindowStatus)
     if status.state != "complete":
         return
     _, plan = parse_plan(window / "plan.toml")
     startup, stop, waves = [], [], []
     for start_file in sorted((window / "starts").glob("*/start.json")):
         with _fields_of(start_file):
-            start = read_json(start_file, START.readable)
-            key = role_key(plan.roles[start["role"]])
-            startup.append((key, float(start["healthy_after_s"])))
-            stop.append((key, float(start["stop"]["seconds"])))
+            start = read_record(start_file, StartReceipt)
+            key = role_key(plan.roles[start.role])
+            if start.healthy_after_s is None or start.stop is None:
+                raise KeyError("healthy_after_s" if start.healthy_after_s is None else "stop")
+            startup.append((key, start.healthy_after_s))
+            stop.append((key, float(start.stop["seconds"])))
     with _fields_of(files.waves):
-        for wave in read_jsonl(files.waves, WAVE.readable):
-            waves.append((cell_key(plan.cells[wave["cell"]]), float(wave["seconds"])))
+        for wave in read_records(files.waves, WaveRow):
+            waves.append((cell_key(plan.cells[wave.cell]), wave.seconds))
     for what, found_in, name in ((startup, "starts", "starts/*/start.json"), (waves, "waves", "waves.jsonl")):
         if not what:
             raise CorruptRecordError(f"{window / name}: no {found_in}, though the window is complete")
@@ -108,11 +112,10 @@ def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple
     """(production's sha256, seconds) of the take-down and of the restore with its watch, from the journal's
     step times in budget.json; nothing for a window without production or from before budget.json."""
     files = WindowDir.at(window)
-    with _fields_of(files.manifest):
-        production = read_json(files.manifest, WINDOW.readable).get("production")
+    production = read_record(files.manifest, WindowManifest).production
     if not production or not files.budget.exists():
         return [], []
-    actual = read_model(files.budget, BudgetRecord, BUDGET.readable).actual_s
+    actual = read_record(files.budget, BudgetRecord).actual_s
     if not {"open", "production down", "quiet after", "restore"} <= actual.keys():
         return [], []  # a restore that failed measured nothing a later window may plan on
     with _fields_of(files.manifest):
@@ -126,7 +129,7 @@ def history(directory: Path) -> list[tuple[str, BudgetRecord]]:
         raise InputError(f"{directory}: no such directory of windows")
     found = []
     for path in sorted(directory.glob("*/budget.json")):
-        record = read_model(path, BudgetRecord, BUDGET.readable)
+        record = read_record(path, BudgetRecord)
         if not record.starts_ended:
             raise CorruptRecordError(f"{path}: actual_s names no finished start")
         found.append((path.parent.name, record))

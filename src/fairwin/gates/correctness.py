@@ -13,18 +13,40 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import ClassVar, Literal
+
+from pydantic import ConfigDict
 
 from fairwin.errors import GateRefused
 from fairwin.files import sha256_file
-from fairwin.formats import GATE_RUN
+from fairwin.formats import GATE_RUN, RecordFormat
 from fairwin.gates.qualify import git
-from fairwin.gates.receipt import read_receipt, require_admitting, write_receipt
+from fairwin.gates.receipt import Receipt, read_receipt, require_admitting, write_receipt
 
 TAIL_CHARS = 4000
 
 
-def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[Path], repo: Path) -> dict[str, Any]:
+class GateRunRecord(Receipt):
+    """``fairwin.gate-run/1``: a correctness gate's command, run at a commit, and the artifacts it vouches for."""
+
+    record_format: ClassVar[RecordFormat] = GATE_RUN
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.gate-run/1"] = "fairwin.gate-run/1"
+    name: str
+    verdict: Literal["PASS", "FAIL"]
+    command: list[str]
+    exit_status: int
+    commit: str
+    dirty: bool
+    started_unix: float
+    duration_s: float
+    log: str
+    output_tail: str
+    artifacts: dict[str, str | None]  # path -> sha256 (None: the gate did not produce it)
+
+
+def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[Path], repo: Path) -> GateRunRecord:
     if not command:
         raise GateRefused("gate run needs a command after --")
     commit = git(repo, "rev-parse", "HEAD").strip()
@@ -41,37 +63,42 @@ def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[P
     hashes = {str(path): sha256_file(path) if path.is_file() else None for path in artifacts}
     missing = [p for p, digest in hashes.items() if digest is None]
     verdict = "PASS" if status == 0 and not missing else "FAIL"
-    document = {
-        "format": GATE_RUN.id,
-        "name": name,
-        "verdict": verdict,
-        "command": list(command),
-        "exit_status": status,
-        "commit": commit,
-        "dirty": dirty,
-        "started_unix": started,
-        "duration_s": duration,
-        "log": str(log),
-        "output_tail": log.read_bytes()[-TAIL_CHARS:].decode("utf-8", "replace"),
-        "artifacts": hashes,
-    }
-    write_receipt(out, document)
+    document = GateRunRecord(
+        name=name,
+        verdict=verdict,
+        command=list(command),
+        exit_status=status,
+        commit=commit,
+        dirty=dirty,
+        started_unix=started,
+        duration_s=duration,
+        log=str(log),
+        output_tail=log.read_bytes()[-TAIL_CHARS:].decode("utf-8", "replace"),
+        artifacts=hashes,
+    )
+    document = write_receipt(out, document)
     if verdict != "PASS":
         why = f"exit status {status}" if status != 0 else f"artifacts missing: {', '.join(missing)}"
         raise GateRefused(f"gate {name} FAILED ({why}); receipt {out}, output in {log}")
     return document
 
 
-def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | None) -> dict[str, Any]:
+def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | None) -> GateRunRecord:
     """Refuse unless the receipt is PASS at ``head`` and its artifacts are the qualified ones."""
-    receipt = read_receipt(path, GATE_RUN)
-    name = receipt.get("name")
+    receipt = read_receipt(path, GateRunRecord)
+    name = receipt.name
     require_admitting(
-        path, receipt, what=f"gate {name}", verdict="PASS", at="commit", head=head, again="run the gate again at HEAD"
+        path,
+        receipt.verdict,
+        receipt.commit,
+        what=f"gate {name}",
+        verdict="PASS",
+        head=head,
+        again="run the gate again at HEAD",
     )
-    if receipt.get("dirty"):
+    if receipt.dirty:
         raise GateRefused(f"gate {name}: receipt {path} ran on a dirty work tree; commit, then run it again")
-    for artifact, digest in receipt.get("artifacts", {}).items():
+    for artifact, digest in receipt.artifacts.items():
         key = Path(artifact).name
         if qualified_artifacts is None:
             raise GateRefused(f"gate {name}: artifact {key} needs --qualification to say which sha256 was qualified")
@@ -86,15 +113,15 @@ def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | No
     return receipt
 
 
-def bind_to_hosts(receipts: Sequence[dict[str, Any]], pins: dict[str, list[str]], remote: bool) -> dict[str, list[str]]:
+def bind_to_hosts(receipts: Sequence[GateRunRecord], pins: dict[str, list[str]], remote: bool) -> dict[str, list[str]]:
     """Each gate artifact to the identity pins (``"role B worker 1 on host w1: /opt/verifier.so"``) holding its
     sha256, which every start checks on its host before launching. Where a role of the window runs on another
     host, an artifact no pin holds is refused: a remote server loads its own copy, and a local file (or its base
     name) says nothing about it."""
     bound: dict[str, list[str]] = {}
     for receipt in receipts:
-        name = receipt.get("name")
-        for artifact, digest in (receipt.get("artifacts") or {}).items():
+        name = receipt.name
+        for artifact, digest in receipt.artifacts.items():
             where = pins.get(str(digest), [])
             if not where and remote:
                 raise GateRefused(

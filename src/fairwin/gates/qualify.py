@@ -14,14 +14,13 @@ import fnmatch
 import hashlib
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
 from fairwin.errors import CorruptRecordError, GateRefused
-from fairwin.files import first_problem
-from fairwin.formats import ADMISSION, CARRY
-from fairwin.gates.receipt import read_receipt, require_admitting, write_receipt
+from fairwin.formats import ADMISSION, CARRY, RecordFormat
+from fairwin.gates.receipt import Receipt, read_receipt, require_admitting, write_receipt
 from fairwin.plan.checks import Qualification
 
 SHOWN = 10
@@ -131,25 +130,43 @@ def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str
     return results, problems
 
 
-class Admission(BaseModel):
-    """What fairwin reads of an admission receipt, which the team's own qualification writes (unsealed)."""
+class AdmissionRecord(Receipt):
+    """``fairwin.admission/1``: what fairwin reads of an admission receipt, which the team's own qualification
+    writes (unsealed; its seal is checked when it has one)."""
 
+    record_format: ClassVar[RecordFormat] = ADMISSION
     model_config = ConfigDict(extra="allow")
 
+    format: Literal["fairwin.admission/1"] = "fairwin.admission/1"
     verdict: str
     commit: str | None = None
     artifacts: dict[str, str] = Field(default_factory=dict, description="file name -> sha256 of what was qualified")
 
 
-def _admission(path: Path) -> dict[str, Any]:
-    document = read_receipt(path, ADMISSION, sealed=False)
+class CarryRecord(Receipt):
+    """``fairwin.carry/1``: whether a qualification at one commit carries to the commit under test, and why."""
+
+    record_format: ClassVar[RecordFormat] = CARRY
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.carry/1"] = "fairwin.carry/1"
+    verdict: Literal["CARRIED", "REFUSED"]
+    reasons: list[str]
+    qualified_commit: str
+    head: str
+    admission: dict[str, str]  # the admission receipt's path and sha256
+    artifacts: dict[str, str]
+    rules: dict[str, Any]  # the [qualification] the carry was judged under
+    files_compared: int
+    files_differing: list[str]
+    units: dict[str, dict[str, Any]]
+
+
+def _admission(path: Path) -> AdmissionRecord:
     try:
-        Admission.model_validate(document)
-    except ValidationError as exc:
-        raise CorruptRecordError(
-            f"{path}: {first_problem(exc)}; an admission receipt is docs/gates.md's shape"
-        ) from None
-    return document
+        return read_receipt(path, AdmissionRecord, sealed=False)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"{exc}; an admission receipt is docs/gates.md's shape") from None
 
 
 def _admitted_commit(repo: Path, receipt_path: Path, commit: str) -> str:
@@ -161,15 +178,15 @@ def _admitted_commit(repo: Path, receipt_path: Path, commit: str) -> str:
         ) from None
 
 
-def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, head: str, out: Path) -> dict[str, Any]:
+def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, head: str, out: Path) -> CarryRecord:
     """Write the carry receipt; raise GateRefused (after writing it) when the qualification does not carry."""
     admission = _admission(receipt_path)
     q, h = resolve(repo, qualified), resolve(repo, head)
     problems: list[str] = []
-    if admission.get("verdict") != "QUALIFIED":
-        problems.append(f"the admission receipt's verdict is {admission.get('verdict')!r}, not QUALIFIED")
-    if admission.get("commit") and _admitted_commit(repo, receipt_path, str(admission["commit"])) != q:
-        problems.append(f"the admission receipt names commit {admission['commit']}, not {q}")
+    if admission.verdict != "QUALIFIED":
+        problems.append(f"the admission receipt's verdict is {admission.verdict!r}, not QUALIFIED")
+    if admission.commit and _admitted_commit(repo, receipt_path, admission.commit) != q:
+        problems.append(f"the admission receipt names commit {admission.commit}, not {q}")
     at_q, at_h = blobs(repo, q), blobs(repo, h)
     missing = [f for f in rules.carried_files if f not in at_q]
     problems += [f"carried file {f} does not exist at the qualified commit" for f in missing]
@@ -180,39 +197,38 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
         problems.append(f"files outside the measurement layer differ: {', '.join(differing[:SHOWN])}{more}")
     units, unit_problems = _check_units(repo, q, h, rules.carried_units)
     problems += unit_problems
-    document = {
-        "format": CARRY.id,
-        "verdict": "REFUSED" if problems else "CARRIED",
-        "reasons": problems,
-        "qualified_commit": q,
-        "head": h,
-        "admission": {"path": str(receipt_path), "sha256": hashlib.sha256(receipt_path.read_bytes()).hexdigest()},
-        "artifacts": admission.get("artifacts", {}),
-        "rules": rules.model_dump(mode="json"),
-        "files_compared": len(compared),
-        "files_differing": differing,
-        "units": units,
-    }
-    write_receipt(out, document)
+    document = CarryRecord(
+        verdict="REFUSED" if problems else "CARRIED",
+        reasons=problems,
+        qualified_commit=q,
+        head=h,
+        admission={"path": str(receipt_path), "sha256": hashlib.sha256(receipt_path.read_bytes()).hexdigest()},
+        artifacts=admission.artifacts,
+        rules=rules.model_dump(mode="json"),
+        files_compared=len(compared),
+        files_differing=differing,
+        units=units,
+    )
+    document = write_receipt(out, document)
     if problems:
         raise GateRefused(f"qualification does not carry from {q[:12]} to {h[:12]}: {problems[0]} (receipt: {out})")
     return document
 
 
-def require_carry(path: Path, head: str, rules: Qualification | None) -> dict[str, Any]:
+def require_carry(path: Path, head: str, rules: Qualification | None) -> CarryRecord:
     """Refuse unless the carry receipt is CARRIED, to exactly the commit under test, under rules at least as strict
     as the plan's ``[qualification]``."""
-    carried = read_receipt(path, CARRY)
+    carried = read_receipt(path, CarryRecord)
     require_admitting(
         path,
-        carried,
+        carried.verdict,
+        carried.head,
         what="qualification",
         verdict="CARRIED",
-        at="head",
         head=head,
         again="run `fairwin qualify carry` again",
     )
-    looser = looser_than(carried.get("rules") or {}, rules) if rules is not None else []
+    looser = looser_than(carried.rules, rules) if rules is not None else []
     if looser:
         raise GateRefused(
             f"the carry receipt {path} was made under a looser [qualification] than the plan's: "

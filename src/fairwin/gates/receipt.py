@@ -1,17 +1,30 @@
-"""Gate receipts: JSON documents that carry the sha256 of their inputs and of themselves.
+"""Gate receipts: records that carry the sha256 of their inputs and of themselves.
 
 A receipt's own ``sha256`` is taken over its canonical JSON without that field, so
-anyone can check that a receipt was not edited after it was written.
+anyone can check that a receipt was not edited after it was written. The seal is checked
+on the file's own JSON, before the record is read into its model, so a receipt written by
+an older fairwin (without a field added since) is checked as it was written.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from fairwin.errors import CorruptRecordError, GateRefused, InputError
-from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
-from fairwin.formats import RecordFormat
+from fairwin.files import canonical_json, first_problem, read_json, sha256_bytes, write_json_atomic
+from fairwin.records import Record
+
+
+class Receipt(Record):
+    """A sealed record: ``sha256`` is set by :func:`write_receipt` (None before it is written)."""
+
+    sha256: str | None = None
+
+
+R = TypeVar("R", bound=Receipt)
 
 
 def seal(document: dict[str, Any]) -> dict[str, Any]:
@@ -19,42 +32,45 @@ def seal(document: dict[str, Any]) -> dict[str, Any]:
     return {**body, "sha256": sha256_bytes(canonical_json(body).encode("utf-8"))}
 
 
-def write_receipt(path: Path, document: dict[str, Any]) -> dict[str, Any]:
-    sealed = seal(document)
+def write_receipt(path: Path, receipt: R) -> R:
+    """The receipt sealed and written atomically; returned with its seal."""
+    sealed = seal(receipt.stored())
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, sealed)
-    return sealed
+    return receipt.model_copy(update={"sha256": sealed["sha256"]})
 
 
-def read_receipt(path: Path, kind: RecordFormat, *, sealed: bool = True) -> dict[str, Any]:
+def read_receipt(path: Path, model: type[R], *, sealed: bool = True) -> R:
     """A receipt whose seal holds and whose format is the expected one.
 
-    Missing: :class:`InputError`. Torn, not JSON, another format, unsealed or edited after
-    writing: :class:`CorruptRecordError`. Both exit 2; a gate's refusal of a sound receipt
-    (a FAIL verdict, another commit) is the caller's :class:`GateRefused`. ``sealed=False``
-    is for receipts another tool writes (the admission): their seal is checked when present.
+    Missing: :class:`InputError`. Torn, not JSON, another format, unsealed, edited after
+    writing or not of its format's shape: :class:`CorruptRecordError`. Both exit 2; a gate's
+    refusal of a sound receipt (a FAIL verdict, another commit) is the caller's :class:`GateRefused`.
+    ``sealed=False`` is for receipts another tool writes (the admission): their seal is checked when present.
     """
     if not path.exists():
         raise InputError(f"{path}: no such receipt")
-    document = read_json(path, kind.readable)
-    if not sealed and "sha256" not in document:
-        return document
-    if not isinstance(document.get("sha256"), str):
-        raise CorruptRecordError(f"{path}: the receipt carries no sha256 seal; it was not written by fairwin as is")
-    if seal(document)["sha256"] != document["sha256"]:
-        raise CorruptRecordError(f"{path}: its sha256 does not match its contents; it was edited after writing")
-    return document
+    document = read_json(path, model.record_format.readable)
+    if sealed or "sha256" in document:
+        if not isinstance(document.get("sha256"), str):
+            raise CorruptRecordError(f"{path}: the receipt carries no sha256 seal; it was not written by fairwin as is")
+        if seal(document)["sha256"] != document["sha256"]:
+            raise CorruptRecordError(f"{path}: its sha256 does not match its contents; it was edited after writing")
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        raise CorruptRecordError(f"{path}: {first_problem(exc)}") from None
 
 
 def require_admitting(
-    path: Path, document: dict[str, Any], *, what: str, verdict: str, at: str, head: str, again: str
+    path: Path, verdict_found: str, commit_found: str | None, *, what: str, verdict: str, head: str, again: str
 ) -> None:
-    """Refuse (a gate's refusal, exit 4) a sound receipt whose verdict is not ``verdict``, or whose commit
-    field ``at`` is not the commit under test: ``again`` says how to get one that is."""
-    if document.get("verdict") != verdict:
-        raise GateRefused(f"{what}: receipt {path} is {document.get('verdict')}, not {verdict}")
-    if document.get(at) != head:
+    """Refuse (a gate's refusal, exit 4) a sound receipt whose verdict is not ``verdict``, or whose commit is not
+    the commit under test: ``again`` says how to get one that is."""
+    if verdict_found != verdict:
+        raise GateRefused(f"{what}: receipt {path} is {verdict_found}, not {verdict}")
+    if commit_found != head:
         raise GateRefused(
-            f"{what}: receipt {path} is for commit {str(document.get(at))[:12]}, not the commit under test "
+            f"{what}: receipt {path} is for commit {str(commit_found)[:12]}, not the commit under test "
             f"{head[:12]}; {again}"
         )

@@ -85,20 +85,18 @@ def run_gates(
         summary["head"] = head
         if inputs.qualification is not None:
             carried = require_carry(inputs.qualification, head, loaded.plan.qualification)
-            artifacts = carried.get("artifacts", {})
-            summary["qualification"] = {"path": str(inputs.qualification), "sha256": carried.get("sha256")}
+            artifacts = carried.artifacts
+            summary["qualification"] = {"path": str(inputs.qualification), "sha256": carried.sha256}
         receipts = [require_gate(path, head, artifacts) for path in inputs.gates]
-        names = [str(receipt.get("name")) for receipt in receipts]
-        summary["gates"] = [
-            {"path": str(p), "sha256": r.get("sha256")} for p, r in zip(inputs.gates, receipts, strict=True)
-        ]
+        names = [receipt.name for receipt in receipts]
+        summary["gates"] = [{"path": str(p), "sha256": r.sha256} for p, r in zip(inputs.gates, receipts, strict=True)]
         bound = bind_to_hosts(receipts, *identity_pins(loaded, mode))
         if bound:
             summary["artifacts_on_hosts"] = bound
     check_required(loaded, inputs, names)
     if inputs.rehearsal is not None:
         document = require_rehearsal(inputs.rehearsal, loaded)
-        summary["rehearsal"] = {"path": str(inputs.rehearsal), "sha256": document.get("sha256")}
+        summary["rehearsal"] = {"path": str(inputs.rehearsal), "sha256": document.sha256}
     found = estimate(loaded, mode_name, mode, calibrate(output_dir), archive_starts)
     check_budget(loaded, found)
     summary["budget"] = budget_record(found)

@@ -18,8 +18,8 @@ from pydantic_core import ErrorDetails
 
 from fairwin.errors import PinMismatchError, PlanError
 from fairwin.files import sha256_bytes, sha256_file
-from fairwin.formats import ORDER
 from fairwin.plan.models import Family, Plan
+from fairwin.plan.order import read_order
 from fairwin.plan.secrecy import refuse_literal_secrets
 from fairwin.redaction import declare
 
@@ -134,29 +134,6 @@ def _read_prompts(path: Path, key: str) -> dict[str, Prompt]:
     return prompts
 
 
-def _read_order(path: Path, family: str) -> tuple[list[str], str | None]:
-    """The frozen order's ids, and a notice when the file names its format the old way (``schema``)."""
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-        raise PlanError(f"{path}: not a JSON order file; write one with `fairwin prompts`") from None
-    notice = None
-    if isinstance(data, dict) and "format" not in data and data.get("schema") == ORDER.id:
-        notice = (
-            f"{path} names its format as 'schema', as earlier fairwin wrote it; read the same "
-            "(`fairwin prompts` now writes 'format')"
-        )
-        data = {**data, "format": data["schema"]}
-    if not isinstance(data, dict) or data.get("format") != ORDER.id or not isinstance(data.get("ids"), list):
-        raise PlanError(f"{path}: not a {ORDER.id} file with an 'ids' list; write one with `fairwin prompts`")
-    if data.get("family") not in (None, family):
-        raise PlanError(f"{path}: order file is for family {data['family']!r}, not {family!r}")
-    ids = [str(item) for item in data["ids"]]
-    if not ids:
-        raise PlanError(f"{path}: order file lists no ids")
-    return ids, notice
-
-
 def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> LoadedFamily:
     key = f"{loaded_path}: families.{name}"
     order_path = family.order if family.order.is_absolute() else base / family.order
@@ -176,7 +153,7 @@ def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> Lo
             f"{key}.prompts_sha256: {prompts_path} has sha256 {prompts_sha}, the plan pins "
             f"{family.prompts_sha256}; restore the prompts, or pin the new file deliberately"
         )
-    ids, notice = _read_order(order_path, name)
+    ids, notice = read_order(order_path, name)
     missing = [pid for pid in ids if pid not in prompts]
     if missing:
         raise PlanError(f"{order_path}: ids not in {prompts_path}: {', '.join(missing[:5])}")

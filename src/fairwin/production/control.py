@@ -22,14 +22,15 @@ from typing import Any
 import aiohttp
 
 from fairwin.errors import InputError, ProductionError
-from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
-from fairwin.formats import PRODUCTION_STATE
+from fairwin.files import canonical_json, sha256_bytes
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production.proof import port_state
+from fairwin.production.records import ProductionState
 from fairwin.production.where import Here, OverSsh, Where
+from fairwin.records import read_record, write_record
 from fairwin.redaction import argv_matches, scrub_file
 from fairwin.transport import api_headers
 
@@ -164,17 +165,17 @@ class Production:
         its host). The launch's own pid file stands in when fairwin died between the launch and writing
         production.json."""
         if self.state_file.exists():
-            state = read_json(self.state_file, PRODUCTION_STATE.readable)
-            pid, argv = state.get("pid"), state.get("argv", [""])
-            if not isinstance(pid, int) or not await self.where.alive(pid):
+            state = read_record(self.state_file, ProductionState)
+            pid, argv = state.pid, state.argv
+            if not await self.where.alive(pid):
                 return None
             # The argv recorded is the plan's words ({env:NAME} unresolved, *** after a secret flag): it matches
             # the live command line it stands for, never a recycled pid running something else.
             return pid if argv_matches(argv, await self.where.command_of(pid)) else None
-        pid = await self.where.launched_pid()
-        if pid is None or self.spec is None or not await self.where.alive(pid):
+        launched = await self.where.launched_pid()
+        if launched is None or self.spec is None or not await self.where.alive(launched):
             return None
-        return pid if await self.where.command_of(pid) == self.spec.argv else None
+        return launched if await self.where.command_of(launched) == self.spec.argv else None
 
     # -- up --------------------------------------------------------------------------------------
 
@@ -206,17 +207,10 @@ class Production:
         assert self.spec is not None
         pid = await self.where.launch(self.spec.argv, self.spec.declared_env, self.spec.env, self.spec.cwd)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(
-            self.state_file,
-            {
-                "format": PRODUCTION_STATE.id,
-                "pid": pid,
-                "argv": self.spec.shown_argv,
-                "host": self.spec.host,
-                "started_unix": time.time(),
-                "snapshot": self.snapshot(),
-            },
+        launched = ProductionState(
+            pid=pid, argv=self.spec.shown_argv, host=self.spec.host, started_unix=time.time(), snapshot=self.snapshot()
         )
+        write_record(self.state_file, launched)
         return f"launched pid {pid}{self.where.label}"
 
     def _log(self) -> str:

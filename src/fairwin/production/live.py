@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.errors import FairwinError, InputError, ProductionError
-from fairwin.files import read_json, sha256_bytes, write_json_atomic
-from fairwin.formats import PRODUCTION_LIVE
+from fairwin.files import sha256_bytes
 from fairwin.launch.shell import shell
 from fairwin.launch.speculative import effective_speculative
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
+from fairwin.production.records import LiveRecord
+from fairwin.records import read_record, write_record
 from fairwin.redaction import is_secret_name, redact_argv, url_passwords
 
 #: Between a process's environment and its command line in one read (neither holds a NUL-delimited marker).
@@ -89,14 +90,13 @@ class LiveProduction:
         members = [m.record() for m in self.members]
         digest = sha256_bytes(json.dumps(members, sort_keys=True).encode())
         extra = {"from_snapshot": self.from_snapshot} if self.from_snapshot else {}
-        return {
-            "format": PRODUCTION_LIVE.id,
-            "read_unix": round(self.read_unix, 3),
-            "members": members,
-            "sha256": digest,
-            "changed_since_last": self.changed,
+        return LiveRecord(
+            read_unix=round(self.read_unix, 3),
+            members=members,
+            sha256=digest,
+            changed_since_last=self.changed,
             **extra,
-        }
+        ).stored()
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], source: str) -> LiveProduction:
@@ -221,15 +221,15 @@ def stored(state_dir: Path) -> LiveProduction | None:
     if not path.is_file():
         return None
     try:
-        record = read_json(path, PRODUCTION_LIVE.readable)
-        return LiveProduction.from_record(record, f"{path} (read {_when(float(record['read_unix']))})")
+        record = read_record(path, LiveRecord)
+        return LiveProduction.from_record(record.stored(), f"{path} (read {_when(record.read_unix)})")
     except (InputError, KeyError, TypeError, ValueError) as exc:
         raise ProductionError(f"{path}: not a reading of production fairwin can use ({exc}); remove it") from None
 
 
 def keep(state_dir: Path, live: LiveProduction) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(state_dir / "live.json", live.record())
+    write_record(state_dir / "live.json", LiveRecord.model_validate(live.record()))
 
 
 def changes(before: LiveProduction, now: LiveProduction) -> list[str]:

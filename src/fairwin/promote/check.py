@@ -13,20 +13,45 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict
 
 from fairwin.decision import Decision
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.manifest import WindowManifest
+from fairwin.directory.status import WindowStatus
 from fairwin.errors import FairwinError
-from fairwin.files import read_json, sha256_file
-from fairwin.formats import PROMOTION, REHEARSAL, STATUS, WINDOW
+from fairwin.files import sha256_file
+from fairwin.formats import PROMOTION, RecordFormat
 from fairwin.gates.correctness import require_gate
 from fairwin.gates.qualify import require_carry
-from fairwin.gates.receipt import read_receipt, write_receipt
+from fairwin.gates.receipt import Receipt, read_receipt, write_receipt
+from fairwin.gates.rehearsal import RehearsalRecord
 from fairwin.plan.checks import Qualification
 from fairwin.plan.loading import parse_plan
 from fairwin.promote.policy import PromotionPolicy
+from fairwin.records import read_record
 from fairwin.window.decision import completed_decision
+
+
+class PromotionRecord(Receipt):
+    """``fairwin.promotion/1`` (sealed): ALLOWED, or REFUSED with every reason, and each check's outcome."""
+
+    record_format: ClassVar[RecordFormat] = PROMOTION
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.promotion/1"] = "fairwin.promotion/1"
+    verdict: Literal["ALLOWED", "REFUSED"]
+    reasons: list[str]
+    checks: list[dict[str, Any]]  # each check's name and whether it held
+    window_id: str
+    window_path: str
+    decision_sha256: str | None
+    commit: str | None
+    policy_path: str
+    policy_sha256: str
+    created_unix: float
 
 
 @dataclass
@@ -34,20 +59,19 @@ class Evidence:
     """What the window recorded, read once."""
 
     path: Path
-    status: dict[str, Any]
-    manifest: dict[str, Any]
+    status: WindowStatus
+    manifest: WindowManifest
     decision: Decision | None
 
     @property
     def gates(self) -> dict[str, Any]:
-        gates = self.manifest.get("gates")
-        return gates if isinstance(gates, dict) else {}
+        return self.manifest.gates
 
     @property
     def commit(self) -> str | None:
         """The commit under test: the one the gates bound the window to, else the plan's work tree's."""
-        commit = self.gates.get("head") or (self.manifest.get("environment") or {}).get("git", {}).get("commit")
-        return commit if isinstance(commit, str) else None
+        head = self.gates.get("head")
+        return head if isinstance(head, str) and head else self.manifest.commit
 
 
 def _decided(found: Evidence, policy: PromotionPolicy) -> list[str]:
@@ -86,8 +110,8 @@ def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[s
     else:
         try:
             carried = require_carry(Path(recorded["path"]), head, _qualification_rules(found))
-            artifacts = carried.get("artifacts", {})
-            if carried.get("sha256") != recorded.get("sha256"):
+            artifacts = carried.artifacts
+            if carried.sha256 != recorded.get("sha256"):
                 reasons.append(f"qualification {recorded['path']} is not the receipt the window was given")
         except FairwinError as exc:
             reasons.append(f"qualification: {exc}")
@@ -98,10 +122,10 @@ def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[s
         except FairwinError as exc:
             reasons.append(f"gate receipt: {exc}")
             continue
-        if receipt.get("sha256") != gate.get("sha256"):
+        if receipt.sha256 != gate.get("sha256"):
             reasons.append(f"gate receipt {gate['path']} is not the one the window was given")
         else:
-            passed.add(str(receipt.get("name")))
+            passed.add(receipt.name)
     reasons += [
         f"gate {name}: no PASS receipt was given to the window (--require-gate)"
         for name in policy.require_gates
@@ -115,15 +139,13 @@ def _rehearsal(found: Evidence, policy: PromotionPolicy) -> list[str]:
     if recorded is None:
         return ["no rehearsal was given to the window (--require-rehearsal DIR)"] if policy.require_rehearsal else []
     try:
-        document = read_receipt(Path(recorded["path"]) / "rehearsal.json", REHEARSAL)
+        document = read_receipt(Path(recorded["path"]) / "rehearsal.json", RehearsalRecord)
     except FairwinError as exc:
         return [f"rehearsal: {exc}"]
-    reasons = (
-        [] if document.get("verdict") == "PASS" else [f"rehearsal {recorded['path']} is {document.get('verdict')}"]
-    )
-    if document.get("plan_sha256") != found.manifest.get("plan_sha256"):
+    reasons = [] if document.verdict == "PASS" else [f"rehearsal {recorded['path']} is {document.verdict}"]
+    if document.plan_sha256 != found.manifest.plan_sha256:
         reasons.append(f"rehearsal {recorded['path']} was made for another plan (sha256 differs from the window's)")
-    if document.get("sha256") != recorded.get("sha256"):
+    if document.sha256 != recorded.get("sha256"):
         reasons.append(f"rehearsal {recorded['path']} is not the receipt the window was given")
     return reasons
 
@@ -164,32 +186,30 @@ def _greedy(found: Evidence, policy: PromotionPolicy) -> list[str]:
 def _restored(found: Evidence, policy: PromotionPolicy) -> list[str]:
     if not policy.require_restored:
         return []
-    restore = found.status.get("restore")
-    if not isinstance(restore, dict):
+    restore = found.status.restore
+    if restore is None:
         return ["the window held no production, so none was restored and watched"]
-    if restore.get("state") == "CHAINED":
+    if restore.state == "CHAINED":
         return _chain_restored(found)
-    if restore.get("state") != "RESTORED":
-        why = f": {restore['reason']}" if restore.get("reason") else ""
-        return [f"production was not restored and watched: {restore.get('state')}{why}"]
+    if not restore.restored:
+        why = f": {restore.reason}" if restore.reason else ""
+        return [f"production was not restored and watched: {restore.state}{why}"]
     return []
 
 
 def _chain_restored(found: Evidence) -> list[str]:
     """A window that left production down for its chain (the runbook's chained production-policy windows) counts
     as restored once the chain's last window, beside it, restored production and the watch held."""
-    chain = found.status.get("chain")
-    chain_id = chain.get("chain_id") if isinstance(chain, dict) else None
-    if not chain_id:
+    chain_id = found.status.chain_id
+    if chain_id is None:
         return ["production was left down for a chain (CHAINED) that the window's status does not name"]
     for other in sorted(found.path.parent.glob("*/status.json")):
         try:
-            status = read_json(other, STATUS.readable)
+            status = read_record(other, WindowStatus)
         except FairwinError:
             continue
-        ended = status.get("chain") or {}
-        if ended.get("chain_id") == chain_id and ended.get("end") == "ENDED":
-            if (status.get("restore") or {}).get("state") == "RESTORED":
+        if status.chain_id == chain_id and (status.chain or {}).get("end") == "ENDED":
+            if status.restore is not None and status.restore.restored:
                 return []
             return [f"chain {chain_id}'s last window {other.parent.name} did not restore production"]
     return [
@@ -211,11 +231,11 @@ CHECKS: list[tuple[str, Callable[[Evidence, PromotionPolicy], list[str]]]] = [
 def gather(window: Path) -> tuple[Evidence, list[str]]:
     """The window's records, and why it cannot be promoted at all (not complete, its decision unsealed)."""
     files = WindowDir.at(window)
-    status = read_json(files.status, STATUS.readable)
-    manifest = read_json(files.manifest, WINDOW.readable)
+    status = read_record(files.status, WindowStatus)
+    manifest = read_record(files.manifest, WindowManifest)
     decision, reasons = None, []
-    if status.get("state") != "complete":
-        reasons.append(f"the window is {status.get('state')}, not complete")
+    if status.state != "complete":
+        reasons.append(f"the window is {status.state}, not complete")
     else:
         try:
             decision = completed_decision(window)
@@ -229,7 +249,7 @@ def gather(window: Path) -> tuple[Evidence, list[str]]:
 
 def check_promotion(
     window: Path, policy: PromotionPolicy, policy_path: Path, policy_sha256: str, out: Path | None = None
-) -> dict[str, Any]:
+) -> PromotionRecord:
     """Every check, then the sealed ``fairwin.promotion/1`` receipt (written to ``out``, default
     WINDOW/promotion.json); its ``verdict`` is ALLOWED or REFUSED with every reason."""
     found, reasons = gather(window)
@@ -238,17 +258,16 @@ def check_promotion(
         failed = check(found, policy)
         checked.append({"check": name, "ok": not failed})
         reasons += failed
-    document = {
-        "format": PROMOTION.id,
-        "verdict": "REFUSED" if reasons else "ALLOWED",
-        "reasons": reasons,
-        "checks": checked,
-        "window_id": found.manifest.get("window_id"),
-        "window_path": str(window),
-        "decision_sha256": found.status.get("decision_sha256"),
-        "commit": found.commit,
-        "policy_path": str(policy_path),
-        "policy_sha256": policy_sha256,
-        "created_unix": time.time(),
-    }
+    document = PromotionRecord(
+        verdict="REFUSED" if reasons else "ALLOWED",
+        reasons=reasons,
+        checks=checked,
+        window_id=found.manifest.window_id,
+        window_path=str(window),
+        decision_sha256=found.status.decision_sha256,
+        commit=found.commit,
+        policy_path=str(policy_path),
+        policy_sha256=policy_sha256,
+        created_unix=time.time(),
+    )
     return write_receipt(out if out is not None else WindowDir.at(window).promotion, document)

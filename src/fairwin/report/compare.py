@@ -10,14 +10,15 @@ windows measured different things (a drifted baseline, a changed build).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 from rich.markup import escape
 from rich.table import Table
 
 from fairwin.decision import Decision
-from fairwin.formats import COMPARISON
+from fairwin.formats import COMPARISON, RecordFormat
+from fairwin.records import Record
 
 
 class CellAcross(BaseModel):
@@ -30,10 +31,13 @@ class CellAcross(BaseModel):
     intervals_overlap: bool | None  # None when fewer than two windows measured the primary
 
 
-class Comparison(BaseModel):
+class Comparison(Record):
+    """``fairwin.comparison/1``: ``fairwin compare --json``."""
+
+    record_format: ClassVar[RecordFormat] = COMPARISON
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: str = COMPARISON.id
+    format: Literal["fairwin.comparison/1"] = "fairwin.comparison/1"
     windows: list[dict[str, Any]]  # id, mode, order, rule, verdict
     cells: list[CellAcross]
     agree: bool

@@ -122,11 +122,11 @@ def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, An
     journal = WindowDir.at(window).journal
     if journal.exists():
         rows = read_journal(journal)[0]  # format-checked; a torn row is left out of the view
-        opened = next((r["time"] for r in rows if r.get("event") == "begin"), None)
+        opened = next((r.time for r in rows if r.event == "begin"), None)
         steps = [
-            (r["step"], r["event"], f"{r['time'] - opened:.1f}")
+            (r.step, r.event, f"{r.time - opened:.1f}")
             for r in rows
-            if opened is not None and r.get("event") in ("end", "failed", "interrupted")
+            if opened is not None and r.event in ("end", "failed", "interrupted")
         ]
         parts += ["<h3>The window's steps (journal)</h3>", _table(["step", "ended", "s after open"], steps)]
     return parts

@@ -24,14 +24,37 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.errors import InputError
-from fairwin.files import append_jsonl
-from fairwin.formats import TELEMETRY
+from fairwin.formats import TELEMETRY, RecordFormat
+from fairwin.records import Record, append_records
 from fairwin.telemetry.gpu import DIALBACK, HERE, IDLE, LOCKED, GpuSample, GpuSource
+
+
+class TelemetryRow(Record):
+    """``fairwin.telemetry/1``: a GPU sample (:class:`GpuSample`'s fields), or a read that failed (``error``)."""
+
+    record_format: ClassVar[RecordFormat] = TELEMETRY
+    sparse: ClassVar[bool] = True  # a failed read has its time and error, nothing else
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.telemetry/1"] = "fairwin.telemetry/1"
+    time: float
+    error: str | None = None
+    gpu: int | None = None
+    host: str | None = None
+    uuid: str | None = None
+    name: str | None = None
+    sm_mhz: float | None = None
+    max_sm_mhz: float | None = None
+    applications_mhz: float | None = None
+    reasons: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
 
 
 class Dialback(BaseModel):
@@ -97,10 +120,10 @@ class Sampler:
             found = await asyncio.to_thread(self.source.sample)
         except (InputError, OSError) as exc:
             self.failed.append(str(exc))
-            append_jsonl(self.path, [{"format": TELEMETRY.id, "time": time.time(), "error": str(exc)}])
+            append_records(self.path, [TelemetryRow(time=time.time(), error=str(exc))])
             return
         self.samples.extend(found)
-        append_jsonl(self.path, [{"format": TELEMETRY.id, **s.model_dump()} for s in found])
+        append_records(self.path, [TelemetryRow.model_validate(s.model_dump()) for s in found])
 
     async def _loop(self) -> None:
         while True:

@@ -11,10 +11,10 @@ still cooling down from a dial-back is not a same-clock control.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
+from fairwin.directory.journal import JournalRow
 from fairwin.files import scan_jsonl
 from fairwin.telemetry.sampler import Dialback, Sampler, summarize
 
@@ -27,12 +27,12 @@ HELD_FROM, HELD_UNTIL = "production down", ("restore", "chain hold")
 Span = tuple[str, float, float]  # a start's name, and its first and last GPU sample
 
 
-def held(journal: Iterable[Mapping[str, Any]]) -> tuple[float, float] | None:
+def held(journal: Iterable[JournalRow]) -> tuple[float, float] | None:
     """The hold, from the journal: production down's end to the restore's beginning (or the last row's time)."""
     held_from = held_until = None
     last = 0.0
     for row in journal:
-        step, event, when = row.get("step", ""), row.get("event"), float(row.get("time", 0.0))
+        step, event, when = row.step, row.event, row.time
         last = max(last, when)
         if step == HELD_FROM and event == "end":
             held_from = when
@@ -69,7 +69,7 @@ def between_starts(
 
 
 def hold_dialbacks(
-    sampler: Sampler | None, window: Path, journal: Iterable[Mapping[str, Any]], kinds: Iterable[str]
+    sampler: Sampler | None, window: Path, journal: Iterable[JournalRow], kinds: Iterable[str]
 ) -> dict[str, int]:
     """The hold sampler's dial-backs of the invalidating ``kinds`` outside the starts' own sampling (none
     without a sampler)."""

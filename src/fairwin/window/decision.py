@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from fairwin.archive import Snapshot, read_archive
 from fairwin.archive.window_rows import control_rows, window_noise
 from fairwin.decision import (
@@ -32,18 +30,18 @@ from fairwin.decision import (
     get_rule,
 )
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.manifest import WindowManifest
+from fairwin.directory.start_receipt import StartReceipt
+from fairwin.directory.status import WindowStatus
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.files import (
-    first_problem,
-    read_json,
     read_jsonl,
-    read_model,
     sha256_file,
-    write_json_atomic,
     write_text_atomic,
 )
-from fairwin.formats import CONTEXT, DECISION, POOLED, START, STATUS, WINDOW, WindowStatus
+from fairwin.formats import POOLED
 from fairwin.plan.loading import LoadedPlan
+from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.window.diagnostics import findings
@@ -100,8 +98,8 @@ def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
     """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
     found = []
     for path in sorted((window.path / "starts").glob("*/start.json"), key=lambda p: int(p.parent.name[1:])):
-        telemetry = read_json(path, START.readable).get("telemetry")
-        if isinstance(telemetry, dict):
+        telemetry = read_record(path, StartReceipt).telemetry
+        if telemetry is not None:
             found.append({"start": path.parent.name, **telemetry})
     return found
 
@@ -137,11 +135,11 @@ def decide_and_report(
             "production_caps_by_host": production_caps_by_host or None,
         }
     )
-    write_json_atomic(window.context, {"format": CONTEXT.id, **context.model_dump(mode="json")})
+    write_record(window.context, context)
     decision = decide(decision_rows(pooled), rule=deciding.rule, context=context).model_copy(
         update={"inputs": seal(window)}
     )
-    write_json_atomic(window.decision, decision)
+    write_record(window.decision, decision)
     summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
     write_text_atomic(window.summary, summary)
     return decision
@@ -168,38 +166,23 @@ class Recomputed:
 
 
 def _rows(path: Path) -> list[DecisionRow]:
-    stored = read_jsonl(path, POOLED.readable)
-    if not stored:
+    rows = read_records(path, DecisionRow)
+    if not rows:
         raise CorruptRecordError(f"{path} has no rows; a complete window has one per start, cell and repeat")
-    rows = []
-    for number, row in enumerate(stored, 1):
-        try:
-            rows.append(DecisionRow.model_validate(row))
-        except ValidationError as exc:
-            raise CorruptRecordError(f"{path} row {number}: {first_problem(exc)}") from None
     return rows
 
 
-def _context(path: Path) -> WindowContext:
-    stored = read_json(path, CONTEXT.readable)
-    stored.pop("format")
-    try:
-        return WindowContext.model_validate(stored)
-    except ValidationError as exc:
-        raise CorruptRecordError(f"{path}: {first_problem(exc)}") from None
-
-
 def _recorded(window: WindowDir) -> Decision | None:
-    return read_model(window.decision, Decision, DECISION.readable) if window.decision.exists() else None
+    return read_record(window.decision, Decision) if window.decision.exists() else None
 
 
-def _check_sealed(window: WindowDir, status: dict[str, Any], recorded: Decision | None) -> list[str]:
+def _check_sealed(window: WindowDir, status: WindowStatus, recorded: Decision | None) -> list[str]:
     """Refuses any sealed file changed since the decision was written; says when nothing was sealed."""
     if recorded is None or recorded.inputs is None:
         return [f"{window.decision.name} records no digest of its inputs (written before fairwin sealed them)"]
     sealed = recorded.inputs
     files = [
-        (window.decision, status.get("decision_sha256"), window.status),
+        (window.decision, status.decision_sha256, window.status),
         (window.pooled, sealed.pooled_sha256, window.decision),
         (window.context, sealed.context_sha256, window.decision),
         (window.manifest, sealed.manifest_sha256, window.decision),
@@ -270,18 +253,18 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
     """
     window = WindowDir.existing(path)
     path = window.path
-    status = read_model(window.status, WindowStatus, STATUS.readable).model_dump()  # extras kept: verdict, error
-    if status.get("state") != "complete":
+    status = read_record(window.status, WindowStatus)
+    if status.state != "complete":
         raise InputError(
-            f"{path} is {status.get('state')!r}, not complete: its rows are not a result "
-            f"({status.get('error', 'no error recorded')})"
+            f"{path} is {status.state!r}, not complete: its rows are not a result "
+            f"({status.error or 'no error recorded'})"
         )
-    manifest = read_json(window.manifest, WINDOW.readable)
+    manifest = read_record(window.manifest, WindowManifest)
     recorded = _recorded(window)
     notes = _check_sealed(window, status, recorded)
-    context = _context(window.context)
+    context = read_record(window.context, WindowContext)
     rows = _rows(window.pooled)
-    chosen = list(rules) or [_rule_from(window.manifest, manifest)]
+    chosen = list(rules) or [_rule_from(manifest)]
     snapshot = read_archive(archive) if archive is not None else None
     own = control_rows(window.path) if snapshot is not None else []
     decisions = []
@@ -299,15 +282,12 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
     return Recomputed(decisions=decisions, notes=notes)
 
 
-def _rule_from(path: Path, manifest: dict[str, Any]) -> RuleSpec:
-    rule_id = manifest.get("rule_id")
-    if not isinstance(rule_id, str):
-        raise CorruptRecordError(f"{path}: no rule_id; it is not the file fairwin wrote there")
-    rule = get_rule(rule_id)
-    if rule.sha256 != manifest.get("rule_sha256"):
+def _rule_from(manifest: WindowManifest) -> RuleSpec:
+    rule = get_rule(manifest.rule_id)
+    if rule.sha256 != manifest.rule_sha256:
         raise InputError(
             f"rule {rule.id} is registered with sha256 {rule.sha256}, but the window was decided by "
-            f"{manifest.get('rule_sha256')}; a rule's definition must never change under its id"
+            f"{manifest.rule_sha256}; a rule's definition must never change under its id"
         )
     return rule
 
@@ -315,13 +295,13 @@ def _rule_from(path: Path, manifest: dict[str, Any]) -> RuleSpec:
 def completed_decision(path: Path | str) -> Decision:
     """A complete window's recorded decision, checked against the digest its status sealed (for comparisons)."""
     window = WindowDir.existing(path)
-    status = read_model(window.status, WindowStatus, STATUS.readable).model_dump()
-    if status.get("state") != "complete":
-        raise InputError(f"{window.path} is {status.get('state')!r}, not complete: it has no decision to compare")
+    status = read_record(window.status, WindowStatus)
+    if status.state != "complete":
+        raise InputError(f"{window.path} is {status.state!r}, not complete: it has no decision to compare")
     recorded = _recorded(window)
     if recorded is None:
         raise CorruptRecordError(f"{window.decision}: missing, though the window is complete")
-    sealed = status.get("decision_sha256")
+    sealed = status.decision_sha256
     if sealed is not None and sha256_file(window.decision) != sealed:
         raise CorruptRecordError(f"{window.decision}: changed since the window sealed it (status.json)")
     return recorded

@@ -20,27 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.archive import ArchiveStore, Snapshot
-from fairwin.archive.window_rows import control_rows
+from fairwin.archive.window_rows import archive_key_record, control_rows
 from fairwin.custody.chain import ChainedWindow, ChainRun
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import HardwareLocks, release, release_shared
 from fairwin.decision import Decision
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
+from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, WindowManifest
 from fairwin.directory.records import BudgetEstimate, BudgetRecord
 from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
-from fairwin.files import sha256_file, write_json_atomic
+from fairwin.files import sha256_file
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, diagnosed_starts, waves_for
 from fairwin.production.live import LiveProduction
-from fairwin.rows import PooledRow
+from fairwin.records import write_record
+from fairwin.rows import Order, PooledRow
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
 from fairwin.window.clocks import HOLD_TELEMETRY, hold_dialbacks
 from fairwin.window.decision import Deciding, decide_and_report, report_after_close
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
-from fairwin.window.manifest import manifest
 from fairwin.window.preflight import Preflight, planned_keys
 from fairwin.window.processes import Launcher
 from fairwin.window.progress import Listener, ProgressFeed
@@ -70,7 +71,7 @@ class Window:
     loaded: LoadedPlan
     checked: Preflight
     directory: WindowDir
-    order: str
+    order: Order
     starts: list[StartSpec]
     gate_summary: dict[str, Any]
     environment: dict[str, Any]
@@ -187,7 +188,7 @@ class Window:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
         self.opened_at = time.monotonic()
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
-        write_json_atomic(self.directory.manifest, manifest(self))
+        write_record(self.directory.manifest, self._manifest())
         self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
         self.feed.opened(
             self.directory.path,
@@ -199,6 +200,41 @@ class Window:
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
         production = self.hold.snapshot if self.hold is not None else None
         return {"plan_sha256": self.loaded.sha256, "production": production}
+
+    def _manifest(self) -> WindowManifest:
+        """window.json: what is about to run, and under which rule, gates, production and telemetry."""
+        mode, rule = self.checked.mode, self.checked.rule
+        return WindowManifest(
+            window_id=self.directory.window_id,
+            mode=self.checked.mode_name,
+            control_role=mode.control,
+            candidate_role=mode.candidate,
+            order=self.order,
+            starts=[PlannedStart(start=s.name, kind=s.kind, role=s.role) for s in self.starts],
+            plan_path=str(self.loaded.path),
+            plan_sha256=self.loaded.sha256,
+            rule_id=rule.id,
+            rule_sha256=rule.sha256,
+            archive=self.archive_store.location,  # never a password: the store redacts it
+            archive_key=archive_key_record(self.loaded),
+            archive_snapshot=self.archive_snapshot.record(),
+            power_warnings=self.power_warnings,
+            gates=self.gate_summary,
+            coordinator=self.directory.coordinator,
+            families={
+                name: FamilyPins(prompts_sha256=fam.prompts_sha256, order_sha256=fam.order_sha256)
+                for name, fam in self.loaded.families.items()
+            },
+            environment=self.environment,
+            production=self.hold.snapshot if self.hold is not None else None,
+            chain=self.chain.record() | {"last": self.chain.last} if self.chain is not None else None,
+            telemetry=ManifestTelemetry(
+                gpu=self.gpu.name if self.gpu is not None else None,
+                production_cap_mhz=self.production_cap[0],
+                production_cap_from=self.production_cap[1],
+                production_caps_by_host=self.production_caps,
+            ),
+        )
 
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
@@ -273,7 +309,7 @@ class Window:
             estimate=BudgetEstimate.model_validate(self.gate_summary["budget"]),
             actual_s=step_times(read_whole(self.directory.journal)),
         )
-        write_json_atomic(self.directory.budget, record.model_dump(mode="json"))
+        write_record(self.directory.budget, record)
 
     async def run(self) -> WindowResult:
         """Every step in order, journaled; then close: the window's final status, whatever happened. The
@@ -364,7 +400,9 @@ class Window:
             # The runbook keeps every finished control start, whatever happened to the window after it.
             with contextlib.suppress(FairwinError, OSError):
                 await self.archive()
-        outcome: dict[str, Any] = {"restore": self.hold.restored} if self.hold is not None else {}
+        outcome: dict[str, Any] = {}
+        if self.hold is not None:
+            outcome["restore"] = self.hold.restored.stored() if self.hold.restored is not None else None
         if self.archive_problem is not None:
             outcome["archive"] = {"appended": False, "problem": self.archive_problem}
         if self.chain is not None:
@@ -421,7 +459,7 @@ class Window:
         reason = str(error) if isinstance(error, FairwinError) else repr(error)
         with contextlib.suppress(Exception):  # a placeholder that will not stop must not keep production down
             await self._journaled(Step("chain abort", partial(self.chain.abort, reason)))
-        if self.hold is not None and self.hold.restored is not None and self.hold.restored["state"] == "CHAINED":
+        if self.hold is not None and self.hold.restored is not None and self.hold.restored.state == "CHAINED":
             self.hold.restored = None  # left down for a chain that no longer is: production is owed again
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:

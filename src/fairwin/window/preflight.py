@@ -25,6 +25,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
 from fairwin.profiles import PROFILES
+from fairwin.rows import Order
 from fairwin.transport import api_headers
 from fairwin.window.runtime import check_declared_env, check_speculative
 
@@ -140,11 +141,12 @@ def power_check(loaded: LoadedPlan, rule: RuleSpec, mode_name: str, output_dir: 
     return preflight_power(loaded, rule, snapshot, mode_name)
 
 
-def draw_order(rule: RuleSpec) -> str:
+def draw_order(rule: RuleSpec) -> Order:
     """control-first unless the rule asks for a random order; then a fair coin from the OS."""
     if rule.order == "control-first":
         return "control-first"
-    return secrets.choice(("control-first", "candidate-first"))
+    orders: tuple[Order, Order] = ("control-first", "candidate-first")
+    return secrets.choice(orders)
 
 
 def hold_lines(

@@ -23,12 +23,30 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from fairwin.formats import PROGRESS
+from pydantic import ConfigDict
+
+from fairwin.formats import PROGRESS, RecordFormat
 from fairwin.plan.schedule import StartSpec
+from fairwin.records import Record
 
 log = logging.getLogger(__name__)
+
+ProgressKind = Literal["open", "step", "wave", "look", "close"]
+
+
+class ProgressEvent(Record):
+    """``fairwin.progress/1``: one moment of a running window; each kind's details are its extra fields."""
+
+    record_format: ClassVar[RecordFormat] = PROGRESS
+    model_config = ConfigDict(extra="allow")
+
+    format: Literal["fairwin.progress/1"] = "fairwin.progress/1"
+    time: float
+    window_id: str
+    event: ProgressKind
+
 
 Listener = Callable[[dict[str, Any]], None]
 
@@ -41,16 +59,11 @@ class ProgressFeed:
     listener: Listener | None = None
     dropped: bool = field(default=False, init=False)
 
-    def emit(self, event: str, **details: Any) -> None:
+    def emit(self, event: ProgressKind, **details: Any) -> None:
         if self.listener is None or self.dropped:
             return
-        record = {
-            "format": PROGRESS.id,
-            "time": time.time(),
-            "window_id": self.window_id,
-            "event": event,
-            **{k: v for k, v in details.items() if v is not None},
-        }
+        given = {k: v for k, v in details.items() if v is not None}
+        record = ProgressEvent(time=time.time(), window_id=self.window_id, event=event, **given).stored()
         try:
             self.listener(record)
         except Exception as exc:

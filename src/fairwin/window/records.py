@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from fairwin.client.stream import StreamRecord
 from fairwin.directory.layout import WindowDir
-from fairwin.files import append_jsonl
+from fairwin.records import append_records
 
 
 def append_streams(window: WindowDir, start: str, streams: Sequence[StreamRecord]) -> None:
-    append_jsonl(window.streams, streams)
-    append_jsonl(window.chunks(start), [s.timeline.sidecar_row(s.start, s.wave, s.stream) for s in streams])
+    append_records(window.streams, streams)
+    append_records(window.chunks(start), [s.timeline.sidecar_row(s.start, s.wave, s.stream) for s in streams])

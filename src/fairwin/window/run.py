@@ -42,6 +42,7 @@ from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
 from fairwin.production.live import LiveProduction
 from fairwin.production.placeholders import Placeholders
+from fairwin.rows import Order
 from fairwin.telemetry.cap import production_cap, production_caps
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hosts import find_source, window_gpus, window_hosts
@@ -65,7 +66,7 @@ class WindowOptions(TypedDict, total=False):
     say: Callable[[str], None]  # progress lines
     progress: Listener | None  # progress events, fairwin.progress/1 (window/progress.py)
     output_dir: Path | None  # where the window's directory is made (default: the plan's window.output_dir)
-    order: str | None  # overrides the rule's draw (tests; chained windows that balance orders)
+    order: Order | None  # overrides the rule's draw (tests; chained windows that balance orders)
     gates: GateInputs | None  # the receipts the window must be given
     coordinator: str | None  # who runs it, for the lock (default: FAIRWIN_COORDINATOR, else the user)
     chain: Literal["chain", "last"] | None  # --chain (leave production down) or --chain-last (end the chain)

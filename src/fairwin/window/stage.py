@@ -13,25 +13,53 @@ import shlex
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from fairwin.errors import GateRefused
-from fairwin.files import write_json_atomic
-from fairwin.formats import STAGE
+from fairwin.formats import STAGE, RecordFormat
 from fairwin.launch.identity import checkout, digests
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import RepoPin
+from fairwin.records import Record, write_record
 from fairwin.window.processes import pinned_checkouts
 from fairwin.window.runtime import check_checkout
+
+
+class StagedCheckout(BaseModel):
+    """One checkout: where, the commit it was at and is at now, and each artifact written (``from``, ``sha256``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    host: str | None
+    path: str
+    before: str
+    after: str
+    artifacts: dict[str, dict[str, str]]
+
+
+class StageRecord(Record):
+    """``fairwin.stage/1``: what ``fairwin stage`` left on each host."""
+
+    record_format: ClassVar[RecordFormat] = STAGE
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.stage/1"] = "fairwin.stage/1"
+    time: float
+    plan_path: str
+    plan_sha256: str
+    checkouts: list[StagedCheckout]
 
 
 async def _git(spec: LaunchSpec, path: str, *args: str) -> tuple[int, str]:
     return await shell(spec.host, spec.remote, shlex.join(["git", "-C", path, *args]) + " 2>&1")
 
 
-async def stage_one(spec: LaunchSpec, pin: RepoPin) -> dict[str, Any]:
+async def stage_one(spec: LaunchSpec, pin: RepoPin) -> StagedCheckout:
     """One checkout to its pinned commit, then its artifacts; raises GateRefused naming what stood in the way."""
     before, changed = await checkout(spec, pin.path)
     if before is None:
@@ -50,14 +78,9 @@ async def stage_one(spec: LaunchSpec, pin: RepoPin) -> dict[str, Any]:
             raise GateRefused(f"{spec.label}: {pin.path} cannot check out {pin.commit}: {out.strip()[-200:]}")
     after = check_checkout(spec.label, pin, *(await checkout(spec, pin.path)))
     written = {dest: await _write_artifact(spec, pin.path, dest, source) for dest, source in pin.artifacts.items()}
-    return {
-        "label": spec.label,
-        "host": spec.host,
-        "path": pin.path,
-        "before": before,
-        "after": after["commit"],
-        "artifacts": written,
-    }
+    return StagedCheckout(
+        label=spec.label, host=spec.host, path=pin.path, before=before, after=after["commit"], artifacts=written
+    )
 
 
 async def _write_artifact(spec: LaunchSpec, path: str, dest: str, source: str) -> dict[str, str]:
@@ -77,7 +100,7 @@ async def _write_artifact(spec: LaunchSpec, path: str, dest: str, source: str) -
     return {"from": source, "sha256": digest}
 
 
-async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Callable[[str], None]) -> dict[str, Any]:
+async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Callable[[str], None]) -> StageRecord:
     """Every pinned checkout of ``roles``, in turn; the receipt (``fairwin.stage/1``) once all are staged."""
     pinned = pinned_checkouts(loaded, roles)
     if not pinned:
@@ -88,15 +111,9 @@ async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Ca
     staged = []
     for spec, pin in pinned:
         done = await stage_one(spec, pin)
-        moved = "already there" if done["before"] == done["after"] else f"from {done['before'][:12]}"
-        say(f"{spec.label}: {pin.path} at {done['after'][:12]} ({moved}); {len(done['artifacts'])} artifact(s) written")
+        moved = "already there" if done.before == done.after else f"from {done.before[:12]}"
+        say(f"{spec.label}: {pin.path} at {done.after[:12]} ({moved}); {len(done.artifacts)} artifact(s) written")
         staged.append(done)
-    document = {
-        "format": STAGE.id,
-        "time": time.time(),
-        "plan_path": str(loaded.path),
-        "plan_sha256": loaded.sha256,
-        "checkouts": staged,
-    }
-    write_json_atomic(receipt, document)
+    document = StageRecord(time=time.time(), plan_path=str(loaded.path), plan_sha256=loaded.sha256, checkouts=staged)
+    write_record(receipt, document)
     return document

@@ -16,15 +16,15 @@ import aiohttp
 from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.client.wave import Target, WaveResult, run_wave
 from fairwin.directory.journal import start_step
+from fairwin.directory.start_receipt import StartReceipt, WaveRow
 from fairwin.errors import LaunchError
-from fairwin.files import append_jsonl, write_json_atomic, write_jsonl_atomic
-from fairwin.formats import START, WAVE
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
 from fairwin.profiles import PROFILES
+from fairwin.records import append_records, write_record, write_records
 from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
@@ -64,27 +64,26 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
             rows.append(ready)
         ctx.prepared[cell_name] = by_id
         ctx.say(f"  prepared {len(by_id)} prompts for {cell_name} at ~{cell.prompt_tokens} tokens")
-    write_jsonl_atomic(ctx.window.prompts, rows)
+    write_records(ctx.window.prompts, rows)
 
 
-def _wave_row(result: WaveResult, target: Target) -> dict[str, Any]:
-    return {
-        "format": WAVE.id,
-        "start": target.start,
-        "role": target.role,
-        "cell": result.spec.cell,
-        "wave": result.spec.key,
-        "index": result.spec.index,
-        "repeat": result.spec.repeat,
-        "family": result.spec.family,
-        "seed": result.spec.seed,
-        "prompt_ids": [p.id for p in result.spec.prompts],
-        "started_unix": result.started_unix,
-        "seconds": result.seconds,
-        "ok": result.error is None,
-        "error": None if result.error is None else str(result.error),
-        "deltas": result.deltas,
-    }
+def _wave_row(result: WaveResult, target: Target) -> WaveRow:
+    return WaveRow(
+        start=target.start,
+        role=target.role,
+        cell=result.spec.cell,
+        wave=result.spec.key,
+        index=result.spec.index,
+        repeat=result.spec.repeat,
+        family=result.spec.family,
+        seed=result.spec.seed,
+        prompt_ids=[p.id for p in result.spec.prompts],
+        started_unix=result.started_unix,
+        seconds=result.seconds,
+        ok=result.error is None,
+        error=None if result.error is None else str(result.error),
+        deltas=result.deltas,
+    )
 
 
 def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveResult]) -> list[PooledRow]:
@@ -124,7 +123,7 @@ async def _run_waves(
         )
         judge_wave(result.streams, result.deltas.get(target.profile.decode_sum))
         append_streams(ctx.window, target.start, result.streams)
-        append_jsonl(ctx.window.waves, [_wave_row(result, target)])
+        append_records(ctx.window.waves, [_wave_row(result, target)])
         if result.error is not None:
             raise result.error
         results.append(result)
@@ -146,7 +145,7 @@ async def _measure(
     ctx: StartContext,
     session: aiohttp.ClientSession,
     target: Target,
-    receipt: dict[str, Any],
+    receipt: StartReceipt,
     specs: list[LaunchSpec],
 ) -> list[PooledRow]:
     """The warm-up and every cell's waves, the GPUs sampled throughout; the pooled rows carry the start's cap
@@ -160,7 +159,7 @@ async def _measure(
     with paused:  # the start reads the GPUs itself; the hold's sampler waits
         async with sampling(gpu, ctx.window.start_telemetry(target.start), plan.telemetry.interval_s) as sampler:
             await warm_up_stream(ctx, session, target)
-            receipt["warmup"] = await warm_up_waves(ctx, session, target)
+            receipt.warmup = await warm_up_waves(ctx, session, target)
             for cell_name in plan.cells:
                 cell_results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
                 rows.extend(_pool(ctx, target, cell_name, cell_results))
@@ -170,7 +169,7 @@ async def _measure(
         return rows
     logs = {spec.host or HERE: directory / server_log(spec) for spec in specs}
     seen = summarize(sampler, cap_from, logs, plan.telemetry.cap_log_pattern, specs[-1].host or HERE)
-    receipt["telemetry"] = seen.model_dump(mode="json")
+    receipt.telemetry = seen.model_dump(mode="json")
     spans = [(r.spec.cell, r.spec.repeat, r.started_unix, r.seconds) for r in results]
     invalidating = set(plan.telemetry.invalidating_dialbacks)
     events = events_by_repeat([d for d in seen.dialbacks if d.kind in invalidating], spans)
@@ -204,7 +203,7 @@ async def _gpus(ctx: StartContext, specs: list[LaunchSpec]) -> GpuSource | None:
     return PerHost(sources) if sources else None
 
 
-def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str, Any]:
+def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> StartReceipt:
     """start.json as it begins: what is launched, where, and its speculative config (checked, or refused)."""
     plan = ctx.loaded.plan
     speculative = check_speculative(
@@ -212,19 +211,18 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> dict[str,
     )
     if (live := _live(ctx, start.role)) is not None and (head := live.member("head")) is not None:
         check_live_speculative(spec.label, head, spec.argv)
-    return {
-        "format": START.id,
-        "start": start.name,
-        "kind": start.kind,
-        "role": start.role,
-        "host": spec.host,
-        "argv": spec.shown_argv,
-        "declared_env": spec.shown_env,
-        "env_files": spec.env_files,
-        "base_url": spec.base_url,
-        "model": spec.model,
-        "speculative": speculative,
-    }
+    return StartReceipt(
+        start=start.name,
+        kind=start.kind,
+        role=start.role,
+        host=spec.host,
+        argv=spec.shown_argv,
+        declared_env=spec.shown_env,
+        env_files=spec.env_files,
+        base_url=spec.base_url,
+        model=spec.model,
+        speculative=speculative,
+    )
 
 
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
@@ -245,44 +243,46 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
     rows: list[PooledRow] = []
     try:
-        receipt["host_before"] = await condition(plan.window.idle_check_s)
-        warning = not_idle_warning(start.name, receipt["host_before"])
+        receipt.host_before = await condition(plan.window.idle_check_s)
+        warning = not_idle_warning(start.name, receipt.host_before)
         if warning:
             ctx.say(f"  warning: {warning}")
         identity = await check_identities(processes)
         if "head" in identity:
-            receipt["identity"] = identity.pop("head")
+            receipt.identity = identity.pop("head")
         workers = f" after {len(processes) - 1} worker(s)" if len(processes) > 1 else ""
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}{workers}")
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
         for worker in await launch_all(ctx.window, start_step(start.name), processes):
-            _worker_receipt(receipt, worker["member"]).update(worker, **_pins(identity, worker["member"]))
+            receipt.worker(worker["member"]).update(worker, **_pins(identity, worker["member"]))
         headers = api_headers(plan.roles[start.role].api_key_env, f"roles.{start.role}.api_key_env")
         async with client_session(timeout, headers) as session:
-            receipt["healthy_after_s"] = await head.handle.wait_healthy(session)
-            receipt["scheduling"] = head.handle.scheduling
-            ctx.say(f"  healthy after {receipt['healthy_after_s']:.1f} s")
+            receipt.healthy_after_s = healthy = await head.handle.wait_healthy(session)
+            receipt.scheduling = head.handle.scheduling
+            ctx.say(f"  healthy after {healthy:.1f} s")
             if plan.runtime.check_env:
-                receipt["env_check"] = await check_envs(processes, _live(ctx, start.role))
+                receipt.env_check = await check_envs(processes, _live(ctx, start.role))
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
             measured = await _measure(ctx, session, target, receipt, [p.spec for p in processes])
             if start.name in ctx.greedy_starts:
-                receipt["greedy_streams"] = await _diagnose(ctx, session, target, bool(receipt["speculative"]))
+                receipt.greedy_streams = await _diagnose(ctx, session, target, bool(receipt.speculative))
             if (why := problem(processes)) is not None:
                 raise LaunchError(f"role {start.role}, start {start.name}: {why}; its measurements are not used")
             rows = measured
-            receipt["host_after"] = await condition(plan.window.idle_check_s)
-        append_jsonl(ctx.window.pooled, rows)
+            receipt.host_after = await condition(plan.window.idle_check_s)
+        append_records(ctx.window.pooled, rows)
         return rows
     finally:
-        receipt["pooled_rows"] = len(rows)
+        receipt.pooled_rows = len(rows)
         try:
             for process, record in await stop_all(processes):
-                where = receipt if process is head else _worker_receipt(receipt, process.spec.member)
-                where["stop"] = stop_receipt(record)
+                if process is head:
+                    receipt.stop = stop_receipt(record)
+                else:
+                    receipt.worker(process.spec.member)["stop"] = stop_receipt(record)
         finally:
-            write_json_atomic(ctx.window.start_receipt(start.name), receipt)
+            write_record(ctx.window.start_receipt(start.name), receipt)
 
 
 async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: Target, speculative: bool) -> int:
@@ -311,13 +311,3 @@ def _live(ctx: StartContext, role: str) -> LiveProduction | None:
 
 def _pins(identity: dict[str, dict[str, str]], member: str) -> dict[str, Any]:
     return {"identity": identity[member]} if member in identity else {}
-
-
-def _worker_receipt(receipt: dict[str, Any], member: str) -> dict[str, Any]:
-    """The worker's entry in start.json (made when it never got as far as launched)."""
-    workers: list[dict[str, Any]] = receipt.setdefault("workers", [])
-    for entry in workers:
-        if entry.get("member") == member:
-            return entry
-    workers.append({"member": member})
-    return workers[-1]

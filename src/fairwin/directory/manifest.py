@@ -1,0 +1,80 @@
+"""``window.json``, the window's manifest: what is about to run, written at open before anything is measured.
+
+The window builds it (window/machine.py); the decision, the archive, the report, calibration
+and the promotion gate read it. Parts that other layers own (the gates' receipts, production's
+snapshot, the environment) are kept as those layers wrote them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fairwin.formats import WINDOW, RecordFormat
+from fairwin.records import Record
+from fairwin.rows import Kind, Order
+
+
+class PlannedStart(BaseModel):
+    """One start the rule registers, in run order (a sequential rule lists its maximum)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: str
+    kind: Kind
+    role: str
+
+
+class FamilyPins(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompts_sha256: str | None
+    order_sha256: str | None
+
+
+class ManifestTelemetry(BaseModel):
+    """The GPUs the window read, and production's clock cap (with where it was read) to hold the starts to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: str | None = None
+    production_cap_mhz: float | None = None
+    production_cap_from: str | None = None
+    production_caps_by_host: dict[str, float | None] | None = None
+
+
+class WindowManifest(Record):
+    """``fairwin.window/1``."""
+
+    record_format: ClassVar[RecordFormat] = WINDOW
+    model_config = ConfigDict(extra="allow")  # a newer fairwin's additions are kept, and read past
+
+    format: Literal["fairwin.window/1"] = "fairwin.window/1"
+    window_id: str
+    mode: str
+    control_role: str
+    candidate_role: str
+    order: Order
+    starts: list[PlannedStart] = Field(min_length=1)
+    plan_path: str
+    plan_sha256: str
+    rule_id: str
+    rule_sha256: str
+    archive: str | None = None  # where the window's control starts go: never a password (the store redacts it)
+    archive_key: dict[str, Any] | None = None  # production's commit, each cell's shape, each host's name
+    archive_snapshot: dict[str, Any] | None = None
+    power_warnings: list[str] = Field(default_factory=list)
+    gates: dict[str, Any] = Field(default_factory=dict)
+    coordinator: dict[str, Any] | None = None
+    families: dict[str, FamilyPins] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    production: dict[str, Any] | None = None  # the snapshot production was taken down as, and its reading
+    chain: dict[str, Any] | None = None
+    telemetry: ManifestTelemetry = Field(default_factory=ManifestTelemetry)
+
+    @property
+    def commit(self) -> str | None:
+        """The git commit the window ran (its environment's)."""
+        found = (self.environment.get("git") or {}).get("commit")
+        return found if isinstance(found, str) else None

@@ -1,0 +1,83 @@
+"""What a start leaves beside its rows: ``start.json`` (its receipt) and its rows of ``waves.jsonl``.
+
+``start.json`` grows as the start runs: written once, in a ``finally``, with whatever the start
+got as far as (a start that failed at its launch has no ``healthy_after_s``). So it is a sparse
+record: a field is on disk only once the start set it, and readers ask which are there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field
+
+from fairwin.formats import START, WAVE, RecordFormat
+from fairwin.records import Record
+from fairwin.rows import Kind
+
+
+class StartReceipt(Record):
+    """``fairwin.start/1``: what was launched, where, and how the start went (docs/formats.md)."""
+
+    record_format: ClassVar[RecordFormat] = START
+    sparse: ClassVar[bool] = True
+    model_config = ConfigDict(extra="allow")  # a newer fairwin's additions are read past
+
+    format: Literal["fairwin.start/1"] = "fairwin.start/1"
+    start: str
+    kind: Kind
+    role: str
+    # As launched, in the plan's words: {env:NAME} unresolved, values after secret flags ***.
+    host: str | None = None
+    argv: list[str] = Field(default_factory=list)
+    declared_env: dict[str, str] = Field(default_factory=dict)
+    env_files: dict[str, str] = Field(default_factory=dict)  # each env file's path and sha256, never its contents
+    base_url: str | None = None
+    model: str | None = None
+    speculative: dict[str, Any] | None = None
+    # As the start ran.
+    host_before: dict[str, Any] | None = None
+    identity: dict[str, str] | None = None
+    workers: list[dict[str, Any]] | None = None  # each other member of a role across hosts
+    healthy_after_s: float | None = None
+    scheduling: dict[str, object] | None = None
+    env_check: list[str] | None = None
+    warmup: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | None = None
+    greedy_streams: int | None = None
+    host_after: dict[str, Any] | None = None
+    pooled_rows: int | None = None
+    stop: dict[str, Any] | None = None
+
+    def worker(self, member: str) -> dict[str, Any]:
+        """The worker's entry (made when it never got as far as launched)."""
+        if self.workers is None:
+            self.workers = []
+        found = next((entry for entry in self.workers if entry.get("member") == member), None)
+        if found is None:
+            found = {"member": member}
+            self.workers.append(found)
+        return found
+
+
+class WaveRow(Record):
+    """``fairwin.wave/1``: one wave's seed and prompts, its time, and the server's counter deltas over it."""
+
+    record_format: ClassVar[RecordFormat] = WAVE
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.wave/1"] = "fairwin.wave/1"
+    start: str
+    role: str
+    cell: str
+    wave: str
+    index: int
+    repeat: int
+    family: str
+    seed: int
+    prompt_ids: list[str]
+    started_unix: float
+    seconds: float
+    ok: bool
+    error: str | None
+    deltas: dict[str, float]
