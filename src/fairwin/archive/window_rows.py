@@ -19,12 +19,13 @@ from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_locatio
 from fairwin.decision import ArchiveNoise, RuleSpec
 from fairwin.directory.journal import read_whole, start_step
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.manifest import WindowManifest
+from fairwin.directory.start_receipt import StartReceipt
 from fairwin.errors import CorruptRecordError
-from fairwin.files import read_json, read_jsonl
-from fairwin.formats import POOLED, START, WINDOW
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import snapshot as production_snapshot
-from fairwin.rows import METRICS
+from fairwin.records import read_record, read_records
+from fairwin.rows import METRICS, DecisionRow
 from fairwin.telemetry.gpu import HERE
 
 
@@ -87,41 +88,36 @@ def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dic
 def control_rows(window: Path) -> list[ArchiveRow]:
     """The archive rows of a window's finished control starts, from its directory alone."""
     files = WindowDir.at(window)
-    manifest = read_json(files.manifest, WINDOW.readable)
-    key = manifest.get("archive_key")
-    if not isinstance(key, dict):
+    manifest = read_record(files.manifest, WindowManifest)
+    key = manifest.archive_key
+    if key is None:
         raise CorruptRecordError(
             f"{window}/window.json has no archive_key (written by an older fairwin); "
             "its control starts cannot be keyed for the archive"
         )
-    pooled = read_jsonl(files.pooled, POOLED.readable) if files.pooled.exists() else []
+    pooled = read_records(files.pooled, DecisionRow) if files.pooled.exists() else []
     ended = {e.step: e.time for e in read_whole(files.journal) if e.event == "end"}
-    commit = manifest.get("environment", {}).get("git", {}).get("commit")
     rows = []
-    for start in manifest["starts"]:
-        if start["kind"] != "control":
-            continue
-        receipt = files.start_receipt(start["start"])
-        seen = _observed(read_json(receipt, START.readable), key["hosts"]) if receipt.exists() else None
+    for start in (s for s in manifest.starts if s.kind == "control"):
+        receipt = files.start_receipt(start.start)
+        seen = _observed(read_record(receipt, StartReceipt), key["hosts"]) if receipt.exists() else None
         for cell, shape in key["cells"].items():
-            mine = sorted(
-                (p for p in pooled if p["start"] == start["start"] and p["cell"] == cell), key=lambda p: p["repeat"]
-            )
+            mine = sorted((p for p in pooled if p.start == start.start and p.cell == cell), key=lambda p: p.repeat)
             if not mine or seen is None:
                 continue
-            caps = {p.get("clock_cap_mhz") for p in mine}
+            caps = {p.clock_cap_mhz for p in mine}
             rows.append(
                 ArchiveRow(
-                    window_id=manifest["window_id"],
-                    time=ended.get(start_step(start["start"]), 0.0),
-                    commit=commit,
-                    mode=manifest["mode"],
-                    role=start["role"],
-                    start=start["start"],
+                    window_id=manifest.window_id,
+                    time=ended.get(start_step(start.start), 0.0),
+                    commit=manifest.commit,
+                    mode=manifest.mode,
+                    role=start.role,
+                    start=start.start,
                     cell=cell,
                     max_tokens=shape["max_tokens"],
                     clock_cap_mhz=caps.pop() if len(caps) == 1 else None,
-                    repeats=[ArchivedRepeat(**{k: p.get(k) for k in ("repeat", *METRICS)}) for p in mine],
+                    repeats=[ArchivedRepeat(repeat=p.repeat, **{k: getattr(p, k) for k in METRICS}) for p in mine],
                     production_commit=key["production_commit"],
                     prompt_tokens=shape["prompt_tokens"],
                     concurrency=shape["concurrency"],
@@ -132,11 +128,11 @@ def control_rows(window: Path) -> list[ArchiveRow]:
     return rows
 
 
-def _observed(receipt: dict[str, Any], hosts: dict[str, str]) -> dict[str, Any]:
+def _observed(receipt: StartReceipt, hosts: dict[str, str]) -> dict[str, Any]:
     """Where a start ran (its hosts), its GPUs (model and count) and each host's clock cap, from start.json."""
-    head = receipt.get("host") or HERE
-    ran_on = {hosts.get(h or HERE, h or HERE) for h in (head, *(w.get("host") for w in receipt.get("workers", [])))}
-    telemetry = receipt.get("telemetry") or {}
+    head = receipt.host or HERE
+    ran_on = {hosts.get(h or HERE, h or HERE) for h in (head, *(w.get("host") for w in receipt.workers or []))}
+    telemetry = receipt.telemetry or {}
     caps: dict[str, set[float | None]] = {}
     for gpu, cap in (telemetry.get("cap_by_gpu") or {}).items():
         host = gpu.split("/", 1)[0] if "/" in gpu else head

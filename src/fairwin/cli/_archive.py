@@ -149,11 +149,11 @@ def archive_export(args: argparse.Namespace) -> int:
 def archive_append(args: argparse.Namespace) -> int:
     from fairwin.archive import is_database, open_archive, redact
     from fairwin.archive.window_rows import control_rows
-    from fairwin.files import read_json
-    from fairwin.formats import WINDOW
+    from fairwin.directory.manifest import WindowManifest
+    from fairwin.records import read_record
 
     window = Path(args.window)
-    recorded = str(read_json(WindowDir.at(window).manifest, WINDOW.readable).get("archive") or "")
+    recorded = read_record(WindowDir.at(window).manifest, WindowManifest).archive or ""
     usable = recorded if recorded and (not is_database(recorded) or redact(recorded) == recorded) else None
     store = open_archive(_location(args.archive, usable))
     appended = store.append(control_rows(window))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,12 @@ from markdown_it import MarkdownIt
 from fairwin.decision import Decision
 from fairwin.directory.journal import read_journal
 from fairwin.directory.layout import WindowDir
-from fairwin.files import read_json, read_jsonl, scan_jsonl, write_text_atomic
-from fairwin.formats import STATUS, STREAM, WAVE, WINDOW
+from fairwin.directory.manifest import WindowManifest
+from fairwin.directory.start_receipt import WaveRow
+from fairwin.directory.status import WindowStatus
+from fairwin.files import scan_jsonl, write_text_atomic
+from fairwin.formats import STREAM
+from fairwin.records import read_record, read_records
 from fairwin.report.error_rates import audited_rates
 
 STYLE = """
@@ -91,7 +95,7 @@ def _figures(window: Path, decision: Decision) -> list[str]:
 
     parts = ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
     parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
-    waves = read_jsonl(files.waves, WAVE.readable) if files.waves.exists() else []
+    waves = read_records(files.waves, WaveRow) if files.waves.exists() else []
     parts += [
         "<h2>Each start: rate by wave over time</h2>",
         _image(plots.rate_over_time(waves, _wave_tokens(files.streams)), "rate over time"),
@@ -101,22 +105,22 @@ def _figures(window: Path, decision: Decision) -> list[str]:
     return parts
 
 
-def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, Any]) -> list[str]:
+def _receipts(window: Path, manifest: WindowManifest | None, status: WindowStatus | None) -> list[str]:
     digests = [
-        ("plan", manifest.get("plan_sha256")),
-        (f"rule {manifest.get('rule_id')}", manifest.get("rule_sha256")),
-        ("decision.json", status.get("decision_sha256")),
+        ("plan", manifest.plan_sha256 if manifest else None),
+        (f"rule {manifest.rule_id if manifest else None}", manifest.rule_sha256 if manifest else None),
+        ("decision.json", status.decision_sha256 if status else None),
     ]
-    production = manifest.get("production") or {}
-    if isinstance(production, dict) and production.get("sha256"):
+    production = (manifest.production if manifest else None) or {}
+    if production.get("sha256"):
         digests.append(("production's declaration", production["sha256"]))
     parts = ["<h2>Receipts</h2>", _table(["what", "sha256"], [(name, value or "n/a") for name, value in digests])]
-    gates = manifest.get("gates") or {}
+    gates = manifest.gates if manifest else {}
     parts.append("<h3>Gates</h3>")
     parts.append(
         _table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600]) for name, value in gates.items()])
     )
-    restore = status.get("restore")
+    restore = status.restore.stored() if status and status.restore else None
     parts.append("<h3>Production</h3>")
     parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
     journal = WindowDir.at(window).journal
@@ -135,8 +139,8 @@ def _receipts(window: Path, manifest: Mapping[str, Any], status: Mapping[str, An
 def render_html(window: Path, decision: Decision) -> str:
     """The whole page for a window directory whose decision is ``decision``."""
     files = WindowDir.at(window)
-    manifest = read_json(files.manifest, WINDOW.readable) if files.manifest.exists() else {}
-    status = read_json(files.status, STATUS.readable) if files.status.exists() else {}
+    manifest = read_record(files.manifest, WindowManifest) if files.manifest.exists() else None
+    status = read_record(files.status, WindowStatus) if files.status.exists() else None
     summary = files.summary.read_text() if files.summary.exists() else ""
     rendered = MarkdownIt("commonmark", {"html": False}).enable("table").render(summary)
     title = html.escape(f"fairwin window {decision.window_id}")

@@ -25,6 +25,7 @@ except ModuleNotFoundError as exc:  # an extra: a window closes without its figu
     raise MissingExtraError("report", exc.name) from None
 
 from fairwin.decision import CellDecision, Decision
+from fairwin.directory.start_receipt import WaveRow
 
 CONTROL, CANDIDATE, BAR = "#4c72b0", "#dd8452", "#55a868"
 DPI = 110
@@ -87,22 +88,22 @@ def paired_repeats(cell: CellDecision, decision: Decision) -> bytes | None:
     return png(figure)
 
 
-def rate_over_time(waves: Sequence[Mapping[str, Any]], tokens: Mapping[tuple[str, str], float]) -> bytes | None:
+def rate_over_time(waves: Sequence[WaveRow], tokens: Mapping[tuple[str, str], float]) -> bytes | None:
     """Per cell, each start's rate by wave (completion tokens / wave seconds) against time since the first wave."""
-    measured = [w for w in waves if w.get("ok") and w.get("seconds") and (w["start"], w["wave"]) in tokens]
+    measured = [w for w in waves if w.ok and w.seconds and (w.start, w.wave) in tokens]
     if not measured:
         return None
-    t0 = min(float(w["started_unix"]) for w in measured)
-    cells = list(dict.fromkeys(str(w["cell"]) for w in measured))
+    t0 = min(w.started_unix for w in measured)
+    cells = list(dict.fromkeys(w.cell for w in measured))
     figure = _figure(9, 2.6 * len(cells))
     axes = figure.subplots(len(cells), 1, squeeze=False)
     for row, cell in enumerate(cells):
         ax = axes[row][0]
-        for start in dict.fromkeys(str(w["start"]) for w in measured if w["cell"] == cell):
-            mine = [w for w in measured if w["cell"] == cell and w["start"] == start]
-            times = [float(w["started_unix"]) - t0 for w in mine]
-            rates = [tokens[(start, w["wave"])] / float(w["seconds"]) for w in mine]
-            ax.plot(times, rates, marker="o", markersize=3, label=f"{start} ({mine[0]['role']})")
+        for start in dict.fromkeys(w.start for w in measured if w.cell == cell):
+            mine = [w for w in measured if w.cell == cell and w.start == start]
+            times = [w.started_unix - t0 for w in mine]
+            rates = [tokens[(start, w.wave)] / w.seconds for w in mine]
+            ax.plot(times, rates, marker="o", markersize=3, label=f"{start} ({mine[0].role})")
         ax.set_title(f"{cell}: rate by wave", fontsize=10)
         ax.set_ylabel("tok/s")
         ax.legend(fontsize=7, loc="best")

@@ -172,15 +172,18 @@ def _rows(path: Path) -> list[DecisionRow]:
     return rows
 
 
-def _recorded(window: WindowDir) -> Decision | None:
-    return read_record(window.decision, Decision) if window.decision.exists() else None
+def _recorded(window: WindowDir) -> Decision:
+    if not window.decision.exists():
+        raise CorruptRecordError(f"{window.decision}: missing, though the window is complete")
+    return read_record(window.decision, Decision)
 
 
-def _check_sealed(window: WindowDir, status: WindowStatus, recorded: Decision | None) -> list[str]:
-    """Refuses any sealed file changed since the decision was written; says when nothing was sealed."""
-    if recorded is None or recorded.inputs is None:
-        return [f"{window.decision.name} records no digest of its inputs (written before fairwin sealed them)"]
+def _check_sealed(window: WindowDir, status: WindowStatus, recorded: Decision) -> None:
+    """Refuses any sealed file changed since the decision was written (every decision.json fairwin writes seals
+    its inputs: one that does not was not written by fairwin as it is)."""
     sealed = recorded.inputs
+    if sealed is None:
+        raise CorruptRecordError(f"{window.decision}: records no digest of its inputs; not the file fairwin wrote")
     files = [
         (window.decision, status.decision_sha256, window.status),
         (window.pooled, sealed.pooled_sha256, window.decision),
@@ -199,7 +202,6 @@ def _check_sealed(window: WindowDir, status: WindowStatus, recorded: Decision | 
                 f"{path} is not the file window {recorded.window_id} was decided with (sha256 {now[:16]}..., "
                 f"sealed in {where.name} as {digest[:16]}...): it was edited or damaged, so it is not a result"
             )
-    return []
 
 
 ROUNDING = 1e-9
@@ -225,9 +227,7 @@ def rounding_difference(before: Any, now: Any) -> float | None:
     return None if None in found else max(found, default=0.0)  # type: ignore[type-var]
 
 
-def _compared(recorded: Decision | None, recomputed: Decision) -> str:
-    if recorded is None:
-        return "no recorded decision.json to compare with"
+def _compared(recorded: Decision, recomputed: Decision) -> str:
     before = recorded.model_dump(mode="json", exclude={"inputs"})
     difference = rounding_difference(before, recomputed.model_dump(mode="json", exclude={"inputs"}))
     if difference == 0.0:
@@ -261,7 +261,8 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
         )
     manifest = read_record(window.manifest, WindowManifest)
     recorded = _recorded(window)
-    notes = _check_sealed(window, status, recorded)
+    _check_sealed(window, status, recorded)
+    notes: list[str] = []
     context = read_record(window.context, WindowContext)
     rows = _rows(window.pooled)
     chosen = list(rules) or [_rule_from(manifest)]
@@ -275,9 +276,9 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
             taken = ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest)
             ctx = context.model_copy(update={"archive": noise, "archive_snapshot": taken})
         # The same sealed files: the recomputation carries their digests, as the record does.
-        sealed = recorded.inputs if recorded is not None and archive is None else None
+        sealed = recorded.inputs if archive is None else None
         decisions.append(decide(rows, rule=rule, context=ctx).model_copy(update={"inputs": sealed}))
-    if archive is None and recorded is not None and [d.rule_id for d in decisions] == [recorded.rule_id]:
+    if archive is None and [d.rule_id for d in decisions] == [recorded.rule_id]:
         notes.append(_compared(recorded, decisions[0]))
     return Recomputed(decisions=decisions, notes=notes)
 
@@ -299,8 +300,6 @@ def completed_decision(path: Path | str) -> Decision:
     if status.state != "complete":
         raise InputError(f"{window.path} is {status.state!r}, not complete: it has no decision to compare")
     recorded = _recorded(window)
-    if recorded is None:
-        raise CorruptRecordError(f"{window.decision}: missing, though the window is complete")
     sealed = status.decision_sha256
     if sealed is not None and sha256_file(window.decision) != sealed:
         raise CorruptRecordError(f"{window.decision}: changed since the window sealed it (status.json)")

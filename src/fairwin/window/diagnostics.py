@@ -20,10 +20,9 @@ from fairwin.client.completions import PATH, parse, request
 from fairwin.client.prepare import PreparedPrompt
 from fairwin.client.wave import Target, salt, server_counters
 from fairwin.decision.divergence import GreedyFindings, GreedyStream, compare_greedy
-from fairwin.files import read_jsonl, write_jsonl_atomic
-from fairwin.formats import GREEDY
 from fairwin.metrics.scrape import delta
 from fairwin.plan.diagnostics import GreedySettings
+from fairwin.records import read_records, write_records
 from fairwin.transport import post_json
 
 FILE = "greedy.jsonl"
@@ -54,7 +53,6 @@ async def diagnose(
             tokens, top = parse(answer, f"greedy diagnostics of {target.start}, {cell} {key}")
             rows.append(
                 {
-                    "format": GREEDY.id,
                     "start": target.start,
                     "kind": target.kind,
                     "role": target.role,
@@ -68,7 +66,7 @@ async def diagnose(
     if speculative and target.profile.reads_counters and target.profile.drafts:
         drafts = delta(before, await server_counters(session, target)).get(target.profile.drafts, 0.0)
         speculated = drafts > 0
-    write_jsonl_atomic(directory / FILE, [{**row, "speculated": speculated} for row in rows])
+    write_records(directory / FILE, [GreedyStream.model_validate({**row, "speculated": speculated}) for row in rows])
     return len(rows)
 
 
@@ -77,9 +75,9 @@ def findings(window: Path, settings: GreedySettings, base_dir: Path) -> GreedyFi
     files = sorted(window.glob(f"starts/*/{FILE}"), key=lambda p: int(p.parent.name[1:]))
     if not files:
         return None
-    streams = [GreedyStream.model_validate(row) for path in files for row in read_jsonl(path, GREEDY.readable)]
+    streams = [stream for path in files for stream in read_records(path, GreedyStream)]
     reference: list[GreedyStream] = []
     if settings.reference is not None:
         path = settings.reference if settings.reference.is_absolute() else base_dir / settings.reference
-        reference = [GreedyStream.model_validate(row) for row in read_jsonl(path, GREEDY.readable)]
+        reference = read_records(path, GreedyStream)
     return compare_greedy(streams, settings.near_tie_margin, reference)

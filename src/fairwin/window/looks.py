@@ -16,23 +16,23 @@ from fairwin.decision import decide
 from fairwin.decision.document import Look, Stopping
 from fairwin.decision.sequential import archive_starts
 from fairwin.directory.layout import WindowDir
-from fairwin.files import read_jsonl
-from fairwin.formats import POOLED
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
-from fairwin.window.decision import Deciding, decision_rows, window_context
+from fairwin.records import read_records
+from fairwin.rows import DecisionRow
+from fairwin.window.decision import Deciding, window_context
 
 
 def look_now(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) -> Look | None:
     """A sequential window's look over the starts it has finished, computed as the decide step will replay it
     (the same rows and archive noise), or None when this number of starts is not one of its looks."""
-    pooled = read_jsonl(window.pooled, POOLED.readable)
-    ran = len({row["start"] for row in pooled})
+    rows = read_records(window.pooled, DecisionRow)
+    ran = len({row.start for row in rows})
     context = window_context(loaded, window, deciding)
     if ran not in deciding.rule.looks_taken(archive_starts(deciding.rule, context)):
         return None
-    stopping = decide(decision_rows(pooled), rule=deciding.rule, context=context).sequential
+    stopping = decide(rows, rule=deciding.rule, context=context).sequential
     assert stopping is not None  # a sequential rule's decision always has its looks
     return stopping.looks[-1]
 
