@@ -68,8 +68,12 @@ if TYPE_CHECKING:
         decide,
         get_rule,
     )
+    from fairwin.directory.manifest import WindowManifest
+    from fairwin.directory.start_receipt import StartReceipt
+    from fairwin.directory.status import WindowStatus
     from fairwin.gates.sequence import GateInputs
     from fairwin.plan import LoadedPlan, Plan, load_plan
+    from fairwin.records import Record, read_record, read_records
     from fairwin.rows import PooledRow
     from fairwin.window.decision import Recomputed, decide_window
     from fairwin.window.run import Window, WindowResult, open_window, run_window
@@ -102,6 +106,12 @@ _LAZY = {
     "CellDecision": "fairwin.decision:CellDecision",
     "Verdict": "fairwin.decision.paired:Verdict",
     "WindowDir": "fairwin.directory.layout:WindowDir",
+    "Record": "fairwin.records:Record",
+    "read_record": "fairwin.records:read_record",
+    "read_records": "fairwin.records:read_records",
+    "WindowStatus": "fairwin.directory.status:WindowStatus",
+    "WindowManifest": "fairwin.directory.manifest:WindowManifest",
+    "StartReceipt": "fairwin.directory.start_receipt:StartReceipt",
 }
 
 __all__ = [
@@ -133,12 +143,14 @@ __all__ = [
     "ProductionError",
     "PromptError",
     "Recomputed",
+    "Record",
     "RehearsalFailed",
     "RestoreFailed",
     "RuleSpec",
     "RuntimeCheckError",
     "ServerExitedError",
     "Snapshot",
+    "StartReceipt",
     "StreamError",
     "TransportError",
     "UsageError",
@@ -148,7 +160,9 @@ __all__ = [
     "WindowContext",
     "WindowDir",
     "WindowError",
+    "WindowManifest",
     "WindowResult",
+    "WindowStatus",
     "__version__",
     "audit",
     "decide",
@@ -157,6 +171,8 @@ __all__ = [
     "load_plan",
     "open_window",
     "read_archive",
+    "read_record",
+    "read_records",
     "run_window",
 ]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from fairwin.files import read_jsonl, scan_jsonl
-from fairwin.gates.budget import estimate
 from fairwin.gates.calibration import calibrate
+from fairwin.gates.estimate import estimate
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.window.preflight import preflight

@@ -75,3 +75,21 @@ def test_the_errors_a_script_catches_are_exported_with_their_exit_codes(tmp_path
         6,
         130,
     )
+
+
+def test_a_windows_records_read_through_the_api_are_the_ones_it_wrote(
+    ran: tuple[Path, fairwin.WindowResult],
+) -> None:
+    _, result = ran
+    files = fairwin.WindowDir.at(result.window.path)
+    status = fairwin.read_record(files.status, fairwin.WindowStatus)
+    assert status.state == "complete" and status.verdict == result.decision.verdict
+    manifest = fairwin.read_record(files.manifest, fairwin.WindowManifest)
+    assert [s.start for s in manifest.starts][: len({r.start for r in result.rows})] == sorted(
+        {r.start for r in result.rows}, key=lambda s: int(s[1:])
+    )
+    for start in {r.start for r in result.rows}:
+        receipt = fairwin.read_record(files.start_receipt(start), fairwin.StartReceipt)
+        assert receipt.start == start and receipt.pooled_rows == sum(r.start == start for r in result.rows)
+    pooled = fairwin.read_records(files.pooled, fairwin.PooledRow)
+    assert pooled == result.rows and all(isinstance(r, fairwin.Record) for r in pooled)

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from fairwin.errors import GateRefused
-from fairwin.gates.budget import check_budget, estimate, render_table
+from fairwin.gates.budget import check_budget, render_table
 from fairwin.gates.calibration import Calibration, cell_key, role_key
+from fairwin.gates.estimate import estimate
 from fairwin.plan import load_plan, resolve_mode
 from tests.conftest import PlanFactory, sim_role
 

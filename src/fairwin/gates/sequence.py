@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.errors import GateRefused
-from fairwin.gates.budget import TimeEstimate, check_budget, estimate
+from fairwin.gates.budget import check_budget
 from fairwin.gates.calibration import calibrate
 from fairwin.gates.correctness import bind_to_hosts, require_gate
+from fairwin.gates.estimate import TimeEstimate, estimate
 from fairwin.gates.qualify import require_carry, require_commit, resolve
 from fairwin.gates.rehearsal import require_rehearsal
 from fairwin.plan.loading import LoadedPlan

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fairwin.decision import RuleSpec
-from fairwin.gates.budget import TimeEstimate, render_table
+from fairwin.gates.budget import render_table
+from fairwin.gates.estimate import TimeEstimate
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import starts_for, waves_for

@@ -3,49 +3,47 @@ quiet after, restore, decide, archive, budget, then close.
 
 Each step is journaled (directory/journal.py) before it acts and as it ends or fails, so
 a reader, ``fairwin recover`` and chained windows know exactly how far a window got.
-Close runs whatever happened, shielded from a second signal, and gives production
-back when it is still owed.
+``steps()`` lists them in order. The open step is window/opening.py; the close, which runs
+whatever happened, shielded from a second signal, and gives production back when it is
+still owed, is window/closing.py, with how each step is journaled.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from fairwin.archive import ArchiveStore, Snapshot
-from fairwin.archive.window_rows import archive_key_record, control_rows
+from fairwin.archive.window_rows import control_rows
 from fairwin.custody.chain import ChainedWindow, ChainRun
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import HardwareLocks, release, release_shared
 from fairwin.decision import Decision
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
-from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, WindowManifest
 from fairwin.directory.records import BudgetEstimate, BudgetRecord
-from fairwin.errors import ArchiveError, FairwinError, Interrupted, RestoreFailed
-from fairwin.files import sha256_file
+from fairwin.errors import ArchiveError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import StartSpec, diagnosed_starts, waves_for
+from fairwin.plan.schedule import StartSpec, diagnosed_starts
 from fairwin.production.live import LiveProduction
 from fairwin.records import write_record
 from fairwin.rows import Order, PooledRow
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
 from fairwin.window.clocks import HOLD_TELEMETRY, hold_dialbacks
-from fairwin.window.decision import Deciding, decide_and_report, report_after_close
+from fairwin.window.closing import Closing, Step
+from fairwin.window.decision import Deciding, decide_and_report
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
+from fairwin.window.opening import Opening
 from fairwin.window.preflight import Preflight, planned_keys
 from fairwin.window.processes import Launcher
 from fairwin.window.progress import Listener, ProgressFeed
-from fairwin.window.shield import to_the_end
 from fairwin.window.start import run_start
 from fairwin.window.start_context import StartContext
 
@@ -57,15 +55,8 @@ class WindowResult:
     rows: list[PooledRow] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Step:
-    name: str
-    action: Callable[[], Awaitable[dict[str, Any] | None]]  # what it returns is journaled with its end
-    measuring: bool = False  # a start or a look: skipped once a sequential window has stopped
-
-
 @dataclass
-class Window:
+class Window(Opening, Closing):
     """One window of a plan and mode, past its gates, with a directory of its own; ``run`` runs its steps."""
 
     loaded: LoadedPlan
@@ -183,58 +174,6 @@ class Window:
         """The summary's lines about the hardware: production's restore, and the chain."""
         lines = [self.hold.line()] if self.hold is not None else []
         return lines + ([self.chain.line()] if self.chain is not None else [])
-
-    async def open(self) -> dict[str, Any]:
-        """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
-        self.opened_at = time.monotonic()
-        shutil.copyfile(self.loaded.path, self.directory.plan_copy)
-        write_record(self.directory.manifest, self._manifest())
-        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
-        self.feed.opened(
-            self.directory.path,
-            self.order,
-            self.starts,
-            self.gate_summary.get("budget", {}),
-            sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells),
-        )
-        # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
-        production = self.hold.snapshot if self.hold is not None else None
-        return {"plan_sha256": self.loaded.sha256, "production": production}
-
-    def _manifest(self) -> WindowManifest:
-        """window.json: what is about to run, and under which rule, gates, production and telemetry."""
-        mode, rule = self.checked.mode, self.checked.rule
-        return WindowManifest(
-            window_id=self.directory.window_id,
-            mode=self.checked.mode_name,
-            control_role=mode.control,
-            candidate_role=mode.candidate,
-            order=self.order,
-            starts=[PlannedStart(start=s.name, kind=s.kind, role=s.role) for s in self.starts],
-            plan_path=str(self.loaded.path),
-            plan_sha256=self.loaded.sha256,
-            rule_id=rule.id,
-            rule_sha256=rule.sha256,
-            archive=self.archive_store.location,  # never a password: the store redacts it
-            archive_key=archive_key_record(self.loaded),
-            archive_snapshot=self.archive_snapshot.record(),
-            power_warnings=self.power_warnings,
-            gates=self.gate_summary,
-            coordinator=self.directory.coordinator,
-            families={
-                name: FamilyPins(prompts_sha256=fam.prompts_sha256, order_sha256=fam.order_sha256)
-                for name, fam in self.loaded.families.items()
-            },
-            environment=self.environment,
-            production=self.hold.snapshot if self.hold is not None else None,
-            chain=self.chain.record() | {"last": self.chain.last} if self.chain is not None else None,
-            telemetry=ManifestTelemetry(
-                gpu=self.gpu.name if self.gpu is not None else None,
-                production_cap_mhz=self.production_cap[0],
-                production_cap_from=self.production_cap[1],
-                production_caps_by_host=self.production_caps,
-            ),
-        )
 
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
@@ -362,112 +301,3 @@ class Window:
             # The starts are measured: the window still decides, archives and says RESTORE FAILED in its
             # summary and status; close raises this afterwards (exit 6).
             self.restore_failure = exc
-
-    async def _close_shielded(self, error: BaseException | None) -> None:
-        """Close, which a second Ctrl-C, SIGTERM or SIGHUP must not cut short: production is being given back.
-        Only kill -9 stops it, and then ``fairwin recover`` finishes what the journal says is owed."""
-        await to_the_end(
-            self.close(error),
-            lambda: self.say("closing the window (stopping servers, giving production back); fairwin exits when done"),
-        )
-
-    async def _journaled(self, step: Step) -> None:
-        self.directory.journal_event(step.name, "begin")
-        self.feed.emit("step", step=step.name, state="begin")
-        try:
-            details = await step.action()
-        except asyncio.CancelledError:
-            self.directory.journal_event(step.name, "interrupted")
-            self.feed.emit("step", step=step.name, state="interrupted")
-            raise
-        except BaseException as exc:
-            self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
-            self.feed.emit("step", step=step.name, state="failed", error=str(exc))
-            raise
-        self.directory.journal_event(step.name, "end", **(details or {}))
-        self.feed.emit("step", step=step.name, state="end")
-
-    async def close(self, error: BaseException | None) -> None:
-        """The final status, journaled: production given back if it is still owed, then complete with the
-        verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
-        self.directory.journal_event("close", "begin")
-        if self.chain is not None and error is not None:
-            await self._abort_chain(error)
-        restore_failure = self.restore_failure or await self._give_back_if_owed()
-        if self.chain is not None and self.hold is not None and self.chain.end == "ABORTED":
-            self.chain.cleared(self.hold)
-        if error is not None and not self.archived and self.rows:
-            # The runbook keeps every finished control start, whatever happened to the window after it.
-            with contextlib.suppress(FairwinError, OSError):
-                await self.archive()
-        outcome: dict[str, Any] = {}
-        if self.hold is not None:
-            outcome["restore"] = self.hold.restored.stored() if self.hold.restored is not None else None
-        if self.archive_problem is not None:
-            outcome["archive"] = {"appended": False, "problem": self.archive_problem}
-        if self.chain is not None:
-            outcome["chain"] = self.chain.record()
-        if error is None:
-            assert self.decision is not None  # the decide step ran (a failed restore let it)
-            # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
-            digest = sha256_file(self.directory.decision)
-            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **outcome)
-        elif isinstance(error, Interrupted):
-            self.directory.set_status(
-                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **outcome
-            )
-        else:
-            failed = error or restore_failure
-            message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
-            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **outcome)
-        for raised in (error, restore_failure):
-            if isinstance(raised, FairwinError):
-                aborted = self.chain is not None and self.chain.end == "ABORTED"
-                after = (
-                    "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "") if aborted else None
-                )
-                raised.with_context(
-                    window_path=self.directory.path,
-                    window_state="complete" if error is None else None,
-                    aftermath=after,
-                )
-        state = "complete" if error is None else type(error).__name__
-        self.directory.journal_event("close", "end", state=state, **outcome)
-        if self.decision is not None:
-            report_after_close(self.directory, self.decision, self.say)
-        self.feed.emit(
-            "close",
-            state=state,
-            verdict=self.decision.verdict if self.decision and error is None else None,
-            path=str(self.directory.path),
-        )
-        if restore_failure is not None and not isinstance(error, RestoreFailed):
-            raise self._loud(restore_failure, error)
-
-    def _loud(self, restore_failure: RestoreFailed, error: BaseException | None) -> RestoreFailed:
-        """The failed restore, with what else happened: the window's own failure, or its verdict."""
-        if error is not None:
-            after = f"after: {error}"
-        else:
-            assert self.decision is not None
-            after = f"the window itself completed: {self.decision.verdict}, {self.directory.summary}"
-        return RestoreFailed(f"{restore_failure} ({after})", window_path=self.directory.path)
-
-    async def _abort_chain(self, error: BaseException) -> None:
-        """A failure inside a chained window aborts the chain; its placeholders go before production comes back."""
-        assert self.chain is not None
-        reason = str(error) if isinstance(error, FairwinError) else repr(error)
-        with contextlib.suppress(Exception):  # a placeholder that will not stop must not keep production down
-            await self._journaled(Step("chain abort", partial(self.chain.abort, reason)))
-        if self.hold is not None and self.hold.restored is not None and self.hold.restored.state == "CHAINED":
-            self.hold.restored = None  # left down for a chain that no longer is: production is owed again
-
-    async def _give_back_if_owed(self) -> RestoreFailed | None:
-        """The restore step, journaled like every other, when a failure skipped it; its failure returned."""
-        if self.hold is None or not self.hold.owed:
-            return None
-        try:
-            await self._journaled(Step("restore", self.hold.give_back))
-        except RestoreFailed as exc:
-            return exc
-        return None

@@ -17,7 +17,7 @@ from fairwin.archive.window_rows import archive_location, planned_match, window_
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
 from fairwin.decision.sequential import fewest_archived_starts
 from fairwin.errors import ArchiveError, PlanError
-from fairwin.gates.budget import TimeEstimate
+from fairwin.gates.estimate import TimeEstimate
 from fairwin.gates.power import audit_trials, error_rate_warnings, expected_starts, power_warnings
 from fairwin.launch.scheduling import check_cpus_exist
 from fairwin.launch.spec import make_spec

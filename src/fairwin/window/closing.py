@@ -1,0 +1,160 @@
+"""A window's close, and how each of its steps is journaled: the part of the window that runs whatever happened.
+
+:class:`Closing` is mixed into :class:`~fairwin.window.machine.Window`, which holds the state
+it reads (declared here, so each side type-checks alone). Close writes the final status, gives
+production back when it is still owed (a failed start, Ctrl-C, SIGTERM), aborts a chain a
+failure ended, and is shielded from a second signal: only kill -9 stops it, and then
+``fairwin recover`` finishes what the journal says is owed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from fairwin.custody.chain import ChainRun
+from fairwin.custody.hold import Hold
+from fairwin.decision import Decision
+from fairwin.directory.layout import WindowDir
+from fairwin.errors import FairwinError, Interrupted, RestoreFailed
+from fairwin.files import sha256_file
+from fairwin.rows import PooledRow
+from fairwin.window.decision import report_after_close
+from fairwin.window.progress import ProgressFeed
+from fairwin.window.shield import to_the_end
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    action: Callable[[], Awaitable[dict[str, Any] | None]]  # what it returns is journaled with its end
+    measuring: bool = False  # a start or a look: skipped once a sequential window has stopped
+
+
+class Closing:
+    """The close and the journaling of steps; the window's state they read is the window's own."""
+
+    directory: WindowDir
+    say: Callable[[str], None]
+    feed: ProgressFeed
+    hold: Hold | None
+    chain: ChainRun | None
+    rows: list[PooledRow]
+    decision: Decision | None
+    archived: bool
+    archive_problem: str | None
+    restore_failure: RestoreFailed | None
+    archive: Callable[[], Awaitable[dict[str, Any]]]  # the window's archive step
+
+    async def _journaled(self, step: Step) -> None:
+        self.directory.journal_event(step.name, "begin")
+        self.feed.emit("step", step=step.name, state="begin")
+        try:
+            details = await step.action()
+        except asyncio.CancelledError:
+            self.directory.journal_event(step.name, "interrupted")
+            self.feed.emit("step", step=step.name, state="interrupted")
+            raise
+        except BaseException as exc:
+            self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
+            self.feed.emit("step", step=step.name, state="failed", error=str(exc))
+            raise
+        self.directory.journal_event(step.name, "end", **(details or {}))
+        self.feed.emit("step", step=step.name, state="end")
+
+    async def _close_shielded(self, error: BaseException | None) -> None:
+        """Close, which a second Ctrl-C, SIGTERM or SIGHUP must not cut short: production is being given back.
+        Only kill -9 stops it, and then ``fairwin recover`` finishes what the journal says is owed."""
+        await to_the_end(
+            self.close(error),
+            lambda: self.say("closing the window (stopping servers, giving production back); fairwin exits when done"),
+        )
+
+    async def close(self, error: BaseException | None) -> None:
+        """The final status, journaled: production given back if it is still owed, then complete with the
+        verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
+        self.directory.journal_event("close", "begin")
+        if self.chain is not None and error is not None:
+            await self._abort_chain(error)
+        restore_failure = self.restore_failure or await self._give_back_if_owed()
+        if self.chain is not None and self.hold is not None and self.chain.end == "ABORTED":
+            self.chain.cleared(self.hold)
+        if error is not None and not self.archived and self.rows:
+            # The runbook keeps every finished control start, whatever happened to the window after it.
+            with contextlib.suppress(FairwinError, OSError):
+                await self.archive()
+        outcome: dict[str, Any] = {}
+        if self.hold is not None:
+            outcome["restore"] = self.hold.restored.stored() if self.hold.restored is not None else None
+        if self.archive_problem is not None:
+            outcome["archive"] = {"appended": False, "problem": self.archive_problem}
+        if self.chain is not None:
+            outcome["chain"] = self.chain.record()
+        if error is None:
+            assert self.decision is not None  # the decide step ran (a failed restore let it)
+            # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
+            digest = sha256_file(self.directory.decision)
+            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **outcome)
+        elif isinstance(error, Interrupted):
+            self.directory.set_status(
+                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **outcome
+            )
+        else:
+            failed = error or restore_failure
+            message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
+            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **outcome)
+        for raised in (error, restore_failure):
+            if isinstance(raised, FairwinError):
+                aborted = self.chain is not None and self.chain.end == "ABORTED"
+                after = (
+                    "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "") if aborted else None
+                )
+                raised.with_context(
+                    window_path=self.directory.path,
+                    window_state="complete" if error is None else None,
+                    aftermath=after,
+                )
+        state = "complete" if error is None else type(error).__name__
+        self.directory.journal_event("close", "end", state=state, **outcome)
+        if self.decision is not None:
+            report_after_close(self.directory, self.decision, self.say)
+        self.feed.emit(
+            "close",
+            state=state,
+            verdict=self.decision.verdict if self.decision and error is None else None,
+            path=str(self.directory.path),
+        )
+        if restore_failure is not None and not isinstance(error, RestoreFailed):
+            raise self._loud(restore_failure, error)
+
+    def _loud(self, restore_failure: RestoreFailed, error: BaseException | None) -> RestoreFailed:
+        """The failed restore, with what else happened: the window's own failure, or its verdict."""
+        if error is not None:
+            after = f"after: {error}"
+        else:
+            assert self.decision is not None
+            after = f"the window itself completed: {self.decision.verdict}, {self.directory.summary}"
+        return RestoreFailed(f"{restore_failure} ({after})", window_path=self.directory.path)
+
+    async def _abort_chain(self, error: BaseException) -> None:
+        """A failure inside a chained window aborts the chain; its placeholders go before production comes back."""
+        assert self.chain is not None
+        reason = str(error) if isinstance(error, FairwinError) else repr(error)
+        with contextlib.suppress(Exception):  # a placeholder that will not stop must not keep production down
+            await self._journaled(Step("chain abort", partial(self.chain.abort, reason)))
+        if self.hold is not None and self.hold.restored is not None and self.hold.restored.state == "CHAINED":
+            self.hold.restored = None  # left down for a chain that no longer is: production is owed again
+
+    async def _give_back_if_owed(self) -> RestoreFailed | None:
+        """The restore step, journaled like every other, when a failure skipped it; its failure returned."""
+        if self.hold is None or not self.hold.owed:
+            return None
+        try:
+            await self._journaled(Step("restore", self.hold.give_back))
+        except RestoreFailed as exc:
+            return exc
+        return None

@@ -1,0 +1,103 @@
+"""A window's open: the plan copied and ``window.json`` written, before anything is measured.
+
+:class:`Opening` is mixed into :class:`~fairwin.window.machine.Window`, which holds the state it
+reads (declared here). ``window.json`` (:class:`~fairwin.directory.manifest.WindowManifest`) says
+what is about to run and under which rule, gates, production and telemetry; the journal's ``open``
+row keeps production's declaration, which is what a recovery restores.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fairwin.archive import ArchiveStore, Snapshot
+from fairwin.archive.window_rows import archive_key_record
+from fairwin.custody.chain import ChainRun
+from fairwin.custody.hold import Hold
+from fairwin.directory.layout import WindowDir
+from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, WindowManifest
+from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import StartSpec, waves_for
+from fairwin.records import write_record
+from fairwin.rows import Order
+from fairwin.telemetry.gpu import GpuSource
+from fairwin.window.preflight import Preflight
+from fairwin.window.progress import ProgressFeed
+
+
+class Opening:
+    """The open step; the window's state it reads is the window's own."""
+
+    loaded: LoadedPlan
+    checked: Preflight
+    directory: WindowDir
+    order: Order
+    starts: list[StartSpec]
+    gate_summary: dict[str, Any]
+    environment: dict[str, Any]
+    archive_store: ArchiveStore
+    archive_snapshot: Snapshot
+    power_warnings: list[str]
+    say: Callable[[str], None]
+    feed: ProgressFeed
+    hold: Hold | None
+    chain: ChainRun | None
+    gpu: GpuSource | None
+    production_cap: tuple[float | None, str]
+    production_caps: dict[str, float | None]
+    opened_at: float
+
+    async def open(self) -> dict[str, Any]:
+        """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
+        self.opened_at = time.monotonic()
+        shutil.copyfile(self.loaded.path, self.directory.plan_copy)
+        write_record(self.directory.manifest, self._manifest())
+        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
+        self.feed.opened(
+            self.directory.path,
+            self.order,
+            self.starts,
+            self.gate_summary.get("budget", {}),
+            sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells),
+        )
+        # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
+        production = self.hold.snapshot if self.hold is not None else None
+        return {"plan_sha256": self.loaded.sha256, "production": production}
+
+    def _manifest(self) -> WindowManifest:
+        """window.json: what is about to run, and under which rule, gates, production and telemetry."""
+        mode, rule = self.checked.mode, self.checked.rule
+        return WindowManifest(
+            window_id=self.directory.window_id,
+            mode=self.checked.mode_name,
+            control_role=mode.control,
+            candidate_role=mode.candidate,
+            order=self.order,
+            starts=[PlannedStart(start=s.name, kind=s.kind, role=s.role) for s in self.starts],
+            plan_path=str(self.loaded.path),
+            plan_sha256=self.loaded.sha256,
+            rule_id=rule.id,
+            rule_sha256=rule.sha256,
+            archive=self.archive_store.location,  # never a password: the store redacts it
+            archive_key=archive_key_record(self.loaded),
+            archive_snapshot=self.archive_snapshot.record(),
+            power_warnings=self.power_warnings,
+            gates=self.gate_summary,
+            coordinator=self.directory.coordinator,
+            families={
+                name: FamilyPins(prompts_sha256=fam.prompts_sha256, order_sha256=fam.order_sha256)
+                for name, fam in self.loaded.families.items()
+            },
+            environment=self.environment,
+            production=self.hold.snapshot if self.hold is not None else None,
+            chain=self.chain.record() | {"last": self.chain.last} if self.chain is not None else None,
+            telemetry=ManifestTelemetry(
+                gpu=self.gpu.name if self.gpu is not None else None,
+                production_cap_mhz=self.production_cap[0],
+                production_cap_from=self.production_cap[1],
+                production_caps_by_host=self.production_caps,
+            ),
+        )
