@@ -15,7 +15,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -217,19 +217,7 @@ def read_json(path: Path, formats: tuple[str, ...] = ()) -> dict[str, Any]:
     return value
 
 
-Model = TypeVar("Model", bound=BaseModel)
-
-
 def first_problem(exc: ValidationError, whole: str = "(record)") -> str:
     """A validation error as one line: where (``whole`` when it is the whole record), and what."""
     error = exc.errors()[0]
     return f"{'.'.join(str(p) for p in error['loc']) or whole}: {error['msg']}"
-
-
-def read_model(path: Path, model: type[Model], formats: tuple[str, ...] = ()) -> Model:
-    """A JSON document fairwin wrote, validated as ``model``; any damage is a :class:`CorruptRecordError`."""
-    value = read_json(path, formats)
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        raise CorruptRecordError(f"{path}: {first_problem(exc)}") from None
