@@ -57,16 +57,17 @@ def append_records(path: Path, records: Iterable[Record]) -> None:
 
 def read_record(path: Path, model: type[R]) -> R:
     """A JSON record fairwin wrote, of a format ``model`` reads; any damage is a CorruptRecordError."""
-    return _validated(model, read_json(path, model.record_format.readable), str(path))
+    return validated(model, read_json(path, model.record_format.readable), str(path))
 
 
 def read_records(path: Path, model: type[R]) -> list[R]:
     """Every row of a JSONL file fairwin wrote, each of a format ``model`` reads."""
     rows = read_jsonl(path, model.record_format.readable)
-    return [_validated(model, row, f"{path} row {number}") for number, row in enumerate(rows, 1)]
+    return [validated(model, row, f"{path} row {number}") for number, row in enumerate(rows, 1)]
 
 
-def _validated(model: type[R], value: dict[str, Any], where: str) -> R:
+def validated(model: type[R], value: dict[str, Any], where: str) -> R:
+    """``value`` read into ``model``; a shape it does not have is a CorruptRecordError naming ``where``."""
     try:
         return model.model_validate(value)
     except ValidationError as exc:

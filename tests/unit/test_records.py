@@ -68,3 +68,11 @@ def test_appended_rows_read_back_and_a_bad_row_is_named_by_its_line(tmp_path: Pa
         f.write(json.dumps({"format": STATUS.id, "window_id": "w"}) + "\n")
     with pytest.raises(CorruptRecordError, match=r"rows\.jsonl row 3: state"):
         read_records(path, type(_status()))
+
+
+def test_a_telemetry_row_carries_every_field_of_a_gpu_sample() -> None:
+    # TelemetryRow is GpuSample's fields as a record (each optional: a failed read has only time and error).
+    from fairwin.telemetry.gpu import GpuSample
+    from fairwin.telemetry.sampler import TelemetryRow
+
+    assert set(GpuSample.model_fields) == set(TelemetryRow.model_fields) - {"format", "error"}

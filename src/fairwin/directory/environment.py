@@ -27,6 +27,12 @@ def git_state(directory: Path) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(dirty)}
 
 
+def commit_of(environment: dict[str, Any]) -> str | None:
+    """The git commit an environment (as :func:`capture` records it) ran at; None outside a work tree."""
+    found = (environment.get("git") or {}).get("commit")
+    return found if isinstance(found, str) else None
+
+
 def capture(directory: Path) -> dict[str, Any]:
     return {
         "fairwin": __version__,

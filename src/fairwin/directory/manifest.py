@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairwin.directory.environment import commit_of
 from fairwin.formats import WINDOW, RecordFormat
 from fairwin.records import Record
 from fairwin.rows import Kind, Order
@@ -76,5 +77,4 @@ class WindowManifest(Record):
     @property
     def commit(self) -> str | None:
         """The git commit the window ran (its environment's)."""
-        found = (self.environment.get("git") or {}).get("commit")
-        return found if isinstance(found, str) else None
+        return commit_of(self.environment)

@@ -11,11 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
-
 from fairwin.errors import CorruptRecordError, GateRefused, InputError
-from fairwin.files import canonical_json, first_problem, read_json, sha256_bytes, write_json_atomic
-from fairwin.records import Record
+from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
+from fairwin.records import Record, validated
 
 
 class Receipt(Record):
@@ -56,10 +54,7 @@ def read_receipt(path: Path, model: type[R], *, sealed: bool = True) -> R:
             raise CorruptRecordError(f"{path}: the receipt carries no sha256 seal; it was not written by fairwin as is")
         if seal(document)["sha256"] != document["sha256"]:
             raise CorruptRecordError(f"{path}: its sha256 does not match its contents; it was edited after writing")
-    try:
-        return model.model_validate(document)
-    except ValidationError as exc:
-        raise CorruptRecordError(f"{path}: {first_problem(exc)}") from None
+    return validated(model, document, str(path))
 
 
 def require_admitting(

@@ -86,17 +86,17 @@ class LiveProduction:
     def member(self, name: str) -> LiveMember | None:
         return next((m for m in self.members if m.member == name), None)
 
-    def record(self) -> dict[str, Any]:
+    def as_record(self) -> LiveRecord:
+        """``fairwin.production-live/1``: kept as ``live.json`` and, as :meth:`record`, in window.json."""
         members = [m.record() for m in self.members]
         digest = sha256_bytes(json.dumps(members, sort_keys=True).encode())
         extra = {"from_snapshot": self.from_snapshot} if self.from_snapshot else {}
         return LiveRecord(
-            read_unix=round(self.read_unix, 3),
-            members=members,
-            sha256=digest,
-            changed_since_last=self.changed,
-            **extra,
-        ).stored()
+            read_unix=round(self.read_unix, 3), members=members, sha256=digest, changed_since_last=self.changed, **extra
+        )
+
+    def record(self) -> dict[str, Any]:
+        return self.as_record().stored()
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], source: str) -> LiveProduction:
@@ -229,7 +229,7 @@ def stored(state_dir: Path) -> LiveProduction | None:
 
 def keep(state_dir: Path, live: LiveProduction) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
-    write_record(state_dir / "live.json", LiveRecord.model_validate(live.record()))
+    write_record(state_dir / "live.json", live.as_record())
 
 
 def changes(before: LiveProduction, now: LiveProduction) -> list[str]:

@@ -25,10 +25,6 @@ class SnapshotRecord(Record):
     sha256: str
     base_url: str | None = None
 
-    @classmethod
-    def of(cls, declared: dict[str, Any]) -> SnapshotRecord:
-        return cls.model_validate(declared)
-
 
 class ProductionState(Record):
     """``state_dir/production.json``: production as fairwin last launched it."""

@@ -107,11 +107,6 @@ class Window(Opening, Closing):
             live=self.live,
         )
 
-    @property
-    def commit(self) -> str | None:
-        commit = self.environment.get("git", {}).get("commit")
-        return commit if isinstance(commit, str) else None
-
     def steps(self) -> list[Step]:
         starts: list[Step] = []
         looks = self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else ()

@@ -32,7 +32,7 @@ from fairwin.custody.lock import (
     shared_locks,
 )
 from fairwin.decision import RuleSpec
-from fairwin.directory.environment import capture
+from fairwin.directory.environment import capture, commit_of
 from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
@@ -256,7 +256,7 @@ def chain_for(
         )
     if wanted == "last" and found is None:
         raise InputError(f"--chain-last: no chain is in progress ({path}); run the window without it")
-    commit = environment.get("git", {}).get("commit")
+    commit = commit_of(environment)
     if found is not None:
         problems = continuation_problems(
             loaded, found, snapshot=hold.snapshot, commit=commit, capture=options.get("chain_production")

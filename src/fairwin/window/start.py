@@ -42,9 +42,9 @@ from fairwin.window.processes import (
     stop_all,
     stop_receipt,
 )
-from fairwin.window.records import append_streams
 from fairwin.window.runtime import check_live_speculative, check_speculative
 from fairwin.window.start_context import StartContext
+from fairwin.window.streams import append_streams
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
 
 

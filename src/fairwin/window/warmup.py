@@ -23,8 +23,8 @@ from fairwin.client.stream import StreamRecord, request_body, run_stream_recorde
 from fairwin.client.wave import Target, endpoint_path, run_wave, salt
 from fairwin.plan.schedule import waves_for
 from fairwin.pooling.pool import client_rate, decode_rate
-from fairwin.window.records import append_streams
 from fairwin.window.start_context import StartContext
+from fairwin.window.streams import append_streams
 
 
 async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:
