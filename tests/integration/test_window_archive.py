@@ -50,7 +50,7 @@ def test_the_decision_reads_the_snapshot_taken_at_open_and_the_next_window_reads
     archive = open_archive(plan.parent / "windows" / "control-archive.jsonl")
     archive.append([keyed_like(plan, "old")])
     loaded = load_plan(plan)
-    window = open_window(loaded, "controlled", launcher=launcher_recording([]))
+    window = asyncio.run(open_window(loaded, "controlled", launcher=launcher_recording([])))
     # Appended after open: another coordinator's window, keyed like this one, and one of another role.
     archive.append([keyed_like(plan, "meanwhile"), keyed_like(plan, "other", role="P")])
     result = asyncio.run(window.run())
@@ -79,7 +79,7 @@ def test_an_archive_that_cannot_be_written_fails_nothing_and_append_retries_it(
     blocked = plan.parent / "blocked"
     monkeypatch.setenv("FAIRWIN_ARCHIVE_URL", str(blocked / "archive.jsonl"))
     loaded = load_plan(plan)
-    window = open_window(loaded, "controlled", launcher=launcher_recording([]))
+    window = asyncio.run(open_window(loaded, "controlled", launcher=launcher_recording([])))
     blocked.write_text("a file where the archive's directory should be\n")
     result = asyncio.run(window.run())
     status = json.loads((result.window.path / "status.json").read_text())

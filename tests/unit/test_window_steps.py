@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class ThreadSim:
         self.config = SimConfig(model=spec.model, spec_tokens=spec_tokens, acceptance=(0.8, 0.6), ms_per_round=1)
         self.scheduling: dict[str, object] | None = None
         self.pid: int | None = None  # no process: the simulator runs on a thread
+        self.listens_as = os.getpid()  # whose sockets its ports are: this process's
 
     async def start(self) -> None:
         self.events.append(f"launch {self.spec.role_name}")

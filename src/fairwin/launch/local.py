@@ -61,6 +61,10 @@ class LocalServer:
         return self.process.pid if self.process is not None else None
 
     @property
+    def listens_as(self) -> int | None:
+        return self.pid
+
+    @property
     def scheduling(self) -> dict[str, object] | None:
         """The CPU set and priority applied, read back from the kernel now (after start: the server's own)."""
         pid = self.process.pid if self.process is not None else None
@@ -155,23 +159,50 @@ class LocalServer:
             return self.stop_record
         t0 = time.monotonic()
         process = self.process
-        if process is None or process.poll() is not None:
-            self.stop_record = StopRecord("none", process.returncode if process else None, 0.0)
-            scrub_file(self.log_path)
+        if process is None:
+            self.stop_record = StopRecord("none", None, 0.0)
             return self.stop_record
-        sent = "SIGTERM"
-        signal_group(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=self.spec.stop_timeout_s)
-        except subprocess.TimeoutExpired:
-            sent = "SIGKILL"
-            signal_group(process.pid, signal.SIGKILL)
-            process.wait()
+        sent = "none"
+        if process.poll() is None:
+            sent = "SIGTERM"
+            signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=self.spec.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                sent = "SIGKILL"
+                signal_group(process.pid, signal.SIGKILL)
+                process.wait()
+        elif group_alive(process.pid):  # its leader exited, leaving a server it started (a wrapper that forked)
+            sent = "SIGTERM"
+            signal_group(process.pid, signal.SIGTERM)
+            if not wait_group_gone(process.pid, self.spec.stop_timeout_s):
+                sent = "SIGKILL"
         # Workers that ignored SIGTERM after their leader exited must not outlive the start.
         signal_group(process.pid, signal.SIGKILL)
         self.stop_record = StopRecord(sent, process.returncode, time.monotonic() - t0)
         scrub_file(self.log_path)  # the server wrote its log itself: a secret it printed is hidden now it stopped
         return self.stop_record
+
+
+def group_alive(pgid: int) -> bool:
+    """Some process of the group still runs (or may: one we may not signal counts as running)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_group_gone(pgid: int, timeout_s: float) -> bool:
+    """Whether the whole group is gone within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(HEALTH_POLL_S)
+    return True
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:

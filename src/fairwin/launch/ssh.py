@@ -113,6 +113,10 @@ class RemoteServer:
         return self.remote_pid
 
     @property
+    def listens_as(self) -> int | None:
+        return self.pid
+
+    @property
     def scheduling(self) -> dict[str, object] | None:
         return None  # cpus and nice apply on fairwin's own host only (the plan refuses them on a remote role)
 
@@ -225,14 +229,15 @@ class RemoteServer:
 
 
 async def stop_remote_group(conn: asyncssh.SSHClientConnection, pgid: int, grace_s: float) -> str:
-    """SIGTERM a remote process group, wait for its leader, SIGKILL the group; the signal that ended it."""
-    alive = await _run(conn, f"kill -0 {pgid}")
+    """SIGTERM a remote process group, wait for it to go, SIGKILL what is left; the signal that ended it. The group,
+    not only its leader: a wrapper that exited may have left its server running in it."""
+    alive = await _run(conn, f"kill -0 -- -{pgid}")
     if alive.exit_status != 0:
         return "none"
     await _run(conn, f"kill -TERM -- -{pgid}")
     deadline = time.monotonic() + grace_s
     sent = "SIGTERM"
-    while (await _run(conn, f"kill -0 {pgid}")).exit_status == 0:
+    while (await _run(conn, f"kill -0 -- -{pgid}")).exit_status == 0:
         if time.monotonic() >= deadline:
             sent = "SIGKILL"
             break

@@ -8,12 +8,14 @@ in the ways real servers do; see :data:`FAULTS`.
 
 from __future__ import annotations
 
+import socket
 from dataclasses import fields
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from fairwin.errors import UsageError
 from fairwin.sim.generation import generate
 from fairwin.sim.model import SimConfig, SimMetrics, token_id, tokenize
 from fairwin.sim.protocol import CONFIG_KEY, METRICS_KEY, SEEN_KEY, chat_prompt, error_response, json_body
@@ -97,6 +99,11 @@ def build_app(config: SimConfig) -> web.Application:
 def serve(config: SimConfig, host: str, port: int) -> None:
     if "exit-at-start" in config.faults:
         raise SystemExit(3)
+    # The port is bound before anything is printed: a sim that could not listen never says it serves.
+    try:
+        sock = socket.create_server((host, port))
+    except OSError as exc:  # a port already held: one line, as a server says it, never a traceback
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port") from None
     # Its changed settings, each value as given, the way vLLM logged "non-default args" (the API key included,
     # until vllm#52523 redacted it in 2026): a server's log may hold a secret, and fairwin must keep it out of a window.
     default = SimConfig()
@@ -106,4 +113,4 @@ def serve(config: SimConfig, host: str, port: int) -> None:
     print(f"fairwin sim: non-default args: {changed}", flush=True)
     # One line, as a server logs its start (flushed: a log read through a pipe or SSH sees it at once).
     print(f"fairwin sim: serving {config.model} on http://{host}:{port}", flush=True)
-    web.run_app(build_app(config), host=host, port=port, print=None, access_log=None)
+    web.run_app(build_app(config), sock=sock, print=None, access_log=None)

@@ -19,12 +19,15 @@ from typing import Any, Protocol
 import aiohttp
 
 from fairwin.directory.layout import WindowDir
+from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.identity import checkout, digests
+from fairwin.launch.launchable import launch_problems
+from fairwin.launch.listeners import check_free, check_ours, listen_ports
 from fairwin.launch.local import LocalServer, StopRecord
 from fairwin.launch.readiness import wait_ready
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.roles import Ready, RepoPin
+from fairwin.plan.roles import Ready, RepoPin, Worker
 from fairwin.production.live import LiveProduction
 from fairwin.window.live import counterpart
 from fairwin.window.runtime import check_checkout, check_identity, check_live_env, check_running_env
@@ -38,6 +41,11 @@ class ServerHandle(Protocol):
     @property
     def pid(self) -> int | None:
         """The process (and process group) id once started; None where there is no process."""
+
+    @property
+    def listens_as(self) -> int | None:
+        """The process whose group or session must hold its ports once it answers: its pid (a test's server on a
+        thread: the test's own); None where there is no process."""
 
     @property
     def scheduling(self) -> dict[str, object] | None:
@@ -88,6 +96,21 @@ class StartProcess:
     ready: Ready | None  # a worker's ready checks; None for the head (its health URL decides)
     repo: RepoPin | None = None  # a git checkout on its host pinned to a commit
 
+    @property
+    def ports(self) -> list[int]:
+        """The ports it will listen on, on its own host."""
+        return listen_ports(self.spec, self.ready.port if self.ready is not None else None)
+
+    async def prove_free(self) -> None:
+        """Before its launch: nothing listens on its ports (a server launched there would die on bind)."""
+        for port in self.ports:
+            await check_free(self.spec, port)
+
+    async def prove_ours(self) -> None:
+        """Once it answers: it is what listens on its ports, and it still runs."""
+        for port in self.ports:
+            await check_ours(self.spec, port, self.handle.listens_as, self.handle.exit_code())
+
 
 def start_processes(loaded: LoadedPlan, role_name: str, directory: Path, launcher: Launcher) -> list[StartProcess]:
     """The role's processes for one start in launch order: its workers, then its head (always last)."""
@@ -102,17 +125,40 @@ def start_processes(loaded: LoadedPlan, role_name: str, directory: Path, launche
     return [*found, StartProcess(head, launcher(head, log), log, role.identity, None, role.repo)]
 
 
+def role_specs(loaded: LoadedPlan, name: str) -> list[tuple[LaunchSpec, Worker | None]]:
+    """A role's processes in launch order, outside any start: each worker with its plan entry, then the head (None)."""
+    plan = loaded.plan
+    head = make_spec(name, plan.roles, loaded.base_dir, plan.hosts)
+    workers = worker_specs(head, plan.roles, loaded.base_dir, plan.hosts)
+    return [*zip(workers, plan.roles[name].workers, strict=True), (head, None)]
+
+
 def pinned_checkouts(loaded: LoadedPlan, roles: Iterable[str]) -> list[tuple[LaunchSpec, RepoPin]]:
     """Every process of these roles whose host holds a pinned checkout, with its pin."""
-    plan, found = loaded.plan, []
+    found = []
     for name in sorted(set(roles)):
-        role = plan.roles[name]
-        head = make_spec(name, plan.roles, loaded.base_dir, plan.hosts)
-        workers = worker_specs(head, plan.roles, loaded.base_dir, plan.hosts)
-        found += [(spec, worker.repo) for spec, worker in zip(workers, role.workers, strict=True) if worker.repo]
-        if role.repo is not None:
-            found.append((head, role.repo))
+        for spec, worker in role_specs(loaded, name):
+            pin = worker.repo if worker is not None else loaded.plan.roles[name].repo
+            if pin is not None:
+                found.append((spec, pin))
     return found
+
+
+async def launchable(loaded: LoadedPlan, roles: Iterable[str], production_port: tuple[str | None, int] | None) -> None:
+    """Every process of these roles could be launched on its host now: its command, its working directory and its
+    fixed ports (production's own port excepted: the take-down frees it). Else GateRefused naming each problem."""
+    problems: list[str] = []
+    for name in sorted(set(roles)):
+        role = loaded.plan.roles[name]
+        for spec, worker in role_specs(loaded, name):
+            if worker is not None:
+                ports = listen_ports(spec, worker.ready.port)
+            else:
+                ports = listen_ports(spec) if role.port != "auto" else []  # an auto port is chosen at each start
+            fixed = [port for port in ports if (spec.host, port) != production_port]
+            problems += await launch_problems(spec, fixed)
+    if problems:
+        raise GateRefused(f"before production is taken down: {'; '.join(problems)}")
 
 
 async def check_checkouts(pinned: list[tuple[LaunchSpec, RepoPin]]) -> dict[str, dict[str, str]]:
@@ -139,12 +185,14 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
     for process in processes:
         spec = process.spec
         where = {"host": spec.host, **({"member": spec.member} if spec.member != "head" else {})}
+        await process.prove_free()
         window.journal_event(step, "launching", argv=spec.shown_argv, **where)
         await process.handle.start()
         window.journal_event(step, "launched", pid=process.handle.pid, argv=spec.shown_argv, **where)
         if process.ready is not None:
             address = spec.remote.address if spec.remote is not None else "127.0.0.1"
             ready_s = await wait_ready(process.handle, process.ready, process.log, spec.label, address)
+            await process.prove_ours()
             receipts.append(
                 {
                     "member": spec.member,
@@ -173,13 +221,20 @@ async def check_envs(processes: list[StartProcess], live: LiveProduction | None 
 
 
 def problem(processes: list[StartProcess]) -> str | None:
-    """The first reason a process can no longer be trusted, or a worker that exited while the head ran."""
+    """The first reason a process can no longer be trusted: a lost connection, or any of them (the head too)
+    that exited during the start: what answered since then was not the server fairwin launched."""
     for process in processes:
         if (why := process.handle.problem()) is not None:
             return why
-        if process.ready is not None and (code := process.handle.exit_code()) is not None:
+        if (code := process.handle.exit_code()) is not None:
             return f"{process.spec.label} exited with code {code} during the start"
     return None
+
+
+def require_running(processes: list[StartProcess], what: str) -> None:
+    """LaunchError when :func:`problem` finds one: ``what`` (the start, or its wave) is not measured."""
+    if (why := problem(processes)) is not None:
+        raise LaunchError(f"{why}; {what} is not used")
 
 
 async def stop_all(processes: list[StartProcess]) -> list[tuple[StartProcess, StopRecord]]:

@@ -1,19 +1,15 @@
-"""Running a window: :func:`open_window` (preflight, gates, the lock, a new directory) and :func:`run_window`.
+"""Running a window: :func:`open_window` (its admission, window/admission.py, then the lock and a new directory) and
+:func:`run_window` (opened, then run).
 
 The window itself, one method per journaled step, is :class:`fairwin.window.machine.Window`.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any, Unpack
 
-from fairwin.archive import ArchiveStore, Snapshot, open_archive
-from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
 from fairwin.custody.hold import Hold, fixed_role_urls
 from fairwin.custody.lock import (
@@ -24,9 +20,6 @@ from fairwin.custody.lock import (
     coordinator,
     coordinator_of,
     hardware_keys,
-    lock_path,
-    refuse_if_held,
-    refuse_if_held_elsewhere,
     release,
     release_shared,
     shared_locks,
@@ -34,87 +27,36 @@ from fairwin.custody.lock import (
 from fairwin.decision import RuleSpec
 from fairwin.directory.environment import capture, commit_of
 from fairwin.directory.layout import WindowDir, new_window_id
-from fairwin.errors import ArchiveError, FairwinError, GateRefused, InputError, RestoreFailed, RuntimeCheckError
-from fairwin.gates.sequence import GateInputs, run_gates
-from fairwin.plan.hosts import resolved
+from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
-from fairwin.production.live import LiveProduction
 from fairwin.production.placeholders import Placeholders
-from fairwin.rows import Order
 from fairwin.telemetry.cap import production_cap, production_caps
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hosts import find_source, window_gpus, window_hosts
-from fairwin.window.live import production_as_it_runs
+from fairwin.window.admission import Admission, WindowOptions, admit, quiet
 from fairwin.window.machine import Window, WindowResult
-from fairwin.window.preflight import Preflight, draw_order, first_look_archive, preflight, preflight_power
-from fairwin.window.processes import Launcher, check_checkouts, local_launcher, pinned_checkouts
-from fairwin.window.progress import Listener
+from fairwin.window.preflight import Preflight, draw_order, preflight_power
+from fairwin.window.processes import local_launcher
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
 
 
-def _quiet(_: str) -> None:
-    return None
-
-
-class WindowOptions(TypedDict, total=False):
-    """How :func:`open_window` and :func:`run_window` may be told to run a window; all optional."""
-
-    launcher: Launcher  # starts each role's server (tests inject their own)
-    say: Callable[[str], None]  # progress lines
-    progress: Listener | None  # progress events, fairwin.progress/1 (window/progress.py)
-    output_dir: Path | None  # where the window's directory is made (default: the plan's window.output_dir)
-    order: Order | None  # overrides the rule's draw (tests; chained windows that balance orders)
-    gates: GateInputs | None  # the receipts the window must be given
-    coordinator: str | None  # who runs it, for the lock (default: FAIRWIN_COORDINATOR, else the user)
-    chain: Literal["chain", "last"] | None  # --chain (leave production down) or --chain-last (end the chain)
-    chain_production: Path | None  # --chain-production: a new capture of production, when its declaration changed
-
-
-@dataclass(frozen=True)
-class Admission:
-    """A window past its preflight and gates, before any host is contacted or anything is made."""
-
-    checked: Preflight
-    out: Path
-    lock: Path
-    archive: ArchiveStore
-    snapshot: Snapshot  # read once: the budget's first look, the warnings and the noise at decide see the same rows
-    archive_starts: int
-    gate_summary: dict[str, Any]
-    live: LiveProduction | None = None  # production as it runs, read after the gates (run_window only)
-
-
-def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
-    """Preflight, the lock's state and every gate: what refuses a window before it touches any host."""
-    checked = preflight(loaded, mode_name)
-    out = loaded.output_dir(options.get("output_dir"))
-    lock = lock_path(loaded, out)
-    refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
+async def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
+    """:func:`admit`, then a new window directory: everything before the first journaled step. A chained window
+    refused here aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
     try:
-        archive = open_archive(archive_location(loaded, out))
-        snapshot = archive.snapshot()
-    except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
-        raise GateRefused(f"the control archive: {exc}") from None
-    if isinstance(archive, HardwareLocks):  # a second coordinator sharing the archive (no host is contacted)
-        refuse_if_held_elsewhere([archive], hardware_keys(loaded, mode_name))
-    if options.get("chain") == "chain":
-        refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
-    archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
-    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out, archive_starts)
-    return Admission(checked, out, lock, archive, snapshot, archive_starts, gate_summary)
-
-
-def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
-    """Preflight and gates, then a new window directory: everything before the first journaled step."""
-    return open_admitted(loaded, mode_name, admit(loaded, mode_name, **options), **options)
+        return open_admitted(loaded, mode_name, await admit(loaded, mode_name, **options), **options)
+    except FairwinError as exc:
+        if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
+            await _abort_before_open(loaded, options, exc)
+        raise
 
 
 def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **options: Unpack[WindowOptions]) -> Window:
     """A new window directory for an admitted window, under the hardware's lock."""
-    say = options.get("say", _quiet)
+    say = options.get("say", quiet)
     checked, out = admitted.checked, admitted.out
     say(gate_line(checked.rule, admitted.gate_summary["budget"]))
     environment = capture(loaded.base_dir)
@@ -202,20 +144,6 @@ def _node_caps(loaded: LoadedPlan, checked: Preflight, say: Callable[[str], None
     return found
 
 
-def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
-    """Every placeholder's command exists here (the chained close starts them, after the measurement): else
-    refused with the gates, naming it."""
-    chain = loaded.plan.chain
-    for name, placeholder in chain.placeholders.items() if chain is not None else ():
-        command = placeholder.argv[0]
-        found = shutil.which(command, path=None) if "/" not in command else loaded.resolve(Path(command))
-        if found is None or not os.access(found, os.X_OK):
-            raise GateRefused(
-                f"placeholder {name}: {command} is not a command fairwin can run here; fix "
-                "[chain.placeholders] before a chained window leaves production down for it"
-            )
-
-
 def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
     """'gates passed; estimated ...': the measurement's end, and a sequential rule's first look beside its maximum."""
     most = f"{budget['measurement_end_s'] / 60:.1f} min of measurement"
@@ -276,51 +204,13 @@ def chain_for(
 
 
 async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> WindowResult:
-    """Run one window: :func:`open_window`, then every step of it. A chained window that fails before it
-    opened aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
-    try:
-        admitted = admit(loaded, mode_name, **options)  # the gates, before any host is contacted
-        await _hosts_reachable(loaded, mode_name)
-        checked_out = await _checkouts_pinned(loaded, admitted.checked)
-        if checked_out:
-            admitted.gate_summary["checkouts"] = checked_out  # into window.json, with the gates
-        if loaded.plan.production is not None:
-            mode, say = admitted.checked.mode, options.get("say", _quiet)
-            live = await production_as_it_runs(
-                loaded, Production(loaded, admitted.out), (mode.control, mode.candidate), say
-            )
-            admitted = replace(admitted, live=live)
-        window = open_admitted(loaded, mode_name, admitted, **options)
-    except FairwinError as exc:
-        if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
-            await _abort_before_open(loaded, options, exc)
-        raise
+    """Run one window: :func:`open_window`, then every step of it."""
+    window = await open_window(loaded, mode_name, **options)
     return await window.run()
 
 
-async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
-    """Every host the window touches (production's, its roles' and their workers') answers with a known key,
-    after the gates and before anything is touched."""
-    mode = loaded.plan.all_modes().get(mode_name)
-    names = [h for h in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()) if h is not None]
-    if names:
-        from fairwin.launch.ssh import reachable  # asyncssh only where hosts are used
-
-        await reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in names})
-
-
-async def _checkouts_pinned(loaded: LoadedPlan, checked: Preflight) -> dict[str, dict[str, str]]:
-    """Every pinned checkout of the mode's roles and workers, at its commit and clean on its own host, before
-    any process is launched (each start checks its own again): else refused, nothing made."""
-    pinned = pinned_checkouts(loaded, (checked.mode.control, checked.mode.candidate))
-    try:
-        return await check_checkouts(pinned)
-    except RuntimeCheckError as exc:
-        raise GateRefused(f"pinned code: {exc}") from None
-
-
 async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: FairwinError) -> None:
-    say = options.get("say", _quiet)
+    say = options.get("say", quiet)
     try:
         aborted = await abort_chain(loaded, loaded.output_dir(options.get("output_dir")), say)
     except RestoreFailed as exc:

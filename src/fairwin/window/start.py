@@ -17,7 +17,6 @@ from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare, prom
 from fairwin.client.wave import Target, WaveResult, run_wave
 from fairwin.directory.journal import start_step
 from fairwin.directory.start_receipt import StartReceipt, WaveRow
-from fairwin.errors import LaunchError
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
@@ -33,10 +32,11 @@ from fairwin.window.diagnostics import diagnose
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.live import compares_live
 from fairwin.window.processes import (
+    StartProcess,
     check_envs,
     check_identities,
     launch_all,
-    problem,
+    require_running,
     server_log,
     start_processes,
     stop_all,
@@ -107,7 +107,12 @@ def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveR
 
 
 async def _run_waves(
-    ctx: StartContext, session: aiohttp.ClientSession, target: Target, cell_name: str, waves: list[WaveSpec]
+    ctx: StartContext,
+    session: aiohttp.ClientSession,
+    target: Target,
+    processes: list[StartProcess],
+    cell_name: str,
+    waves: list[WaveSpec],
 ) -> list[WaveResult]:
     plan = ctx.loaded.plan
     results = []
@@ -124,6 +129,8 @@ async def _run_waves(
         judge_wave(result.streams, result.deltas.get(target.profile.decode_sum))
         append_streams(ctx.window, target.start, result.streams)
         append_records(ctx.window.waves, [_wave_row(result, target)])
+        # A process that exited mid-wave fails the start, whatever answered the wave in its place.
+        require_running(processes, f"role {target.role}, start {target.start}: its measurements")
         if result.error is not None:
             raise result.error
         results.append(result)
@@ -146,7 +153,7 @@ async def _measure(
     session: aiohttp.ClientSession,
     target: Target,
     receipt: StartReceipt,
-    specs: list[LaunchSpec],
+    processes: list[StartProcess],
 ) -> list[PooledRow]:
     """The warm-up and every cell's waves, the GPUs sampled throughout; the pooled rows carry the start's cap
     and each repeat's dial-backs."""
@@ -154,6 +161,7 @@ async def _measure(
     directory = ctx.window.start_dir(target.start)
     rows: list[PooledRow] = []
     results: list[WaveResult] = []
+    specs = [p.spec for p in processes]
     gpu = await _gpus(ctx, specs)
     paused = ctx.hold_sampler.pause() if ctx.hold_sampler is not None and gpu is not None else nullcontext()
     with paused:  # the start reads the GPUs itself; the hold's sampler waits
@@ -161,7 +169,8 @@ async def _measure(
             await warm_up_stream(ctx, session, target)
             receipt.warmup = await warm_up_waves(ctx, session, target)
             for cell_name in plan.cells:
-                cell_results = await _run_waves(ctx, session, target, cell_name, waves_for(ctx.loaded, cell_name))
+                waves = waves_for(ctx.loaded, cell_name)
+                cell_results = await _run_waves(ctx, session, target, processes, cell_name, waves)
                 rows.extend(_pool(ctx, target, cell_name, cell_results))
                 results += cell_results
     cap_from = plan.telemetry.cap_from
@@ -258,17 +267,17 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         headers = api_headers(plan.roles[start.role].api_key_env, f"roles.{start.role}.api_key_env")
         async with client_session(timeout, headers) as session:
             receipt.healthy_after_s = healthy = await head.handle.wait_healthy(session)
+            await head.prove_ours()  # what answered is the server launched, not a holder of its port
             receipt.scheduling = head.handle.scheduling
             ctx.say(f"  healthy after {healthy:.1f} s")
             if plan.runtime.check_env:
                 receipt.env_check = await check_envs(processes, _live(ctx, start.role))
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            measured = await _measure(ctx, session, target, receipt, [p.spec for p in processes])
+            measured = await _measure(ctx, session, target, receipt, processes)
             if start.name in ctx.greedy_starts:
                 receipt.greedy_streams = await _diagnose(ctx, session, target, bool(receipt.speculative))
-            if (why := problem(processes)) is not None:
-                raise LaunchError(f"role {start.role}, start {start.name}: {why}; its measurements are not used")
+            require_running(processes, f"role {start.role}, start {start.name}: its measurements")
             rows = measured
             receipt.host_after = await condition(plan.window.idle_check_s)
         append_records(ctx.window.pooled, rows)

@@ -1,0 +1,141 @@
+"""A window's admission: everything that refuses it before production is touched, one path for the CLI and the API.
+
+First what needs no host (the preflight, the lock, the control archive and every gate), then, still
+before the take-down, the hosts themselves: each answers with a known key, pinned code is at its
+commit, each process's command, working directory and fixed ports are there on its host, and
+production is read as it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal, TypedDict, Unpack
+
+from fairwin.archive import ArchiveStore, Snapshot, open_archive
+from fairwin.archive.window_rows import archive_location
+from fairwin.custody.lock import HardwareLocks, hardware_keys, lock_path, refuse_if_held, refuse_if_held_elsewhere
+from fairwin.errors import ArchiveError, GateRefused, RuntimeCheckError
+from fairwin.gates.sequence import GateInputs, run_gates
+from fairwin.plan.hosts import resolved
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.control import Production
+from fairwin.production.live import LiveProduction
+from fairwin.production.proof import host_port
+from fairwin.rows import Order
+from fairwin.telemetry.cap import production_host
+from fairwin.telemetry.hosts import window_hosts
+from fairwin.window.live import production_as_it_runs
+from fairwin.window.preflight import Preflight, first_look_archive, preflight
+from fairwin.window.processes import Launcher, check_checkouts, launchable, pinned_checkouts
+from fairwin.window.progress import Listener
+
+
+def quiet(_: str) -> None:
+    return None
+
+
+class WindowOptions(TypedDict, total=False):
+    """How :func:`open_window` and :func:`run_window` may be told to run a window; all optional."""
+
+    launcher: Launcher  # starts each role's server (tests inject their own)
+    say: Callable[[str], None]  # progress lines
+    progress: Listener | None  # progress events, fairwin.progress/1 (window/progress.py)
+    output_dir: Path | None  # where the window's directory is made (default: the plan's window.output_dir)
+    order: Order | None  # overrides the rule's draw (tests; chained windows that balance orders)
+    gates: GateInputs | None  # the receipts the window must be given
+    coordinator: str | None  # who runs it, for the lock (default: FAIRWIN_COORDINATOR, else the user)
+    chain: Literal["chain", "last"] | None  # --chain (leave production down) or --chain-last (end the chain)
+    chain_production: Path | None  # --chain-production: a new capture of production, when its declaration changed
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A window past its preflight and gates, before any host is contacted or anything is made."""
+
+    checked: Preflight
+    out: Path
+    lock: Path
+    archive: ArchiveStore
+    snapshot: Snapshot  # read once: the budget's first look, the warnings and the noise at decide see the same rows
+    archive_starts: int
+    gate_summary: dict[str, Any]
+    live: LiveProduction | None = None  # production as it runs, read after the gates and the hosts
+
+
+def gated(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
+    """Preflight, the lock's state and every gate: what refuses a window before it touches any host."""
+    checked = preflight(loaded, mode_name)
+    out = loaded.output_dir(options.get("output_dir"))
+    lock = lock_path(loaded, out)
+    refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
+    try:
+        archive = open_archive(archive_location(loaded, out))
+        snapshot = archive.snapshot()
+    except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
+        raise GateRefused(f"the control archive: {exc}") from None
+    if isinstance(archive, HardwareLocks):  # a second coordinator sharing the archive (no host is contacted)
+        refuse_if_held_elsewhere([archive], hardware_keys(loaded, mode_name))
+    if options.get("chain") == "chain":
+        refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
+    archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
+    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out, archive_starts)
+    return Admission(checked, out, lock, archive, snapshot, archive_starts, gate_summary)
+
+
+async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
+    """Everything that refuses a window before production is touched: the preflight, the lock and the gates (before
+    any host is contacted), then every host answering, pinned code, each process's command, working directory and
+    fixed ports on its host, and production as it runs. The one admission of the CLI and the public API."""
+    admitted = gated(loaded, mode_name, **options)
+    mode = admitted.checked.mode
+    roles = (mode.control, mode.candidate)
+    await _hosts_reachable(loaded, mode_name)
+    checked_out = await _checkouts_pinned(loaded, admitted.checked)
+    if checked_out:
+        admitted.gate_summary["checkouts"] = checked_out  # into window.json, with the gates
+    production = Production(loaded, admitted.out) if loaded.plan.production is not None else None
+    held = (production_host(loaded), host_port(production.base_url)[1]) if production is not None else None
+    await launchable(loaded, roles, held)
+    if production is not None:
+        live = await production_as_it_runs(loaded, production, roles, options.get("say", quiet))
+        admitted = replace(admitted, live=live)
+    return admitted
+
+
+def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
+    """Every placeholder's command exists here (the chained close starts them, after the measurement): else
+    refused with the gates, naming it."""
+    chain = loaded.plan.chain
+    for name, placeholder in chain.placeholders.items() if chain is not None else ():
+        command = placeholder.argv[0]
+        found = shutil.which(command, path=None) if "/" not in command else loaded.resolve(Path(command))
+        if found is None or not os.access(found, os.X_OK):
+            raise GateRefused(
+                f"placeholder {name}: {command} is not a command fairwin can run here; fix "
+                "[chain.placeholders] before a chained window leaves production down for it"
+            )
+
+
+async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
+    """Every host the window touches (production's, its roles' and their workers') answers with a known key,
+    after the gates and before anything is touched."""
+    mode = loaded.plan.all_modes().get(mode_name)
+    names = [h for h in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()) if h is not None]
+    if names:
+        from fairwin.launch.ssh import reachable  # asyncssh only where hosts are used
+
+        await reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in names})
+
+
+async def _checkouts_pinned(loaded: LoadedPlan, checked: Preflight) -> dict[str, dict[str, str]]:
+    """Every pinned checkout of the mode's roles and workers, at its commit and clean on its own host, before
+    any process is launched (each start checks its own again): else refused, nothing made."""
+    pinned = pinned_checkouts(loaded, (checked.mode.control, checked.mode.candidate))
+    try:
+        return await check_checkouts(pinned)
+    except RuntimeCheckError as exc:
+        raise GateRefused(f"pinned code: {exc}") from None
