@@ -105,19 +105,3 @@ def test_a_squatter_on_a_remote_role_port_is_found_over_ssh(make_plan: PlanFacto
     assert f"role A on host h1: port {port} on host h1 is held by pid {squatters[0]}" in done.stderr, done.stderr
     _nothing_from_the_window(plan, only_window(plan))
     assert processes_with("ssh-squatter") == []
-
-
-def test_a_healthy_server_already_on_the_port_is_named_before_the_launch(make_plan: PlanFactory) -> None:
-    squatter = SimProcess("--model", "held-before")
-    squatter.wait_healthy()
-    try:
-        role = sim_role(model="held-role", port="auto")
-        role["argv"] = [a.replace("{port}", str(squatter.port)) for a in role["argv"]]
-        role["base_url"] = squatter.url
-        plan = make_plan(roles={"A": role, "B": role})
-        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
-    finally:
-        squatter.stop()
-    assert done.returncode in (3, 4), done.stderr
-    assert f"port {squatter.port} here is already held by pid {squatter.process.pid}" in done.stderr, done.stderr
-    assert processes_with("held-role") == []

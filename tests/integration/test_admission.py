@@ -1,0 +1,117 @@
+"""A window's admission: what refuses it before production is taken down, the same through the CLI's run_window
+and the public open_window (real `fairwin sim` processes, production a sim fairwin launched)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import fairwin
+from fairwin.launch.spec import free_port
+from fairwin.production.proof import port_state
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import SimProcess, processes_with
+from tests.integration.helpers import fairwin as run_cli
+from tests.integration.production import production_plan
+
+
+def test_a_typo_in_role_bs_command_is_refused_before_production_goes_down(
+    make_plan: PlanFactory, stop_production: list[Path]
+) -> None:
+    typo = sim_role(model="exp-typo")
+    typo["argv"] = ["/opt/nowhere/python3", *typo["argv"][1:]]
+    plan = production_plan(make_plan, "typo", B=typo)
+    stop_production.append(plan)
+    assert run_cli("production", "up", str(plan)).returncode == 0
+    done = run_cli("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert "before production is taken down: role B: '/opt/nowhere/python3' is not an executable file" in done.stderr
+    assert run_cli("production", "status", str(plan)).returncode == 0  # production was never touched: still UP
+    windows = plan.parent / "windows"
+    assert not any(p.is_dir() and p.name != ".production" for p in windows.iterdir())  # no window, no start
+    assert processes_with("exp-typo") == []
+
+
+def test_a_fixed_port_held_by_another_server_is_refused_before_anything_starts(make_plan: PlanFactory) -> None:
+    squatter = SimProcess("--model", "held-before")
+    squatter.wait_healthy()
+    try:
+        role = sim_role(model="held-role", port=squatter.port)
+        plan = make_plan(roles={"A": role, "B": role})
+        done = run_cli("run", str(plan), "--mode", "controlled", "--quiet")
+    finally:
+        squatter.stop()
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert f"role A: port {squatter.port} here is already held by pid {squatter.process.pid} (" in done.stderr
+    assert "fairwin sim --port" in done.stderr  # the holder's command line
+    assert not (plan.parent / "windows").exists() and processes_with("held-role") == []
+
+
+def _typo(make_plan: PlanFactory, tmp_path: Path) -> Path:
+    role = sim_role(model="api-typo")
+    role["argv"] = ["no-such-engine-binary", *role["argv"][1:]]
+    return make_plan(roles={"A": sim_role(model="api-a"), "B": role})
+
+
+def _missing_cwd(make_plan: PlanFactory, tmp_path: Path) -> Path:
+    return make_plan(roles={"A": sim_role(model="api-a", cwd=str(tmp_path / "gone")), "B": sim_role(model="api-b")})
+
+
+def _held_port(make_plan: PlanFactory, tmp_path: Path) -> Path:
+    port = free_port()
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], stderr=subprocess.DEVNULL
+    )
+    _HELD.append(holder)
+    deadline = time.monotonic() + 10
+    while port_state(f"http://127.0.0.1:{port}") != "open":
+        assert time.monotonic() < deadline and holder.poll() is None
+        time.sleep(0.05)
+    return make_plan(roles={"A": sim_role(model="api-a", port=port), "B": sim_role(model="api-b")})
+
+
+def _held_lock(make_plan: PlanFactory, tmp_path: Path) -> Path:
+    plan = make_plan()
+    lock = plan.parent / "windows" / ".window.lock"
+    lock.parent.mkdir()
+    record = {"format": "fairwin.lock/1", "window_id": "w-other", "window_path": str(lock.parent / "w-other")}
+    lock.write_text(json.dumps({**record, "host": "elsewhere", "pid": 1, "coordinator": "c", "started_unix": 0}))
+    return plan
+
+
+_HELD: list[subprocess.Popen[bytes]] = []
+
+# Each admission check, and the words its refusal names.
+CHECKS: dict[str, tuple[Callable[[PlanFactory, Path], Path], str]] = {
+    "command": (_typo, "'no-such-engine-binary' is not an executable file"),
+    "working directory": (_missing_cwd, "its working directory"),
+    "fixed port": (_held_port, "is already held by pid"),
+    "lock": (_held_lock, "the hardware is held by window w-other"),
+}
+
+
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_open_window_refuses_what_run_window_refuses(make_plan: PlanFactory, tmp_path: Path, check: str) -> None:
+    build, words = CHECKS[check]
+    try:
+        plan = build(make_plan, tmp_path)
+        loaded = fairwin.load_plan(plan)
+        refusals = []
+        for entry in (fairwin.open_window, fairwin.run_window):
+            with pytest.raises(fairwin.FairwinError) as refused:
+                asyncio.run(entry(loaded, "controlled"))  # type: ignore[operator]
+            refusals.append((type(refused.value), str(refused.value)))
+    finally:
+        for holder in _HELD:
+            holder.kill()
+        _HELD.clear()
+    assert refusals[0] == refusals[1] and words in refusals[0][1], refusals
+    windows = plan.parent / "windows"
+    assert not windows.exists() or not [p for p in windows.iterdir() if p.is_dir()]  # nothing opened
