@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # Each window states its rule's audited error rates; 100 simulated windows instead of 1,000 save one to two
     # seconds a window, and the statement names its trials. A test of the audit itself passes its own --trials.
     os.environ.setdefault("FAIRWIN_AUDIT_TRIALS", "100")
+    # This machine's hardware locks, for the windows a module's fixture runs: one directory per pytest process
+    # (each xdist worker its own), since tests run windows side by side on purpose; each test gets its own below.
+    os.environ["FAIRWIN_LOCK_DIR"] = tempfile.mkdtemp(prefix="fairwin-test-locks-")
 
 
 @pytest.fixture(autouse=True)
@@ -119,6 +123,15 @@ def scratch_chain_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     """Every test's chain marker is its own scratch file: a live chain on this machine is never touched."""
     path = tmp_path / "scratch-chain.json"
     monkeypatch.setenv("FAIRWIN_CHAIN_MARKER", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def scratch_machine_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's machine-wide hardware locks live in its own directory: tests run side by side on one machine,
+    and a window a test runs never waits on another test's (nor on a real window here)."""
+    path = tmp_path / "machine-locks"
+    monkeypatch.setenv("FAIRWIN_LOCK_DIR", str(path))
     return path
 
 

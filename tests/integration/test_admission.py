@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from fairwin.production.proof import port_state
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import SimProcess, processes_with
 from tests.integration.helpers import fairwin as run_cli
-from tests.integration.production import production_plan
+from tests.integration.production import production_plan, start_run, wait_for_step
 
 
 def test_a_typo_in_role_bs_command_is_refused_before_production_goes_down(
@@ -115,3 +116,31 @@ def test_open_window_refuses_what_run_window_refuses(make_plan: PlanFactory, tmp
     assert refusals[0] == refusals[1] and words in refusals[0][1], refusals
     windows = plan.parent / "windows"
     assert not windows.exists() or not [p for p in windows.iterdir() if p.is_dir()]  # nothing opened
+
+
+def test_a_second_window_on_the_same_machine_is_refused_whatever_its_output_directory(
+    make_plan: PlanFactory, tmp_path: Path
+) -> None:
+    slow = sim_role("--ms-per-round", "20", model="machine-first")
+    first_plan = make_plan(
+        roles={"A": slow, "B": slow},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 32, "max_tokens": 200, "streams_per_wave": 1}},
+    )
+    other_plan = make_plan(
+        roles={"A": sim_role(model="machine-second"), "B": sim_role(model="machine-second")}, name="other.toml"
+    )
+    first = start_run(first_plan)  # into the plan's windows/
+    try:
+        running = wait_for_step(first_plan, "start s1", first)
+        for plan, out in ((first_plan, tmp_path / "elsewhere"), (other_plan, tmp_path / "other-out")):
+            done = run_cli("run", str(plan), "--mode", "controlled", "--out", str(out), "--quiet")
+            assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+            assert f"the hardware is held by window {running.name} (pid {first.pid} on " in done.stderr
+            assert str(running) in done.stderr and "this machine's locks" in done.stderr
+            assert not out.exists() and processes_with("machine-second") == []
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.wait(60)
+    assert first.returncode == 130
+    again = run_cli("run", str(other_plan), "--mode", "controlled", "--out", str(tmp_path / "after"), "--quiet")
+    assert again.returncode == 0, again.stderr  # the first window let the machine go when it stopped

@@ -19,6 +19,7 @@ import contextlib
 import getpass
 import json
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ from fairwin.production.proof import pid_alive
 from fairwin.records import Record, read_record
 from fairwin.telemetry.cap import production_host
 from fairwin.telemetry.hosts import window_hosts
+
+#: Where this machine's hardware locks live unless FAIRWIN_LOCK_DIR says otherwise: kept across reboots, so a
+#: window that died holding the hardware is still named after one.
+MACHINE_LOCK_DIR = "/var/tmp/fairwin-locks"
 
 
 def lock_path(loaded: LoadedPlan, output_dir: Path) -> Path:
@@ -178,10 +183,10 @@ class HardwareLocks(Protocol):
 
 
 def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
-    """Each piece of hardware a window of this mode touches: every host by address, and this machine for what runs
-    here (another coordinator's local roles run on other hardware)."""
+    """Each piece of hardware a window of this mode touches: every host by address, and this machine, where its
+    client runs and its local roles (another coordinator's local roles run on other hardware)."""
     mode = loaded.plan.all_modes().get(mode_name)
-    keys = []
+    keys = [f"local://{socket.gethostname()}"]
     for name in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()):
         host = loaded.plan.hosts[name] if name is not None else None
         keys.append(f"ssh://{host.address}:{host.port}" if host is not None else f"local://{socket.gethostname()}")
@@ -191,25 +196,102 @@ def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
 def _shared_refusal(record: dict[str, Any], store: HardwareLocks) -> HardwareHeld:
     where = getattr(store, "location", "a shared lock")
     held = Holder(Path(), LockRecord.shared(record, where))
+    if not held.alive:  # on this machine, and its fairwin is gone
+        return HardwareHeld(
+            f"{held.describe()} died holding this machine's hardware ({where}): production may be down and its "
+            f"servers running; run `fairwin recover PLAN` for its plan (its window: {held.record.window_path})"
+        )
     kind = "the shared archive's locks" if "://" in where else "the lock file"
+    kind = "this machine's locks" if isinstance(store, MachineLocks) else kind
     return HardwareHeld(
-        f"the hardware is held by {held.describe()}, in {kind} ({where}); wait for it to finish, or, if its "
-        "fairwin died, run `fairwin recover PLAN` where it ran"
+        f"the hardware is held by {held.describe()} ({held.record.window_path}), in {kind} ({where}); wait for it "
+        "to finish, or, if its fairwin died, run `fairwin recover PLAN` where it ran"
     )
 
 
+class MachineLocks:
+    """The hardware's locks on this machine, one file per piece of hardware a window touches (this machine's CPUs
+    and GPUs, each host by address), in one directory for every output directory, plan and user here:
+    ``FAIRWIN_LOCK_DIR``, else :data:`MACHINE_LOCK_DIR`. The output directory's lock names a window for
+    ``fairwin recover``; these make a second window on the same hardware wait, whatever its ``--out``. The same
+    interface as the shared archive's locks; written here because no library keeps exclusive files per key."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @classmethod
+    def here(cls) -> MachineLocks:
+        return cls(Path(os.environ.get("FAIRWIN_LOCK_DIR") or MACHINE_LOCK_DIR))
+
+    @property
+    def location(self) -> str:
+        return str(self.directory)
+
+    def _file(self, key: str) -> Path:
+        return self.directory / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_") + ".lock")
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        try:
+            found = json.loads(self._file(key).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError):
+            return {"window_id": "unknown", "coordinator": f"unreadable {self._file(key)}"}
+        return found if isinstance(found, dict) else None
+
+    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Every key for ``window_id``, or none: None when taken, else the record of the window holding one."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(PermissionError):  # shared by every user here, as /tmp is
+                self.directory.chmod(0o1777)
+        except OSError as exc:
+            raise OutputDirError(
+                f"cannot keep this machine's window locks in {self.directory}: {exc.strerror}; set "
+                "FAIRWIN_LOCK_DIR to a directory every fairwin on this machine can write"
+            ) from None
+        taken: list[str] = []
+        for key in keys:
+            try:
+                fd = os.open(self._file(key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                held = self._read(key)
+                if held is not None and held.get("window_id") == window_id:
+                    continue
+                for mine in taken:
+                    self._file(mine).unlink(missing_ok=True)
+                return held or {"window_id": "unknown", "coordinator": "unknown"}
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(record) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            taken.append(key)
+        return None
+
+    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None:
+        return next((held for key in keys if (held := self._read(key)) is not None), None)
+
+    def release_hardware(self, window_id: str) -> None:
+        for path in self.directory.glob("*.lock"):
+            with contextlib.suppress(OSError, json.JSONDecodeError):
+                if json.loads(path.read_text()).get("window_id") == window_id:
+                    path.unlink(missing_ok=True)
+
+
 def shared_locks(loaded: LoadedPlan, archive: object) -> list[HardwareLocks]:
-    """Where this window's hold on the hardware must be seen by other coordinators: a PostgreSQL archive, else a
-    lock file on production's host when production runs on one; none for a window all on this machine."""
+    """Where this window's hold on the hardware must be seen by other windows: this machine's locks (any output
+    directory, any plan), then a PostgreSQL archive, else a lock file on production's host when production runs
+    on one (other coordinators)."""
+    here: list[HardwareLocks] = [MachineLocks.here()]
     if isinstance(archive, HardwareLocks):
-        return [archive]
+        return [*here, archive]
     name = production_host(loaded)
     if name is None or loaded.plan.production is None:
-        return []
+        return here
     from fairwin.custody.remote_lock import SshHardwareLock
 
     host = resolved(loaded.plan.hosts[name], loaded.base_dir)
-    return [SshHardwareLock(name, host, loaded.plan.production.hardware_lock)]
+    return [*here, SshHardwareLock(name, host, loaded.plan.production.hardware_lock)]
 
 
 def refuse_if_held_elsewhere(locks: list[HardwareLocks], keys: list[str]) -> None:

@@ -17,7 +17,14 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.archive.window_rows import archive_location
-from fairwin.custody.lock import HardwareLocks, hardware_keys, lock_path, refuse_if_held, refuse_if_held_elsewhere
+from fairwin.custody.lock import (
+    HardwareLocks,
+    MachineLocks,
+    hardware_keys,
+    lock_path,
+    refuse_if_held,
+    refuse_if_held_elsewhere,
+)
 from fairwin.errors import ArchiveError, GateRefused, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.plan.hosts import resolved
@@ -77,8 +84,12 @@ def gated(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
         snapshot = archive.snapshot()
     except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
         raise GateRefused(f"the control archive: {exc}") from None
-    if isinstance(archive, HardwareLocks):  # a second coordinator sharing the archive (no host is contacted)
-        refuse_if_held_elsewhere([archive], hardware_keys(loaded, mode_name))
+    # Another window on this machine's hardware (any output directory, any plan), or a second coordinator sharing
+    # the archive: refused now, naming it (no host is contacted).
+    here: list[HardwareLocks] = [MachineLocks.here()]
+    refuse_if_held_elsewhere(
+        [*here, archive] if isinstance(archive, HardwareLocks) else here, hardware_keys(loaded, mode_name)
+    )
     if options.get("chain") == "chain":
         refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
