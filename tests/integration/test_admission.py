@@ -18,7 +18,7 @@ import fairwin
 from fairwin.launch.spec import free_port
 from fairwin.production.proof import port_state
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import SimProcess, processes_with
+from tests.integration.helpers import SimProcess, only_window, processes_with
 from tests.integration.helpers import fairwin as run_cli
 from tests.integration.production import production_plan, start_run, wait_for_step
 
@@ -144,3 +144,21 @@ def test_a_second_window_on_the_same_machine_is_refused_whatever_its_output_dire
     assert first.returncode == 130
     again = run_cli("run", str(other_plan), "--mode", "controlled", "--out", str(tmp_path / "after"), "--quiet")
     assert again.returncode == 0, again.stderr  # the first window let the machine go when it stopped
+
+
+def test_a_busy_host_is_in_the_summary_the_page_and_the_context_and_quiet_never_hides_it(
+    make_plan: PlanFactory,
+) -> None:
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # one core of the machine, busy
+    try:
+        plan = make_plan(window={"idle_check_s": 0.5, "repeats": 2})
+        done = run_cli("run", str(plan), "--mode", "controlled", "--quiet")
+    finally:
+        hog.kill()
+    assert done.returncode == 0, done.stderr
+    assert "warning: the host was not idle before s1" in done.stderr  # --quiet hides progress, not this
+    window = only_window(plan)
+    context = json.loads((window / "context.json").read_text())
+    assert any(f.startswith("the host was not idle before s1") for f in context["host_findings"])
+    assert "the host was not idle before s1" in (window / "summary.md").read_text()
+    assert "the host was not idle before s1" in (window / "report.html").read_text()

@@ -84,7 +84,12 @@ def _json_line(event: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def window_display(console: Console, *, quiet: bool, as_json: bool) -> Iterator[tuple[Say, Listener | None]]:
     """(say, listener) for ``run_window``: what the window's lines and progress events go to."""
-    plain: Say = (lambda _line: None) if quiet else (lambda line: console.print(line, markup=False))
+
+    def plain(line: str) -> None:
+        # --quiet hides the progress, never a warning (a busy host, a power shortfall): those carry advice.
+        if not quiet or line.lstrip().startswith("warning:"):
+            console.print(line, markup=False)
+
     if as_json:
         yield plain, _json_line
     elif quiet or not console.is_terminal:

@@ -75,6 +75,9 @@ class WindowContext(Record):
     stop_reason: str | None = Field(
         None, description="Why a sequential window stopped before a look settled it (its budget), when it did."
     )
+    host_findings: list[str] = Field(
+        default_factory=list, description="What the host was doing around the starts: one that was not idle before."
+    )
 
     def noise(self, cell: str, metric: str) -> ArchiveNoise | None:
         return next((a for a in self.archive if a.cell == cell and a.metric == metric), None)

@@ -45,6 +45,7 @@ from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.window.diagnostics import findings
+from fairwin.window.host import not_idle_warning
 
 
 def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
@@ -94,14 +95,24 @@ def window_context(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) ->
     )
 
 
+def _start_receipts(window: WindowDir) -> list[StartReceipt]:
+    """Every start's start.json, in start order."""
+    paths = sorted((window.path / "starts").glob("*/start.json"), key=lambda p: int(p.parent.name[1:]))
+    return [read_record(path, StartReceipt) for path in paths]
+
+
 def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
     """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
-    found = []
-    for path in sorted((window.path / "starts").glob("*/start.json"), key=lambda p: int(p.parent.name[1:])):
-        telemetry = read_record(path, StartReceipt).telemetry
-        if telemetry is not None:
-            found.append({"start": path.parent.name, **telemetry})
-    return found
+    return [{"start": r.start, **r.telemetry} for r in _start_receipts(window) if r.telemetry is not None]
+
+
+def host_findings(window: WindowDir) -> list[str]:
+    """What the host was doing around the starts, from their receipts: each start it was not idle before."""
+    return [
+        found
+        for r in _start_receipts(window)
+        if r.host_before is not None and (found := not_idle_warning(r.start, r.host_before)) is not None
+    ]
 
 
 def seal(window: WindowDir) -> SealedInputs:
@@ -133,6 +144,7 @@ def decide_and_report(
             "stop_reason": stop_reason,
             "between_starts_dialbacks": between_starts or None,
             "production_caps_by_host": production_caps_by_host or None,
+            "host_findings": host_findings(window),
         }
     )
     write_record(window.context, context)
@@ -140,6 +152,7 @@ def decide_and_report(
         update={"inputs": seal(window)}
     )
     write_record(window.decision, decision)
+    held = [*held, *(f"warning: {found}" for found in context.host_findings)]  # in summary.md and report.html
     summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
     write_text_atomic(window.summary, summary)
     return decision
