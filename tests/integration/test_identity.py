@@ -105,3 +105,53 @@ def test_a_squatter_on_a_remote_role_port_is_found_over_ssh(make_plan: PlanFacto
     assert f"role A on host h1: port {port} on host h1 is held by pid {squatters[0]}" in done.stderr, done.stderr
     _nothing_from_the_window(plan, only_window(plan))
     assert processes_with("ssh-squatter") == []
+
+
+def _wrapped(model: str, port: int | str = "{port}") -> dict[str, object]:
+    """A role whose config is added by its wrapper script from SPEC_OVERRIDE, never in its argv."""
+    sim = shlex.join([sys.executable, "-m", "fairwin", "sim", "--port", str(port), "--model", model])
+    role = sim_role(model=model, env={"SPEC_OVERRIDE": "2"})
+    role["argv"] = ["sh", "-c", f'exec {sim} ${{SPEC_OVERRIDE:+--spec-tokens "$SPEC_OVERRIDE"}}']
+    return role
+
+
+def test_speculation_set_only_in_a_wrapper_script_is_read_from_the_server_and_compared(
+    make_plan: PlanFactory,
+) -> None:
+    # B declares the config its wrapper really runs: read from the sim's own report, the window runs.
+    declared = {**_wrapped("wrapped-b"), "speculative": {"method": "sim", "num_speculative_tokens": 2}}
+    plan = make_plan(roles={"A": sim_role(model="wrapped-a"), "B": declared})
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    s2 = json.loads((only_window(plan) / "starts" / "s2" / "start.json").read_text())
+    assert s2["speculative"] == {"method": "sim", "num_speculative_tokens": 2}
+    assert s2["speculative_source"] == "server log"
+    # Declared as 3, the hidden 2 is refused at B's start, naming the field (argv alone would have seen none).
+    wrong = {**_wrapped("wrapped-c"), "speculative": {"method": "sim", "num_speculative_tokens": 3}}
+    plan = make_plan(roles={"A": sim_role(model="wrapped-a"), "B": wrong}, name="wrong.toml")
+    refused = fairwin("run", str(plan), "--mode", "controlled", "--quiet", "--out", str(plan.parent / "w2"))
+    assert refused.returncode == 3, refused.stderr
+    assert "role B: speculative config field 'num_speculative_tokens' is 2 as the server reports it" in refused.stderr
+    assert processes_with("wrapped-c") == []
+
+
+def test_a_config_that_cannot_be_observed_is_refused_unless_the_plan_accepts_it(make_plan: PlanFactory) -> None:
+    # A server that reports nothing at start-up (its log is silent), started by a wrapper: nothing to compare.
+    silent = sim_role(model="silent")
+    silent["argv"] = ["sh", "-c", f"exec {shlex.join(silent['argv'])} >/dev/null 2>&1".replace("'{port}'", "{port}")]
+    plan = make_plan(roles={"A": silent, "B": silent})
+    refused = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert refused.returncode == 3, refused.stderr
+    assert "role A: its speculative config cannot be observed" in refused.stderr
+    assert 'add "speculative" to runtime.accept_unobserved' in refused.stderr
+    text = plan.read_text() + '\n[runtime]\naccept_unobserved = ["speculative"]\n'
+    accepted = plan.with_name("accepted.toml")
+    accepted.write_text(text)
+    done = fairwin("run", str(accepted), "--mode", "controlled", "--quiet", "--out", str(plan.parent / "w2"))
+    assert done.returncode == 0, done.stderr
+    window = next(p for p in (plan.parent / "w2").iterdir() if p.is_dir())
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["unobserved"] == [
+        "speculative config (no server report, no argv) in s1, s2, s3: its checks compared nothing"
+    ]
+    assert decision["reasons"][-1].startswith("accepted unobserved by the plan: speculative config")

@@ -83,7 +83,11 @@ def test_recover_gives_a_remote_production_back_over_ssh(
 
 @pytest.mark.slow
 def test_two_coordinators_never_hold_a_remote_productions_hardware_at_once(
-    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path], tmp_path: Path
+    make_plan: PlanFactory,
+    ssh_hosts: SshHosts,
+    stop_production: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # No PostgreSQL archive: each coordinator has its own lock file and its own JSONL archive. Production's host
     # holds the lock they share: the file [production] hardware_lock names there.
@@ -98,6 +102,7 @@ def test_two_coordinators_never_hold_a_remote_productions_hardware_at_once(
     window = wait_for_step(plan, "start s1", running)
     lock = tmp_path / "hardware.lock"  # on h1: the loopback host shares this file system
     assert json.loads(lock.read_text())["window_id"] == window.name
+    monkeypatch.setenv("FAIRWIN_LOCK_DIR", str(tmp_path / "bobs-machine"))  # bob coordinates from another machine
     refused = fairwin("run", str(other), "--mode", "controlled", "--quiet", "--coordinator", "bob")
     assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
     assert f"the hardware is held by window {window.name}" in refused.stderr and "coordinator alice" in refused.stderr

@@ -26,8 +26,9 @@ from tests.conftest import PlanFactory
 class ThreadSim:
     """A server handle whose 'process' is the simulator on a thread: real HTTP, no subprocess."""
 
-    def __init__(self, spec: LaunchSpec, events: list[str], fail_health: bool) -> None:
+    def __init__(self, spec: LaunchSpec, events: list[str], fail_health: bool, log_path: Path) -> None:
         self.spec = spec
+        self.log_path = log_path
         self.events = events
         self.fail_health = fail_health
         self.loop = asyncio.new_event_loop()
@@ -40,6 +41,8 @@ class ThreadSim:
 
     async def start(self) -> None:
         self.events.append(f"launch {self.spec.role_name}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)  # what the sim reports at start-up, as it logs it
+        self.log_path.write_text(f"fairwin sim: non-default args: {{'spec_tokens': {self.config.spec_tokens}}}\n")
         port = int(self.spec.base_url.rsplit(":", 1)[1])
         ready = threading.Event()
 
@@ -88,7 +91,7 @@ class ThreadSim:
 
 def launcher_recording(events: list[str], fail_role: str | None = None):  # type: ignore[no-untyped-def]
     def launch(spec: LaunchSpec, log_path: Path) -> ThreadSim:
-        return ThreadSim(spec, events, fail_health=spec.role_name == fail_role)
+        return ThreadSim(spec, events, fail_health=spec.role_name == fail_role, log_path=log_path)
 
     return launch
 

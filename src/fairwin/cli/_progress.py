@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
+from fairwin.window.host import HOST_FINDING
 from fairwin.window.progress import Listener
 
 Say = Callable[[str], None]
@@ -86,8 +87,8 @@ def window_display(console: Console, *, quiet: bool, as_json: bool) -> Iterator[
     """(say, listener) for ``run_window``: what the window's lines and progress events go to."""
 
     def plain(line: str) -> None:
-        # --quiet hides the progress, never a warning (a busy host, a power shortfall): those carry advice.
-        if not quiet or line.lstrip().startswith("warning:"):
+        # --quiet hides the progress, never a finding about the host the window measured on.
+        if not quiet or line.lstrip().startswith(f"warning: {HOST_FINDING}"):
             console.print(line, markup=False)
 
     if as_json:

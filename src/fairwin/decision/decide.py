@@ -152,6 +152,8 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
         reasons = [*reasons, stopping.line(verdict)]
     if context.greedy is not None:
         reasons = [*reasons, context.greedy.line()]
+    if context.unobserved:
+        reasons = [*reasons, f"accepted unobserved by the plan: {'; '.join(context.unobserved)}"]
     return Decision(
         window_id=context.window_id,
         mode=context.mode,
@@ -165,4 +167,5 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
         cells=cells,
         greedy=context.greedy,
         sequential=stopping,
+        unobserved=context.unobserved,
     )

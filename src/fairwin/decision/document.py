@@ -128,6 +128,8 @@ class Decision(Frozen, Record):
     greedy: GreedyFindings | None = None
     # A sequential rule's looks and how the window ended (None for a fixed rule).
     sequential: Stopping | None = None
+    # The checks that could not observe their input and that the plan accepted so (runtime.accept_unobserved).
+    unobserved: list[str] = []
 
 
 class DecisionsPrinted(Record):

@@ -75,6 +75,9 @@ class WindowContext(Record):
     stop_reason: str | None = Field(
         None, description="Why a sequential window stopped before a look settled it (its budget), when it did."
     )
+    unobserved: list[str] = Field(
+        default_factory=list, description="Checks that could not observe their input, accepted so by the plan."
+    )
     host_findings: list[str] = Field(
         default_factory=list, description="What the host was doing around the starts: one that was not idle before."
     )

@@ -15,6 +15,9 @@ from fairwin.formats import START, WAVE, RecordFormat
 from fairwin.records import Record
 from fairwin.rows import Kind
 
+#: Where a start's speculative config was read: what the server reported, its argv, or nowhere (accepted).
+SpeculativeSource = Literal["server log", "argv", "unobserved"]
+
 
 class StartReceipt(Record):
     """``fairwin.start/1``: what was launched, where, and how the start went (docs/formats.md)."""
@@ -35,6 +38,7 @@ class StartReceipt(Record):
     base_url: str | None = None
     model: str | None = None
     speculative: dict[str, Any] | None = None
+    speculative_source: SpeculativeSource | None = None  # where the config was read
     # As the start ran.
     host_before: dict[str, Any] | None = None
     identity: dict[str, str] | None = None

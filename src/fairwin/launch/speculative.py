@@ -12,6 +12,14 @@ from fairwin.errors import PlanError
 SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 
 
+def stated_speculative(argv: Sequence[str]) -> dict[str, Any] | None:
+    """The speculative config the launch arguments state; None where they state none (a wrapper script, or a
+    server started plainly, may still speculate: only the server's own report tells)."""
+    if not any(arg.partition("=")[0] in (*SPEC_FLAGS, "--spec-tokens") for arg in argv):
+        return None
+    return effective_speculative(argv)
+
+
 def effective_speculative(argv: Sequence[str]) -> dict[str, Any]:
     """The speculative config the launch arguments ask for; {} for none."""
     for index, arg in enumerate(argv):

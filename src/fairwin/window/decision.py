@@ -106,6 +106,14 @@ def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
     return [{"start": r.start, **r.telemetry} for r in _start_receipts(window) if r.telemetry is not None]
 
 
+def unobserved_checks(window: WindowDir) -> list[str]:
+    """The checks the plan accepted without their input, from the starts' receipts."""
+    starts = [r.start for r in _start_receipts(window) if r.speculative_source == "unobserved"]
+    if not starts:
+        return []
+    return [f"speculative config (no server report, no argv) in {', '.join(starts)}: its checks compared nothing"]
+
+
 def host_findings(window: WindowDir) -> list[str]:
     """What the host was doing around the starts, from their receipts: each start it was not idle before."""
     return [
@@ -145,6 +153,7 @@ def decide_and_report(
             "between_starts_dialbacks": between_starts or None,
             "production_caps_by_host": production_caps_by_host or None,
             "host_findings": host_findings(window),
+            "unobserved": unobserved_checks(window),
         }
     )
     write_record(window.context, context)

@@ -61,11 +61,15 @@ async def condition(sample_s: float) -> dict[str, Any]:
     }
 
 
+#: How a finding about the host begins: the one kind of line ``--quiet`` never hides.
+HOST_FINDING = "the host was not idle before "
+
+
 def not_idle_warning(start: str, reading: dict[str, Any]) -> str | None:
     if reading["idle"] is not False:
         return None
     busiest = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cpu_pct']:.0f} %" for p in reading["busiest"]) or "n/a"
     return (
-        f"the host was not idle before {start}: {reading['cpu_busy_pct']:.0f} % of its CPUs busy (idle is at most "
+        f"{HOST_FINDING}{start}: {reading['cpu_busy_pct']:.0f} % of its CPUs busy (idle is at most "
         f"{IDLE_CPU_PCT:g} %); busiest: {busiest}. Stop what else runs here, or the start's rate carries its noise"
     )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
+from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
@@ -92,8 +93,9 @@ async def check_before_take_down(loaded: LoadedPlan, role_name: str, live: LiveP
             member = counterpart(spec, live)
             if member is None:
                 continue
-            if spec.member == "head":
-                check_live_speculative(spec.label, member, spec.argv)
+            stated = stated_speculative(spec.argv) if spec.member == "head" else None
+            if stated is not None:  # else what the server reports is read at its start
+                check_live_speculative(spec.label, member, stated)
             check_live_env(spec.label, member, await would_run_with(spec), spec.allowed_env_differences)
     except RuntimeCheckError as exc:
         raise GateRefused(f"before production is taken down: {exc}") from None

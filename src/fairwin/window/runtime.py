@@ -14,11 +14,15 @@ absent or ``"standard"``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.errors import GateRefused, RuntimeCheckError
+from fairwin.launch.reported import reported_speculative
 from fairwin.launch.spec import LaunchSpec
-from fairwin.launch.speculative import effective_speculative
+from fairwin.launch.speculative import stated_speculative
+from fairwin.plan.checks import Runtime
 from fairwin.plan.roles import RepoPin
 from fairwin.production.live import LiveMember, fingerprinted
 from fairwin.redaction import is_secret_name
@@ -130,37 +134,80 @@ def check_live_env(label: str, live: LiveMember, env: Mapping[str, str], allowed
         )
 
 
-def check_live_speculative(label: str, live: LiveMember, argv: Sequence[str]) -> dict[str, Any]:
+def check_live_speculative(label: str, live: LiveMember, effective: Mapping[str, Any]) -> None:
     """A role compared with production runs production's speculative config, field for field."""
-    effective = effective_speculative(argv)
     for key in sorted(live.speculative.keys() | effective.keys()):
         if live.speculative.get(key) != effective.get(key):
             raise RuntimeCheckError(
                 f"{label}: speculative config field {key!r} is {effective.get(key)!r}; {live.label} runs "
                 f"{live.speculative.get(key)!r}"
             )
-    return effective
 
 
 def check_speculative(
     role_name: str, declared: Mapping[str, Any] | None, argv: Sequence[str], standard: bool
 ) -> dict[str, Any]:
-    """Refuse a start whose speculative config is not the declared one, or not standard when required."""
-    effective = effective_speculative(argv)
+    """Refuse a role whose launch arguments ask for another speculative config than the declared one, or not the
+    standard verification when it is required (before anything starts: GateRefused). Arguments that state none
+    are left to the start, which reads what the server reports."""
+    stated = stated_speculative(argv)
+    if stated is not None:
+        compare_speculative(f"role {role_name}", declared, stated, standard, "at launch", GateRefused)
+    return stated or {}
+
+
+def compare_speculative(
+    label: str,
+    declared: Mapping[str, Any] | None,
+    effective: Mapping[str, Any],
+    standard: bool,
+    where: str,
+    error: type[GateRefused] | type[RuntimeCheckError] = RuntimeCheckError,
+) -> None:
+    """The effective config (``where`` it was read) is the declared one, and standard when that is required."""
     if declared is not None:
         for key in sorted(declared.keys() | effective.keys()):
             if declared.get(key) != effective.get(key):
-                raise GateRefused(
-                    f"role {role_name}: speculative config field {key!r} is {effective.get(key)!r} at launch, "
+                raise error(
+                    f"{label}: speculative config field {key!r} is {effective.get(key)!r} {where}, "
                     f"the role declares {declared.get(key)!r}"
                 )
     method = effective.get("rejection_sample_method", STANDARD)
     if standard and effective and method != STANDARD:
-        raise GateRefused(
-            f"role {role_name}: speculative config uses rejection_sample_method {method!r}; the plan requires "
-            "standard verification (runtime.standard_verification)"
+        raise error(
+            f"{label}: speculative config uses rejection_sample_method {method!r}; the plan requires standard "
+            f"verification (runtime.standard_verification), read {where}"
         )
-    return effective
+
+
+def check_reported_speculative(
+    spec: LaunchSpec,
+    log: Path,
+    declared: Mapping[str, Any] | None,
+    runtime: Runtime,
+    live: LiveMember | None,
+) -> tuple[dict[str, Any] | None, SpeculativeSource]:
+    """The speculative config a started server runs, from what it reports (its ``non-default args`` log line),
+    else from what its argv states, checked against the declaration, standard verification and production's
+    (``live``): (config, where it was read). One that cannot be observed is refused by name, unless the plan
+    accepts it unobserved (then (None, "unobserved")).
+    """
+    text = log.read_text(errors="replace") if log.exists() else ""
+    reported, where = reported_speculative(text), "as the server reports it"
+    if reported is None:
+        reported, where = stated_speculative(spec.argv), "in its argv"
+    if reported is None:
+        if "speculative" in runtime.accept_unobserved:
+            return None, "unobserved"
+        raise RuntimeCheckError(
+            f"{spec.label}: its speculative config cannot be observed: its log ({log}) has no 'non-default args' "
+            "line and its argv states none, so 'the declared config', 'standard verification' and 'production's "
+            'config\' would compare nothing; add "speculative" to runtime.accept_unobserved to run without them'
+        )
+    compare_speculative(spec.label, declared, reported, runtime.standard_verification, where)
+    if live is not None:
+        check_live_speculative(spec.label, live, reported)
+    return reported, "server log" if where.startswith("as the server") else "argv"
 
 
 def check_checkout(label: str, pin: RepoPin, head: str | None, changed: list[str]) -> dict[str, str]:

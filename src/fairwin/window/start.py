@@ -42,7 +42,7 @@ from fairwin.window.processes import (
     stop_all,
     stop_receipt,
 )
-from fairwin.window.runtime import check_live_speculative, check_speculative
+from fairwin.window.runtime import check_reported_speculative, check_speculative
 from fairwin.window.start_context import StartContext
 from fairwin.window.streams import append_streams
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
@@ -218,8 +218,6 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> StartRece
     speculative = check_speculative(
         start.role, plan.roles[start.role].speculative, spec.argv, plan.runtime.standard_verification
     )
-    if (live := _live(ctx, start.role)) is not None and (head := live.member("head")) is not None:
-        check_live_speculative(spec.label, head, spec.argv)
     return StartReceipt(
         start=start.name,
         kind=start.kind,
@@ -270,8 +268,12 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             await head.prove_ours()  # what answered is the server launched, not a holder of its port
             receipt.scheduling = head.handle.scheduling
             ctx.say(f"  healthy after {healthy:.1f} s")
+            live = _live(ctx, start.role)
+            receipt.speculative, receipt.speculative_source = check_reported_speculative(
+                spec, head.log, plan.roles[start.role].speculative, plan.runtime, live.member("head") if live else None
+            )
             if plan.runtime.check_env:
-                receipt.env_check = await check_envs(processes, _live(ctx, start.role))
+                receipt.env_check = await check_envs(processes, live)
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
             measured = await _measure(ctx, session, target, receipt, processes)
