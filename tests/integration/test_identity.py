@@ -34,20 +34,30 @@ def _nothing_from_the_window(plan: Path, window: Path) -> None:
     assert not (plan.parent / "windows" / "control-archive.jsonl").exists()
 
 
+def _squatted(port: int, model: str, **overrides: object) -> dict[str, object]:
+    """A role whose wrapper first leaves a healthy sim of its own session on the port (``model``-old, a server
+    left over from yesterday), then execs the role's own sim there, which dies on bind."""
+    sim = shlex.join([sys.executable, "-m", "fairwin", "sim", "--port", str(port)])
+    role = sim_role(model=model, port=port, **overrides)
+    role["argv"] = [
+        "sh",
+        "-c",
+        f"setsid {sim} --model {model}-old >/dev/null 2>&1 & sleep 2; exec {sim} --model {model}",
+    ]
+    return role
+
+
 def test_a_server_that_dies_on_bind_while_a_squatter_answers_fails_its_start(make_plan: PlanFactory) -> None:
     # The role's wrapper leaves a healthy sim of its own session on the port (a server left over from
     # yesterday), then execs the role's sim, which dies on bind: the squatter answers the health check.
     port = free_port()
-    sim = shlex.join([sys.executable, "-m", "fairwin", "sim", "--port", str(port)])
-    wrapper = f"setsid {sim} --model squatter-old >/dev/null 2>&1 & sleep 2; exec {sim} --model squatter-new"
-    role = sim_role(model="squatter-new", port=port)
-    role["argv"] = ["sh", "-c", wrapper]
+    role = _squatted(port, "squatter-new")
     plan = make_plan(roles={"A": role, "B": role})
     try:
         done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
-        squatters = processes_with("squatter-old")
+        squatters = processes_with("squatter-new-old")
     finally:
-        _kill("squatter-old")
+        _kill("squatter-new-old")
     assert done.returncode == 3, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"role A: port {port} here is held by pid {squatters[0]}" in done.stderr, done.stderr
@@ -91,10 +101,7 @@ def test_a_role_process_that_exits_while_its_server_answers_fails_the_start(make
 @pytest.mark.slow
 def test_a_squatter_on_a_remote_role_port_is_found_over_ssh(make_plan: PlanFactory, ssh_hosts: SshHosts) -> None:
     port = free_port()
-    sim = shlex.join([sys.executable, "-m", "fairwin", "sim", "--port", str(port)])
-    wrapper = f"setsid {sim} --model ssh-squatter-old >/dev/null 2>&1 & sleep 2; exec {sim} --model ssh-squatter"
-    role = sim_role(model="ssh-squatter", port=port, host="h1")
-    role["argv"] = ["sh", "-c", wrapper]
+    role = _squatted(port, "ssh-squatter", host="h1")
     plan = with_hosts(make_plan(roles={"A": role, "B": role}), ssh_hosts)
     try:
         done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
