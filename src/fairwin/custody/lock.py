@@ -196,13 +196,14 @@ def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
 def _shared_refusal(record: dict[str, Any], store: HardwareLocks) -> HardwareHeld:
     where = getattr(store, "location", "a shared lock")
     held = Holder(Path(), LockRecord.shared(record, where))
-    if not held.alive:  # on this machine, and its fairwin is gone
-        return HardwareHeld(
-            f"{held.describe()} died holding this machine's hardware ({where}): production may be down and its "
-            f"servers running; run `fairwin recover PLAN` for its plan (its window: {held.record.window_path})"
-        )
     kind = "the shared archive's locks" if "://" in where else "the lock file"
     kind = "this machine's locks" if isinstance(store, MachineLocks) else kind
+    if not held.alive:  # on this machine, and its fairwin is gone
+        return HardwareHeld(
+            f"the hardware is held by {held.describe()}, which died without finishing, in {kind} ({where}): "
+            "production may be down and its servers running; run `fairwin recover PLAN` for its plan (its window: "
+            f"{held.record.window_path})"
+        )
     return HardwareHeld(
         f"the hardware is held by {held.describe()} ({held.record.window_path}), in {kind} ({where}); wait for it "
         "to finish, or, if its fairwin died, run `fairwin recover PLAN` where it ran"
