@@ -158,7 +158,8 @@ def test_a_config_that_cannot_be_observed_is_refused_unless_the_plan_accepts_it(
     assert done.returncode == 0, done.stderr
     window = next(p for p in (plan.parent / "w2").iterdir() if p.is_dir())
     decision = json.loads((window / "decision.json").read_text())
-    assert decision["unobserved"] == [
-        "speculative config (no server report, no argv) in s1, s2, s3: its checks compared nothing"
-    ]
-    assert decision["reasons"][-1].startswith("accepted unobserved by the plan: speculative config")
+    assert decision["unobserved"][0] == (
+        "speculative config (no server report, no argv) in s1, s2, s3: its checks compared nothing; "
+        "accepted by runtime.accept_unobserved"
+    )
+    assert decision["reasons"][-1].startswith("unobserved: speculative config")

@@ -152,9 +152,13 @@ def test_caps_from_the_logs_of_two_hosts_without_any_gpu_source_name_the_host_at
     plan = make_plan(
         roles={"A": role, "B": role}, window={"repeats": 2, "warmup_waves_max": 1, "production_clock_cap_mhz": 2300}
     )
+    quiet_watchdogs = {host: plan.parent / f"watchdog-{host}.log" for host in ("here", "h1")}  # they log nothing
+    for log in quiet_watchdogs.values():
+        log.write_text("watchdog started\n")
     plan.write_text(
         plan.read_text() + '\n[telemetry]\ngpu = "none"\ncap_from = "log"\n'
         "cap_log_pattern = 'serving cap-(\\d+) on'\n"
+        f'watchdog_logs = {{ here = "{quiet_watchdogs["here"]}", h1 = "{quiet_watchdogs["h1"]}" }}\n'
     )
     plan = with_hosts(plan, ssh_hosts)
     done = fairwin("run", str(plan), "--mode", "controlled")
@@ -169,6 +173,9 @@ def test_caps_from_the_logs_of_two_hosts_without_any_gpu_source_name_the_host_at
     assert {json.dumps(r["clock_caps_by_host"], sort_keys=True) for r in rows} == {'{"h1": 2150.0, "here": 2300.0}'}
     telemetry = json.loads((window / "starts" / "s1" / "start.json").read_text())["telemetry"]
     assert telemetry["source"] == "none" and telemetry["cap_by_host"] == {"h1": 2150.0, "here": 2300.0}
+    # Caps from the logs, dial-backs from each host's watchdog log: nothing of the clocks went unobserved.
+    assert decision["unobserved"] == [], decision["unobserved"]
+    assert json.loads((window / "context.json").read_text())["watchdog_events"] is None
 
 
 def test_productions_configured_cap_is_read_on_every_host_from_its_own_file(
@@ -188,3 +195,97 @@ def test_productions_configured_cap_is_read_on_every_host_from_its_own_file(
         assert production_caps(loaded, [None, "h1"]) == {"here": 2300.0, "h1": None}  # no file of its own there
     finally:
         on_h1.unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+def test_a_relock_between_starts_makes_the_window_inconclusive_and_the_watchdogs_log_names_it(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path], tmp_path: Path
+) -> None:
+    """A watchdog re-locks the idle GPUs 1980 -> 1755 MHz whenever a server stops, and back to 1980 a second
+    into the next launch: every start runs at 1980, yet each gap between them ran at 1755. The hold's samples
+    see it, and so does the watchdog's own log, which the plan names (only its matching lines count)."""
+    from tests.integration.production import production_plan
+
+    lock, log = tmp_path / "gpu-lock", tmp_path / "watchdog.log"
+    lock.write_text("1980\n")
+    log.write_text("watchdog: started\n")  # before the window: not one of its events
+    monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GPU_IDLE_LOCK_FILE", str(lock))  # the stand-in runs with fairwin's environment
+    relock = (
+        f'trap \'echo 1755 > {lock}; echo "watchdog: relocked 1980 -> 1755 MHz" >> {log}; '
+        f'echo "watchdog: all well" >> {log}\' TERM; '
+        f'sleep 1; echo 1980 > {lock}; echo "watchdog: relocked 1755 -> 1980 MHz" >> {log}; "$@" & wait $!'
+    )
+    roles = {}
+    for name in ("A", "B"):
+        role = sim_role("--ms-per-round", "10", model="exp-gpu-gaps", env={"FAKE_GPU_CAP": "1980"})
+        roles[name] = {**role, "argv": ["bash", "-c", relock, "watchdog", *role["argv"]]}
+    plan = production_plan(make_plan, "gpu-gaps", window={"production_clock_cap_mhz": 1980}, **roles)
+    plan.write_text(
+        plan.read_text() + f'\n[telemetry]\ninterval_s = 0.2\nwatchdog_logs = {{ here = "{log}" }}\n'
+        "watchdog_pattern = 'relocked'\n"
+    )
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    s1, s2 = (json.loads((window / "starts" / s / "start.json").read_text())["telemetry"] for s in ("s1", "s2"))
+    assert s1["cap_mhz"] == s2["cap_mhz"] == 1980.0 and s2["cap_changes"] == []  # no start saw a change
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["verdict"] == "INCONCLUSIVE" and decision["unobserved"] == []
+    conditions = decision["cells"][0]["validity"]["conditions"]
+    for gap in ("before s2", "before s3"):
+        assert (
+            f"the clock cap changed between starts, {gap}: GPU-fake-0 1980 -> 1755 -> 1980 MHz; "
+            "GPU-fake-1 1980 -> 1755 -> 1980 MHz" in conditions
+        ), conditions
+    context = json.loads((window / "context.json").read_text())
+    assert set(context["between_starts_relocks"]) >= {"before s2", "before s3"}  # after s3 too when sampled
+    lines = context["watchdog_events"]["here"]
+    assert lines[:2] == ["watchdog: relocked 1755 -> 1980 MHz", "watchdog: relocked 1980 -> 1755 MHz"]
+    assert "watchdog: all well" not in lines and "watchdog: started" not in lines
+    logged = "the clock watchdog on here logged during the window: watchdog: relocked"
+    assert any(c.startswith(logged) for c in conditions), conditions
+
+
+@pytest.mark.slow
+def test_unobserved_clocks_refuse_a_gpu_plan_unless_it_accepts_them_and_a_cpu_plan_names_them(
+    make_plan: PlanFactory, stop_production: list[Path]
+) -> None:
+    from tests.integration.production import production_plan
+
+    gpu_plan = production_plan(make_plan, "clocks-unseen", window={"production_clock_cap_mhz": 1980})
+    gpu_plan.write_text(gpu_plan.read_text() + '\n[telemetry]\ngpu = "none"\n')
+    stop_production.append(gpu_plan)
+    assert fairwin("production", "up", str(gpu_plan)).returncode == 0
+    refused = fairwin("run", str(gpu_plan), "--mode", "controlled", "--quiet")
+    assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
+    assert (
+        "the clocks cannot be observed (here: its clock cap and its dial-backs (no watchdog log) unseen; "
+        "telemetry.gpu = 'none'), and the plan declares production's clock cap" in refused.stderr
+    )
+    assert [p.name for p in (gpu_plan.parent / "windows").iterdir()] == [".production"]  # no window opened
+    assert fairwin("production", "status", str(gpu_plan)).stdout.startswith("UP:")  # refused before the take-down
+
+    gpu_plan.write_text(gpu_plan.read_text() + '\n[runtime]\naccept_unobserved = ["clocks"]\n')
+    done = fairwin("run", str(gpu_plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    decision = json.loads((only_window(gpu_plan) / "decision.json").read_text())
+    assert decision["unobserved"] == [
+        "clocks (here: its clock cap and its dial-backs (no watchdog log) unseen; telemetry.gpu = 'none'): "
+        "accepted by runtime.accept_unobserved"
+    ]
+    assert decision["verdict"] != "INCONCLUSIVE", decision["reasons"]  # accepted: its verdict stands, named
+    assert decision["reasons"][-1].startswith("unobserved: clocks (here:")
+
+    cpu_plan = make_plan(window={"repeats": 2, "warmup_waves_max": 1}, name="cpu.toml")
+    cpu_plan.write_text(cpu_plan.read_text() + '\n[telemetry]\ngpu = "none"\n')
+    done = fairwin("run", str(cpu_plan), "--mode", "controlled", "--quiet", "--out", str(cpu_plan.parent / "cpu"))
+    assert done.returncode == 0, done.stderr
+    window = next(p for p in (cpu_plan.parent / "cpu").iterdir() if p.is_dir())
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["unobserved"] == [
+        "clocks (here: its clock cap and its dial-backs (no watchdog log) unseen; telemetry.gpu = 'none'): "
+        "a plan that declares no production clock cap"
+    ]

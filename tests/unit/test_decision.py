@@ -246,6 +246,28 @@ def test_a_dialback_between_starts_is_invalid_and_power_dialbacks_are_reported_a
     assert "the clock was dialled back between starts: {'after s1': 2} events" in between.reasons
 
 
+def test_a_relock_between_starts_or_a_watchdogs_line_is_invalid_and_accepted_unseen_clocks_are_not() -> None:
+    rows = [
+        r.model_copy(update={"clock_cap_mhz": 2300.0, "thermal_events": 0}) for r in rows_for(FLAT, [105.0] * 3, FLAT)
+    ]
+    relocked = ctx(
+        production_clock_cap_mhz=2300, between_starts_relocks={"before s2": ["GPU-0 2300 -> 1800 -> 2300 MHz"]}
+    )
+    cell = decide_cell(rows, "c", WIN2_V1, relocked)
+    assert cell.verdict == "INCONCLUSIVE"
+    assert "the clock cap changed between starts, before s2: GPU-0 2300 -> 1800 -> 2300 MHz" in cell.reasons
+    logged = ctx(watchdog_events={"h1": ["relock 2300 -> 1800", "relock 1800 -> 2300"]})
+    cell = decide_cell(rows, "c", WIN2_V1, logged)
+    assert "the clock watchdog on h1 logged during the window: relock 2300 -> 1800 | relock 1800 -> 2300" in (
+        cell.reasons
+    )
+    unseen = [r.model_copy(update={"clock_cap_mhz": None, "thermal_events": None}) for r in rows]
+    declared = "the plan declares a production clock cap of 2300 MHz but no start's cap was observed"
+    assert declared in decide_cell(unseen, "c", WIN2_V1, ctx(production_clock_cap_mhz=2300)).reasons
+    accepted = ctx(production_clock_cap_mhz=2300, accepted_unobserved=["clocks"])
+    assert decide_cell(unseen, "c", WIN2_V1, accepted).verdict == "WIN"  # decision.unobserved names it instead
+
+
 def test_missing_metric_or_repeat_is_inconclusive() -> None:
     rows = rows_for(FLAT, [103, 103, 103], [100, 100])
     cell = one(rows)

@@ -15,7 +15,7 @@ from fairwin.directory.journal import JournalRow
 from fairwin.errors import InputError
 from fairwin.telemetry.gpu import GpuSample, parse_compute_apps, parse_query
 from fairwin.telemetry.sampler import Dialback, Sampler, events_by_repeat, summarize
-from fairwin.window.clocks import between_starts, held
+from fairwin.window.clocks import between_starts, held, relocks
 from tests.conftest import PlanFactory
 
 LOCKED = "0, GPU-a, NVIDIA H200, 1755, 1980, 1755, 0x0000000000000002, 61, 655.10, 700.00"
@@ -169,3 +169,44 @@ def test_between_starts_dialbacks_are_counted_by_gap_within_the_hold_only() -> N
     assert held(journal) == (10.0, 60.0)
     assert between_starts(events, held(journal), spans) == {"before s1": 1, "before s2": 2, "after s2": 1}
     assert between_starts(events, held(journal[:1]), spans) == {}  # production never taken down: no hold
+
+
+def _held_at(when: float, mhz: float, reasons: int, uuid: str = "GPU-a") -> GpuSample:
+    return GpuSample(
+        time=when,
+        gpu=0,
+        uuid=uuid,
+        name="NVIDIA H200",
+        sm_mhz=mhz,
+        max_sm_mhz=1980,
+        applications_mhz=1980,
+        reasons=reasons,
+        temperature_c=40,
+        power_w=80,
+        power_limit_w=700,
+    )
+
+
+def test_a_relock_between_starts_is_named_by_its_gap_with_the_caps_around_it() -> None:
+    spans = [("s1", 20.0, 30.0), ("s2", 40.0, 50.0), ("s3", 60.0, 70.0)]
+    caps = {"s1": {"GPU-a": 1980.0}, "s2": {"GPU-a": 1980.0}, "s3": {"GPU-a": 1980.0}}
+    samples = [
+        _held_at(15.0, 1980, 0x1 | 0x2),  # idle, held at s1's cap: no change
+        _held_at(33.0, 1755, 0x1 | 0x2),  # re-locked while idle, and back before s2
+        _held_at(36.0, 1980, 0x1 | 0x2),
+        _held_at(55.0, 345, 0x1),  # idle with no lock: says nothing of the cap
+        _held_at(56.0, 1600, 0x2 | 0x20),  # dialled back for heat: a dial-back, not a cap
+        _held_at(75.0, 1755, 0x2),  # after the last start
+        _held_at(99.0, 1500, 0x2),  # after the hold
+    ]
+    found = relocks(samples, (10.0, 90.0), spans, caps, "locked")
+    assert found == {"before s2": ["GPU-a 1980 -> 1755 -> 1980 MHz"], "after s3": ["GPU-a 1980 -> 1755 MHz"]}
+    assert relocks(samples, (10.0, 90.0), spans, caps, "log") == {}  # caps from logs: samples hold none
+    assert relocks(samples, None, spans, caps, "locked") == {}  # no hold: nothing between starts
+
+
+def test_a_one_host_starts_cap_matches_the_holds_sample_of_its_host_by_uuid() -> None:
+    remote = _held_at(35.0, 1980, 0x1 | 0x2).model_copy(update={"host": "h1"})
+    spans = [("s1", 20.0, 30.0), ("s2", 40.0, 50.0)]
+    caps = {"s1": {"GPU-a": 1980.0}, "s2": {"GPU-a": 1755.0}}  # s2 at another cap: a condition of its own
+    assert relocks([remote], (10.0, 90.0), spans, caps, "locked") == {"before s2": ["h1/GPU-a 1980 -> 1755 MHz"]}

@@ -153,7 +153,7 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
     if context.greedy is not None:
         reasons = [*reasons, context.greedy.line()]
     if context.unobserved:
-        reasons = [*reasons, f"accepted unobserved by the plan: {'; '.join(context.unobserved)}"]
+        reasons = [*reasons, f"unobserved: {'; '.join(context.unobserved)}"]
     return Decision(
         window_id=context.window_id,
         mode=context.mode,

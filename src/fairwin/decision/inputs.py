@@ -68,6 +68,12 @@ class WindowContext(Record):
     between_starts_dialbacks: dict[str, int] | None = Field(
         None, description="Dial-backs seen while production was down but no start ran, by gap ('before s2')."
     )
+    between_starts_relocks: dict[str, list[str]] | None = Field(
+        None, description="Changes of the held clock while production was down but no start ran, by gap."
+    )
+    watchdog_events: dict[str, list[str]] | None = Field(
+        None, description="The lines each host's clock watchdog logged during the window (telemetry.watchdog_logs)."
+    )
     order: Order = "control-first"
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
     archive_snapshot: ArchiveSnapshot | None = Field(None, description="The archive snapshot the noise came from.")
@@ -76,7 +82,11 @@ class WindowContext(Record):
         None, description="Why a sequential window stopped before a look settled it (its budget), when it did."
     )
     unobserved: list[str] = Field(
-        default_factory=list, description="Checks that could not observe their input, accepted so by the plan."
+        default_factory=list,
+        description="Checks that could not observe their input: accepted so by the plan, or a CPU-only plan's clocks.",
+    )
+    accepted_unobserved: list[str] = Field(
+        default_factory=list, description="The checks the plan accepts unobserved (runtime.accept_unobserved)."
     )
     host_findings: list[str] = Field(
         default_factory=list, description="What the host was doing around the starts: one that was not idle before."

@@ -3,7 +3,8 @@
 A comparison is only fair at the same clock: every start must have run at one clock
 cap, on every host, that cap must be production's (each host's own configured cap where
 each was read), and nothing may have dialled the clock back inside the window, in a
-start or between starts. Each fired condition is named, with its host. Power-cap
+start or between starts (nor re-locked between them, nor acted on by a watchdog whose log the plan
+names). Each fired condition is named, with its host. Power-cap
 dial-backs are reported beside; they count as thermal ones only where the plan says so
 (the window counts them into ``thermal_events`` then).
 """
@@ -73,7 +74,7 @@ def check_validity(table: CellTable, context: WindowContext) -> Validity:
     if len(seen) > 1:
         conditions.append(f"starts ran at different clock caps: {caps}")
     if production_cap_mhz is not None:
-        if not observed:
+        if not observed and "clocks" not in context.accepted_unobserved:  # accepted: decision.unobserved names it
             conditions.append(
                 f"the plan declares a production clock cap of {production_cap_mhz:g} MHz "
                 "but no start's cap was observed"
@@ -91,6 +92,10 @@ def check_validity(table: CellTable, context: WindowContext) -> Validity:
         conditions.append(f"the clock was dialled back inside the window: {dialled} events")
     if context.between_starts_dialbacks:
         conditions.append(f"the clock was dialled back between starts: {context.between_starts_dialbacks} events")
+    for gap, clocks in (context.between_starts_relocks or {}).items():
+        conditions.append(f"the clock cap changed between starts, {gap}: {'; '.join(clocks)}")
+    for host, lines in (context.watchdog_events or {}).items():
+        conditions.append(f"the clock watchdog on {host} logged during the window: {' | '.join(lines)}")
     return Validity(
         valid=not conditions,
         conditions=conditions,

@@ -201,6 +201,9 @@ class Plan(StrictModel):
                 raise ValueError(f"roles.{role_name}: unset_env and allowed_env_differences need a base role")
         self._production_role()
         self._remote_roles()
+        for host in self.telemetry.watchdog_logs:
+            if host != "here" and host not in self.hosts:
+                raise ValueError(f"telemetry.watchdog_logs names host {host!r}; use 'here' or a [hosts] name")
         greedy = self.diagnostics.greedy
         for name in (greedy.cells or []) if greedy is not None else []:
             if name not in self.cells:

@@ -29,6 +29,23 @@ class TelemetrySettings(StrictModel):
         None, description="An environment file holding production's configured cap (e.g. /etc/environment)."
     )
     production_cap_key: str = Field("GPU_CLOCK_CAP", description="The key of the cap in production_cap_file.")
+    watchdog_logs: dict[str, str] = Field(
+        default_factory=dict,
+        description="A clock watchdog's log on each host ('here': fairwin's own; else a [hosts] name): every line "
+        "it adds during the window that watchdog_pattern matches is a dial-back (the window is INCONCLUSIVE).",
+    )
+    watchdog_pattern: str = Field(
+        ".", description="Which of a watchdog log's new lines are dial-backs or re-locks (default: every line)."
+    )
+
+    @field_validator("watchdog_pattern")
+    @classmethod
+    def _a_pattern(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return value
 
     @field_validator("cap_log_pattern")
     @classmethod

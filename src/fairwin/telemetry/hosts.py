@@ -59,3 +59,41 @@ def find_source(setting: str) -> GpuSource | None:
     if setting == "nvidia-smi":
         raise InputError("telemetry.gpu = 'nvidia-smi', but nvidia-smi is not on PATH")
     return None
+
+
+def unwatched_clocks(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None) -> list[str]:
+    """Each host the window touches whose clock cap or dial-backs nothing observes, and why: the cap needs a GPU
+    source (cap_from 'locked' or 'applications') or the servers' logs ('log'); dial-backs need a GPU source or
+    the host's watchdog log. Blocking: a remote host's nvidia-smi is asked over SSH."""
+    settings = loaded.plan.telemetry
+    unseen: list[str] = []
+    for host in window_hosts(loaded, roles):
+        name = host or HERE
+        source = here
+        if host is not None:
+            source = remote_source(host, resolved(loaded.plan.hosts[host], loaded.base_dir), settings.gpu)
+        missing = []
+        if settings.cap_from == "none":
+            missing.append("its clock cap (telemetry.cap_from = 'none')")
+        elif source is None and settings.cap_from != "log":
+            missing.append("its clock cap")
+        if source is None and name not in settings.watchdog_logs:
+            missing.append("its dial-backs (no watchdog log)")
+        if missing:
+            why = (
+                ""
+                if source is not None
+                else ("; telemetry.gpu = 'none'" if settings.gpu == "none" else "; neither NVML nor nvidia-smi found")
+            )
+            unseen.append(f"{name}: {' and '.join(missing)} unseen{why}")
+    return unseen
+
+
+def declares_clocks(loaded: LoadedPlan) -> bool:
+    """A GPU plan: one that declares production's clock cap (or a file holding it), or names a GPU source."""
+    plan = loaded.plan
+    return (
+        plan.window.production_clock_cap_mhz is not None
+        or plan.telemetry.production_cap_file is not None
+        or plan.telemetry.gpu in ("nvml", "nvidia-smi")
+    )

@@ -8,10 +8,11 @@ production is read as it runs.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
 
@@ -33,8 +34,10 @@ from fairwin.production.control import Production
 from fairwin.production.live import LiveProduction
 from fairwin.production.proof import host_port
 from fairwin.rows import Order
+from fairwin.telemetry import watchdog
 from fairwin.telemetry.cap import production_host
-from fairwin.telemetry.hosts import window_hosts
+from fairwin.telemetry.hosts import declares_clocks, find_source, unwatched_clocks, window_hosts
+from fairwin.window.clocks import ClockWatch
 from fairwin.window.live import production_as_it_runs
 from fairwin.window.preflight import Preflight, first_look_archive, preflight
 from fairwin.window.processes import Launcher, check_checkouts, launchable, pinned_checkouts
@@ -71,6 +74,7 @@ class Admission:
     archive_starts: int
     gate_summary: dict[str, Any]
     live: LiveProduction | None = None  # production as it runs, read after the gates and the hosts
+    clocks: ClockWatch = field(default_factory=ClockWatch)  # unobserved clocks; the watchdog logs' marks
 
 
 def gated(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
@@ -111,10 +115,26 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     production = Production(loaded, admitted.out) if loaded.plan.production is not None else None
     held = (production_host(loaded), host_port(production.base_url)[1]) if production is not None else None
     await launchable(loaded, roles, held)
+    clocks = ClockWatch(tuple(await _clocks_watched(loaded, roles)), await watchdog.mark(loaded))
+    admitted = replace(admitted, clocks=clocks)
     if production is not None:
         live = await production_as_it_runs(loaded, production, roles, options.get("say", quiet))
         admitted = replace(admitted, live=live)
     return admitted
+
+
+async def _clocks_watched(loaded: LoadedPlan, roles: tuple[str, str]) -> list[str]:
+    """The hosts whose clocks nothing observes: refused for a plan that declares production's cap (a GPU plan)
+    unless it accepts them unobserved; a CPU-only plan goes on, and its decision names them."""
+    unseen = await asyncio.to_thread(unwatched_clocks, loaded, roles, find_source(loaded.plan.telemetry.gpu))
+    if unseen and declares_clocks(loaded) and "clocks" not in loaded.plan.runtime.accept_unobserved:
+        raise GateRefused(
+            f"the clocks cannot be observed ({'; '.join(unseen)}), and the plan declares production's clock cap: "
+            "a window off that cap or dialled back would pass unseen; give each host a GPU source (nvidia-smi), or "
+            "set telemetry.cap_from = 'log' with telemetry.watchdog_logs, or add \"clocks\" to "
+            "runtime.accept_unobserved to decide without them"
+        )
+    return unseen
 
 
 def refuse_missing_placeholders(loaded: LoadedPlan) -> None:

@@ -6,16 +6,23 @@ to the restore, into ``hold-telemetry.jsonl``, pausing while a start samples its
 dial-back in those samples outside every start's own sampling (before the first, between two
 while servers stop and start, after the last) is named by the start it came before, goes
 into the decision's context and makes the window INCONCLUSIVE: a start that begins on a GPU
-still cooling down from a dial-back is not a same-clock control.
+still cooling down from a dial-back is not a same-clock control. So does a **re-lock**: a
+watchdog that locks the clock lower while servers stop and start, and back before the next start
+measures, leaves every start at one cap yet hands the next start a GPU that was just run
+elsewhere; each gap's clocks are named with the caps of the starts around it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairwin.directory.journal import JournalRow
+from fairwin.directory.start_receipt import StartReceipt
 from fairwin.files import scan_jsonl
+from fairwin.records import read_record
+from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample
 from fairwin.telemetry.sampler import Dialback, Sampler, summarize
 
 #: The hold's own samples, in the window's directory (fairwin.telemetry/1 rows).
@@ -25,6 +32,24 @@ HELD_FROM, HELD_UNTIL = "production down", ("restore", "chain hold")
 
 
 Span = tuple[str, float, float]  # a start's name, and its first and last GPU sample
+
+
+@dataclass(frozen=True)
+class ClockWatch:
+    """What watches the clocks beyond the starts' own sampling, fixed at admission: the hosts whose cap or
+    dial-backs nothing observes (a CPU-only plan's, or accepted by the plan), and each watchdog log's size."""
+
+    unwatched: tuple[str, ...] = ()
+    watchdog_marks: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HoldClocks:
+    """What the window saw of the clocks outside its starts' own sampling, for its decision's context."""
+
+    dialbacks: dict[str, int] = field(default_factory=dict)  # by gap ('before s2')
+    relocks: dict[str, list[str]] = field(default_factory=dict)  # by gap, each GPU's clocks in order
+    watchdog: dict[str, list[str]] = field(default_factory=dict)  # by host, the lines its watchdog added
 
 
 def held(journal: Iterable[JournalRow]) -> tuple[float, float] | None:
@@ -51,21 +76,82 @@ def measured_spans(starts_dir: Path) -> list[Span]:
     return spans
 
 
+def gap_of(when: float, hold: tuple[float, float] | None, spans: Sequence[Span]) -> str | None:
+    """The gap of the hold ``when`` fell in, by the start it came before ('before s2', or 'after sN' past the
+    last); None outside the hold or inside a start's own sampling."""
+    if hold is None or not hold[0] <= when <= hold[1] or any(begin <= when <= end for _, begin, end in spans):
+        return None
+    following = [name for name, begin, _ in spans if begin > when]
+    return f"before {following[0]}" if following else f"after {spans[-1][0]}" if spans else "with no start"
+
+
 def between_starts(
     dialbacks: Sequence[Dialback], hold: tuple[float, float] | None, spans: Sequence[Span]
 ) -> dict[str, int]:
-    """Dial-backs inside the hold but outside every start's own sampling, counted by the start they came before
-    ('before s2'), or 'after sN' past the last."""
-    if hold is None:
-        return {}
+    """Dial-backs inside the hold but outside every start's own sampling, counted by the gap they fell in."""
     counted: dict[str, int] = {}
     for event in dialbacks:
-        if not hold[0] <= event.time <= hold[1] or any(begin <= event.time <= end for _, begin, end in spans):
-            continue
-        following = [name for name, begin, _ in spans if begin > event.time]
-        gap = f"before {following[0]}" if following else f"after {spans[-1][0]}" if spans else "with no start"
-        counted[gap] = counted.get(gap, 0) + 1
+        if (gap := gap_of(event.time, hold, spans)) is not None:
+            counted[gap] = counted.get(gap, 0) + 1
     return counted
+
+
+def _held_clock(sample: GpuSample, cap_from: str) -> float | None:
+    """What a sample says the GPU is held at, busy or idle (a locked clock holds while idle): the SM clock under a
+    lock and no dial-back, or the applications clock."""
+    if cap_from == "applications":
+        return sample.applications_mhz
+    reasons = sample.reasons or 0
+    return sample.sm_mhz if reasons & LOCKED and not reasons & DIALBACK else None
+
+
+def _gpu_key(sample: GpuSample) -> str:
+    return f"{sample.host}/{sample.uuid}" if sample.host else sample.uuid
+
+
+def relocks(
+    samples: Sequence[GpuSample],
+    hold: tuple[float, float] | None,
+    spans: Sequence[Span],
+    caps: Mapping[str, Mapping[str, float | None]],
+    cap_from: str,
+) -> dict[str, list[str]]:
+    """Each gap whose held clock differs from the caps of the starts around it, or moves inside it, with each
+    such GPU's clocks in order ('GPU-0 1980 -> 1755 -> 1980 MHz'); ``caps``: each start's cap by GPU."""
+    if cap_from not in ("locked", "applications"):
+        return {}
+    by_gap: dict[tuple[str, str], list[float]] = {}
+    for sample in sorted(samples, key=lambda s: s.time):
+        gap = gap_of(sample.time, hold, spans)
+        if gap is not None and (clock := _held_clock(sample, cap_from)) is not None:
+            by_gap.setdefault((gap, _gpu_key(sample)), []).append(clock)
+    names = [name for name, _, _ in spans]
+    found: dict[str, list[str]] = {}
+    for (gap, gpu), clocks in by_gap.items():
+        after = gap.removeprefix("before ") if gap.startswith("before ") else None
+        before = names[names.index(after) - 1] if after in names and names.index(after) > 0 else None
+        before = gap.removeprefix("after ") if gap.startswith("after ") else before
+        around = [_cap_of(caps.get(before or ""), gpu), *clocks, _cap_of(caps.get(after or ""), gpu)]
+        shown = [c for i, c in enumerate(around) if c is not None and (i == 0 or c != around[i - 1])]
+        if len(set(shown)) > 1:
+            found.setdefault(gap, []).append(f"{gpu} {' -> '.join(f'{c:g}' for c in shown)} MHz")
+    return found
+
+
+def _cap_of(caps: Mapping[str, float | None] | None, gpu: str) -> float | None:
+    """A start's cap on ``gpu``: by its key, else by its UUID alone (a one-host start names no host)."""
+    if not caps:
+        return None
+    return caps.get(gpu, caps.get(gpu.rsplit("/", 1)[-1]))
+
+
+def start_caps(starts_dir: Path) -> dict[str, dict[str, float | None]]:
+    """Each start's cap by GPU, from its start.json (none where it sampled nothing)."""
+    found: dict[str, dict[str, float | None]] = {}
+    for path in starts_dir.glob("*/start.json"):
+        telemetry = read_record(path, StartReceipt).telemetry or {}
+        found[path.parent.name] = telemetry.get("cap_by_gpu") or {}
+    return found
 
 
 def hold_dialbacks(
@@ -78,3 +164,13 @@ def hold_dialbacks(
     wanted = set(kinds)
     found = [d for d in summarize(sampler, "none").dialbacks if d.kind in wanted]
     return between_starts(found, held(journal), measured_spans(window / "starts"))
+
+
+def hold_relocks(
+    sampler: Sampler | None, window: Path, journal: Iterable[JournalRow], cap_from: str
+) -> dict[str, list[str]]:
+    """The hold sampler's changes of cap outside the starts' own sampling (none without a sampler)."""
+    if sampler is None:
+        return {}
+    starts = window / "starts"
+    return relocks(sampler.samples, held(journal), measured_spans(starts), start_caps(starts), cap_from)

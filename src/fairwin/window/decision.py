@@ -44,6 +44,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
+from fairwin.window.clocks import HoldClocks
 from fairwin.window.diagnostics import findings
 from fairwin.window.host import not_idle_warning
 
@@ -111,7 +112,22 @@ def unobserved_checks(window: WindowDir) -> list[str]:
     starts = [r.start for r in _start_receipts(window) if r.speculative_source == "unobserved"]
     if not starts:
         return []
-    return [f"speculative config (no server report, no argv) in {', '.join(starts)}: its checks compared nothing"]
+    return [
+        f"speculative config (no server report, no argv) in {', '.join(starts)}: its checks compared nothing; "
+        "accepted by runtime.accept_unobserved"
+    ]
+
+
+def _unwatched(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
+    """The clocks nothing observed, named, with why the window went on without them."""
+    if not hosts:
+        return []
+    why = (
+        "accepted by runtime.accept_unobserved"
+        if "clocks" in loaded.plan.runtime.accept_unobserved
+        else "a plan that declares no production clock cap"
+    )
+    return [f"clocks ({'; '.join(hosts)}): {why}"]
 
 
 def host_findings(window: WindowDir) -> list[str]:
@@ -139,21 +155,26 @@ def decide_and_report(
     *,
     held: Sequence[str] = (),
     stop_reason: str | None = None,
-    between_starts: dict[str, int] | None = None,
+    hold_clocks: HoldClocks | None = None,
+    unwatched_clocks: Sequence[str] = (),
     production_caps_by_host: dict[str, float | None] | None = None,
 ) -> Decision:
-    """``stop_reason``: why a sequential window stopped before a look settled it; ``between_starts``: dial-backs
-    while production was down but no start ran (window/clocks.py); ``production_caps_by_host``: each host's own
-    configured cap."""
+    """``stop_reason``: why a sequential window stopped before a look settled it; ``hold_clocks``: what the
+    window saw of the clocks outside its starts (window/clocks.py); ``unwatched_clocks``: the hosts whose clocks
+    nothing observed; ``production_caps_by_host``: each host's own configured cap."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
     context = window_context(loaded, window, deciding)
+    seen = hold_clocks or HoldClocks()
     context = context.model_copy(
         update={
             "stop_reason": stop_reason,
-            "between_starts_dialbacks": between_starts or None,
+            "between_starts_dialbacks": seen.dialbacks or None,
+            "between_starts_relocks": seen.relocks or None,
+            "watchdog_events": seen.watchdog or None,
             "production_caps_by_host": production_caps_by_host or None,
             "host_findings": host_findings(window),
-            "unobserved": unobserved_checks(window),
+            "unobserved": [*unobserved_checks(window), *_unwatched(loaded, unwatched_clocks)],
+            "accepted_unobserved": list(loaded.plan.runtime.accept_unobserved),
         }
     )
     write_record(window.context, context)

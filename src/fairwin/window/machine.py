@@ -34,9 +34,10 @@ from fairwin.plan.schedule import StartSpec, diagnosed_starts
 from fairwin.production.live import LiveProduction
 from fairwin.records import write_record
 from fairwin.rows import Order, PooledRow
+from fairwin.telemetry import watchdog
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
-from fairwin.window.clocks import HOLD_TELEMETRY, hold_dialbacks
+from fairwin.window.clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, hold_dialbacks, hold_relocks
 from fairwin.window.closing import Closing, Step
 from fairwin.window.decision import Deciding, decide_and_report
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
@@ -78,6 +79,7 @@ class Window(Opening, Closing):
     production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
     production_caps: dict[str, float | None] = field(default_factory=dict)  # each host's own configured cap
     lock: Path | None = None  # the hardware's lock this window holds until its close
+    clocks: ClockWatch = field(default_factory=ClockWatch)  # admission's: unobserved clocks, watchdog marks
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell: a sequential rule's first look
     shared_locks: list[HardwareLocks] = field(default_factory=list)  # other coordinators see this window's hold
     listener: Listener | None = None  # follows the window's progress events (window/progress.py)
@@ -204,12 +206,8 @@ class Window(Opening, Closing):
             held=self._held_lines(),
             production_caps_by_host=self.production_caps,
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
-            between_starts=hold_dialbacks(
-                self.hold_sampler,
-                self.directory.path,
-                read_whole(self.directory.journal),
-                self.loaded.plan.telemetry.invalidating_dialbacks,
-            ),
+            hold_clocks=await self._hold_clocks(),
+            unwatched_clocks=self.clocks.unwatched,
         )
         if self.decision.sequential is not None:
             self.say(
@@ -217,6 +215,15 @@ class Window(Opening, Closing):
                     self.decision.sequential, self.decision.verdict, self.starts, self.gate_summary.get("budget", {})
                 )
             )
+
+    async def _hold_clocks(self) -> HoldClocks:
+        """The dial-backs and re-locks the hold's sampler saw between starts, and what each watchdog logged."""
+        journal, telemetry = read_whole(self.directory.journal), self.loaded.plan.telemetry
+        return HoldClocks(
+            dialbacks=hold_dialbacks(self.hold_sampler, self.directory.path, journal, telemetry.invalidating_dialbacks),
+            relocks=hold_relocks(self.hold_sampler, self.directory.path, journal, telemetry.cap_from),
+            watchdog=await watchdog.events(self.loaded, dict(self.clocks.watchdog_marks)),
+        )
 
     async def archive(self) -> dict[str, Any]:
         """Every finished control start into the control archive (also from a window that failed later). An

@@ -94,6 +94,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
         archive_starts=admitted.archive_starts,
         shared_locks=locks,
         live=admitted.live,
+        clocks=admitted.clocks,
     )
 
 

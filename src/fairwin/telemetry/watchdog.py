@@ -1,0 +1,94 @@
+"""A clock watchdog's own log, on each host, as a source of dial-backs and re-locks.
+
+Some teams run a watchdog that re-locks the GPU clock or dials it back (for heat, for power, on
+a schedule), and it logs what it does. A re-lock that comes and goes between two samples is
+invisible to NVML and nvidia-smi; the watchdog's log is not. The plan names each host's log
+(``telemetry.watchdog_logs``): its size is marked when the window is admitted, before the
+take-down, and every line added after the mark that ``watchdog_pattern`` matches is an event of
+the window, read at its decision. A log that cannot be read is never taken as a quiet one: it
+refuses the window at admission, and at the decision it is a condition of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from fairwin.errors import GateRefused, LaunchError
+from fairwin.plan.hosts import resolved
+from fairwin.plan.loading import LoadedPlan
+from fairwin.telemetry.gpu import HERE
+
+#: The most lines of one host's log a decision quotes (all are counted).
+QUOTED = 5
+
+
+async def _remote(loaded: LoadedPlan, name: str, command: str) -> tuple[int, str]:
+    from fairwin.launch.ssh import run_once  # asyncssh only where hosts are used
+
+    try:
+        done = await run_once(name, resolved(loaded.plan.hosts[name], loaded.base_dir), command, 20.0)
+    except LaunchError as exc:
+        return 255, str(exc)
+    return int(done.exit_status or 0), str(done.stdout if done.exit_status == 0 else done.stderr or "").strip()
+
+
+async def _size(loaded: LoadedPlan, host: str, path: str) -> int | str:
+    """The log's size in bytes, or why it cannot be read."""
+    if host == HERE:
+        local = loaded.resolve(Path(path))
+        try:
+            with local.open("rb") as log:
+                return log.seek(0, 2)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    status, out = await _remote(loaded, host, f"wc -c < {shlex.quote(path)}")
+    return int(out) if status == 0 and out.isdigit() else out or f"wc exited {status}"
+
+
+async def _added(loaded: LoadedPlan, host: str, path: str, mark: int) -> str:
+    """Everything written after ``mark`` (the whole log where it shrank: rotated); OSError when unreadable."""
+    if host == HERE:
+        data = loaded.resolve(Path(path)).read_bytes()
+        return data[mark if len(data) >= mark else 0 :].decode(errors="replace")
+    log = shlex.quote(path)
+    command = f"if [ $(wc -c < {log}) -ge {mark} ]; then tail -c +{mark + 1} {log}; else cat {log}; fi"
+    status, out = await _remote(loaded, host, command)
+    if status != 0:
+        raise OSError(out or f"exited {status}")
+    return out
+
+
+async def mark(loaded: LoadedPlan) -> dict[str, int]:
+    """Each host's watchdog log's size now; a log that cannot be read refuses the window, naming it."""
+    marks: dict[str, int] = {}
+    for host, path in sorted(loaded.plan.telemetry.watchdog_logs.items()):
+        size = await _size(loaded, host, path)
+        if isinstance(size, str):
+            raise GateRefused(
+                f"telemetry.watchdog_logs.{host}: {path} cannot be read on {host} ({size}); its dial-backs would "
+                "go unseen: fix the path, or remove the key"
+            )
+        marks[host] = size
+    return marks
+
+
+async def events(loaded: LoadedPlan, marks: dict[str, int]) -> dict[str, list[str]]:
+    """Each host's lines added since its mark that the pattern matches (quoted up to :data:`QUOTED`, then a
+    count), or the reason its log could not be read: an unread log is an event too, never a quiet one."""
+    pattern = re.compile(loaded.plan.telemetry.watchdog_pattern)
+    found: dict[str, list[str]] = {}
+    for host, at in sorted(marks.items()):
+        path = loaded.plan.telemetry.watchdog_logs[host]
+        try:
+            added = await _added(loaded, host, path, at)
+        except OSError as exc:
+            found[host] = [f"its log {path} could not be read at the decision ({exc})"]
+            continue
+        lines = [line.strip() for line in added.splitlines() if line.strip() and pattern.search(line)]
+        if len(lines) > QUOTED:
+            lines = [*lines[:QUOTED], f"and {len(lines) - QUOTED} more"]
+        if lines:
+            found[host] = lines
+    return found
