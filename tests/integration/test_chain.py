@@ -133,6 +133,26 @@ def test_a_placeholder_that_is_no_command_is_refused_with_the_gates(
     assert not scratch_chain_marker.exists()
 
 
+def test_a_placeholder_whose_port_is_held_is_refused_with_the_gates_naming_the_holder(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    import socket
+
+    plan = chain_plan(make_plan, "chain-port")
+    with socket.create_server(("127.0.0.1", 0)) as squatter:  # this test's own process holds the port
+        port = squatter.getsockname()[1]
+        plan.write_text(plan.read_text().replace('"settle_s" = 0.2', f'"settle_s" = 0.2, "port" = {port}', 1))
+        assert f'"port" = {port}' in plan.read_text()
+        stop_production.append(plan)
+        assert fairwin("production", "up", str(plan)).returncode == 0
+        done = run(plan, "--chain")
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert f"placeholder gpu: its port {port} here is already held by pid {os.getpid()}" in done.stderr
+    assert not (plan.parent / "windows").exists() or windows_of(plan) == []  # no window opened
+    assert fairwin("production", "status", str(plan)).returncode == 0  # production never touched
+    assert not scratch_chain_marker.exists()
+
+
 @pytest.mark.slow
 def test_a_failure_inside_a_chained_window_aborts_the_chain(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path

@@ -221,3 +221,47 @@ def test_a_container_production_is_read_through_its_runtimes_inspect(
     assert "sk-live-123" not in head.argv and head.mounts is not None and len(head.mounts) == 2
     with pytest.raises(ProductionError, match="container other here could not be inspected"):
         asyncio.run(read_member("head", (None, None), LiveProcess(container="other"), None))
+
+
+def test_productions_config_is_read_from_its_servers_log_not_its_wrappers_argv(
+    make_plan: PlanFactory, down_after: list[Path]
+) -> None:
+    """Production's wrapper adds its speculation from SPEC_OVERRIDE (its argv states none): read from the line
+    its server logged, a derived role that does not speculate is refused naming the field; a production whose
+    server logs nothing is refused before the take-down, unless the plan accepts it unobserved."""
+    from tests.integration.test_identity import _wrapped
+
+    def wrapper(model: str, port: int, to: str = "") -> dict[str, Any]:
+        """Production's wrapper stays its parent (one that execs its server is not yet recognised as production)."""
+        role = {**_wrapped(model, port=port), "port": port}
+        role["argv"] = [*role["argv"][:-1], role["argv"][-1].removeprefix("exec ") + to]
+        return role
+
+    port = free_port()
+    plan = live_plan(make_plan, "prod-wrapped", port, "team", P=wrapper("prod-wrapped", port))
+    down_after.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = fairwin("run", str(plan), "--mode", "policy", "--quiet")
+    assert done.returncode == 3, done.stderr
+    assert "role PP: speculative config field 'method' is None as the server reports it" not in done.stderr
+    assert "role PP: speculative config field 'method' is None; production's head runs 'sim'" in done.stderr
+    manifest = json.loads((only_window(plan) / "window.json").read_text())
+    head = manifest["production"]["live"]["members"][0]
+    assert head["speculative"] == {"method": "sim", "num_speculative_tokens": 2}
+    assert head["speculative_source"] == "server log"
+    assert healthy(port)  # given back
+    assert fairwin("production", "down", str(plan)).returncode == 0
+
+    silent = wrapper("prod-silent", port, " >/dev/null 2>&1")
+    quiet_plan = live_plan(make_plan, "prod-silent", port, "team", name="silent.toml", P=silent)
+    down_after.append(quiet_plan)
+    assert fairwin("production", "up", str(quiet_plan)).returncode == 0
+    refused = fairwin("run", str(quiet_plan), "--mode", "policy", "--quiet")  # production's state: in windows/
+    assert refused.returncode == 4, refused.stderr
+    assert "before production is taken down: role PP: production's head's speculative config cannot be observed" in (
+        refused.stderr
+    )
+    assert [p.name for p in (plan.parent / "windows").iterdir() if p.is_dir() and p.name[0] != "."] == [
+        only_window(plan).name  # the first plan's window, and no other
+    ]
+    assert healthy(port)

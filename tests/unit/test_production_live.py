@@ -9,6 +9,7 @@ import pytest
 
 from fairwin.errors import ProductionError, RuntimeCheckError
 from fairwin.launch.speculative import effective_speculative
+from fairwin.plan.checks import Runtime
 from fairwin.production.live import (
     LiveMember,
     LiveProduction,
@@ -88,11 +89,36 @@ def test_allowed_differences_pass_and_the_rest_are_named_with_both_values() -> N
 def test_the_speculative_config_must_be_productions_field_by_field() -> None:
     live = member({}, speculative={"method": "mtp", "num_speculative_tokens": 5})
     argv = ["vllm", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 5}']
-    check_live_speculative("role P", live, effective_speculative(argv))  # the same: passes
+    check_live_speculative("role P", live, effective_speculative(argv), Runtime())  # the same: passes
     with pytest.raises(
         RuntimeCheckError, match="field 'num_speculative_tokens' is 4; production's head on host spark1 runs 5"
     ):
-        check_live_speculative("role P", live, {"method": "mtp", "num_speculative_tokens": 4})
+        check_live_speculative("role P", live, {"method": "mtp", "num_speculative_tokens": 4}, Runtime())
+
+
+def test_productions_config_is_what_its_server_logged_and_one_never_observed_is_refused_unless_accepted() -> None:
+    from dataclasses import replace
+
+    from fairwin.production.live import live_member
+
+    logged = (
+        "INFO non-default args: {'model': 'm', 'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 3}}"
+    )
+    wrapped = ["bash", "serve.sh"]  # a wrapper: its argv states no config
+    found = live_member("head", None, "pid 7", {}, wrapped, None, logged)
+    assert (found.speculative, found.speculative_source) == (
+        {"method": "mtp", "num_speculative_tokens": 3},
+        "server log",
+    )
+    with pytest.raises(RuntimeCheckError, match="field 'method' is None; production's head runs 'mtp'"):
+        check_live_speculative("role P", found, {}, Runtime())  # P speculates not at all: production does
+    unseen = live_member("head", None, "pid 7", {}, wrapped, None, "")
+    assert (unseen.speculative, unseen.speculative_source) == ({}, "unobserved")
+    with pytest.raises(RuntimeCheckError, match="production's head's speculative config cannot be observed"):
+        check_live_speculative("role P", unseen, {}, Runtime())  # {} == {} would have passed, comparing nothing
+    check_live_speculative("role P", unseen, {}, Runtime(accept_unobserved=["speculative"]))
+    stated = live_member("head", None, "pid 7", {}, ["vllm", "--speculative-config", '{"method": "ngram"}'], None, "")
+    assert stated.speculative_source == "argv" and replace(stated, argv=[]).speculative == {"method": "ngram"}
 
 
 def test_what_changed_since_the_last_reading_is_named_per_process() -> None:

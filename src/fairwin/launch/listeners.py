@@ -60,6 +60,12 @@ def _shown(argv: list[str]) -> str:
     return scrub(shlex.join(redact_argv(argv)))
 
 
+def held_here(port: int) -> str | None:
+    """Who listens on ``port`` on this machine, described (None: nobody)."""
+    held = _here(port)
+    return "; ".join(h.describe() for h in held) if held else None
+
+
 def _here(port: int) -> list[Listener]:
     """Listeners of ``port`` on this machine, through psutil (root sees every process's sockets)."""
     found: dict[int | None, Listener] = {}

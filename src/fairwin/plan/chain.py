@@ -21,6 +21,13 @@ class Placeholder(StrictModel):
 
     argv: list[str] = Field(min_length=1, description="The command; it must keep running until taken down.")
     env: dict[str, str] = Field(default_factory=dict, description="Added to fairwin's own environment.")
+    port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="A port it listens on here: proved free before a chain is admitted and "
+        "before it starts (else another process would hold the hardware in its name).",
+    )
     settle_s: float = Field(0.5, ge=0, le=60, description="It must still run this long after its start.")
     stop_timeout_s: float = Field(10.0, gt=0, description="SIGTERM, then SIGKILL after this long.")
 

@@ -29,6 +29,11 @@ class LiveProcess(StrictModel):
     match: str | None = Field(None, description="A command-line substring; the oldest process holding it.")
     container: str | None = Field(None, description="A container's name; `RUNTIME inspect` gives its env and mounts.")
     runtime: Literal["docker", "podman"] = Field("docker", description="The container runtime that inspects it.")
+    log: str | None = Field(
+        None,
+        description="A file on its host holding its server's output: its 'non-default args' line is the speculative "
+        "config it runs (a container's own logs are read without one).",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_find_it(self) -> LiveProcess:

@@ -214,6 +214,10 @@ class Production:
         return f"launched pid {pid}{self.where.label}"
 
     def _log(self) -> str:
+        return self.log_on_host() + (self.where.label if isinstance(self.where, OverSsh) else "")
+
+    def log_on_host(self) -> str:
+        """The launched production's log, as a path on its own host."""
         if isinstance(self.where, OverSsh):
-            return f"{self.where.dir}/production.log{self.where.label}"
+            return f"{self.where.dir}/production.log"
         return str(self.state_dir / "production.log")

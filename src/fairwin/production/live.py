@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.errors import FairwinError, InputError, ProductionError
 from fairwin.files import sha256_bytes
+from fairwin.launch.reported import NON_DEFAULT, reported_speculative
 from fairwin.launch.shell import shell
-from fairwin.launch.speculative import effective_speculative
+from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
 from fairwin.production.records import LiveRecord
+from fairwin.production.where import LAUNCH_MARK
 from fairwin.records import read_record, write_record
 from fairwin.redaction import is_secret_name, redact_argv, url_passwords
 
@@ -56,6 +59,7 @@ class LiveMember:
     env: dict[str, str]  # fingerprinted
     speculative: dict[str, Any]
     mounts: list[dict[str, str]] | None = None  # a container's, as its runtime reports them
+    speculative_source: SpeculativeSource = "argv"  # where its config was read; "unobserved": nowhere
 
     @property
     def label(self) -> str:
@@ -69,6 +73,7 @@ class LiveMember:
             "argv": self.argv,
             "env": self.env,
             "speculative": self.speculative,
+            "speculative_source": self.speculative_source,
         }
         return found | ({"mounts": self.mounts} if self.mounts is not None else {})
 
@@ -109,6 +114,7 @@ class LiveProduction:
                 dict(m["env"]),
                 dict(m.get("speculative") or {}),
                 m.get("mounts"),
+                m.get("speculative_source", "argv"),
             )
             for m in record["members"]
         )
@@ -161,13 +167,39 @@ def parse_inspect(raw: str, name: str) -> tuple[dict[str, str], list[str], list[
     return env, [a for a in argv if a], mounts
 
 
+async def _reported_line(
+    where: tuple[str | None, Host | None], process: LiveProcess | None, launched_log: str | None
+) -> str:
+    """The last 'non-default args' line production's server logged: in the log fairwin launched it with (after
+    the last launch's mark), its own log file, or its container's logs; empty where there is none."""
+    name, host = where
+    grep = f"grep -a {shlex.quote(NON_DEFAULT.strip())}"
+    if process is not None and process.log is not None:
+        command = f"cat {shlex.quote(process.log)} 2>/dev/null | {grep} | tail -n 1"
+    elif process is not None and process.container is not None:
+        command = f"{process.runtime} logs {shlex.quote(process.container)} 2>&1 | {grep} | tail -n 1"
+    elif launched_log is not None:  # newest first, up to this launch's mark
+        mark = shlex.quote(LAUNCH_MARK)
+        command = f"tac {shlex.quote(launched_log)} 2>/dev/null | sed '/^'{mark}'$/q' | {grep} | head -n 1"
+    else:
+        return ""
+    code, out = await shell(name, host, command)
+    return out if code == 0 else ""
+
+
 async def read_member(
-    member: str, where: tuple[str | None, Host | None], process: LiveProcess | None, pid: int | None
+    member: str,
+    where: tuple[str | None, Host | None],
+    process: LiveProcess | None,
+    pid: int | None,
+    log: str | None = None,
 ) -> LiveMember:
     """One process of production on its host: by the pid fairwin launched it as, by a command-line match, or
-    as a container; ProductionError naming what was not found."""
+    as a container; ProductionError naming what was not found. Its speculative config is what its server logged
+    (``log``, or the process's own ``log``, or a container's logs), else what its argv states."""
     name, host = where
     on = f" on host {name}" if name else " here"
+    reported = await _reported_line(where, process, log)
     if process is not None and process.container is not None:
         code, out = await shell(
             name, host, f"{process.runtime} inspect --type container {shlex.quote(process.container)}"
@@ -178,7 +210,8 @@ async def read_member(
                 f"inspected ({process.runtime} exited {code}: {out.strip()[-200:]})"
             )
         env, argv, mounts = parse_inspect(out, process.container)
-        return _member(member, name, f"container {process.container} ({process.runtime})", env, argv, mounts)
+        found_by = f"container {process.container} ({process.runtime})"
+        return live_member(member, name, found_by, env, argv, mounts, reported)
     found_by = f"pid {pid} (fairwin launched it)"
     if process is not None and process.match is not None:
         code, out = await shell(name, host, _PS)
@@ -194,22 +227,30 @@ async def read_member(
     if code != 0:
         raise ProductionError(f"production's {member}: /proc/{pid}{on} could not be read (is it ours to read?)")
     env, argv = parse_process(out)
-    return _member(member, name, found_by, env, argv, None)
+    return live_member(member, name, found_by, env, argv, None, reported)
 
 
-def _member(
+def live_member(
     member: str,
     host: str | None,
     found_by: str,
     env: dict[str, str],
     argv: list[str],
     mounts: list[dict[str, str]] | None,
+    reported_line: str,
 ) -> LiveMember:
-    try:
-        speculative = effective_speculative(argv)
-    except FairwinError as exc:
-        raise ProductionError(f"production's {member}: {exc}") from None
-    return LiveMember(member, host, found_by, redact_argv(argv), fingerprinted(env), speculative, mounts)
+    """What was read of the process; its speculative config from its logged line, else its argv, else none seen."""
+    source: SpeculativeSource = "server log"
+    speculative = reported_speculative(reported_line)
+    if speculative is None:
+        source = "argv"
+        try:
+            speculative = stated_speculative(argv)
+        except FairwinError as exc:
+            raise ProductionError(f"production's {member}: {exc}") from None
+    if speculative is None:
+        source = "unobserved"
+    return LiveMember(member, host, found_by, redact_argv(argv), fingerprinted(env), speculative or {}, mounts, source)
 
 
 # -- the stored reading --------------------------------------------------------------------------

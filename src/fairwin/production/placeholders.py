@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.errors import ProductionError
+from fairwin.launch.listeners import held_here
 from fairwin.plan.chain import Placeholder
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.detached import command_of, launch_detached
@@ -33,6 +34,10 @@ class Placeholders:
         started: list[dict[str, Any]] = []
         try:
             for name, placeholder in self.declared.items():
+                if placeholder.port is not None and (holder := held_here(placeholder.port)) is not None:
+                    raise ProductionError(
+                        f"placeholder {name}: its port {placeholder.port} here is already held by {holder}"
+                    )
                 env = {**os.environ, **placeholder.env}
                 pid = launch_detached(
                     placeholder.argv, env=env, cwd=self.base_dir, state_dir=self.state_dir, name=f"placeholder-{name}"

@@ -21,6 +21,9 @@ from fairwin.plan.hosts import Host
 from fairwin.production.detached import PID_WAIT_S, command_of, launch_detached
 from fairwin.production.proof import pid_alive, running, stop_group
 
+#: Written into production.log before each launch: what the server logs after the last one is this launch's own.
+LAUNCH_MARK = "fairwin: production launched here"
+
 COMMAND_TIMEOUT_S = 300.0
 
 
@@ -57,6 +60,9 @@ class Here:
         self.state_dir = state_dir
 
     async def launch(self, argv: list[str], declared: dict[str, str], env: dict[str, str], cwd: Path | None) -> int:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with (self.state_dir / "production.log").open("a") as log:
+            log.write(f"{LAUNCH_MARK}\n")
         return launch_detached(argv, env=env, cwd=cwd, state_dir=self.state_dir, name="production")
 
     async def command_of(self, pid: int) -> list[str]:
@@ -139,7 +145,8 @@ class OverSsh:
         cd = f"cd {shlex.quote(str(cwd))} && " if cwd is not None else ""
         wrapper = shlex.quote('echo $$ > "$0"; exec "$@"')
         code, output = await self._run(
-            f"mkdir -p {self.dir} && rm -f {self.dir}/production.pid && {cd}setsid --fork sh -c {wrapper} "
+            f"mkdir -p {self.dir} && rm -f {self.dir}/production.pid && "
+            f"echo {shlex.quote(LAUNCH_MARK)} >> {self.dir}/production.log && {cd}setsid --fork sh -c {wrapper} "
             f"{self.dir}/production.pid env -i {whole} {shlex.join(argv)} >> {self.dir}/production.log 2>&1 < /dev/null"
         )
         if code != 0:

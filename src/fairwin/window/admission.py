@@ -28,6 +28,7 @@ from fairwin.custody.lock import (
 )
 from fairwin.errors import ArchiveError, GateRefused, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
+from fairwin.launch.listeners import held_here
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
@@ -138,8 +139,8 @@ async def _clocks_watched(loaded: LoadedPlan, roles: tuple[str, str]) -> list[st
 
 
 def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
-    """Every placeholder's command exists here (the chained close starts them, after the measurement): else
-    refused with the gates, naming it."""
+    """Every placeholder's command exists here and its port is free (the chained close starts them, after the
+    measurement): else refused with the gates, naming it."""
     chain = loaded.plan.chain
     for name, placeholder in chain.placeholders.items() if chain is not None else ():
         command = placeholder.argv[0]
@@ -148,6 +149,11 @@ def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
             raise GateRefused(
                 f"placeholder {name}: {command} is not a command fairwin can run here; fix "
                 "[chain.placeholders] before a chained window leaves production down for it"
+            )
+        if placeholder.port is not None and (holder := held_here(placeholder.port)) is not None:
+            raise GateRefused(
+                f"placeholder {name}: its port {placeholder.port} here is already held by {holder}; stop it, or give "
+                "the placeholder another port, before a chained window leaves production down for it"
             )
 
 

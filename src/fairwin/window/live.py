@@ -28,7 +28,7 @@ from fairwin.production.live import (
     read_member,
     stored,
 )
-from fairwin.window.runtime import SESSION_VARIABLES, check_live_env, check_live_speculative
+from fairwin.window.runtime import SESSION_VARIABLES, check_live_env, check_live_observed, check_live_speculative
 
 
 def compares_live(loaded: LoadedPlan, role_name: str) -> bool:
@@ -45,7 +45,8 @@ async def read_live(loaded: LoadedPlan, production: Production) -> LiveProductio
     for member, host_name, process in live_plan(loaded):
         host = _host(loaded, host_name)
         pid = await production.recorded_pid() if process is None else None
-        members.append(await read_member(member, (host_name, host), process, pid))
+        log = production.log_on_host() if process is None else None  # the server fairwin launched: its own log
+        members.append(await read_member(member, (host_name, host), process, pid, log))
     return LiveProduction(tuple(members), time.time())
 
 
@@ -93,9 +94,11 @@ async def check_before_take_down(loaded: LoadedPlan, role_name: str, live: LiveP
             member = counterpart(spec, live)
             if member is None:
                 continue
-            stated = stated_speculative(spec.argv) if spec.member == "head" else None
-            if stated is not None:  # else what the server reports is read at its start
-                check_live_speculative(spec.label, member, stated)
+            if spec.member == "head":
+                check_live_observed(spec.label, member, plan.runtime)  # unobserved: refused now, not at its start
+                stated = stated_speculative(spec.argv)
+                if stated is not None:  # else what the server reports is read at its start
+                    check_live_speculative(spec.label, member, stated, plan.runtime)
             check_live_env(spec.label, member, await would_run_with(spec), spec.allowed_env_differences)
     except RuntimeCheckError as exc:
         raise GateRefused(f"before production is taken down: {exc}") from None

@@ -134,8 +134,26 @@ def check_live_env(label: str, live: LiveMember, env: Mapping[str, str], allowed
         )
 
 
-def check_live_speculative(label: str, live: LiveMember, effective: Mapping[str, Any]) -> None:
-    """A role compared with production runs production's speculative config, field for field."""
+def check_live_observed(label: str, live: LiveMember, runtime: Runtime) -> bool:
+    """Whether production's speculative config was observed (its server's logged line, or its argv); one that
+    was not is refused by name, unless the plan accepts it unobserved (then False: nothing to compare)."""
+    if live.speculative_source != "unobserved":
+        return True
+    if "speculative" in runtime.accept_unobserved:
+        return False
+    raise RuntimeCheckError(
+        f"{label}: {live.label}'s speculative config cannot be observed: its server logged no 'non-default args' "
+        "line that fairwin could read and its argv states none, so comparing with it would compare nothing; name "
+        'its log (production.live.head.log; a container\'s own logs are read), or add "speculative" to '
+        "runtime.accept_unobserved"
+    )
+
+
+def check_live_speculative(label: str, live: LiveMember, effective: Mapping[str, Any], runtime: Runtime) -> None:
+    """A role compared with production runs production's speculative config, field for field (where production's
+    was observed, or accepted unobserved)."""
+    if not check_live_observed(label, live, runtime):
+        return
     for key in sorted(live.speculative.keys() | effective.keys()):
         if live.speculative.get(key) != effective.get(key):
             raise RuntimeCheckError(
@@ -206,7 +224,7 @@ def check_reported_speculative(
         )
     compare_speculative(spec.label, declared, reported, runtime.standard_verification, where)
     if live is not None:
-        check_live_speculative(spec.label, live, reported)
+        check_live_speculative(spec.label, live, reported, runtime)
     return reported, "server log" if where.startswith("as the server") else "argv"
 
 
