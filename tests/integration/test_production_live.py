@@ -231,14 +231,16 @@ def test_productions_config_is_read_from_its_servers_log_not_its_wrappers_argv(
     server logs nothing is refused before the take-down, unless the plan accepts it unobserved."""
     from tests.integration.test_identity import _wrapped
 
-    def wrapper(model: str, port: int, to: str = "") -> dict[str, Any]:
-        """Production's wrapper stays its parent (one that execs its server is not yet recognised as production)."""
+    def wrapper(model: str, port: int, execs: bool, to: str = "") -> dict[str, Any]:
+        """Production's wrapper: one that execs its server leaves the pid fairwin launched running the server's
+        command line (which then states its config); one that stays its parent keeps its own."""
         role = {**_wrapped(model, port=port), "port": port}
-        role["argv"] = [*role["argv"][:-1], role["argv"][-1].removeprefix("exec ") + to]
+        command = role["argv"][-1] if execs else role["argv"][-1].removeprefix("exec ")
+        role["argv"] = [*role["argv"][:-1], command + to]
         return role
 
     port = free_port()
-    plan = live_plan(make_plan, "prod-wrapped", port, "team", P=wrapper("prod-wrapped", port))
+    plan = live_plan(make_plan, "prod-wrapped", port, "team", P=wrapper("prod-wrapped", port, execs=True))
     down_after.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     done = fairwin("run", str(plan), "--mode", "policy", "--quiet")
@@ -252,7 +254,7 @@ def test_productions_config_is_read_from_its_servers_log_not_its_wrappers_argv(
     assert healthy(port)  # given back
     assert fairwin("production", "down", str(plan)).returncode == 0
 
-    silent = wrapper("prod-silent", port, " >/dev/null 2>&1")
+    silent = wrapper("prod-silent", port, execs=False, to=" >/dev/null 2>&1")  # nothing states its config
     quiet_plan = live_plan(make_plan, "prod-silent", port, "team", name="silent.toml", P=silent)
     down_after.append(quiet_plan)
     assert fairwin("production", "up", str(quiet_plan)).returncode == 0
@@ -265,3 +267,13 @@ def test_productions_config_is_read_from_its_servers_log_not_its_wrappers_argv(
         only_window(plan).name  # the first plan's window, and no other
     ]
     assert healthy(port)
+    # Accepted unobserved: the window runs, and its decision says what P was compared with (nothing).
+    quiet_plan.write_text(quiet_plan.read_text() + '\n[runtime]\naccept_unobserved = ["speculative"]\n')
+    done = fairwin("run", str(quiet_plan), "--mode", "policy", "--quiet", "--out", str(plan.parent / "windows"))
+    assert done.returncode in (0, 1), done.stderr
+    window = max((p for p in (plan.parent / "windows").iterdir() if p.is_dir() and p.name[0] != "."), key=str)
+    decision = json.loads((window / "decision.json").read_text())
+    assert (
+        "speculative config of production's head (no server log line, no argv): role(s) PP compared with it "
+        "compared nothing; accepted by runtime.accept_unobserved"
+    ) in decision["unobserved"], decision["unobserved"]

@@ -169,6 +169,8 @@ class Production:
             pid, argv = state.pid, state.argv
             if not await self.where.alive(pid):
                 return None
+            if state.started_ticks is not None:  # the same process, never a recycled pid, even after an exec
+                return pid if await self.where.started(pid) == state.started_ticks else None
             # The argv recorded is the plan's words ({env:NAME} unresolved, *** after a secret flag): it matches
             # the live command line it stands for, never a recycled pid running something else.
             return pid if argv_matches(argv, await self.where.command_of(pid)) else None
@@ -208,7 +210,12 @@ class Production:
         pid = await self.where.launch(self.spec.argv, self.spec.declared_env, self.spec.env, self.spec.cwd)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         launched = ProductionState(
-            pid=pid, argv=self.spec.shown_argv, host=self.spec.host, started_unix=time.time(), snapshot=self.snapshot()
+            pid=pid,
+            argv=self.spec.shown_argv,
+            host=self.spec.host,
+            started_unix=time.time(),
+            snapshot=self.snapshot(),
+            started_ticks=await self.where.started(pid),
         )
         write_record(self.state_file, launched)
         return f"launched pid {pid}{self.where.label}"

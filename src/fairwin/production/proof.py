@@ -69,6 +69,13 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def start_ticks(stat: str) -> int | None:
+    """When a process started, in clock ticks after boot, from its ``/proc/PID/stat`` text (field 22, after the
+    parenthesised command name, which may hold spaces): unchanged by an exec, unlike its command line."""
+    fields = stat.rsplit(")", 1)[-1].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
 async def stop_group(pgid: int, leader: int, grace_s: float) -> str:
     """SIGTERM a process group, wait up to ``grace_s`` for its leader to go, then SIGKILL the group (workers
     that outlived their leader go too). Returns the signal that ended the leader."""

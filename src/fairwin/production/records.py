@@ -38,6 +38,9 @@ class ProductionState(Record):
     host: str | None
     started_unix: float
     snapshot: dict[str, Any]
+    # When its process started (clock ticks after boot): the pid is production while this holds, whatever its
+    # command line became (a wrapper that execs its server). None: written before it was recorded.
+    started_ticks: int | None = None
 
 
 class LiveRecord(Record):

@@ -19,7 +19,7 @@ from typing import Protocol
 from fairwin.errors import LaunchError, ProductionError
 from fairwin.plan.hosts import Host
 from fairwin.production.detached import PID_WAIT_S, command_of, launch_detached
-from fairwin.production.proof import pid_alive, running, stop_group
+from fairwin.production.proof import pid_alive, running, start_ticks, stop_group
 
 #: Written into production.log before each launch: what the server logs after the last one is this launch's own.
 LAUNCH_MARK = "fairwin: production launched here"
@@ -41,6 +41,9 @@ class Where(Protocol):
     async def command_of(self, pid: int) -> list[str]: ...
 
     async def alive(self, pid: int) -> bool: ...
+
+    async def started(self, pid: int) -> int | None:
+        """When the process started (clock ticks after boot; None when it cannot be read): a pid's identity."""
 
     async def stop_group(self, pid: int, grace_s: float) -> str: ...
 
@@ -70,6 +73,12 @@ class Here:
 
     async def alive(self, pid: int) -> bool:
         return pid_alive(pid)
+
+    async def started(self, pid: int) -> int | None:
+        try:
+            return start_ticks(Path(f"/proc/{pid}/stat").read_text())
+        except OSError:
+            return None
 
     async def stop_group(self, pid: int, grace_s: float) -> str:
         return await stop_group(pid, pid, grace_s)
@@ -165,6 +174,10 @@ class OverSsh:
     async def alive(self, pid: int) -> bool:
         code, output = await self._run(f"ps -o stat= -p {pid}")
         return code == 0 and bool(output.strip()) and not output.strip().startswith("Z")
+
+    async def started(self, pid: int) -> int | None:
+        code, output = await self._run(f"cat /proc/{pid}/stat")
+        return start_ticks(output) if code == 0 else None
 
     async def stop_group(self, pid: int, grace_s: float) -> str:
         from fairwin.launch.ssh import connect, stop_remote_group  # asyncssh only where a host is used

@@ -41,6 +41,7 @@ from fairwin.files import (
 )
 from fairwin.formats import POOLED
 from fairwin.plan.loading import LoadedPlan
+from fairwin.production.live import LiveProduction
 from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
@@ -118,7 +119,7 @@ def unobserved_checks(window: WindowDir) -> list[str]:
     ]
 
 
-def _unwatched(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
+def unwatched_clocks(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
     """The clocks nothing observed, named, with why the window went on without them."""
     if not hosts:
         return []
@@ -128,6 +129,18 @@ def _unwatched(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
         else "a plan that declares no production clock cap"
     )
     return [f"clocks ({'; '.join(hosts)}): {why}"]
+
+
+def unread_production(live: LiveProduction | None, compared: Sequence[str]) -> list[str]:
+    """Production's processes whose speculative config was read nowhere, where roles were compared with it (the
+    plan accepted it: else the window was refused before the take-down)."""
+    unread = [m.label for m in (live.members if live is not None else ()) if m.speculative_source == "unobserved"]
+    if not unread or not compared:
+        return []
+    return [
+        f"speculative config of {', '.join(unread)} (no server log line, no argv): role(s) {', '.join(compared)} "
+        "compared with it compared nothing; accepted by runtime.accept_unobserved"
+    ]
 
 
 def host_findings(window: WindowDir) -> list[str]:
@@ -156,12 +169,13 @@ def decide_and_report(
     held: Sequence[str] = (),
     stop_reason: str | None = None,
     hold_clocks: HoldClocks | None = None,
-    unwatched_clocks: Sequence[str] = (),
+    unobserved: Sequence[str] = (),
     production_caps_by_host: dict[str, float | None] | None = None,
 ) -> Decision:
     """``stop_reason``: why a sequential window stopped before a look settled it; ``hold_clocks``: what the
-    window saw of the clocks outside its starts (window/clocks.py); ``unwatched_clocks``: the hosts whose clocks
-    nothing observed; ``production_caps_by_host``: each host's own configured cap."""
+    window saw of the clocks outside its starts (window/clocks.py); ``unobserved``: what else went unobserved
+    (:func:`unwatched_clocks`, :func:`unread_production`); ``production_caps_by_host``: each host's own
+    configured cap."""
     pooled = read_jsonl(window.pooled, POOLED.readable)
     context = window_context(loaded, window, deciding)
     seen = hold_clocks or HoldClocks()
@@ -173,7 +187,7 @@ def decide_and_report(
             "watchdog_events": seen.watchdog or None,
             "production_caps_by_host": production_caps_by_host or None,
             "host_findings": host_findings(window),
-            "unobserved": [*unobserved_checks(window), *_unwatched(loaded, unwatched_clocks)],
+            "unobserved": [*unobserved_checks(window), *unobserved],
             "accepted_unobserved": list(loaded.plan.runtime.accept_unobserved),
         }
     )

@@ -39,7 +39,8 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
 from fairwin.window.clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, hold_dialbacks, hold_relocks
 from fairwin.window.closing import Closing, Step
-from fairwin.window.decision import Deciding, decide_and_report
+from fairwin.window.decision import Deciding, decide_and_report, unread_production, unwatched_clocks
+from fairwin.window.live import compares_live
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
 from fairwin.window.opening import Opening
 from fairwin.window.preflight import Preflight, planned_keys
@@ -207,7 +208,10 @@ class Window(Opening, Closing):
             production_caps_by_host=self.production_caps,
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
             hold_clocks=await self._hold_clocks(),
-            unwatched_clocks=self.clocks.unwatched,
+            unobserved=[
+                *unwatched_clocks(self.loaded, self.clocks.unwatched),
+                *unread_production(self.live, self._compared_with_production()),
+            ],
         )
         if self.decision.sequential is not None:
             self.say(
@@ -215,6 +219,10 @@ class Window(Opening, Closing):
                     self.decision.sequential, self.decision.verdict, self.starts, self.gate_summary.get("budget", {})
                 )
             )
+
+    def _compared_with_production(self) -> list[str]:
+        mode = self.checked.mode
+        return sorted(r for r in {mode.control, mode.candidate} if compares_live(self.loaded, r))
 
     async def _hold_clocks(self) -> HoldClocks:
         """The dial-backs and re-locks the hold's sampler saw between starts, and what each watchdog logged."""
