@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +28,15 @@ def chain_plan(make_plan: PlanFactory, model: str, **roles: object) -> Path:
 
 def windows_of(plan: Path) -> list[Path]:
     return sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def refused_with_the_gates(plan: Path, done: subprocess.CompletedProcess[str], said: str, marker: Path) -> None:
+    """Refused in one line, saying ``said``, before any window opened or production was touched."""
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert said in done.stderr, done.stderr
+    assert not (plan.parent / "windows").exists() or windows_of(plan) == []  # no window opened
+    assert fairwin("production", "status", str(plan)).returncode == 0  # production never touched
+    assert not marker.exists()
 
 
 def run(plan: Path, *flags: str):  # type: ignore[no-untyped-def]
@@ -125,12 +135,8 @@ def test_a_placeholder_that_is_no_command_is_refused_with_the_gates(
     )
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
-    done = run(plan, "--chain")
-    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
-    assert "placeholder gpu: no-such-placeholder-command is not a command fairwin can run here" in done.stderr
-    assert not (plan.parent / "windows").exists() or windows_of(plan) == []  # no window opened
-    assert fairwin("production", "status", str(plan)).returncode == 0  # production never touched
-    assert not scratch_chain_marker.exists()
+    said = "placeholder gpu: no-such-placeholder-command is not a command fairwin can run here"
+    refused_with_the_gates(plan, run(plan, "--chain"), said, scratch_chain_marker)
 
 
 def test_a_placeholder_whose_port_is_held_is_refused_with_the_gates_naming_the_holder(
@@ -146,11 +152,8 @@ def test_a_placeholder_whose_port_is_held_is_refused_with_the_gates_naming_the_h
         stop_production.append(plan)
         assert fairwin("production", "up", str(plan)).returncode == 0
         done = run(plan, "--chain")
-    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
-    assert f"placeholder gpu: its port {port} here is already held by pid {os.getpid()}" in done.stderr
-    assert not (plan.parent / "windows").exists() or windows_of(plan) == []  # no window opened
-    assert fairwin("production", "status", str(plan)).returncode == 0  # production never touched
-    assert not scratch_chain_marker.exists()
+    said = f"placeholder gpu: its port {port} here is already held by pid {os.getpid()}"
+    refused_with_the_gates(plan, done, said, scratch_chain_marker)
 
 
 @pytest.mark.slow

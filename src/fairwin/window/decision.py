@@ -31,7 +31,6 @@ from fairwin.decision import (
 )
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
-from fairwin.directory.start_receipt import StartReceipt
 from fairwin.directory.status import WindowStatus
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.files import (
@@ -41,13 +40,12 @@ from fairwin.files import (
 )
 from fairwin.formats import POOLED
 from fairwin.plan.loading import LoadedPlan
-from fairwin.production.live import LiveProduction
 from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.window.clocks import HoldClocks
 from fairwin.window.diagnostics import findings
-from fairwin.window.host import not_idle_warning
+from fairwin.window.observed import host_findings, started_telemetry, unobserved_checks
 
 
 def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
@@ -95,61 +93,6 @@ def window_context(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) ->
     return context_for(
         loaded, window, deciding.mode, deciding.order, noise, deciding.production_cap_mhz, deciding.snapshot
     )
-
-
-def _start_receipts(window: WindowDir) -> list[StartReceipt]:
-    """Every start's start.json, in start order."""
-    paths = sorted((window.path / "starts").glob("*/start.json"), key=lambda p: int(p.parent.name[1:]))
-    return [read_record(path, StartReceipt) for path in paths]
-
-
-def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
-    """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
-    return [{"start": r.start, **r.telemetry} for r in _start_receipts(window) if r.telemetry is not None]
-
-
-def unobserved_checks(window: WindowDir) -> list[str]:
-    """The checks the plan accepted without their input, from the starts' receipts."""
-    starts = [r.start for r in _start_receipts(window) if r.speculative_source == "unobserved"]
-    if not starts:
-        return []
-    return [
-        f"speculative config (no server report, no argv) in {', '.join(starts)}: its checks compared nothing; "
-        "accepted by runtime.accept_unobserved"
-    ]
-
-
-def unwatched_clocks(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
-    """The clocks nothing observed, named, with why the window went on without them."""
-    if not hosts:
-        return []
-    why = (
-        "accepted by runtime.accept_unobserved"
-        if "clocks" in loaded.plan.runtime.accept_unobserved
-        else "a plan that declares no production clock cap"
-    )
-    return [f"clocks ({'; '.join(hosts)}): {why}"]
-
-
-def unread_production(live: LiveProduction | None, compared: Sequence[str]) -> list[str]:
-    """Production's processes whose speculative config was read nowhere, where roles were compared with it (the
-    plan accepted it: else the window was refused before the take-down)."""
-    unread = [m.label for m in (live.members if live is not None else ()) if m.speculative_source == "unobserved"]
-    if not unread or not compared:
-        return []
-    return [
-        f"speculative config of {', '.join(unread)} (no server log line, no argv): role(s) {', '.join(compared)} "
-        "compared with it compared nothing; accepted by runtime.accept_unobserved"
-    ]
-
-
-def host_findings(window: WindowDir) -> list[str]:
-    """What the host was doing around the starts, from their receipts: each start it was not idle before."""
-    return [
-        found
-        for r in _start_receipts(window)
-        if r.host_before is not None and (found := not_idle_warning(r.start, r.host_before)) is not None
-    ]
 
 
 def seal(window: WindowDir) -> SealedInputs:

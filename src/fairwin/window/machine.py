@@ -39,9 +39,10 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler, sampling
 from fairwin.window.clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, hold_dialbacks, hold_relocks
 from fairwin.window.closing import Closing, Step
-from fairwin.window.decision import Deciding, decide_and_report, unread_production, unwatched_clocks
+from fairwin.window.decision import Deciding, decide_and_report
 from fairwin.window.live import compares_live
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
+from fairwin.window.observed import unread_production, unwatched_clocks
 from fairwin.window.opening import Opening
 from fairwin.window.preflight import Preflight, planned_keys
 from fairwin.window.processes import Launcher

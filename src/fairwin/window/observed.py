@@ -1,0 +1,70 @@
+"""What a window's receipts say it saw, and what it could not see: each start's GPUs, the checks that observed
+nothing (and why the window went on without them), and what the host was doing around the starts. The decision
+step puts these into the decision's context; summary.md and report.html show them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fairwin.directory.layout import WindowDir
+from fairwin.directory.start_receipt import StartReceipt
+from fairwin.plan.loading import LoadedPlan
+from fairwin.production.live import LiveProduction
+from fairwin.records import read_record
+from fairwin.window.host import not_idle_warning
+
+
+def start_receipts(window: WindowDir) -> list[StartReceipt]:
+    """Every start's start.json, in start order."""
+    paths = sorted((window.path / "starts").glob("*/start.json"), key=lambda p: int(p.parent.name[1:]))
+    return [read_record(path, StartReceipt) for path in paths]
+
+
+def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
+    """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
+    return [{"start": r.start, **r.telemetry} for r in start_receipts(window) if r.telemetry is not None]
+
+
+def unobserved_checks(window: WindowDir) -> list[str]:
+    """The checks the plan accepted without their input, from the starts' receipts."""
+    starts = [r.start for r in start_receipts(window) if r.speculative_source == "unobserved"]
+    if not starts:
+        return []
+    return [
+        f"speculative config (no server report, no argv) in {', '.join(starts)}: its checks compared nothing; "
+        "accepted by runtime.accept_unobserved"
+    ]
+
+
+def unwatched_clocks(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
+    """The clocks nothing observed, named, with why the window went on without them."""
+    if not hosts:
+        return []
+    why = (
+        "accepted by runtime.accept_unobserved"
+        if "clocks" in loaded.plan.runtime.accept_unobserved
+        else "a plan that declares no production clock cap"
+    )
+    return [f"clocks ({'; '.join(hosts)}): {why}"]
+
+
+def unread_production(live: LiveProduction | None, compared: Sequence[str]) -> list[str]:
+    """Production's processes whose speculative config was read nowhere, where roles were compared with it (the
+    plan accepted it: else the window was refused before the take-down)."""
+    unread = [m.label for m in (live.members if live is not None else ()) if m.speculative_source == "unobserved"]
+    if not unread or not compared:
+        return []
+    return [
+        f"speculative config of {', '.join(unread)} (no server log line, no argv): role(s) {', '.join(compared)} "
+        "compared with it compared nothing; accepted by runtime.accept_unobserved"
+    ]
+
+
+def host_findings(window: WindowDir) -> list[str]:
+    """What the host was doing around the starts, from their receipts: each start it was not idle before."""
+    return [
+        found
+        for r in start_receipts(window)
+        if r.host_before is not None and (found := not_idle_warning(r.start, r.host_before)) is not None
+    ]
