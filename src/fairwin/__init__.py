@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from fairwin.archive.store import Snapshot
     from fairwin.decision import (
         RULES,
+        ArchiveNoise,
         AuditResult,
         CellDecision,
         Decision,
@@ -97,6 +98,7 @@ _LAZY = {
     "Decision": "fairwin.decision:Decision",
     "DecisionRow": "fairwin.decision:DecisionRow",
     "WindowContext": "fairwin.decision:WindowContext",
+    "ArchiveNoise": "fairwin.decision:ArchiveNoise",
     "audit": "fairwin.decision:audit",
     "AuditResult": "fairwin.decision:AuditResult",
     "PooledRow": "fairwin.rows:PooledRow",
@@ -117,6 +119,7 @@ _LAZY = {
 __all__ = [
     "RULES",
     "ArchiveError",
+    "ArchiveNoise",
     "ArchiveRow",
     "AuditResult",
     "CellDecision",

@@ -56,11 +56,21 @@ def test_two_rules_side_by_side(tmp_path: Path) -> None:
     assert "verdict: WIN" in table.stdout and "verdict: NEUTRAL" in table.stdout
 
 
-def test_pooled_rows_of_a_bracket_need_a_rule_that_decides_three_starts(tmp_path: Path) -> None:
-    done = fairwin("decide", "--pooled", str(docs_rows(tmp_path)), "--mode", "controlled")
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert "the rows come from 3 starts and the default rule win2-seq-v1 registers looks from 5 to 9" in done.stderr
-    assert "--rule (win2-launch-v1, win2-v1 decides 3)" in done.stderr
+def test_pooled_rows_of_a_bracket_under_the_default_rule_are_decided_as_the_api_decides_them(tmp_path: Path) -> None:
+    import fairwin as library
+    from fairwin.window.pooled_file import load_pooled
+
+    rows = docs_rows(tmp_path)
+    done = fairwin("decide", "--pooled", str(rows), "--mode", "controlled", "--json")
+    assert done.returncode == 0, done.stderr
+    (printed,) = json.loads(done.stdout)["decisions"]
+    cells = list(dict.fromkeys(row.cell for row in load_pooled(rows)))
+    context = library.WindowContext(window_id=rows.stem, mode="controlled", cells=cells)
+    api = library.decide(load_pooled(rows), rule=library.get_rule(None), context=context)
+    assert (printed["rule_id"], printed["verdict"]) == (api.rule_id, api.verdict) == ("win2-seq-v1", "INCONCLUSIVE")
+    assert printed["sequential"]["starts_used"] == api.sequential.starts_used == 3  # type: ignore[union-attr]
+    assert "fewer than the default rule win2-seq-v1's first look without an archive (5)" in done.stderr
+    assert "win2-launch-v1, win2-v1 decide 3 starts: name one with --rule" in done.stderr
 
 
 @pytest.mark.parametrize(

@@ -194,3 +194,28 @@ def test_stopping_is_seeded_and_pure() -> None:
     rng = np.random.default_rng(3)
     means = list(100 + rng.normal(0, 3, 9))
     assert decided(window_rows(means)) == decided(window_rows(means))
+
+
+def test_a_replay_of_rows_past_the_deciding_look_reports_the_looks_starts_not_the_rows() -> None:
+    # Nine starts whose candidate is far ahead: look 5 decides; the rows of s6 to s9 go unread.
+    means = [100.0, 130.0, 100.0, 130.0, 100.0, 130.0, 100.0, 130.0, 100.0]
+    decision = decided(window_rows(means))
+    assert decision.sequential is not None and decision.sequential.ended == "decided"
+    assert [look.after for look in decision.sequential.looks] == [5]
+    assert decision.sequential.starts_used == 5
+    assert decision.reasons[-1] == f"decided {decision.verdict} after 5 of at most 9 starts"
+
+
+def test_a_window_that_ended_before_the_first_look_its_archive_allows_is_judged_at_that_looks_level() -> None:
+    # Killed after 3 starts with 5 archived control starts: look 3 needs 10, so its first look is 5, and the
+    # three starts are judged at look 5's level, never at look 3's, which this window could not take.
+    looks, levels = WIN2_SEQ_V1.looks, WIN2_SEQ_V1.look_levels
+    assert looks is not None and levels is not None
+    decision = decided(window_rows([100.0, 103.0, 100.0]), archive=archive(5))
+    assert decision.sequential is not None and decision.sequential.ended == "short"
+    (look,) = decision.sequential.looks
+    assert look.after == 3 and look.level == pytest.approx(1.0 - 2.0 * levels[looks.index(5)])
+    with_ten = decided(window_rows([100.0, 103.0, 100.0]), archive=archive(10))  # look 3 allowed: its own level
+    assert with_ten.sequential is not None
+    assert with_ten.sequential.looks[0].level == pytest.approx(1.0 - 2.0 * levels[looks.index(3)])
+    assert rule_at_look(WIN2_SEQ_V1, 3, (5, 7, 9)).confidence == rule_at_look(WIN2_SEQ_V1, 5).confidence

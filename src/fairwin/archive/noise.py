@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from fairwin.archive.rows import ArchiveKey, ArchiveRow
-from fairwin.decision.inputs import ArchiveNoise
+from fairwin.decision.inputs import ArchiveNoise, archive_spreads
 
 #: The keys a selection may name; a key left out matches anything.
 KEY_FIELDS = tuple(ArchiveKey.__dataclass_fields__)
@@ -35,13 +35,7 @@ def noise(rows: Sequence[ArchiveRow], cell: str, metric: str, problems: Sequence
         if len(values) >= 2:
             within.extend((values - values.mean()).tolist())
     dof = sum(max(0, len([rep for rep in r.repeats if getattr(rep, metric) is not None]) - 1) for r in rows)
-    level = float(means.mean()) if len(means) else None
-    launch_cv = repeat_cv = spread = None
-    if level and len(means) >= 2:
-        launch_cv = 100.0 * float(means.std(ddof=1)) / level
-        spread = 100.0 * float(np.ptp(means)) / level
-    if level and dof > 0:
-        repeat_cv = 100.0 * float(np.sqrt(np.sum(np.square(within)) / dof)) / level
+    launch_cv, repeat_cv, spread = archive_spreads(means, within, dof)
     return ArchiveNoise(
         metric=metric,
         cell=cell,

@@ -81,7 +81,7 @@ def decide(args: argparse.Namespace) -> int:
             raise UsageError("give a WINDOW directory or --pooled FILE, not both")
         if not args.mode:
             raise UsageError("--pooled needs --mode (the mode the rows were measured in)")
-        decisions = decide_pooled(
+        decisions, notes = decide_pooled(
             Path(args.pooled),
             mode=args.mode,
             rules=rules,

@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import ConfigDict
 
 from fairwin.decision.decide import decide_cell, window_verdict
-from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
+from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext, archive_spreads
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
 from fairwin.formats import AUDIT, RecordFormat
@@ -28,6 +28,10 @@ from fairwin.rows import order_kinds
 
 CELL = "audit"
 LEVEL = 100.0
+
+#: How a simulated archive's spread reaches the rule: estimated from its starts, as a real archive's is, or the
+#: true spread (optimistic: it ignores that an archive of n starts knows its spread on n - 1 degrees of freedom).
+ArchiveSpread = Literal["estimated", "true"]
 
 
 class AuditResult(Record):
@@ -44,6 +48,8 @@ class AuditResult(Record):
     launch_cv_pct: float
     effect_pct: float
     drift_pct: float = 0.0
+    archive_starts: int = 0  # each simulated window's archive of control starts (0: none)
+    archive_spread: ArchiveSpread = "estimated"  # how that archive's spread was given: estimated, or true
     trials: int
     seed: int
     rates: dict[str, float]  # verdict -> share of trials
@@ -100,14 +106,41 @@ def _rows(
 
 
 def _archive(
-    rule: RuleSpec, starts: int, repeat_cv_pct: float, launch_cv_pct: float, repeats: int
+    rng: np.random.Generator, rule: RuleSpec, starts: int, repeat_cv: float, launch_cv: float, repeats: int
 ) -> list[ArchiveNoise]:
-    """An archive of ``starts`` control starts at the given noise, for the primary and the guards, as a real one
-    reports it: its launch cv is the spread of the starts' means, so it holds the repeats' share too
-    (launch^2 + repeat^2 / repeats)."""
+    """An archive of ``starts`` control starts, drawn at the point's noise for the primary and each guard, and
+    estimated as a real archive is (:func:`archive_spreads`): the spread of its starts' means on starts - 1
+    degrees of freedom, which a window then pools as an estimate, never the true spread."""
     if starts <= 1:
         return []
-    spread = math.sqrt(launch_cv_pct**2 + repeat_cv_pct**2 / repeats)
+    found = []
+    for metric in (rule.primary, *rule.guards):
+        launches = rng.normal(0.0, launch_cv / 100.0, size=(starts, 1))
+        values = LEVEL * (1.0 + launches + rng.normal(0.0, repeat_cv / 100.0, size=(starts, repeats)))
+        means = values.mean(axis=1)
+        launch_pct, repeat_pct, range_pct = archive_spreads(
+            means, (values - means[:, None]).ravel().tolist(), starts * (repeats - 1)
+        )
+        found.append(
+            ArchiveNoise(
+                metric=metric,
+                cell=CELL,
+                starts=starts,
+                windows=starts,
+                launch_cv_pct=launch_pct,
+                repeat_cv_pct=repeat_pct,
+                range_pct=range_pct,
+            )
+        )
+    return found
+
+
+def _true_archive(rule: RuleSpec, starts: int, repeat_cv: float, launch_cv: float, repeats: int) -> list[ArchiveNoise]:
+    """The same archive given its true spread (launch^2 + repeat^2 / repeats): the audit before 2026-12-03, kept
+    to show how much an estimated spread costs."""
+    if starts <= 1:
+        return []
+    spread = math.sqrt(launch_cv**2 + repeat_cv**2 / repeats)
     return [
         ArchiveNoise(
             metric=m,
@@ -115,7 +148,7 @@ def _archive(
             starts=starts,
             windows=starts,
             launch_cv_pct=spread,
-            repeat_cv_pct=repeat_cv_pct,
+            repeat_cv_pct=repeat_cv,
             range_pct=None,
         )
         for m in (rule.primary, *rule.guards)
@@ -133,14 +166,17 @@ def audit(
     seed: int = 0,
     archive_starts: int = 0,
     drift_pct: float = 0.0,
+    archive_spread: ArchiveSpread = "estimated",
 ) -> AuditResult:
-    """``archive_starts`` > 1 lets a launch-aware rule use an archive of that many starts at ``launch_cv_pct``.
+    """``archive_starts`` > 1 lets a launch-aware rule use an archive of that many control starts at the point's
+    noise: each window's own, drawn and estimated as a real archive is (``archive_spread = "estimated"``), or
+    given the true spread (``"true"``, optimistic: how the audit ran before 2026-12-03).
 
     ``drift_pct`` moves every metric's level by that many % from one start to the next (the slow fall
     measured on shared machines), compounding, with the launch and repeat noise relative to that level.
     """
     rng = np.random.default_rng(seed)
-    archive = _archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct, repeats)
+    true_archive = _true_archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct, repeats)
     counts: dict[str, int] = {}
     guard_fails = dict.fromkeys(rule.guards, 0)
     used: list[int] = []
@@ -151,6 +187,11 @@ def audit(
     deciding = rule.model_copy(update={"reported": (), "checklist_primary": None})
     for _ in range(trials):
         order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
+        archive = (
+            true_archive
+            if archive_spread == "true"
+            else _archive(rng, rule, archive_starts, repeat_cv_pct, launch_cv_pct, repeats)
+        )
         context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order, archive=archive)
         rows = _rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order, drift_pct)
         if rule.kind == "sequential":
@@ -176,6 +217,8 @@ def audit(
         launch_cv_pct=launch_cv_pct,
         effect_pct=effect_pct,
         drift_pct=drift_pct,
+        archive_starts=archive_starts if archive_starts > 1 else 0,
+        archive_spread=archive_spread,
         trials=trials,
         seed=seed,
         rates=rates,

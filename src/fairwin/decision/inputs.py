@@ -6,8 +6,10 @@ schema) belong to the shared rows (fairwin.rows); this module adds what only dec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision.divergence import GreedyFindings
@@ -36,6 +38,23 @@ class ArchiveNoise(BaseModel):
     repeat_cv_pct: float | None
     range_pct: float | None
     problems: list[str] = Field(default_factory=list)
+
+
+def archive_spreads(
+    means: np.ndarray, deviations: Sequence[float], dof: int
+) -> tuple[float | None, float | None, float | None]:
+    """(launch cv %, repeat cv %, range %) of archived control starts, as the archive reports them: the relative
+    s.d. of the starts' means (on ``starts - 1`` degrees of freedom: an estimate, never the true spread), the
+    pooled relative s.d. of repeats about their start's mean (``deviations``, on ``dof``), and the range of the
+    means. The one estimator of the archive (archive/noise.py) and of the audit's simulated archives."""
+    level = float(means.mean()) if len(means) else None
+    launch_cv = repeat_cv = spread = None
+    if level and len(means) >= 2:
+        launch_cv = 100.0 * float(means.std(ddof=1)) / level
+        spread = 100.0 * float(np.ptp(means)) / level
+    if level and dof > 0:
+        repeat_cv = 100.0 * float(np.sqrt(np.sum(np.square(deviations)) / dof)) / level
+    return launch_cv, repeat_cv, spread
 
 
 class ArchiveSnapshot(BaseModel):

@@ -14,7 +14,7 @@ that verdict; the window stops when its verdict is settled: a deciding cell LOSS
 INCONCLUSIVE, or every deciding cell crossed. At the last look a cell that never
 crossed is NEUTRAL. A window that ended between looks (killed, or stopped by its
 budget) is decided at a last look over the starts it finished, at the level of the
-next registered look. Pure: rows in, document out.
+next look its archive allows. Pure: rows in, document out.
 """
 
 from __future__ import annotations
@@ -54,11 +54,13 @@ def look_points(rule: RuleSpec, context: WindowContext, ran: int) -> list[int]:
     return points
 
 
-def rule_at_look(rule: RuleSpec, starts: int) -> RuleSpec:
+def rule_at_look(rule: RuleSpec, starts: int, taken: Sequence[int] | None = None) -> RuleSpec:
     """The alternating rule that judges one look: ``starts`` starts, at the look's nominal levels. A window that
-    ended between looks is judged at the next registered look's level."""
+    ended between looks is judged at the level of the next look among ``taken``, the looks its archive allows
+    (default: every registered one), never at a look the window could not take."""
     assert rule.looks and rule.look_levels and rule.equivalence_levels  # a sequential rule registers all three
-    index = next((i for i, k in enumerate(rule.looks) if k >= starts), len(rule.looks) - 1)
+    allowed = [k for k in (taken or rule.looks) if k >= starts]
+    index = rule.looks.index(allowed[0]) if allowed else len(rule.looks) - 1
     guard_alpha = (1.0 - (rule.guard_confidence or rule.confidence)) / len(rule.looks)  # Bonferroni over looks
     # model_copy: a derived rule, never registered or stored; the decision records the sequential rule itself.
     return rule.model_copy(
@@ -101,6 +103,7 @@ def judge_looks(
     """Every look in order until one settles the window (``judge_cell``: decide.decide_cell, passed in so that
     this module and decide.py need not import each other)."""
     ran = len({row.start for row in rows})
+    taken = rule.looks_taken(archive_starts(rule, context))
     points = look_points(rule, context, ran)
     if not points:  # fewer starts than the first look: judged as they are, which says what is missing
         points = [max(ran, 3)]
@@ -108,7 +111,8 @@ def judge_looks(
     looks: list[Look] = []
     for k in points:
         subset = [row for row in rows if int(row.start[1:]) <= k]
-        now = {c: settled.get(c) or judge_cell(subset, c, rule_at_look(rule, k), context) for c in context.cells}
+        at_look = rule_at_look(rule, k, taken)
+        now = {c: settled.get(c) or judge_cell(subset, c, at_look, context) for c in context.cells}
         settled.update({c: d for c, d in now.items() if d.verdict in SETTLED})
         stop = _settled(settled, context)
         # A look that settles nothing says CONTINUE, even the last one a window stopped early took: the window's
@@ -119,7 +123,7 @@ def judge_looks(
             Look(
                 after=k,
                 verdict=verdict,
-                level=rule_at_look(rule, k).confidence,
+                level=at_look.confidence,
                 cells={c: (d.verdict if c in settled or final else "CONTINUE") for c, d in now.items()},
                 primary={c: p for c, d in now.items() if (p := _primary(d)) is not None},
             )
@@ -138,6 +142,9 @@ def _stopping(rule: RuleSpec, context: WindowContext, looks: list[Look], ran: in
         ended = "maximum"
     else:
         ended = "budget" if context.stop_reason else "short"
+    # The starts the verdict rests on: the deciding (or last) look's, never rows past it (a replay of a window
+    # that ran on, or of a fixed rule's rows), and never more than ran.
+    used = min(looks[-1].after, ran)
     return Stopping(
-        looks=looks, starts_used=ran, max_starts=rule.start_count, ended=ended, stop_reason=context.stop_reason
+        looks=looks, starts_used=used, max_starts=rule.start_count, ended=ended, stop_reason=context.stop_reason
     )

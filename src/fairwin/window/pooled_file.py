@@ -44,18 +44,25 @@ def load_pooled(path: Path) -> list[DecisionRow]:
     return rows
 
 
-def default_rule_for(path: Path, rows: list[DecisionRow]) -> RuleSpec:
-    """The default rule, when it registers as many starts as the rows come from; else a clear refusal."""
+def default_rule_for(path: Path, rows: list[DecisionRow]) -> tuple[RuleSpec, list[str]]:
+    """The default rule, with a note where the rows end before its first look (decided as ``fairwin.decide``
+    decides them: a window that ended there); a clear refusal where they come from more starts than it registers."""
     rule = get_rule(None)
     ran = len({row.start for row in rows})
-    if _decides(rule, ran):
-        return rule
     fitting = sorted(r.id for r in RULES.values() if _decides(r, ran))
+    naming = f"{', '.join(fitting) or 'no registered rule'} decide{'s' if len(fitting) == 1 else ''} {ran}"
+    if _decides(rule, ran):
+        return rule, []
+    if rule.looks and ran < rule.first_look(0):
+        return rule, [
+            f"{path}: the rows come from {ran} start{'s' if ran != 1 else ''}, fewer than the default rule "
+            f"{rule.id}'s first look without an archive ({rule.first_look(0)}): decided as a window that ended "
+            f"there; {naming} start{'s' if ran != 1 else ''}: name one with --rule"
+        ]
     registers = f"looks from {rule.first_look(0)} to {rule.start_count} starts" if rule.looks else f"{rule.start_count}"
     raise InputError(
         f"{path}: the rows come from {ran} start{'s' if ran != 1 else ''} and the default rule {rule.id} registers "
-        f"{registers} (no archive here); "
-        f"name the rule with --rule ({', '.join(fitting) or 'no registered rule'} decides {ran})"
+        f"{registers} (no archive here); name the rule with --rule ({naming})"
     )
 
 
@@ -69,9 +76,13 @@ def _decides(rule: RuleSpec, ran: int) -> bool:
 
 def decide_pooled(
     path: Path, *, mode: str, rules: list[RuleSpec], clock_cap_mhz: float | None, reported: list[str]
-) -> list[Decision]:
+) -> tuple[list[Decision], list[str]]:
+    """Every named rule's decision of the rows (the default rule's when none is named), and notes on them."""
     rows = load_pooled(path)
-    rules = rules or [default_rule_for(path, rows)]
+    notes: list[str] = []
+    if not rules:
+        default, notes = default_rule_for(path, rows)
+        rules = [default]
     cells = list(dict.fromkeys(row.cell for row in rows))
     unknown = sorted(set(reported) - set(cells))
     if unknown:
@@ -83,4 +94,4 @@ def decide_pooled(
         reported=reported,
         production_clock_cap_mhz=clock_cap_mhz,
     )
-    return [decide(rows, rule=rule, context=context) for rule in rules]
+    return [decide(rows, rule=rule, context=context) for rule in rules], notes
