@@ -1,11 +1,14 @@
 """win2-seq-v1 against the fixed rules: error rates, power and starts used, by the rules' own audit.
 
-    python benchmarks/sequential_rule.py [--trials 2000] [--power-trials 1000] [--quick]
+    python benchmarks/sequential_rule.py [--trials 2000] [--archive-trials 10000] [--power-trials 1000]
+                                         [--quick] [--jobs N] [--archive-spread estimated|true]
 
 Every point runs the rule's real stopping code (``fairwin.decision.audit``) on simulated windows:
 - the no-change grid: repeat cv 1, 3, 13 %; launch cv 1, 4, 8, 15 %; drift 0 and -8 % a start; no
-  archive and an archive of 20 control starts at the same noise. Per point the false WIN rate must be
-  at most 2.5 % and the false LOSS rate at most 5 % (each within two Monte Carlo errors);
+  archive, and archives of 10 and 20 control starts at the same noise, each window its own, its spread
+  estimated from its starts as a real archive's is. Per point the false WIN rate must be at most 2.5 %
+  and the false LOSS rate at most 5 %, or its 95 % binomial interval (Clopper-Pearson) must include
+  the bound;
 - power and starts at this machine's noise (cv 13, launch cv 8, drift -8, no archive), +30 and +60 %,
   beside win2-alt7-v1;
 - a quiet host (cv 0.5, launch cv 1, archive of 20): the share of true +5 % windows called WIN after 3;
@@ -16,30 +19,50 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 
-from fairwin.decision import WIN2_ALT7_V1, WIN2_SEQ_V1, audit
+from scipy.stats import binomtest
+
+from fairwin.decision import WIN2_ALT7_V1, WIN2_SEQ_V1, AuditResult, audit
 
 FALSE_WIN, FALSE_LOSS = 0.025, 0.05
 
 
-def no_change_grid(trials: int, quick: bool) -> bool:
-    print(f"## No change, {trials} windows a point (win2-seq-v1)\n")
-    print("| repeat cv % | launch cv % | drift % | archive | false WIN | false LOSS | mean starts | ok |")
-    print("|---|---|---|---|---|---|---|---|")
+def _point(args: tuple[int, int, int, int, int, str]) -> tuple[tuple[int, int, int, int], AuditResult]:
+    repeat_cv, launch_cv, drift, starts, trials, spread = args
+    found = audit(WIN2_SEQ_V1, repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv, drift_pct=drift,
+                  archive_starts=starts, trials=trials, seed=1, archive_spread=spread)  # type: ignore[arg-type]  # fmt: skip
+    return (repeat_cv, launch_cv, drift, starts), found
+
+
+def _rate(rate: float, trials: int) -> tuple[str, float, float]:
+    """'2.50 % [2.30, 2.71]': the rate and its exact 95 % binomial interval (Clopper-Pearson), and the bounds."""
+    interval = binomtest(round(rate * trials), trials).proportion_ci(confidence_level=0.95, method="exact")
+    low, high = 100 * interval.low, 100 * interval.high
+    return f"{100 * rate:.2f} % [{low:.2f}, {high:.2f}]", low, high
+
+
+def no_change_grid(trials: int, archive_trials: int, quick: bool, jobs: int, spread: str) -> bool:
+    print(f"## No change (win2-seq-v1): {archive_trials} windows a point with an archive ({spread} spread), "
+          f"{trials} without\n")  # fmt: skip
+    print("| repeat cv % | launch cv % | drift % | archive | windows | false WIN [95 %] | false LOSS [95 %] "
+          "| mean starts | ok |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     ok_all = True
-    grid = itertools.product((1, 3, 13), (1, 4, 8, 15), (0, -8), (0, 20))
-    for repeat_cv, launch_cv, drift, starts in list(grid)[:: 6 if quick else 1]:
-        found = audit(WIN2_SEQ_V1, repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv, drift_pct=drift,
-                      archive_starts=starts, trials=trials, seed=1)  # fmt: skip
-        margin = 2 * found.mc_error * (FALSE_WIN / 0.25) ** 0.5  # two binomial s.e. at the target rate
-        win, loss = found.false_win or 0.0, found.false_loss or 0.0
-        ok = win <= FALSE_WIN + margin and loss <= FALSE_LOSS + 2 * (FALSE_LOSS * 0.95 / trials) ** 0.5
+    grid = list(itertools.product((1, 3, 13), (1, 4, 8, 15), (0, -8), (0, 10, 20)))[:: 7 if quick else 1]
+    points = [(*point, archive_trials if point[3] else trials, spread) for point in grid]
+    with ProcessPoolExecutor(jobs) as pool:
+        found = dict(pool.map(_point, points))
+    for (repeat_cv, launch_cv, drift, starts), result in sorted(found.items(), key=lambda kv: grid.index(kv[0])):
+        n = result.trials
+        win, win_low, _ = _rate(result.false_win or 0.0, n)
+        loss, loss_low, _ = _rate(result.false_loss or 0.0, n)
+        ok = win_low <= 100 * FALSE_WIN and loss_low <= 100 * FALSE_LOSS  # within the bound, or its interval holds it
         ok_all &= ok
-        print(
-            f"| {repeat_cv} | {launch_cv} | {drift} | {starts or 'none'} | {100 * win:.2f} % | {100 * loss:.2f} % "
-            f"| {found.starts_mean:.2f} | {'yes' if ok else 'NO'} |"
-        )
+        print(f"| {repeat_cv} | {launch_cv} | {drift} | {starts or 'none'} | {n} | {win} | {loss} "
+              f"| {result.starts_mean:.2f} | {'yes' if ok else 'NO'} |")  # fmt: skip
     return ok_all
 
 
@@ -85,12 +108,18 @@ def quiet_after_three(trials: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--trials", type=int, default=2000, help="windows a no-change point without an archive")
+    parser.add_argument("--archive-trials", type=int, default=10000, help="windows a point with an archive")
     parser.add_argument("--power-trials", type=int, default=1000)
-    parser.add_argument("--quick", action="store_true", help="every sixth grid point")
+    parser.add_argument("--quick", action="store_true", help="every seventh grid point")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="grid points simulated at once")
+    parser.add_argument(
+        "--archive-spread", choices=("estimated", "true"), default="estimated",
+        help="the archive's spread as a real archive estimates it (default), or the true one (the old audit)",
+    )  # fmt: skip
     args = parser.parse_args()
     began = time.monotonic()
-    ok = no_change_grid(args.trials, args.quick)
+    ok = no_change_grid(args.trials, args.archive_trials, args.quick, args.jobs, args.archive_spread)
     machine(args.power_trials)
     saved(args.power_trials)
     quiet_after_three(args.power_trials)
