@@ -168,7 +168,11 @@ def test_between_starts_dialbacks_are_counted_by_gap_within_the_hold_only() -> N
     events = [Dialback(time=t, gpu=0, kind="thermal", reasons=[]) for t in (5.0, 15.0, 25.0, 35.0, 36.0, 55.0, 65.0)]
     assert held(journal) == (10.0, 60.0)
     assert between_starts(events, held(journal), spans) == {"before s1": 1, "before s2": 2, "after s2": 1}
-    assert between_starts(events, held(journal[:1]), spans) == {}  # production never taken down: no hold
+    # Without production the window holds its hardware from its open to its decision: its gaps are watched too.
+    alone = [journal[0], journal[2], JournalRow.model_validate({"step": "decide", "event": "begin", "time": 60.0})]
+    assert held(alone) == (0.0, 60.0)
+    assert between_starts(events, held(alone), spans) == {"before s1": 2, "before s2": 2, "after s2": 1}
+    assert held(journal[1:2][:0]) is None  # nothing journaled: no hold
 
 
 def _held_at(when: float, mhz: float, reasons: int, uuid: str = "GPU-a") -> GpuSample:

@@ -27,8 +27,9 @@ from fairwin.telemetry.sampler import Dialback, Sampler, summarize
 
 #: The hold's own samples, in the window's directory (fairwin.telemetry/1 rows).
 HOLD_TELEMETRY = "hold-telemetry.jsonl"
-#: The steps the hold spans: from the end of the first to the beginning of the second.
-HELD_FROM, HELD_UNTIL = "production down", ("restore", "chain hold")
+#: The steps the hold spans: from the end of the first to the beginning of the second. A window without
+#: production holds its hardware from its open to its decision: its gaps between starts are watched the same.
+HELD_FROM, HELD_UNTIL = ("production down", "open"), ("restore", "chain hold", "decide")
 
 
 Span = tuple[str, float, float]  # a start's name, and its first and last GPU sample
@@ -53,17 +54,20 @@ class HoldClocks:
 
 
 def held(journal: Iterable[JournalRow]) -> tuple[float, float] | None:
-    """The hold, from the journal: production down's end to the restore's beginning (or the last row's time)."""
-    held_from = held_until = None
+    """The hold, from the journal: production down's end (the open's, without production) to the restore's
+    beginning (the decision's, without production; or the last row's time)."""
+    ends: dict[str, float] = {}
+    begins: dict[str, float] = {}
     last = 0.0
     for row in journal:
-        step, event, when = row.step, row.event, row.time
-        last = max(last, when)
-        if step == HELD_FROM and event == "end":
-            held_from = when
-        elif step in HELD_UNTIL and event == "begin" and held_until is None:
-            held_until = when
-    return (held_from, held_until if held_until is not None else last) if held_from is not None else None
+        last = max(last, row.time)
+        if row.event == "end" and row.step in HELD_FROM:
+            ends[row.step] = row.time
+        elif row.event == "begin" and row.step in HELD_UNTIL:
+            begins.setdefault(row.step, row.time)
+    held_from = next((ends[step] for step in HELD_FROM if step in ends), None)
+    held_until = min(begins.values(), default=last)
+    return (held_from, held_until) if held_from is not None else None
 
 
 def measured_spans(starts_dir: Path) -> list[Span]:

@@ -36,6 +36,7 @@ from fairwin.records import write_record
 from fairwin.rows import Order, PooledRow
 from fairwin.telemetry import watchdog
 from fairwin.telemetry.gpu import GpuSource
+from fairwin.telemetry.hosts import window_gpus
 from fairwin.telemetry.sampler import Sampler, sampling
 from fairwin.window.clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, hold_dialbacks, hold_relocks
 from fairwin.window.closing import Closing, Step
@@ -221,6 +222,14 @@ class Window(Opening, Closing):
                 )
             )
 
+    async def _held_gpus(self) -> GpuSource | None:
+        """The GPUs of every host the window touches: production's hold's, or, without production, those its
+        roles run on (their gaps between starts are watched the same)."""
+        if self.hold is not None:
+            return self.hold.gpu
+        mode = self.checked.mode
+        return await asyncio.to_thread(window_gpus, self.loaded, (mode.control, mode.candidate), self.gpu)
+
     def _compared_with_production(self) -> list[str]:
         mode = self.checked.mode
         return sorted(r for r in {mode.control, mode.candidate} if compares_live(self.loaded, r))
@@ -285,7 +294,7 @@ class Window(Opening, Closing):
 
     async def _steps_then_close(self) -> None:
         try:
-            gpus = self.hold.gpu if self.hold is not None else None  # the hold's GPUs, watched between starts too
+            gpus = await self._held_gpus()  # the hold's GPUs, watched between starts too
             hold_samples = self.directory.path / HOLD_TELEMETRY
             with (
                 http_errors_logged(self.directory.http_errors),
