@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -149,6 +150,7 @@ def test_two_coordinators_sharing_a_postgresql_archive_never_hold_the_hardware_a
     second = make_plan(window={"repeats": 2, "output_dir": "elsewhere"}, name="second.toml")
     running = start_run(first, "--mode", "controlled", "--coordinator", "alice")
     window = wait_for_step(first, "start s1", running)
+    monkeypatch.setenv("FAIRWIN_LOCK_DIR", str(tmp_path / "bobs-machine"))  # bob coordinates from another machine
     refused = fairwin("run", str(second), "--mode", "controlled", "--quiet", "--coordinator", "bob")
     assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
     assert (
@@ -169,7 +171,7 @@ def test_two_coordinators_sharing_a_postgresql_archive_never_hold_the_hardware_a
 
 @pytest.mark.slow
 def test_recover_gives_back_the_shared_lock_of_a_window_whose_fairwin_died(
-    make_plan: PlanFactory, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    make_plan: PlanFactory, postgres_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import psycopg
 
@@ -183,8 +185,12 @@ def test_recover_gives_back_the_shared_lock_of_a_window_whose_fairwin_died(
     window = killed_inside(
         first, start_run(first, "--mode", "controlled", kill_at="start s1:launched"), "start s1:launched"
     )
+    here = os.environ["FAIRWIN_LOCK_DIR"]
+    monkeypatch.setenv("FAIRWIN_LOCK_DIR", str(tmp_path / "another-machine"))  # only the archive's lock is shared
     held = fairwin("run", str(second), "--mode", "controlled", "--quiet")
     assert held.returncode == 4 and f"held by window {window.name}" in held.stderr, held.stderr
+    assert "which died without finishing, in the shared archive's locks (postgresql://" in held.stderr
+    monkeypatch.setenv("FAIRWIN_LOCK_DIR", here)  # recover runs where the window ran
     assert fairwin("recover", str(first)).returncode == 0
     with psycopg.connect(postgres_url) as connection:
         assert connection.execute("SELECT count(*) FROM fairwin_hardware_locks").fetchone() == (0,)
