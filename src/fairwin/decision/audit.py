@@ -105,6 +105,20 @@ def _rows(
     return rows
 
 
+def _noise(metric: str, starts: int, spreads: tuple[float | None, float | None, float | None]) -> ArchiveNoise:
+    """One metric's archive of ``starts`` control starts, with its (launch cv, repeat cv, range) in %."""
+    launch, repeat, spread = spreads
+    return ArchiveNoise(
+        metric=metric,
+        cell=CELL,
+        starts=starts,
+        windows=starts,
+        launch_cv_pct=launch,
+        repeat_cv_pct=repeat,
+        range_pct=spread,
+    )
+
+
 def _archive(
     rng: np.random.Generator, rule: RuleSpec, starts: int, repeat_cv: float, launch_cv: float, repeats: int
 ) -> list[ArchiveNoise]:
@@ -118,20 +132,8 @@ def _archive(
         launches = rng.normal(0.0, launch_cv / 100.0, size=(starts, 1))
         values = LEVEL * (1.0 + launches + rng.normal(0.0, repeat_cv / 100.0, size=(starts, repeats)))
         means = values.mean(axis=1)
-        launch_pct, repeat_pct, range_pct = archive_spreads(
-            means, (values - means[:, None]).ravel().tolist(), starts * (repeats - 1)
-        )
-        found.append(
-            ArchiveNoise(
-                metric=metric,
-                cell=CELL,
-                starts=starts,
-                windows=starts,
-                launch_cv_pct=launch_pct,
-                repeat_cv_pct=repeat_pct,
-                range_pct=range_pct,
-            )
-        )
+        deviations = (values - means[:, None]).ravel().tolist()
+        found.append(_noise(metric, starts, archive_spreads(means, deviations, starts * (repeats - 1))))
     return found
 
 
@@ -141,18 +143,7 @@ def _true_archive(rule: RuleSpec, starts: int, repeat_cv: float, launch_cv: floa
     if starts <= 1:
         return []
     spread = math.sqrt(launch_cv**2 + repeat_cv**2 / repeats)
-    return [
-        ArchiveNoise(
-            metric=m,
-            cell=CELL,
-            starts=starts,
-            windows=starts,
-            launch_cv_pct=spread,
-            repeat_cv_pct=repeat_cv,
-            range_pct=None,
-        )
-        for m in (rule.primary, *rule.guards)
-    ]
+    return [_noise(m, starts, (spread, repeat_cv, None)) for m in (rule.primary, *rule.guards)]
 
 
 def audit(
