@@ -18,11 +18,28 @@ from tests.integration.test_hosts import with_hosts
 
 
 def _kill(marker: str) -> None:
+    """SIGKILL the test's own squatters, and wait until they are gone (a killed process keeps its command line
+    for a moment, and the next assertion would count it)."""
     import os
     import signal
+    import time
 
     for pid in processes_with(marker):
         os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _left(marker: str) -> list[str]:
+    """What still runs with ``marker`` in its command line, named, for an assertion's message."""
+    found = []
+    for pid in processes_with(marker):
+        try:
+            found.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes().replace(bytes(1), b' ').decode()}")
+        except OSError:
+            continue
+    return found
 
 
 def _nothing_from_the_window(plan: Path, window: Path) -> None:
@@ -66,7 +83,7 @@ def test_a_server_that_dies_on_bind_while_a_squatter_answers_fails_its_start(mak
     _nothing_from_the_window(plan, window)
     receipt = json.loads((window / "starts" / "s1" / "start.json").read_text())
     assert receipt["pooled_rows"] == 0 and receipt["stop"]["signal"] == "SIGTERM"  # the wrapper, still waiting
-    assert processes_with("squatter-new") == []
+    assert _left("squatter-new") == []
 
 
 def test_a_sim_whose_port_is_held_says_so_in_one_line() -> None:
@@ -111,7 +128,7 @@ def test_a_squatter_on_a_remote_role_port_is_found_over_ssh(make_plan: PlanFacto
     assert done.returncode == 3, done.stderr
     assert f"role A on host h1: port {port} on host h1 is held by pid {squatters[0]}" in done.stderr, done.stderr
     _nothing_from_the_window(plan, only_window(plan))
-    assert processes_with("ssh-squatter") == []
+    assert _left("ssh-squatter") == []
 
 
 def _wrapped(model: str, port: int | str = "{port}") -> dict[str, object]:
