@@ -210,6 +210,8 @@ def test_a_container_production_is_read_through_its_runtimes_inspect(
     docker = bin_dir / "docker"
     docker.write_text(
         f'#!/bin/sh\n[ "$1 $2 $3 $4" = "inspect --type container vllm-head" ] && exec cat {fixture}\n'
+        '[ "$1 $2" = "logs vllm-head" ] && echo "INFO non-default args: '
+        "{'model': 'm', 'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 3}}\" >&2 && exit 0\n"
         'echo "Error: No such container: $4" >&2; exit 1\n'
     )
     docker.chmod(0o755)
@@ -217,7 +219,9 @@ def test_a_container_production_is_read_through_its_runtimes_inspect(
     head = asyncio.run(read_member("head", (None, None), LiveProcess(container="vllm-head"), None))
     assert head.found_by == "container vllm-head (docker)" and head.env["VLLM_DSV41_ADAPTIVE_K"] == "1"
     assert head.env["HF_TOKEN"].startswith("sha256:") and "hf_secret_value" not in json.dumps(head.record())
-    assert head.speculative == {"method": "mtp", "num_speculative_tokens": 5}
+    # What its server logged (on stderr, as vLLM logs) wins over its argv's 5: an entrypoint may rewrite it.
+    assert head.speculative == {"method": "mtp", "num_speculative_tokens": 3}
+    assert head.speculative_source == "server log"
     assert "sk-live-123" not in head.argv and head.mounts is not None and len(head.mounts) == 2
     with pytest.raises(ProductionError, match="container other here could not be inspected"):
         asyncio.run(read_member("head", (None, None), LiveProcess(container="other"), None))

@@ -31,8 +31,9 @@ class LiveProcess(StrictModel):
     runtime: Literal["docker", "podman"] = Field("docker", description="The container runtime that inspects it.")
     log: str | None = Field(
         None,
-        description="A file on its host holding its server's output: its 'non-default args' line is the speculative "
-        "config it runs (a container's own logs are read without one).",
+        description="A file on its host holding its server's output (relative: to the plan here, to the login's "
+        "home on a host): its 'non-default args' line is the speculative config it runs (a container's own logs "
+        "are read without one).",
     )
 
     @model_validator(mode="after")

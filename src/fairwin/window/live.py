@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
 from fairwin.launch.shell import shell
@@ -46,6 +47,8 @@ async def read_live(loaded: LoadedPlan, production: Production) -> LiveProductio
         host = _host(loaded, host_name)
         pid = await production.recorded_pid() if process is None else None
         log = production.log_on_host() if process is None else None  # the server fairwin launched: its own log
+        if process is not None and process.log is not None and host_name is None:  # relative: to the plan, here
+            process = process.model_copy(update={"log": str(loaded.resolve(Path(process.log)))})
         members.append(await read_member(member, (host_name, host), process, pid, log))
     return LiveProduction(tuple(members), time.time())
 
