@@ -149,6 +149,13 @@ async def sampling(source: GpuSource | None, path: Path, interval_s: float) -> A
     await sampler._read_once()
 
 
+def gpu_key(sample: GpuSample) -> str:
+    """How a GPU is named in a summary (``cap_by_gpu``) and between starts: its UUID, after its host where the
+    sample names one."""
+    gpu = sample.uuid or str(sample.gpu)
+    return f"{sample.host}/{gpu}" if sample.host else gpu
+
+
 def summarize(
     sampler: Sampler | None,
     cap_from: str,
@@ -162,8 +169,7 @@ def summarize(
     samples = sampler.samples if sampler is not None else []
     by_gpu: dict[str, list[GpuSample]] = {}
     for sample in samples:
-        gpu = sample.uuid or str(sample.gpu)
-        by_gpu.setdefault(f"{sample.host}/{gpu}" if sample.host else gpu, []).append(sample)
+        by_gpu.setdefault(gpu_key(sample), []).append(sample)
     busy = [s.sm_mhz for s in samples if s.sm_mhz is not None and not (s.reasons or 0) & IDLE]
     failed = sampler.failed if sampler is not None else []
     problems = [f"{len(failed)} failed reads (first: {failed[0]})"] if failed else []

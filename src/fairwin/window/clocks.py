@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairwin.directory.journal import JournalRow
+from fairwin.directory.layout import WindowDir
 from fairwin.directory.start_receipt import StartReceipt
 from fairwin.files import scan_jsonl
-from fairwin.records import read_record
 from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample
-from fairwin.telemetry.sampler import Dialback, Sampler, summarize
+from fairwin.telemetry.sampler import Dialback, Sampler, gpu_key, summarize
+from fairwin.window.observed import start_receipts
 
 #: The hold's own samples, in the window's directory (fairwin.telemetry/1 rows).
 HOLD_TELEMETRY = "hold-telemetry.jsonl"
@@ -109,10 +110,6 @@ def _held_clock(sample: GpuSample, cap_from: str) -> float | None:
     return sample.sm_mhz if reasons & LOCKED and not reasons & DIALBACK else None
 
 
-def _gpu_key(sample: GpuSample) -> str:
-    return f"{sample.host}/{sample.uuid}" if sample.host else sample.uuid
-
-
 def relocks(
     samples: Sequence[GpuSample],
     hold: tuple[float, float] | None,
@@ -128,18 +125,27 @@ def relocks(
     for sample in sorted(samples, key=lambda s: s.time):
         gap = gap_of(sample.time, hold, spans)
         if gap is not None and (clock := _held_clock(sample, cap_from)) is not None:
-            by_gap.setdefault((gap, _gpu_key(sample)), []).append(clock)
+            by_gap.setdefault((gap, gpu_key(sample)), []).append(clock)
     names = [name for name, _, _ in spans]
     found: dict[str, list[str]] = {}
     for (gap, gpu), clocks in by_gap.items():
-        after = gap.removeprefix("before ") if gap.startswith("before ") else None
-        before = names[names.index(after) - 1] if after in names and names.index(after) > 0 else None
-        before = gap.removeprefix("after ") if gap.startswith("after ") else before
+        before, after = _around(gap, names)
         around = [_cap_of(caps.get(before or ""), gpu), *clocks, _cap_of(caps.get(after or ""), gpu)]
         shown = [c for i, c in enumerate(around) if c is not None and (i == 0 or c != around[i - 1])]
         if len(set(shown)) > 1:
             found.setdefault(gap, []).append(f"{gpu} {' -> '.join(f'{c:g}' for c in shown)} MHz")
     return found
+
+
+def _around(gap: str, names: Sequence[str]) -> tuple[str | None, str | None]:
+    """The starts on either side of a gap named by :func:`gap_of` ('before s2': s1 and s2; 'after s3': s3)."""
+    if gap.startswith("after "):
+        return gap.removeprefix("after "), None
+    after = gap.removeprefix("before ")
+    if after not in names:  # 'with no start'
+        return None, None
+    index = names.index(after)
+    return (names[index - 1] if index else None), after
 
 
 def _cap_of(caps: Mapping[str, float | None] | None, gpu: str) -> float | None:
@@ -149,13 +155,9 @@ def _cap_of(caps: Mapping[str, float | None] | None, gpu: str) -> float | None:
     return caps.get(gpu, caps.get(gpu.rsplit("/", 1)[-1]))
 
 
-def start_caps(starts_dir: Path) -> dict[str, dict[str, float | None]]:
-    """Each start's cap by GPU, from its start.json (none where it sampled nothing)."""
-    found: dict[str, dict[str, float | None]] = {}
-    for path in starts_dir.glob("*/start.json"):
-        telemetry = read_record(path, StartReceipt).telemetry or {}
-        found[path.parent.name] = telemetry.get("cap_by_gpu") or {}
-    return found
+def start_caps(receipts: Iterable[StartReceipt]) -> dict[str, dict[str, float | None]]:
+    """Each start's cap by GPU, from its receipt (none where it sampled nothing)."""
+    return {r.start: (r.telemetry or {}).get("cap_by_gpu") or {} for r in receipts}
 
 
 def hold_dialbacks(
@@ -171,10 +173,10 @@ def hold_dialbacks(
 
 
 def hold_relocks(
-    sampler: Sampler | None, window: Path, journal: Iterable[JournalRow], cap_from: str
+    sampler: Sampler | None, window: WindowDir, journal: Iterable[JournalRow], cap_from: str
 ) -> dict[str, list[str]]:
     """The hold sampler's changes of cap outside the starts' own sampling (none without a sampler)."""
     if sampler is None:
         return {}
-    starts = window / "starts"
-    return relocks(sampler.samples, held(journal), measured_spans(starts), start_caps(starts), cap_from)
+    caps = start_caps(start_receipts(window))
+    return relocks(sampler.samples, held(journal), measured_spans(window.path / "starts"), caps, cap_from)

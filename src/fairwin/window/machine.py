@@ -239,7 +239,7 @@ class Window(Opening, Closing):
         journal, telemetry = read_whole(self.directory.journal), self.loaded.plan.telemetry
         return HoldClocks(
             dialbacks=hold_dialbacks(self.hold_sampler, self.directory.path, journal, telemetry.invalidating_dialbacks),
-            relocks=hold_relocks(self.hold_sampler, self.directory.path, journal, telemetry.cap_from),
+            relocks=hold_relocks(self.hold_sampler, self.directory, journal, telemetry.cap_from),
             watchdog=await watchdog.events(self.loaded, dict(self.clocks.watchdog_marks)),
         )
 
