@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 from fairwin.errors import GateRefused, LaunchError
+from fairwin.launch.shell import shell
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.telemetry.gpu import HERE
@@ -24,39 +26,35 @@ from fairwin.telemetry.gpu import HERE
 QUOTED = 5
 
 
-async def _remote(loaded: LoadedPlan, name: str, command: str) -> tuple[int, str]:
-    from fairwin.launch.ssh import run_once  # asyncssh only where hosts are used
-
+async def _run(loaded: LoadedPlan, host: str, command: str) -> tuple[int, str]:
+    """``command`` on the watchdog's host (here, or over SSH): its status and output; 255 where it cannot run."""
+    where = None if host == HERE else resolved(loaded.plan.hosts[host], loaded.base_dir)
     try:
-        done = await run_once(name, resolved(loaded.plan.hosts[name], loaded.base_dir), command, 20.0)
-    except LaunchError as exc:
+        return await shell(None if host == HERE else host, where, command)
+    except (LaunchError, OSError, subprocess.SubprocessError) as exc:
         return 255, str(exc)
-    return int(done.exit_status or 0), str(done.stdout if done.exit_status == 0 else done.stderr or "").strip()
 
 
-async def _size(loaded: LoadedPlan, host: str, path: str) -> int | str:
+def _path(loaded: LoadedPlan, host: str) -> str:
+    """The host's log, quoted for its shell; relative: to the plan here, to the login's home on a host."""
+    path = loaded.plan.telemetry.watchdog_logs[host]
+    return shlex.quote(str(loaded.resolve(Path(path))) if host == HERE else path)
+
+
+async def _size(loaded: LoadedPlan, host: str) -> int | str:
     """The log's size in bytes, or why it cannot be read."""
-    if host == HERE:
-        local = loaded.resolve(Path(path))
-        try:
-            with local.open("rb") as log:
-                return log.seek(0, 2)
-        except OSError as exc:
-            return exc.strerror or str(exc)
-    status, out = await _remote(loaded, host, f"wc -c < {shlex.quote(path)}")
+    status, out = await _run(loaded, host, f"{{ wc -c < {_path(loaded, host)}; }} 2>&1")
+    out = out.strip()
     return int(out) if status == 0 and out.isdigit() else out or f"wc exited {status}"
 
 
-async def _added(loaded: LoadedPlan, host: str, path: str, mark: int) -> str:
+async def _added(loaded: LoadedPlan, host: str, mark: int) -> str:
     """Everything written after ``mark`` (the whole log where it shrank: rotated); OSError when unreadable."""
-    if host == HERE:
-        data = loaded.resolve(Path(path)).read_bytes()
-        return data[mark if len(data) >= mark else 0 :].decode(errors="replace")
-    log = shlex.quote(path)
-    command = f"if [ $(wc -c < {log}) -ge {mark} ]; then tail -c +{mark + 1} {log}; else cat {log}; fi"
-    status, out = await _remote(loaded, host, command)
+    log = _path(loaded, host)
+    command = f"if [ $(wc -c < {log}) -ge {mark} ]; then tail -c +{mark + 1} {log}; else cat {log}; fi 2>&1"
+    status, out = await _run(loaded, host, command)
     if status != 0:
-        raise OSError(out or f"exited {status}")
+        raise OSError(out.strip() or f"exited {status}")
     return out
 
 
@@ -64,7 +62,7 @@ async def mark(loaded: LoadedPlan) -> dict[str, int]:
     """Each host's watchdog log's size now; a log that cannot be read refuses the window, naming it."""
     marks: dict[str, int] = {}
     for host, path in sorted(loaded.plan.telemetry.watchdog_logs.items()):
-        size = await _size(loaded, host, path)
+        size = await _size(loaded, host)
         if isinstance(size, str):
             raise GateRefused(
                 f"telemetry.watchdog_logs.{host}: {path} cannot be read on {host} ({size}); its dial-backs would "
@@ -82,7 +80,7 @@ async def events(loaded: LoadedPlan, marks: dict[str, int]) -> dict[str, list[st
     for host, at in sorted(marks.items()):
         path = loaded.plan.telemetry.watchdog_logs[host]
         try:
-            added = await _added(loaded, host, path, at)
+            added = await _added(loaded, host, at)
         except OSError as exc:
             found[host] = [f"its log {path} could not be read at the decision ({exc})"]
             continue
