@@ -60,10 +60,14 @@ def _shown(argv: list[str]) -> str:
     return scrub(shlex.join(redact_argv(argv)))
 
 
+def described(held: list[Listener]) -> str | None:
+    """Every holder of a port, described for a refusal (None: nobody holds it)."""
+    return "; ".join(h.describe() for h in held) if held else None
+
+
 def held_here(port: int) -> str | None:
     """Who listens on ``port`` on this machine, described (None: nobody)."""
-    held = _here(port)
-    return "; ".join(h.describe() for h in held) if held else None
+    return described(_here(port))
 
 
 def _here(port: int) -> list[Listener]:
@@ -133,9 +137,8 @@ def where(spec: LaunchSpec, port: int) -> str:
 
 async def check_free(spec: LaunchSpec, port: int) -> None:
     """Nothing listens on ``port`` on the spec's host; else LaunchError naming the holder."""
-    held = await listeners(spec, port)
-    if held:
-        holders = "; ".join(h.describe() for h in held)
+    holders = described(await listeners(spec, port))
+    if holders is not None:
         raise LaunchError(
             f"{spec.label}: {where(spec, port)} is already held by {holders}; stop it, or give the role another "
             "port: a server launched there would die on bind and the holder would be measured instead"
