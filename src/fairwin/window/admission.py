@@ -37,6 +37,7 @@ from fairwin.production.proof import host_port
 from fairwin.rows import Order
 from fairwin.telemetry import watchdog
 from fairwin.telemetry.cap import production_host
+from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hosts import declares_clocks, find_source, unwatched_clocks, window_hosts
 from fairwin.window.clocks import ClockWatch
 from fairwin.window.live import production_as_it_runs
@@ -116,7 +117,8 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     production = Production(loaded, admitted.out) if loaded.plan.production is not None else None
     held = (production_host(loaded), host_port(production.base_url)[1]) if production is not None else None
     await launchable(loaded, roles, held)
-    clocks = ClockWatch(tuple(await _clocks_watched(loaded, roles)), await watchdog.mark(loaded))
+    here = find_source(loaded.plan.telemetry.gpu)
+    clocks = ClockWatch(tuple(await _clocks_watched(loaded, roles, here)), await watchdog.mark(loaded), here)
     admitted = replace(admitted, clocks=clocks)
     if production is not None:
         live = await production_as_it_runs(loaded, production, roles, options.get("say", quiet))
@@ -124,10 +126,10 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     return admitted
 
 
-async def _clocks_watched(loaded: LoadedPlan, roles: tuple[str, str]) -> list[str]:
+async def _clocks_watched(loaded: LoadedPlan, roles: tuple[str, str], here: GpuSource | None) -> list[str]:
     """The hosts whose clocks nothing observes: refused for a plan that declares production's cap (a GPU plan)
     unless it accepts them unobserved; a CPU-only plan goes on, and its decision names them."""
-    unseen = await asyncio.to_thread(unwatched_clocks, loaded, roles, find_source(loaded.plan.telemetry.gpu))
+    unseen = await asyncio.to_thread(unwatched_clocks, loaded, roles, here)
     if unseen and declares_clocks(loaded) and "clocks" not in loaded.plan.runtime.accept_unobserved:
         raise GateRefused(
             f"the clocks cannot be observed ({'; '.join(unseen)}), and the plan declares production's clock cap: "

@@ -22,7 +22,7 @@ from fairwin.directory.journal import JournalRow
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.start_receipt import StartReceipt
 from fairwin.files import scan_jsonl
-from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample
+from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample, GpuSource
 from fairwin.telemetry.sampler import Dialback, Sampler, gpu_key, summarize
 from fairwin.window.observed import start_receipts
 
@@ -38,11 +38,12 @@ Span = tuple[str, float, float]  # a start's name, and its first and last GPU sa
 
 @dataclass(frozen=True)
 class ClockWatch:
-    """What watches the clocks beyond the starts' own sampling, fixed at admission: the hosts whose cap or
-    dial-backs nothing observes (a CPU-only plan's, or accepted by the plan), and each watchdog log's size."""
+    """What watches the clocks, fixed at admission: the hosts whose cap or dial-backs nothing observes (a
+    CPU-only plan's, or accepted by the plan), each watchdog log's size, and the GPU source here."""
 
     unwatched: tuple[str, ...] = ()
     watchdog_marks: Mapping[str, int] = field(default_factory=dict)
+    here: GpuSource | None = None  # the GPU source on fairwin's own host, found once at admission
 
 
 @dataclass(frozen=True)

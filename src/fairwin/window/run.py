@@ -34,7 +34,7 @@ from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap, production_caps
 from fairwin.telemetry.gpu import GpuSource
-from fairwin.telemetry.hosts import find_source, window_gpus, window_hosts
+from fairwin.telemetry.hosts import window_gpus, window_hosts
 from fairwin.window.admission import Admission, WindowOptions, admit, quiet
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, preflight_power
@@ -63,7 +63,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
     warnings = preflight_power(loaded, checked.rule, admitted.snapshot, mode_name)
     for warning in warnings:
         say(f"warning: {warning}")
-    gpu, cap = find_source(loaded.plan.telemetry.gpu), production_cap(loaded)
+    gpu, cap = admitted.clocks.here, production_cap(loaded)  # the source admission found
     node_caps = _node_caps(loaded, checked, say)
     hold = _hold(loaded, admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
