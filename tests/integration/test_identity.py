@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,6 +52,14 @@ def _nothing_from_the_window(plan: Path, window: Path) -> None:
     assert not (plan.parent / "windows" / "control-archive.jsonl").exists()
 
 
+def _run_beside_squatters(plan: Path, marker: str) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """The window, and the squatters its roles' wrappers left (``marker`` in their command line), killed after."""
+    try:
+        return fairwin("run", str(plan), "--mode", "controlled", "--quiet"), processes_with(marker)
+    finally:
+        _kill(marker)
+
+
 def _squatted(port: int, model: str, **overrides: object) -> dict[str, object]:
     """A role whose wrapper first leaves a healthy sim of its own session on the port (``model``-old, a server
     left over from yesterday), then execs the role's own sim there, which dies on bind."""
@@ -70,11 +79,7 @@ def test_a_server_that_dies_on_bind_while_a_squatter_answers_fails_its_start(mak
     port = free_port()
     role = _squatted(port, "squatter-new")
     plan = make_plan(roles={"A": role, "B": role})
-    try:
-        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
-        squatters = processes_with("squatter-new-old")
-    finally:
-        _kill("squatter-new-old")
+    done, squatters = _run_beside_squatters(plan, "squatter-new-old")
     assert done.returncode == 3, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"role A: port {port} here is held by pid {squatters[0]}" in done.stderr, done.stderr
@@ -120,11 +125,7 @@ def test_a_squatter_on_a_remote_role_port_is_found_over_ssh(make_plan: PlanFacto
     port = free_port()
     role = _squatted(port, "ssh-squatter", host="h1")
     plan = with_hosts(make_plan(roles={"A": role, "B": role}), ssh_hosts)
-    try:
-        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
-        squatters = processes_with("ssh-squatter-old")
-    finally:
-        _kill("ssh-squatter-old")
+    done, squatters = _run_beside_squatters(plan, "ssh-squatter-old")
     assert done.returncode == 3, done.stderr
     assert f"role A on host h1: port {port} on host h1 is held by pid {squatters[0]}" in done.stderr, done.stderr
     _nothing_from_the_window(plan, only_window(plan))
