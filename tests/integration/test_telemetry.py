@@ -129,9 +129,17 @@ def test_a_relock_mid_start_and_a_dialback_between_starts_are_both_seen(
     conditions = decision["cells"][0]["validity"]["conditions"]
     assert "clock cap missing (or varying) in s2" in conditions
     between = next(c for c in conditions if c.startswith("the clock was dialled back between starts: "))
-    assert "'before s2'" in between and "'before s3'" in between, between  # while servers stopped and started
     context = json.loads((window / "context.json").read_text())
-    assert set(context["between_starts_dialbacks"]) >= {"before s2", "before s3"}
+    gaps = set(context["between_starts_dialbacks"])
+    assert all(f"'{gap}': " in between for gap in gaps), between
+    # Each start's servers stopped, the hold reads the GPUs at once: every gap is seen, however short and busy
+    # the machine (a 0.2 s loop alone missed gaps on a loaded CI runner).
+    assert gaps >= {"before s2", "before s3", "after s3"} and gaps <= {
+        "before s1",
+        "before s2",
+        "before s3",
+        "after s3",
+    }
     assert (window / "hold-telemetry.jsonl").stat().st_size > 0
 
 
@@ -276,7 +284,8 @@ def test_unobserved_clocks_refuse_a_gpu_plan_unless_it_accepts_them_and_a_cpu_pl
         "clocks (here: its clock cap and its dial-backs (no watchdog log) unseen; telemetry.gpu = 'none'): "
         "accepted by runtime.accept_unobserved"
     ]
-    assert decision["verdict"] != "INCONCLUSIVE", decision["reasons"]  # accepted: its verdict stands, named
+    # Accepted: the clocks make no cell INCONCLUSIVE (a loaded machine's untrusted client timing may), only named.
+    assert "clock" not in json.dumps(decision["cells"]), decision["cells"]
     assert decision["reasons"][-1].startswith("unobserved: clocks (here:")
 
     cpu_plan = make_plan(window={"repeats": 2, "warmup_waves_max": 1}, name="cpu.toml")

@@ -165,13 +165,21 @@ def test_between_starts_dialbacks_are_counted_by_gap_within_the_hold_only() -> N
         )
     ]
     spans = [("s1", 20.0, 30.0), ("s2", 40.0, 50.0)]  # each start's own sampling
-    events = [Dialback(time=t, gpu=0, kind="thermal", reasons=[]) for t in (5.0, 15.0, 25.0, 35.0, 36.0, 55.0, 65.0)]
+    hot, cool = 0x1 | 0x20, 0x1  # idle and slowed for heat, idle
+    # Each gap is judged on its own samples: the GPU still hot at 35 counts again (s1 sampled it between), and
+    # cooling at 35.5 then hot at 36 is a second dial-back; a power slowdown is not an invalidating kind here.
+    timeline = [(5.0, hot), (15.0, hot), (25.0, hot), (35.0, hot), (35.5, cool), (36.0, hot), (55.0, hot), (65.0, hot)]
+    power = _held_at(56.0, 1980, 0x1 | 0x80, uuid="GPU-b")
+    samples = [*(_held_at(when, 1980, reasons) for when, reasons in timeline), power]
     assert held(journal) == (10.0, 60.0)
-    assert between_starts(events, held(journal), spans) == {"before s1": 1, "before s2": 2, "after s2": 1}
+    assert between_starts(samples, held(journal), spans, ["thermal"]) == {"before s1": 1, "before s2": 2, "after s2": 1}
+    assert between_starts(samples, held(journal), spans, ["power"]) == {"after s2": 1}
     # Without production the window holds its hardware from its open to its decision: its gaps are watched too.
     alone = [journal[0], journal[2], JournalRow.model_validate({"step": "decide", "event": "begin", "time": 60.0})]
     assert held(alone) == (0.0, 60.0)
-    assert between_starts(events, held(alone), spans) == {"before s1": 2, "before s2": 2, "after s2": 1}
+    assert between_starts(samples, held(alone), spans, ["thermal"]) == {"before s1": 1, "before s2": 2, "after s2": 1}
+    two_gpus = [*samples, _held_at(15.0, 1980, hot, uuid="GPU-b")]  # each GPU's own dial-back
+    assert between_starts(two_gpus, held(journal), spans, ["thermal"])["before s1"] == 2
     assert held(journal[1:2][:0]) is None  # nothing journaled: no hold
 
 

@@ -125,6 +125,10 @@ class Sampler:
         self.samples.extend(found)
         append_records(self.path, [TelemetryRow.model_validate(s.model_dump()) for s in found])
 
+    async def read_now(self) -> None:
+        """One sample now, between the loop's (a moment the window must see however short: servers just stopped)."""
+        await self._read_once()
+
     async def _loop(self) -> None:
         while True:
             if not self.paused:
@@ -196,7 +200,7 @@ def summarize(
         cap_by_host=cap_by_host,
         cap_changes=changes,
         names={gpu: gpu_samples[-1].name for gpu, gpu_samples in by_gpu.items()},
-        dialbacks=[d for gpu_samples in by_gpu.values() for d in _dialbacks(gpu_samples)],
+        dialbacks=dialbacks(samples),
         problems=problems,
     )
 
@@ -269,15 +273,22 @@ def _caps_from_logs(
     return found
 
 
-def _dialbacks(samples: list[GpuSample]) -> list[Dialback]:
-    found, before = [], False
-    for sample in sorted(samples, key=lambda s: s.time):
-        kind = sample.dialback
-        if kind is not None and not before:
-            found.append(
-                Dialback(time=sample.time, gpu=sample.gpu, host=sample.host, kind=kind, reasons=sample.reason_names)
-            )
-        before = kind is not None
+def dialbacks(samples: Sequence[GpuSample]) -> list[Dialback]:
+    """Each GPU's dial-backs among ``samples``: a sample slowed for heat or power where that GPU's one before
+    was not (its first sample counts when it is slowed)."""
+    by_gpu: dict[str, list[GpuSample]] = {}
+    for sample in samples:
+        by_gpu.setdefault(gpu_key(sample), []).append(sample)
+    found = []
+    for gpu_samples in by_gpu.values():
+        before = False
+        for sample in sorted(gpu_samples, key=lambda s: s.time):
+            kind = sample.dialback
+            if kind is not None and not before:
+                found.append(
+                    Dialback(time=sample.time, gpu=sample.gpu, host=sample.host, kind=kind, reasons=sample.reason_names)
+                )
+            before = kind is not None
     return found
 
 

@@ -2,7 +2,8 @@
 
 Each start samples its own GPUs while it measures (window/start.py). Beside that, a window
 whose production is taken down samples the GPUs of every host it touches from the take-down
-to the restore, into ``hold-telemetry.jsonl``, pausing while a start samples its own. A
+to the restore, into ``hold-telemetry.jsonl``, pausing while a start samples its own, and
+once more as each start's servers stop (window/start.py), so no gap goes unsampled. A
 dial-back in those samples outside every start's own sampling (before the first, between two
 while servers stop and start, after the last) is named by the start it came before, goes
 into the decision's context and makes the window INCONCLUSIVE: a start that begins on a GPU
@@ -23,7 +24,7 @@ from fairwin.directory.layout import WindowDir
 from fairwin.directory.start_receipt import StartReceipt
 from fairwin.files import scan_jsonl
 from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample, GpuSource
-from fairwin.telemetry.sampler import Dialback, Sampler, gpu_key, summarize
+from fairwin.telemetry.sampler import Sampler, dialbacks, gpu_key
 from fairwin.window.observed import start_receipts
 
 #: The hold's own samples, in the window's directory (fairwin.telemetry/1 rows).
@@ -92,14 +93,18 @@ def gap_of(when: float, hold: tuple[float, float] | None, spans: Sequence[Span])
 
 
 def between_starts(
-    dialbacks: Sequence[Dialback], hold: tuple[float, float] | None, spans: Sequence[Span]
+    samples: Sequence[GpuSample], hold: tuple[float, float] | None, spans: Sequence[Span], kinds: Iterable[str]
 ) -> dict[str, int]:
-    """Dial-backs inside the hold but outside every start's own sampling, counted by the gap they fell in."""
-    counted: dict[str, int] = {}
-    for event in dialbacks:
-        if (gap := gap_of(event.time, hold, spans)) is not None:
-            counted[gap] = counted.get(gap, 0) + 1
-    return counted
+    """Dial-backs of ``kinds`` inside the hold but outside every start's own sampling, counted gap by gap: each
+    gap is judged on its own samples, so a GPU still slowed when the next gap begins counts there again (the
+    start between them sampled it itself)."""
+    by_gap: dict[str, list[GpuSample]] = {}
+    for sample in samples:
+        if (gap := gap_of(sample.time, hold, spans)) is not None:
+            by_gap.setdefault(gap, []).append(sample)
+    wanted = set(kinds)
+    counted = {gap: len([d for d in dialbacks(found) if d.kind in wanted]) for gap, found in by_gap.items()}
+    return {gap: n for gap, n in counted.items() if n}
 
 
 def _held_clock(sample: GpuSample, cap_from: str) -> float | None:
@@ -168,9 +173,7 @@ def hold_dialbacks(
     without a sampler)."""
     if sampler is None:
         return {}
-    wanted = set(kinds)
-    found = [d for d in summarize(sampler, "none").dialbacks if d.kind in wanted]
-    return between_starts(found, held(journal), measured_spans(window / "starts"))
+    return between_starts(sampler.samples, held(journal), measured_spans(window / "starts"), kinds)
 
 
 def hold_relocks(

@@ -292,6 +292,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                     receipt.stop = stop_receipt(record)
                 else:
                     receipt.worker(process.spec.member)["stop"] = stop_receipt(record)
+            if ctx.hold_sampler is not None:  # the GPUs the next start inherits: every gap is seen, however short
+                await ctx.hold_sampler.read_now()
         finally:
             write_record(ctx.window.start_receipt(start.name), receipt)
 
