@@ -1,7 +1,9 @@
-"""win2-seq-v1 against the fixed rules: error rates, power and starts used, by the rules' own audit.
+"""A sequential rule (the default unless --rule) against the fixed rules: error rates, power and starts used,
+by the rules' own audit.
 
-    python benchmarks/sequential_rule.py [--trials 2000] [--archive-trials 10000] [--power-trials 1000]
-                                         [--quick] [--jobs N] [--archive-spread estimated|true]
+    python benchmarks/sequential_rule.py [--rule ID] [--trials 2000] [--archive-trials 10000]
+                                         [--power-trials 1000] [--quick] [--jobs N]
+                                         [--archive-spread estimated|true]
 
 Every point runs the rule's real stopping code (``fairwin.decision.audit``) on simulated windows:
 - the no-change grid: repeat cv 1, 3, 13 %; launch cv 1, 4, 8, 15 %; drift 0 and -8 % a start; no
@@ -10,7 +12,7 @@ Every point runs the rule's real stopping code (``fairwin.decision.audit``) on s
   and the false LOSS rate at most 5 %, or its 95 % binomial interval (Clopper-Pearson) must include
   the bound;
 - power and starts at this machine's noise (cv 13, launch cv 8, drift -8, no archive), +30 and +60 %,
-  beside win2-alt7-v1;
+  beside win2-alt7-v1 and win2-seq-v1;
 - a quiet host (cv 0.5, launch cv 1, archive of 20): the share of true +5 % windows called WIN after 3;
 - the fraction of the maximum hold saved at 0, +5, +30, +60, +200 % (machine noise; quiet host).
 """
@@ -25,14 +27,14 @@ from concurrent.futures import ProcessPoolExecutor
 
 from scipy.stats import binomtest
 
-from fairwin.decision import WIN2_ALT7_V1, WIN2_SEQ_V1, AuditResult, audit
+from fairwin.decision import DEFAULT_RULE, RULES, WIN2_ALT7_V1, WIN2_SEQ_V1, AuditResult, RuleSpec, audit
 
 FALSE_WIN, FALSE_LOSS = 0.025, 0.05
 
 
-def _point(args: tuple[int, int, int, int, int, str]) -> tuple[tuple[int, int, int, int], AuditResult]:
-    repeat_cv, launch_cv, drift, starts, trials, spread = args
-    found = audit(WIN2_SEQ_V1, repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv, drift_pct=drift,
+def _point(args: tuple[str, int, int, int, int, int, str]) -> tuple[tuple[int, int, int, int], AuditResult]:
+    rule, repeat_cv, launch_cv, drift, starts, trials, spread = args
+    found = audit(RULES[rule], repeat_cv_pct=repeat_cv, launch_cv_pct=launch_cv, drift_pct=drift,
                   archive_starts=starts, trials=trials, seed=1, archive_spread=spread)  # type: ignore[arg-type]  # fmt: skip
     return (repeat_cv, launch_cv, drift, starts), found
 
@@ -44,15 +46,15 @@ def _rate(rate: float, trials: int) -> tuple[str, float, float]:
     return f"{100 * rate:.2f} % [{low:.2f}, {high:.2f}]", low, high
 
 
-def no_change_grid(trials: int, archive_trials: int, quick: bool, jobs: int, spread: str) -> bool:
-    print(f"## No change (win2-seq-v1): {archive_trials} windows a point with an archive ({spread} spread), "
+def no_change_grid(rule: RuleSpec, trials: int, archive_trials: int, quick: bool, jobs: int, spread: str) -> bool:
+    print(f"## No change ({rule.id}): {archive_trials} windows a point with an archive ({spread} spread), "
           f"{trials} without\n")  # fmt: skip
     print("| repeat cv % | launch cv % | drift % | archive | windows | false WIN [95 %] | false LOSS [95 %] "
           "| mean starts | ok |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     ok_all = True
     grid = list(itertools.product((1, 3, 13), (1, 4, 8, 15), (0, -8), (0, 10, 20)))[:: 7 if quick else 1]
-    points = [(*point, archive_trials if point[3] else trials, spread) for point in grid]
+    points = [(rule.id, *point, archive_trials if point[3] else trials, spread) for point in grid]
     with ProcessPoolExecutor(jobs) as pool:
         found = dict(pool.map(_point, points))
     for (repeat_cv, launch_cv, drift, starts), result in sorted(found.items(), key=lambda kv: grid.index(kv[0])):
@@ -66,20 +68,22 @@ def no_change_grid(trials: int, archive_trials: int, quick: bool, jobs: int, spr
     return ok_all
 
 
-def machine(trials: int) -> None:
+def machine(rule: RuleSpec, trials: int) -> None:
     print(f"\n## This machine's noise (cv 13, launch cv 8, drift -8, no archive), {trials} windows a point\n")
     print("| rule | effect | WIN | mean / median / p90 starts |")
     print("|---|---|---|---|")
-    for rule, effect in itertools.product((WIN2_ALT7_V1, WIN2_SEQ_V1), (30.0, 60.0)):
-        found = audit(rule, repeat_cv_pct=13, launch_cv_pct=8, drift_pct=-8, effect_pct=effect, trials=trials, seed=2)
+    rules = dict.fromkeys((WIN2_ALT7_V1, WIN2_SEQ_V1, rule))
+    for compared, effect in itertools.product(rules, (30.0, 60.0)):
+        noise = {"repeat_cv_pct": 13, "launch_cv_pct": 8, "drift_pct": -8}
+        found = audit(compared, effect_pct=effect, trials=trials, seed=2, **noise)  # type: ignore[arg-type]
         print(
-            f"| {rule.id} | +{effect:g} % | {100 * (found.power or 0):.1f} % | {found.starts_mean:.2f} / "
+            f"| {compared.id} | +{effect:g} % | {100 * (found.power or 0):.1f} % | {found.starts_mean:.2f} / "
             f"{found.starts_median:g} / {found.starts_p90:g} |"
         )
 
 
-def saved(trials: int) -> None:
-    print(f"\n## Hold saved (win2-seq-v1, share of its 9-start maximum not run), {trials} windows a point\n")
+def saved(rule: RuleSpec, trials: int) -> None:
+    print(f"\n## Hold saved ({rule.id}, share of its 9-start maximum not run), {trials} windows a point\n")
     print("| noise | effect | WIN | mean starts | hold saved | WIN after 3 |")
     print("|---|---|---|---|---|---|")
     settings = {"machine (cv 13, launch 8, drift -8, no archive)": {"repeat_cv_pct": 13, "launch_cv_pct": 8,
@@ -87,7 +91,7 @@ def saved(trials: int) -> None:
                 "quiet host (cv 0.5, launch 1, archive 20)": {"repeat_cv_pct": 0.5, "launch_cv_pct": 1,
                                                               "archive_starts": 20}}  # fmt: skip
     for (name, noise), effect in itertools.product(settings.items(), (0.0, 5.0, 30.0, 60.0, 200.0)):
-        found = audit(WIN2_SEQ_V1, effect_pct=effect, trials=trials, seed=3, **noise)  # type: ignore[arg-type]
+        found = audit(rule, effect_pct=effect, trials=trials, seed=3, **noise)  # type: ignore[arg-type]
         mean = found.starts_mean or 0.0
         early = f"{100 * (found.win_after or {}).get(3, 0.0):.1f} %"
         print(
@@ -96,8 +100,8 @@ def saved(trials: int) -> None:
         )
 
 
-def quiet_after_three(trials: int) -> None:
-    found = audit(WIN2_SEQ_V1, repeat_cv_pct=0.5, launch_cv_pct=1, archive_starts=20, effect_pct=5.0,
+def quiet_after_three(rule: RuleSpec, trials: int) -> None:
+    found = audit(rule, repeat_cv_pct=0.5, launch_cv_pct=1, archive_starts=20, effect_pct=5.0,
                   trials=trials, seed=4)  # fmt: skip
     after_three = (found.win_after or {}).get(3, 0.0)
     print(
@@ -108,6 +112,7 @@ def quiet_after_three(trials: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rule", choices=[r.id for r in RULES.values() if r.looks], default=DEFAULT_RULE)
     parser.add_argument("--trials", type=int, default=2000, help="windows a no-change point without an archive")
     parser.add_argument("--archive-trials", type=int, default=10000, help="windows a point with an archive")
     parser.add_argument("--power-trials", type=int, default=1000)
@@ -119,10 +124,11 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     began = time.monotonic()
-    ok = no_change_grid(args.trials, args.archive_trials, args.quick, args.jobs, args.archive_spread)
-    machine(args.power_trials)
-    saved(args.power_trials)
-    quiet_after_three(args.power_trials)
+    rule = RULES[args.rule]
+    ok = no_change_grid(rule, args.trials, args.archive_trials, args.quick, args.jobs, args.archive_spread)
+    machine(rule, args.power_trials)
+    saved(rule, args.power_trials)
+    quiet_after_three(rule, args.power_trials)
     print(f"\n{'every' if ok else 'NOT every'} no-change point within its targets; {time.monotonic() - began:.0f} s")
 
 

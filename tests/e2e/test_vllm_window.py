@@ -67,7 +67,7 @@ def test_no_prefix_cache_hits_across_starts(spec_window: Window) -> None:
 def test_the_speculative_candidate_wins_at_temperature_zero(spec_window: Window) -> None:
     decision = spec_window.json("decision.json")
     assert spec_window.json("status.json")["state"] == "complete"
-    assert decision["rule_id"] == "win2-seq-v1" and len(spec_window.json("window.json")["starts"]) == 9  # at most
+    assert decision["rule_id"] == "win2-seq-v2" and len(spec_window.json("window.json")["starts"]) == 9  # at most
     assert decision["verdict"] == "WIN", [c["reasons"] for c in decision["cells"]]
     # A look settled it, after 5 (no archive: the first look) or 7 starts, where win2-alt7-v1 always ran 7.
     stopping = decision["sequential"]
@@ -89,7 +89,7 @@ def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
     # decides: a systematic fault (the client's timing, the pooling, the fit) miscalls both, chance
     # both about three runs in a thousand.
     decision = aa_window.json("decision.json")
-    assert decision["rule_id"] == "win2-seq-v1"
+    assert decision["rule_id"] == "win2-seq-v2"
     assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B"] * 9
     stopping = decision["sequential"]  # the starts it used, at most the rule's maximum (its budget caps them)
     assert 5 <= stopping["starts_used"] <= stopping["max_starts"] == 9, stopping

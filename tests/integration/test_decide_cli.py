@@ -67,9 +67,9 @@ def test_pooled_rows_of_a_bracket_under_the_default_rule_are_decided_as_the_api_
     cells = list(dict.fromkeys(row.cell for row in load_pooled(rows)))
     context = library.WindowContext(window_id=rows.stem, mode="controlled", cells=cells)
     api = library.decide(load_pooled(rows), rule=library.get_rule(None), context=context)
-    assert (printed["rule_id"], printed["verdict"]) == (api.rule_id, api.verdict) == ("win2-seq-v1", "INCONCLUSIVE")
+    assert (printed["rule_id"], printed["verdict"]) == (api.rule_id, api.verdict) == ("win2-seq-v2", "INCONCLUSIVE")
     assert printed["sequential"]["starts_used"] == api.sequential.starts_used == 3  # type: ignore[union-attr]
-    assert "fewer than the default rule win2-seq-v1's first look without an archive (5)" in done.stderr
+    assert "fewer than the default rule win2-seq-v2's first look without an archive (5)" in done.stderr
     assert "win2-launch-v1, win2-v1 decide 3 starts: name one with --rule" in done.stderr
 
 

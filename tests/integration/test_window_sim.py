@@ -74,10 +74,10 @@ def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_pla
     )
     shown = fairwin("plan", "show", str(plan), "--mode", "controlled")
     assert (
-        "rule win2-seq-v1 (looks after 3, 5, 7, 9 starts, the first only with 10 archived control starts; at "
+        "rule win2-seq-v2 (looks after 3, 5, 7, 9 starts, the first only with 10 archived control starts; at "
         "most 9, kinds alternating, first kind drawn at random)"
     ) in shown.stdout
-    assert "hold under win2-seq-v1 (looks after 5, 7, 9 starts):" in shown.stdout
+    assert "hold under win2-seq-v2 (looks after 5, 7, 9 starts):" in shown.stdout
     assert (
         "| controlled | 5 starts (first look) |" in shown.stdout
         and "| controlled | 9 starts (maximum) |" in shown.stdout
@@ -88,7 +88,7 @@ def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_pla
     assert "look after s5: WIN, short-b1 +" in done.stderr  # progress lines: stderr
     window = only_window(plan)
     manifest = json.loads((window / "window.json").read_text())
-    assert manifest["rule_id"] == "win2-seq-v1"
+    assert manifest["rule_id"] == "win2-seq-v2"
     first, second = ("A", "B") if manifest["order"] == "control-first" else ("B", "A")
     assert [s["start"] for s in manifest["starts"]] == [f"s{i}" for i in range(1, 10)]  # at most
     assert [s["role"] for s in manifest["starts"]] == [first, second] * 4 + [first]

@@ -105,7 +105,7 @@ def test_the_runbooks_plan_fits_under_the_default_rule_with_an_archive_and_is_re
     loaded = load_plan(runbook_plan(make_plan, None))
     mode = resolve_mode(loaded, "controlled")
     with_archive = estimate(loaded, "controlled", mode, archive_starts=10)
-    assert (with_archive.rule_id, with_archive.first_look, len(with_archive.starts)) == ("win2-seq-v1", 3, 9)
+    assert (with_archive.rule_id, with_archive.first_look, len(with_archive.starts)) == ("win2-seq-v2", 3, 9)
     check_budget(loaded, with_archive)  # the first look, after 3 starts, ends at 68.1 min
     assert render_table([with_archive], loaded)[2:] == [
         "| controlled | 3 starts (first look) | 80.1 min | 68.1 min | 84.5 min |",
@@ -115,7 +115,7 @@ def test_the_runbooks_plan_fits_under_the_default_rule_with_an_archive_and_is_re
     with pytest.raises(GateRefused) as refused:
         check_budget(loaded, without)
     assert str(refused.value) == (
-        "budget: the measurement would end at 113.6 min, past its 73 min limit; rule win2-seq-v1: its first look "
+        "budget: the measurement would end at 113.6 min, past its 73 min limit; rule win2-seq-v2: its first look "
         "comes after 5 starts; registered rules that would fit: win2-v1 (3 starts), win2-launch-v1 (3 starts) "
         "(window.rule); or fewer repeats, cells or streams, or a larger limit in [budget]"
     )

@@ -163,7 +163,7 @@ def test_earlier_rules_keep_their_sha256() -> None:
 
 
 def test_a_plan_naming_no_rule_gets_the_sequential_default_and_this_rule_by_name() -> None:
-    assert get_rule(None).id == "win2-seq-v1" and get_rule("win2-alt7-v1") is WIN2_ALT7_V1
+    assert get_rule(None).id == "win2-seq-v2" and get_rule("win2-alt7-v1") is WIN2_ALT7_V1
 
 
 @pytest.mark.parametrize(("repeat_cv", "launch_cv", "drift"), [(13.0, 8.0, -8.0), (3.0, 15.0, 0.0)])

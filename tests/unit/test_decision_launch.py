@@ -133,7 +133,14 @@ def test_candidate_first_order_swaps_the_pairing() -> None:
 def test_rule_is_registered_apart_from_win2_v1() -> None:
     from fairwin.decision import RULES, WIN2_V1
 
-    assert set(RULES) == {"win2-v1", "win2-launch-v1", "win2-alt7-v1", "win2-alt7-client-v1", "win2-seq-v1"}
+    assert set(RULES) == {
+        "win2-v1",
+        "win2-launch-v1",
+        "win2-alt7-v1",
+        "win2-alt7-client-v1",
+        "win2-seq-v1",
+        "win2-seq-v2",
+    }
     assert WIN2_LAUNCH_V1.sha256 != WIN2_V1.sha256
     assert (WIN2_LAUNCH_V1.order, WIN2_LAUNCH_V1.equivalence_confidence) == ("random", 0.90)
 

@@ -1,4 +1,5 @@
-"""win2-seq-v1: the alternating fit looked at after 3 (with an archive), 5, 7 and 9 starts, stopping when settled."""
+"""win2-seq-v1 and -v2: the alternating fit looked at after 3 (with an archive), 5, 7 and 9 starts, stopping when
+settled; v2 pools the archive's spread on half its degrees of freedom."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fairwin.decision import (
     RULES,
     WIN2_ALT7_V1,
     WIN2_SEQ_V1,
+    WIN2_SEQ_V2,
     ArchiveNoise,
     Decision,
     DecisionRow,
@@ -21,6 +23,7 @@ from fairwin.decision import (
     audit,
     decide,
     get_rule,
+    procedure_for,
 )
 from fairwin.decision.sequential import look_points, rule_at_look
 from fairwin.rows import order_kinds
@@ -54,15 +57,19 @@ def decided(rows: list[DecisionRow], **context: Any) -> Decision:
     return decide(rows, rule=WIN2_SEQ_V1, context=WindowContext(window_id="w", mode="m", cells=["c"], **context))
 
 
-def test_the_default_rule_is_sequential_and_the_fixed_rules_keep_their_sha256() -> None:
-    assert get_rule(None) is WIN2_SEQ_V1 and WIN2_SEQ_V1.start_count == 9
-    # Registered before the sequential parameters existed: unset, they stay out of the canonical JSON.
-    assert {r.id: r.sha256[:16] for r in RULES.values() if r is not WIN2_SEQ_V1} == {
+def test_the_default_rule_is_sequential_and_the_rules_before_it_keep_their_sha256() -> None:
+    assert get_rule(None) is WIN2_SEQ_V2 and WIN2_SEQ_V2.start_count == 9
+    # Registered before later parameters existed: unset, they stay out of the canonical JSON.
+    assert {r.id: r.sha256[:16] for r in RULES.values() if r is not WIN2_SEQ_V2} == {
         "win2-v1": "cc766148a94042fe",
         "win2-launch-v1": "2d604cdf07412a5e",
         "win2-alt7-v1": "2c7df7998e9deca5",
         "win2-alt7-client-v1": "e8c047357b445391",
+        "win2-seq-v1": "8d6decc107005547",
     }
+    # v2 is v1 but for the archive's degrees of freedom: every other parameter, the levels included, is v1's.
+    changed = {k for k, v in WIN2_SEQ_V2.model_dump().items() if v != WIN2_SEQ_V1.model_dump()[k]}
+    assert changed == {"id", "description", "archive_df_share"} and WIN2_SEQ_V2.archive_df_share == 0.5
     assert WIN2_SEQ_V1.first_look(9) == 5 and WIN2_SEQ_V1.first_look(10) == 3
     assert WIN2_SEQ_V1.starts_text() == "looks 3*, 5, 7, 9"
 
@@ -73,8 +80,9 @@ def test_every_parameter_of_the_stopping_is_in_the_sha256() -> None:
         {"look_levels": (0.01, 0.009, 0.009, 0.009)},
         {"first_look_archive_starts": 12},
         {"spending": "other"},
+        {"archive_df_share": 0.6},
     ):
-        assert WIN2_SEQ_V1.model_copy(update=change).sha256 != WIN2_SEQ_V1.sha256
+        assert WIN2_SEQ_V2.model_copy(update=change).sha256 != WIN2_SEQ_V2.sha256
 
 
 @pytest.mark.slow  # about 20 s: scipy's multivariate normal, integrated some forty times
@@ -219,3 +227,22 @@ def test_a_window_that_ended_before_the_first_look_its_archive_allows_is_judged_
     assert with_ten.sequential is not None
     assert with_ten.sequential.looks[0].level == pytest.approx(1.0 - 2.0 * levels[looks.index(3)])
     assert rule_at_look(WIN2_SEQ_V1, 3, (5, 7, 9)).confidence == rule_at_look(WIN2_SEQ_V1, 5).confidence
+
+
+def test_v2_pools_the_archives_spread_on_half_its_degrees_of_freedom() -> None:
+    # Three starts and an archive of 11: the look after 3 has no residual of its own, so its interval rests on
+    # the archive alone, on 10 degrees of freedom under v1 and 5 under v2: the same point, a wider interval.
+    rows = window_rows([100.0, 104.0, 100.0])
+    context = {"archive": archive(11), "order": "control-first"}
+    v1 = decided(rows, **context)
+    v2 = decide(rows, rule=WIN2_SEQ_V2, context=WindowContext(window_id="w", mode="m", cells=["c"], **context))
+    one, two = (d.cells[0].primary.estimate for d in (v1, v2) if d.cells[0].primary is not None)
+    assert one is not None and two is not None
+    assert (one.df, two.df) == (10.0, 5.0) and one.point_pct == pytest.approx(two.point_pct)
+    assert two.ci_high_pct - two.ci_low_pct > one.ci_high_pct - one.ci_low_pct
+    assert v1.sequential is not None and v2.sequential is not None
+    assert v1.sequential.starts_used == v2.sequential.starts_used == 3
+    # The power gate's planned error counts the archive's degrees of freedom as the decision does.
+    noise = archive(11)[0]
+    planned = {r.id: procedure_for(r, {}).planned_error(noise, 2) for r in (WIN2_SEQ_V1, WIN2_SEQ_V2)}
+    assert {rule: p.df for rule, p in planned.items() if p is not None} == {"win2-seq-v1": 16.0, "win2-seq-v2": 11.0}

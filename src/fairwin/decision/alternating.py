@@ -86,7 +86,7 @@ class Alternating:
         flags = np.asarray([kind == "candidate" for kind in table.kinds.values()])
         found = fit_launches(values, flags)
         # On the log scale a relative s.d. is the s.d. itself: the archive's cv pools at a level of 1.
-        tau2, df = pooled_tau2(found.residual_var, found.df, self.archive.get(metric), 1.0)
+        tau2, df = pooled_tau2(found.residual_var, found.df, self.archive.get(metric), 1.0, self.rule.archive_df_share)
         if df <= 0:
             raise ValueError(f"{metric}: {len(flags)} starts leave no degree of freedom for the launch variance")
         tau2 = max(tau2, found.repeat_var / len(table.repeats))
@@ -121,4 +121,4 @@ class Alternating:
         kinds = order_kinds("control-first", self.rule.start_count)
         design = design_matrix(np.asarray([kind == "candidate" for kind in kinds.values()]))
         factor = float(np.linalg.inv(design.T @ design)[2, 2])
-        return launch_error(noise, factor, float(self.rule.start_count - design.shape[1]))
+        return launch_error(noise, factor, float(self.rule.start_count - design.shape[1]), self.rule.archive_df_share)

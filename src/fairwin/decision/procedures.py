@@ -90,13 +90,22 @@ def pooled_variance(table: CellTable, metric: str) -> tuple[float, float, float]
     return pair, repeat_var, float(df_repeat)
 
 
+def archive_df(archive: ArchiveNoise | None, share: float | None) -> float:
+    """The degrees of freedom an archive's launch spread is counted on: its starts - 1, times the rule's
+    ``archive_df_share`` (unset: all of them); 0 without a usable archive."""
+    if archive is None or archive.launch_cv_pct is None or archive.starts < 2:
+        return 0.0
+    return float(archive.starts - 1) * (share if share is not None else 1.0)
+
+
 def pooled_tau2(
-    window_var: float, window_df: float, archive: ArchiveNoise | None, control_mean: float
+    window_var: float, window_df: float, archive: ArchiveNoise | None, control_mean: float, share: float | None = None
 ) -> tuple[float, float]:
-    """One launch's variance, the window's estimate pooled with the archive's by degrees of freedom."""
-    weight_archive, archive_var = 0.0, 0.0
-    if archive is not None and archive.launch_cv_pct is not None and archive.starts >= 2:
-        weight_archive = float(archive.starts - 1)
+    """One launch's variance, the window's estimate pooled with the archive's by degrees of freedom (the
+    archive's counted at the rule's ``share``)."""
+    weight_archive = archive_df(archive, share)
+    archive_var = 0.0
+    if archive is not None and archive.launch_cv_pct is not None and weight_archive > 0:
         archive_var = (archive.launch_cv_pct / 100.0 * control_mean) ** 2
     df = window_df + weight_archive
     if df <= 0:  # no degree of freedom at all (three alternating starts, no archive): the caller refuses
@@ -104,13 +113,15 @@ def pooled_tau2(
     return (window_df * window_var + weight_archive * archive_var) / df, df
 
 
-def launch_error(noise: ArchiveNoise | None, variance_factor: float, window_df: float) -> PlannedError | None:
+def launch_error(
+    noise: ArchiveNoise | None, variance_factor: float, window_df: float, share: float | None = None
+) -> PlannedError | None:
     """SE of an effect whose variance is ``variance_factor`` launch variances, at the archive's launch cv."""
     if noise is None or noise.launch_cv_pct is None or noise.starts < 2:
         return None
     return PlannedError(
         se_pct=noise.launch_cv_pct * math.sqrt(variance_factor),
-        df=window_df + noise.starts - 1,
+        df=window_df + archive_df(noise, share),
         source=f"the archive's launch-to-launch cv of {noise.launch_cv_pct:.2f} % over {noise.starts} control starts",
     )
 
@@ -127,7 +138,7 @@ class TwoLevel:
 
     def tau2(self, table: CellTable, metric: str, control_mean: float) -> tuple[float, float]:
         pair, repeat_var, _ = pooled_variance(table, metric)
-        tau2, df = pooled_tau2(pair, self.WINDOW_DF, self.archive.get(metric), control_mean)
+        tau2, df = pooled_tau2(pair, self.WINDOW_DF, self.archive.get(metric), control_mean, self.rule.archive_df_share)
         return max(tau2, repeat_var / len(table.repeats)), df
 
     def estimate(self, table: CellTable, metric: str, confidence: float) -> Estimate:
@@ -159,7 +170,7 @@ class TwoLevel:
         return interval_guard(self, self.rule, table, metric)
 
     def planned_error(self, noise: ArchiveNoise | None, repeats: int) -> PlannedError | None:
-        return launch_error(noise, self.VARIANCE_FACTOR, self.WINDOW_DF)
+        return launch_error(noise, self.VARIANCE_FACTOR, self.WINDOW_DF, self.rule.archive_df_share)
 
 
 def interval_guard(procedure: Procedure, rule: RuleSpec, table: CellTable, metric: str) -> GuardResult:
