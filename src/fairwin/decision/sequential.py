@@ -1,13 +1,15 @@
 """The sequential procedure: the alternating fit, looked at after registered numbers of starts.
 
-A sequential rule (``win2-seq-v1``) runs its window until a look decides. At each
+A sequential rule (``win2-seq-v1``, ``win2-seq-v2``) runs its window until a look decides. At each
 look, after k starts, every deciding cell is judged as win2-alt7-v1 would judge a
 window of k starts, but at that look's nominal level: the rule registers, per look,
 the one-sided tail probability its boundary spends (a Lan-DeMets spending function
 over the looks' information, tools/sequential_boundaries.py), so the chance of ever
 crossing under no change stays what the rule promises however many looks are taken.
 The interval at a look uses Student's t with the look's own degrees of freedom (the
-fit's residuals plus the archive's), at the same tail probability.
+fit's residuals plus the archive's, which win2-seq-v2 counts at half: one archived
+spread is shared by every look, and levels spent for a known spread let it through
+too often), at the same tail probability.
 
 A cell that crosses (WIN, LOSS, NO-CHANGE) or cannot be judged (INCONCLUSIVE) keeps
 that verdict; the window stops when its verdict is settled: a deciding cell LOSS or
