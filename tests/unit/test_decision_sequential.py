@@ -246,3 +246,12 @@ def test_v2_pools_the_archives_spread_on_half_its_degrees_of_freedom() -> None:
     noise = archive(11)[0]
     planned = {r.id: procedure_for(r, {}).planned_error(noise, 2) for r in (WIN2_SEQ_V1, WIN2_SEQ_V2)}
     assert {rule: p.df for rule, p in planned.items() if p is not None} == {"win2-seq-v1": 16.0, "win2-seq-v2": 11.0}
+
+
+@pytest.mark.parametrize("rule", [WIN2_SEQ_V1, WIN2_SEQ_V2])
+def test_one_complete_repeat_a_start_is_inconclusive_as_documented(rule: Any) -> None:
+    # The launch variance is never taken below the repeats' share, and one repeat cannot estimate it.
+    rows = [r for r in window_rows([100.0, 130.0, 100.0, 130.0, 100.0]) if r.repeat == 1]
+    found = decide(rows, rule=rule, context=WindowContext(window_id="w", mode="m", cells=["c"]))
+    assert found.verdict == "INCONCLUSIVE"
+    assert "1 complete repeat(s); an interval needs at least 2" in " ".join(found.cells[0].reasons)
