@@ -305,7 +305,7 @@ WIN2_SEQ_V2 = RuleSpec(
             "win2-seq-v1 with the archive's spread pooled on half its degrees of freedom: an archive of n control "
             "starts counts (n - 1) / 2. Its spread is one estimate that every look shares, and the looks' levels "
             "were spent for a known spread; audited with archives estimated from their own starts, win2-seq-v1's "
-            "false WIN reached 3.2 % at 15 % launch noise, and this rule's holds 2.5 % at every audited point. "
+            "false WIN reached 3.2 % at 15 % launch noise; this rule's stays within 2.5 % at every audited point. "
             "Everything else is win2-seq-v1's: looks after 3 (with at least 10 archived control starts), 5, 7 and "
             "9 starts, the same levels, bar, guards and stopping."
         ),
