@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fairwin.decision.rules import RULES
+from fairwin.decision.registry import RULES
 
 
 def fairwin(*args: str) -> subprocess.CompletedProcess[str]:

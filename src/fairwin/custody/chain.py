@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.custody.hold import Hold
 from fairwin.decision import RuleSpec
-from fairwin.decision.rules import get_rule
+from fairwin.decision.registry import get_rule
 from fairwin.directory.environment import git_state
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import Restore, WindowStatus

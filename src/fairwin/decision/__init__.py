@@ -6,7 +6,7 @@ from fairwin.decision.document import CellDecision, Decision, GuardResult, Metri
 from fairwin.decision.inputs import ArchiveNoise, ArchiveSnapshot, DecisionRow, WindowContext
 from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
 from fairwin.decision.procedures import PlannedError, Procedure
-from fairwin.decision.rules import (
+from fairwin.decision.registry import (
     DEFAULT_RULE,
     RULES,
     WIN2_ALT7_CLIENT_V1,
@@ -15,9 +15,9 @@ from fairwin.decision.rules import (
     WIN2_SEQ_V1,
     WIN2_SEQ_V2,
     WIN2_V1,
-    RuleSpec,
     get_rule,
 )
+from fairwin.decision.rules import RuleSpec
 
 __all__ = [
     "DEFAULT_RULE",

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from fairwin.decision.rules import RULES
+from fairwin.decision.registry import RULES
 from fairwin.errors import GateRefused
 from fairwin.gates.estimate import TimeEstimate
 from fairwin.plan.loading import LoadedPlan

@@ -15,7 +15,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from fairwin.decision.rules import get_rule
+from fairwin.decision.registry import get_rule
 from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
