@@ -115,7 +115,9 @@ class Sampler:
         finally:
             self.paused = False
 
-    async def _read_once(self) -> None:
+    async def read_now(self) -> None:
+        """One sample of every GPU now: the loop's, the last at a body's end, and one between them where a moment
+        must be seen however short (a start's servers just stopped)."""
         try:
             found = await asyncio.to_thread(self.source.sample)
         except (InputError, OSError) as exc:
@@ -125,14 +127,10 @@ class Sampler:
         self.samples.extend(found)
         append_records(self.path, [TelemetryRow.model_validate(s.model_dump()) for s in found])
 
-    async def read_now(self) -> None:
-        """One sample now, between the loop's (a moment the window must see however short: servers just stopped)."""
-        await self._read_once()
-
     async def _loop(self) -> None:
         while True:
             if not self.paused:
-                await self._read_once()
+                await self.read_now()
             await asyncio.sleep(self.interval_s)
 
 
@@ -150,7 +148,7 @@ async def sampling(source: GpuSource | None, path: Path, interval_s: float) -> A
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    await sampler._read_once()
+    await sampler.read_now()
 
 
 def gpu_key(sample: GpuSample) -> str:

@@ -23,6 +23,7 @@ from fairwin.directory.journal import JournalRow
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.start_receipt import StartReceipt
 from fairwin.files import scan_jsonl
+from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample, GpuSource
 from fairwin.telemetry.sampler import Sampler, dialbacks, gpu_key
 from fairwin.window.observed import start_receipts
@@ -166,21 +167,16 @@ def start_caps(receipts: Iterable[StartReceipt]) -> dict[str, dict[str, float | 
     return {r.start: (r.telemetry or {}).get("cap_by_gpu") or {} for r in receipts}
 
 
-def hold_dialbacks(
-    sampler: Sampler | None, window: Path, journal: Iterable[JournalRow], kinds: Iterable[str]
-) -> dict[str, int]:
-    """The hold sampler's dial-backs of the invalidating ``kinds`` outside the starts' own sampling (none
-    without a sampler)."""
+def between_starts_clocks(
+    sampler: Sampler | None, window: WindowDir, journal: Iterable[JournalRow], telemetry: TelemetrySettings
+) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """The hold sampler's invalidating dial-backs and changes of cap outside the starts' own sampling, by gap
+    (none without a sampler): the hold and the starts' spans read once for both."""
     if sampler is None:
-        return {}
-    return between_starts(sampler.samples, held(journal), measured_spans(window / "starts"), kinds)
-
-
-def hold_relocks(
-    sampler: Sampler | None, window: WindowDir, journal: Iterable[JournalRow], cap_from: str
-) -> dict[str, list[str]]:
-    """The hold sampler's changes of cap outside the starts' own sampling (none without a sampler)."""
-    if sampler is None:
-        return {}
+        return {}, {}
+    hold, spans = held(journal), measured_spans(window.path / "starts")
     caps = start_caps(start_receipts(window))
-    return relocks(sampler.samples, held(journal), measured_spans(window.path / "starts"), caps, cap_from)
+    return (
+        between_starts(sampler.samples, hold, spans, telemetry.invalidating_dialbacks),
+        relocks(sampler.samples, hold, spans, caps, telemetry.cap_from),
+    )

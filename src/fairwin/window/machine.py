@@ -38,7 +38,7 @@ from fairwin.telemetry import watchdog
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hosts import window_gpus
 from fairwin.telemetry.sampler import Sampler, sampling
-from fairwin.window.clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, hold_dialbacks, hold_relocks
+from fairwin.window.clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, between_starts_clocks
 from fairwin.window.closing import Closing, Step
 from fairwin.window.decision import Deciding, decide_and_report
 from fairwin.window.live import compares_live
@@ -237,9 +237,10 @@ class Window(Opening, Closing):
     async def _hold_clocks(self) -> HoldClocks:
         """The dial-backs and re-locks the hold's sampler saw between starts, and what each watchdog logged."""
         journal, telemetry = read_whole(self.directory.journal), self.loaded.plan.telemetry
+        dialbacks, relocks = between_starts_clocks(self.hold_sampler, self.directory, journal, telemetry)
         return HoldClocks(
-            dialbacks=hold_dialbacks(self.hold_sampler, self.directory.path, journal, telemetry.invalidating_dialbacks),
-            relocks=hold_relocks(self.hold_sampler, self.directory, journal, telemetry.cap_from),
+            dialbacks=dialbacks,
+            relocks=relocks,
             watchdog=await watchdog.events(self.loaded, dict(self.clocks.watchdog_marks)),
         )
 
