@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.errors import ProductionError, RuntimeCheckError
+from fairwin.launch.inspect import parse_inspect
 from fairwin.launch.speculative import effective_speculative
 from fairwin.plan.checks import Runtime
 from fairwin.production.live import (
@@ -17,7 +18,6 @@ from fairwin.production.live import (
     fingerprint,
     keep,
     oldest_match,
-    parse_inspect,
     parse_process,
     stored,
 )
@@ -55,10 +55,14 @@ def test_a_process_reading_splits_its_environment_from_its_command_line() -> Non
 
 
 def test_a_containers_env_argv_and_mounts_come_from_its_runtimes_inspect() -> None:
-    env, argv, mounts = parse_inspect((FIXTURES / "docker-inspect-vllm.json").read_text(), "vllm-head")
-    assert env["VLLM_DSV41_ADAPTIVE_K"] == "1" and env["AK_SCHEDULE"] == "[[1,2,5],[3,4,4]]"
-    assert argv[:3] == ["vllm", "serve", "/models/dsv41"]
-    assert mounts[1] == {"source": "/srv/trace", "destination": "/mnt/trace", "mode": ""}
+    box = parse_inspect((FIXTURES / "docker-inspect-vllm.json").read_text(), "vllm-head")
+    assert box.env["VLLM_DSV41_ADAPTIVE_K"] == "1" and box.env["AK_SCHEDULE"] == "[[1,2,5],[3,4,4]]"
+    assert box.argv[:3] == ["vllm", "serve", "/models/dsv41"]
+    # Sorted by destination; writable or not from RW (docker's Mode is free text: "" here, "ro" for the models).
+    assert box.mounts == [
+        {"source": "/srv/trace", "destination": "/mnt/trace", "mode": "rw"},
+        {"source": "/srv/models", "destination": "/models", "mode": "ro"},
+    ]
     with pytest.raises(ProductionError, match="container web: its runtime's inspect output is not"):
         parse_inspect('{"Id": "x"}', "web")
 

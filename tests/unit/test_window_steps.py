@@ -7,6 +7,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -76,6 +77,9 @@ class ThreadSim:
         return self.spec.env
 
     def problem(self) -> str | None:
+        return None
+
+    def described(self) -> dict[str, Any] | None:
         return None
 
     def exit_code(self) -> int | None:

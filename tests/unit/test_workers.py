@@ -95,6 +95,9 @@ class Fake:
     def problem(self) -> str | None:
         return self.why
 
+    def described(self) -> dict[str, Any] | None:
+        return None
+
     async def stop(self) -> StopRecord:
         self.log.append(self.name)
         if self.name == "worker 2":

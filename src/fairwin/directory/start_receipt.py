@@ -45,6 +45,7 @@ class StartReceipt(Record):
     workers: list[dict[str, Any]] | None = None  # each other member of a role across hosts
     healthy_after_s: float | None = None
     scheduling: dict[str, object] | None = None
+    container: dict[str, Any] | None = None  # a container role's: name, image id, env (secrets as digests), mounts
     env_check: list[str] | None = None
     warmup: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None

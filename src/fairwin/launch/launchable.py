@@ -5,8 +5,9 @@ whole start has run with production down. So, for every process of the window's 
 on its own host: its command (``argv[0]``) is a file it may execute (a bare name found
 on the PATH it will run with), its working directory exists, and each fixed port it will
 listen on is free, unless production holds it (it is freed by the take-down, and proved
-free again at every start). Env files and ``{env:NAME}`` were resolved when the spec
-was made.
+free again at every start). A container's command runs inside its image, so for a
+container it is its runtime that must answer on its host, and know the image. Env files
+and ``{env:NAME}`` were resolved when the spec was made.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from fairwin.errors import LaunchError
 from fairwin.launch.listeners import check_free
+from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 
@@ -51,8 +53,27 @@ async def _missing_on_host(spec: LaunchSpec) -> str:
     return out.strip() if code == 0 else f"not checked: the check exited {code}"
 
 
-async def launch_problems(spec: LaunchSpec, fixed_ports: list[int]) -> list[str]:
-    """Why this process could not be launched on its host now; [] when it could."""
+async def _container_problems(spec: LaunchSpec) -> list[str]:
+    """A container's runtime answers on its host, and knows the image (no registry is asked mid-window)."""
+    assert spec.container is not None
+    cli = RuntimeCli.of(spec.container, spec.host, spec.remote)
+    try:
+        code, _, err = await cli.run("image", "inspect", "--format", "{{.Id}}", spec.container.image)
+    except LaunchError as exc:
+        return [f"{spec.label}: its container runtime could not be asked: {exc}"]
+    if code == 127:
+        return [f"{spec.label}: {cli.runtime} is not installed{cli.where}; install it or fix container.runtime"]
+    if code != 0:
+        why = err.strip().splitlines()[-1][:200] if err.strip() else f"exit {code}"
+        return [
+            f"{spec.label}: {cli.runtime}{cli.where} has no image {spec.container.image!r} ({why}); pull or build it "
+            "there first"
+        ]
+    return []
+
+
+async def _command_problems(spec: LaunchSpec) -> list[str]:
+    """A process's command and working directory exist on its host."""
     where = f" on host {spec.host}" if spec.host is not None else ""
     if spec.remote is not None and spec.host is not None:
         missing = await _missing_on_host(spec)
@@ -60,15 +81,18 @@ async def launch_problems(spec: LaunchSpec, fixed_ports: list[int]) -> list[str]
         missing = "cwd"
     else:
         missing = "ok" if _command_here(spec) else "command"
-    problems = []
     if missing == "cwd":
-        problems.append(f"{spec.label}: its working directory {spec.cwd} does not exist{where}; fix its cwd")
-    elif missing == "command":
-        problems.append(
+        return [f"{spec.label}: its working directory {spec.cwd} does not exist{where}; fix its cwd"]
+    if missing == "command":
+        return [
             f"{spec.label}: {spec.argv[0]!r} is not an executable file{where} (nor a command on its PATH); fix argv[0]"
-        )
-    elif missing != "ok":
-        problems.append(f"{spec.label}: its command{where} was {missing}")
+        ]
+    return [] if missing == "ok" else [f"{spec.label}: its command{where} was {missing}"]
+
+
+async def launch_problems(spec: LaunchSpec, fixed_ports: list[int]) -> list[str]:
+    """Why this process could not be launched on its host now; [] when it could."""
+    problems = await (_container_problems(spec) if spec.container is not None else _command_problems(spec))
     for port in fixed_ports:
         try:
             await check_free(spec, port)

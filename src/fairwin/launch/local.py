@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -111,6 +112,9 @@ class LocalServer:
     def problem(self) -> str | None:
         """Why the server can no longer be trusted though it may still answer (never, for a local child)."""
         return None
+
+    def described(self) -> dict[str, Any] | None:
+        return None  # a plain process: its receipt is its argv and pid
 
     def exit_code(self) -> int | None:
         return self.process.poll() if self.process is not None else None

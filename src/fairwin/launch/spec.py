@@ -15,6 +15,7 @@ from dotenv import dotenv_values
 from fairwin.errors import PlanError
 from fairwin.files import sha256_file
 from fairwin.launch.scheduling import Scheduling
+from fairwin.plan.container import Container
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.roles import Role
 from fairwin.redaction import (
@@ -26,6 +27,9 @@ from fairwin.redaction import (
     remember,
     url_passwords,
 )
+
+#: Every container fairwin starts carries this label, its value the window's id.
+WINDOW_LABEL = "fairwin.window"
 
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|head_address|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -74,6 +78,8 @@ class LaunchSpec:
     base_env: dict[str, str] | None = None  # the base role's effective env here, for the runtime check
     base_declared_env: dict[str, str] | None = None  # the base role's declared variables (a remote role's check)
     allowed_env_differences: tuple[str, ...] = ()
+    allowed_mount_differences: tuple[str, ...] = ()  # compared with a container production: these destinations
+    allowed_image_difference: bool = False
     scheduling: Scheduling = field(default_factory=Scheduling)
     host: str | None = None  # a [hosts.NAME] the server runs on over SSH; None: here
     remote: Host | None = None  # that host, its paths resolved
@@ -83,10 +89,25 @@ class LaunchSpec:
     shown_argv: list[str] = field(default_factory=list)  # what receipts record: {env:NAME} as written
     shown_env: dict[str, str] = field(default_factory=dict)  # the plan's env as written, env files left out
     env_files: dict[str, str] = field(default_factory=dict)  # each env file's path and sha256, never its contents
+    container: Container | None = None  # run as a container: env is then exactly the declared variables
+    container_name: str | None = None  # given for one start of one window (:func:`for_start`)
+    labels: dict[str, str] = field(default_factory=dict)  # the container's: its window, start, role and member
 
     def __post_init__(self) -> None:
         if not self.shown_argv:  # a spec made in code, not from a plan: its argv with secret flags' values hidden
             object.__setattr__(self, "shown_argv", redact_argv(self.argv))
+
+    def for_start(self, window_id: str, start: str) -> LaunchSpec:
+        """The spec as one start of one window launches it: a container named and labelled for both."""
+        if self.container is None:
+            return self
+        member = self.member.replace(" ", "-")
+        labels = {WINDOW_LABEL: window_id, "fairwin.start": start, "fairwin.role": self.role_name}
+        return replace(
+            self,
+            container_name=f"fairwin-{window_id}-{start}-{self.role_name}-{member}",
+            labels={**labels, "fairwin.member": self.member},
+        )
 
     @property
     def label(self) -> str:
@@ -148,7 +169,9 @@ def _remember_secrets(argv: list[str], env: dict[str, str]) -> None:
         remember(*([value] if is_secret_name(key) else url_passwords(value)))
 
 
-def _effective_env(role: Role, declared: dict[str, str], values: dict[str, str]) -> dict[str, str]:
+def _effective_env(role: Role, declared: dict[str, str], values: dict[str, str], boxed: bool) -> dict[str, str]:
+    if boxed:  # a container gets its declared variables, never fairwin's environment
+        return {k: fill(v, values) for k, v in declared.items()}
     env = dict(os.environ) if role.inherit_env else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     env.update({k: fill(v, values) for k, v in declared.items()})
     return env
@@ -171,7 +194,8 @@ def make_spec(
     if role.base is not None:  # on a host, the base's whole env is that host's login env plus these, not ours
         raw = _declared_env(role.base, roles, plan_dir)
         base_declared = {k: fill(v, values) for k, v in raw.items()}
-        base_env = _effective_env(roles[role.base], raw, values) if role.host is None else None
+        here = role.host is None and role.container is None
+        base_env = _effective_env(roles[role.base], raw, values, False) if here else None
     base_url = fill(role.base_url, values)
     argv = [fill(arg, values) for arg in role.argv]
     declared_env = {k: fill(v, values) for k, v in declared.items()}
@@ -179,7 +203,7 @@ def make_spec(
     return LaunchSpec(
         role_name=role_name,
         argv=argv,
-        env=_effective_env(role, declared, values),
+        env=_effective_env(role, declared, values, role.container is not None),
         declared_env=declared_env,
         cwd=_cwd(role.cwd, values, plan_dir),
         base_url=base_url,
@@ -191,6 +215,8 @@ def make_spec(
         base_env=base_env,
         base_declared_env=base_declared,
         allowed_env_differences=tuple(role.allowed_env_differences),
+        allowed_mount_differences=tuple(role.allowed_mount_differences),
+        allowed_image_difference=role.allowed_image_difference,
         scheduling=Scheduling(cpus=role.cpus, nice=role.nice),
         host=role.host,
         remote=_remote(role.host, hosts, plan_dir),
@@ -199,6 +225,7 @@ def make_spec(
         shown_argv=_shown_argv(role.argv, values),
         shown_env=_shown_env(role_name, roles, values),
         env_files=_env_files(role_name, roles, plan_dir),
+        container=role.container,
     )
 
 
@@ -225,7 +252,7 @@ def worker_specs(
             replace(
                 head,
                 argv=argv,
-                env=_effective_env(role, declared, values),
+                env=_effective_env(role, declared, values, worker.container is not None),
                 declared_env=declared_env,
                 shown_argv=_shown_argv(worker.argv, values),
                 shown_env=shown_env,
@@ -239,6 +266,7 @@ def worker_specs(
                 remote=_remote(worker.host, hosts, plan_dir),
                 member=f"worker {number}",
                 values=values,
+                container=worker.container,
             )
         )
     return specs

@@ -172,6 +172,9 @@ class RemoteServer:
     def problem(self) -> str | None:
         return self.lost
 
+    def described(self) -> dict[str, Any] | None:
+        return None  # a plain process: its receipt is its argv and pid
+
     def exit_code(self) -> int | None:
         return self.process.exit_status if self.process is not None else None
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fairwin.plan.base import StrictModel
+from fairwin.plan.container import Container
 from fairwin.plan.cpus import CpuList
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -95,6 +96,7 @@ class Worker(StrictModel):
     cwd: Path | None = None
     identity: dict[str, str] = Field(default_factory=dict, description="Files on its host whose sha256 must match.")
     repo: RepoPin | None = Field(None, description="A git checkout on its host pinned to a commit, clean.")
+    container: Container | None = Field(None, description="Run it as a container (argv: what follows the image).")
     ready: Ready = Field(default_factory=Ready, description="When the next process may start.")
 
     @field_validator("identity")
@@ -143,6 +145,16 @@ class Role(StrictModel):
     workers: list[Worker] = Field(
         default_factory=list, description="Processes on other hosts started first, in order (multi-node serving)."
     )
+    container: Container | None = Field(
+        None, description="Run it as a container under docker or podman (argv: what follows the image)."
+    )
+    allowed_mount_differences: list[str] = Field(
+        default_factory=list,
+        description="Compared with a container production: mount destinations that may differ from its mounts.",
+    )
+    allowed_image_difference: bool = Field(
+        False, description="Compared with a container production: it may run another image (a new build)."
+    )
     cpus: CpuList | None = Field(None, description="CPU list the server runs on (taskset), e.g. '0' or '0-3'.")
     nice: int | None = Field(
         None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
@@ -172,4 +184,11 @@ class Role(StrictModel):
         uses_port = "{port}" in self.base_url or any("{port}" in a for a in self.argv)
         if uses_port and self.port is None:
             raise ValueError('uses {port} but sets no `port`; set port = 8000 or port = "auto"')
+        if self.container is not None and (self.cpus is not None or self.nice is not None):
+            raise ValueError(
+                "cpus and nice apply to a process fairwin runs itself; give a container --cpuset-cpus in "
+                "container.run_args instead"
+            )
+        if self.container is not None and self.cwd is not None:
+            raise ValueError("a container's working directory is container.workdir, not cwd")
         return self

@@ -20,6 +20,7 @@ from typing import Any
 from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.errors import FairwinError, InputError, ProductionError
 from fairwin.files import sha256_bytes
+from fairwin.launch.inspect import parse_inspect
 from fairwin.launch.reported import NON_DEFAULT, reported_speculative
 from fairwin.launch.shell import shell
 from fairwin.launch.speculative import stated_speculative
@@ -60,13 +61,14 @@ class LiveMember:
     speculative: dict[str, Any]
     mounts: list[dict[str, str]] | None = None  # a container's, as its runtime reports them
     speculative_source: SpeculativeSource = "argv"  # where its config was read; "unobserved": nowhere
+    image_id: str | None = None  # a container's image
 
     @property
     def label(self) -> str:
         return f"production's {self.member}" + (f" on host {self.host}" if self.host else "")
 
     def record(self) -> dict[str, Any]:
-        found = {
+        found: dict[str, Any] = {
             "member": self.member,
             "host": self.host,
             "found_by": self.found_by,
@@ -75,7 +77,8 @@ class LiveMember:
             "speculative": self.speculative,
             "speculative_source": self.speculative_source,
         }
-        return found | ({"mounts": self.mounts} if self.mounts is not None else {})
+        found |= {"mounts": self.mounts} if self.mounts is not None else {}
+        return found | ({"image_id": self.image_id} if self.image_id is not None else {})
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class LiveProduction:
                 dict(m.get("speculative") or {}),
                 m.get("mounts"),
                 m.get("speculative_source", "argv"),
+                m.get("image_id"),
             )
             for m in record["members"]
         )
@@ -141,30 +145,6 @@ def parse_process(raw: str) -> tuple[dict[str, str], list[str]]:
     environ, _, cmdline = raw.partition(_MARKER)
     env = dict(item.split("=", 1) for item in environ.split("\0") if "=" in item)
     return env, [arg for arg in cmdline.split("\0") if arg]
-
-
-def parse_inspect(raw: str, name: str) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
-    """``docker inspect`` / ``podman inspect`` JSON: the container's env, argv (Path then Args) and mounts."""
-    try:
-        found = json.loads(raw)
-        box = found[0] if isinstance(found, list) else found
-        config = box["Config"]
-        env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-        argv = [box.get("Path") or "", *(box.get("Args") or [])]
-        mounts = [
-            {
-                "source": str(m.get("Source", "")),
-                "destination": str(m.get("Destination", "")),
-                "mode": str(m.get("Mode", "")),
-            }
-            for m in box.get("Mounts") or []
-        ]
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise ProductionError(
-            f"container {name}: its runtime's inspect output is not what docker or podman "
-            "print; is it a container's name?"
-        ) from None
-    return env, [a for a in argv if a], mounts
 
 
 async def _reported_line(
@@ -209,9 +189,9 @@ async def read_member(
                 f"production's {member}: container {process.container}{on} could not be "
                 f"inspected ({process.runtime} exited {code}: {out.strip()[-200:]})"
             )
-        env, argv, mounts = parse_inspect(out, process.container)
+        box = parse_inspect(out, process.container)
         found_by = f"container {process.container} ({process.runtime})"
-        return live_member(member, name, found_by, env, argv, mounts, reported)
+        return live_member(member, name, found_by, box.env, box.argv, (box.mounts, box.image_id), reported)
     found_by = f"pid {pid} (fairwin launched it)"
     if process is not None and process.match is not None:
         code, out = await shell(name, host, _PS)
@@ -236,10 +216,11 @@ def live_member(
     found_by: str,
     env: dict[str, str],
     argv: list[str],
-    mounts: list[dict[str, str]] | None,
+    container: tuple[list[dict[str, str]], str] | None,
     reported_line: str,
 ) -> LiveMember:
-    """What was read of the process; its speculative config from its logged line, else its argv, else none seen."""
+    """What was read of the process (``container``: a container's mounts and image id); its speculative config
+    from its logged line, else its argv, else none seen."""
     source: SpeculativeSource = "server log"
     speculative = reported_speculative(reported_line)
     if speculative is None:
@@ -250,7 +231,10 @@ def live_member(
             raise ProductionError(f"production's {member}: {exc}") from None
     if speculative is None:
         source = "unobserved"
-    return LiveMember(member, host, found_by, redact_argv(argv), fingerprinted(env), speculative or {}, mounts, source)
+    mounts, image = container if container is not None else (None, None)
+    return LiveMember(
+        member, host, found_by, redact_argv(argv), fingerprinted(env), speculative or {}, mounts, source, image
+    )
 
 
 # -- the stored reading --------------------------------------------------------------------------
@@ -283,7 +267,11 @@ def changes(before: LiveProduction, now: LiveProduction) -> list[str]:
             continue
         keys = sorted(k for k in old.env.keys() | member.env.keys() if old.env.get(k) != member.env.get(k))
         parts = [f"env {', '.join(keys)}"] if keys else []
-        parts += [name for name in ("argv", "speculative", "mounts") if getattr(old, name) != getattr(member, name)]
+        parts += [
+            name
+            for name in ("argv", "speculative", "mounts", "image_id")
+            if getattr(old, name) != getattr(member, name)
+        ]
         if parts:
             found.append(f"{member.member}: {'; '.join(parts)}")
     return found

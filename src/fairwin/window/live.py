@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
+from fairwin.launch.container import expected_env
+from fairwin.launch.inspect import image_env
+from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.launch.speculative import stated_speculative
@@ -102,7 +105,12 @@ async def check_before_take_down(loaded: LoadedPlan, role_name: str, live: LiveP
                 stated = stated_speculative(spec.argv)
                 if stated is not None:  # else what the server reports is read at its start
                     check_live_speculative(spec.label, member, stated, plan.runtime)
-            check_live_env(spec.label, member, await would_run_with(spec), spec.allowed_env_differences)
+            check_live_env(spec.label, member, await would_run_with(spec, member), spec.allowed_env_differences)
+            if spec.container is not None:
+                mounts = [declared_mount(m) for m in spec.container.mounts]
+                check_live_container(spec, member, mounts, await image_id_of(spec))
+            elif member.mounts is not None:
+                check_live_container(spec, member, None, None)
     except RuntimeCheckError as exc:
         raise GateRefused(f"before production is taken down: {exc}") from None
 
@@ -120,9 +128,15 @@ def counterpart(spec: LaunchSpec, live: LiveProduction) -> LiveMember | None:
     return member
 
 
-async def would_run_with(spec: LaunchSpec) -> dict[str, str]:
+async def would_run_with(spec: LaunchSpec, live: LiveMember) -> dict[str, str]:
     """The whole environment the process will be given: fairwin's own here, the host's login one there (as
-    a role's server is launched: ``env -i`` with it), then the declared variables."""
+    a role's server is launched: ``env -i`` with it), then the declared variables; a container's: its image's,
+    then the declared ones, and what a runtime sets itself as production's container has it."""
+    if spec.container is not None:
+        code, out, _ = await RuntimeCli.of(spec.container, spec.host, spec.remote).run(
+            "image", "inspect", spec.container.image
+        )
+        return expected_env(spec.env, image_env(out) if code == 0 else {}, live.env)
     if spec.remote is None or spec.host is None:
         return spec.env
     base: dict[str, str] = {}
@@ -138,3 +152,52 @@ def _host(loaded: LoadedPlan, name: str | None) -> Host | None:
     if name is None:
         return None
     return resolved(loaded.plan.hosts[name], loaded.base_dir)
+
+
+def declared_mount(mount: str) -> dict[str, str]:
+    """A plan's ``SOURCE:DESTINATION[:OPTIONS]`` as inspect reports a mount."""
+    source, destination, *options = mount.split(":")
+    read_only = "ro" in ",".join(options).split(",")
+    return {"source": source, "destination": destination, "mode": "ro" if read_only else "rw"}
+
+
+async def image_id_of(spec: LaunchSpec) -> str | None:
+    """The id of the image a container role would run, on its host; None where the runtime does not know it."""
+    assert spec.container is not None
+    cli = RuntimeCli.of(spec.container, spec.host, spec.remote)
+    code, out, _ = await cli.run("image", "inspect", "--format", "{{.Id}}", spec.container.image)
+    return out.strip().removeprefix("sha256:") if code == 0 and out.strip() else None
+
+
+def check_live_container(
+    spec: LaunchSpec, live: LiveMember, mounts: list[dict[str, str]] | None, image: str | None
+) -> None:
+    """A process compared with a container production is a container too, with production's mounts (by
+    destination: the same source and mode) and image, beyond its allowed mount differences (and image, where
+    ``allowed_image_difference``); raises naming the first difference."""
+    if live.mounts is None:
+        return
+    if mounts is None:
+        raise RuntimeCheckError(
+            f"{spec.label}: {live.label} is a container ({live.found_by}) and {spec.label} is not, so their mounts "
+            "and images cannot be compared; run it as a container ([roles.NAME.container])"
+        )
+    allowed = set(spec.allowed_mount_differences)
+    theirs = {m["destination"]: m for m in live.mounts}
+    mine = {m["destination"]: m for m in mounts}
+    for destination in sorted((theirs.keys() | mine.keys()) - allowed):
+        if theirs.get(destination) != mine.get(destination):
+            raise RuntimeCheckError(
+                f"{spec.label}: its mount at {destination} is {_mount(mine.get(destination))}; {live.label} has "
+                f"{_mount(theirs.get(destination))}; list {destination} in allowed_mount_differences if the "
+                "difference is the experiment"
+            )
+    if not spec.allowed_image_difference and live.image_id is not None and image != live.image_id:
+        raise RuntimeCheckError(
+            f"{spec.label}: it runs image {(image or 'unknown')[:19]}, {live.label} runs {live.image_id[:19]}; set "
+            "allowed_image_difference = true if the new build is the experiment"
+        )
+
+
+def _mount(found: dict[str, str] | None) -> str:
+    return f"{found['source']} ({found['mode']})" if found is not None else "absent"

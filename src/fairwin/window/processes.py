@@ -20,16 +20,18 @@ import aiohttp
 
 from fairwin.directory.layout import WindowDir
 from fairwin.errors import GateRefused, LaunchError
+from fairwin.launch.container import ContainerServer
 from fairwin.launch.identity import checkout, digests
 from fairwin.launch.launchable import launch_problems
 from fairwin.launch.listeners import check_free, check_ours, listen_ports
 from fairwin.launch.local import LocalServer, StopRecord
 from fairwin.launch.readiness import wait_ready
+from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import Ready, RepoPin, Worker
 from fairwin.production.live import LiveProduction
-from fairwin.window.live import counterpart
+from fairwin.window.live import check_live_container, counterpart
 from fairwin.window.runtime import check_checkout, check_identity, check_live_env, check_running_env
 
 
@@ -67,6 +69,9 @@ class ServerHandle(Protocol):
     def problem(self) -> str | None:
         """Why the process can no longer be trusted though it may still run (a lost SSH connection)."""
 
+    def described(self) -> dict[str, Any] | None:
+        """What its runtime says it runs (a container's name, image, env and mounts); None for a plain process."""
+
     async def stop(self) -> StopRecord: ...
 
 
@@ -79,7 +84,10 @@ def server_log(spec: LaunchSpec) -> str:
 
 
 def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
-    """A child process here, or over SSH where the spec names a host."""
+    """A container where the spec is one (here or on its host); else a child process here, or over SSH where the
+    spec names a host."""
+    if spec.container is not None:
+        return ContainerServer(spec=spec, log_path=log_path, cli=RuntimeCli.of(spec.container, spec.host, spec.remote))
     if spec.remote is not None and spec.host is not None:
         from fairwin.launch.ssh import RemoteServer  # asyncssh is imported only where a role runs remotely
 
@@ -112,16 +120,19 @@ class StartProcess:
             await check_ours(self.spec, port, self.handle.listens_as, self.handle.exit_code())
 
 
-def start_processes(loaded: LoadedPlan, role_name: str, directory: Path, launcher: Launcher) -> list[StartProcess]:
-    """The role's processes for one start in launch order: its workers, then its head (always last)."""
+def start_processes(
+    loaded: LoadedPlan, role_name: str, directory: Path, launcher: Launcher, owner: tuple[str, str]
+) -> list[StartProcess]:
+    """The role's processes for one start in launch order: its workers, then its head (always last). ``owner``:
+    the window's id and the start's name, which name and label its containers."""
     plan = loaded.plan
     head = make_spec(role_name, plan.roles, loaded.base_dir, plan.hosts)
     role = plan.roles[role_name]
     found = []
     for spec, worker in zip(worker_specs(head, plan.roles, loaded.base_dir, plan.hosts), role.workers, strict=True):
-        log = directory / server_log(spec)
+        log, spec = directory / server_log(spec), spec.for_start(*owner)
         found.append(StartProcess(spec, launcher(spec, log), log, worker.identity, worker.ready, worker.repo))
-    log = directory / server_log(head)
+    log, head = directory / server_log(head), head.for_start(*owner)
     return [*found, StartProcess(head, launcher(head, log), log, role.identity, None, role.repo)]
 
 
@@ -185,6 +196,8 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
     for process in processes:
         spec = process.spec
         where = {"host": spec.host, **({"member": spec.member} if spec.member != "head" else {})}
+        if spec.container is not None:  # what `fairwin recover` stops through the runtime, by name
+            where |= {"container": spec.container_name, "runtime": spec.container.runtime}
         await process.prove_free()
         window.journal_event(step, "launching", argv=spec.shown_argv, **where)
         await process.handle.start()
@@ -200,6 +213,7 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
                     "argv": spec.shown_argv,
                     "pid": process.handle.pid,
                     "ready_after_s": round(ready_s, 3),
+                    **({"container": box} if (box := process.handle.described()) is not None else {}),
                 }
             )
     return receipts
@@ -215,6 +229,9 @@ async def check_envs(processes: list[StartProcess], live: LiveProduction | None 
         found = check_running_env(spec, running, process.handle.expected_env, against_base=member is None)
         if member is not None and running is not None:
             check_live_env(spec.label, member, running, spec.allowed_env_differences)
+            box = process.handle.described()
+            mounts, image = (box["mounts"], box["image_id"]) if box is not None else (None, None)
+            check_live_container(spec, member, mounts, image)
             found.append(f"matches {member.label} beyond its allowed differences")
         notes += [f"{spec.label}: {note}" for note in found] if spec.member != "head" else found
     return notes or ["matches the declaration"]

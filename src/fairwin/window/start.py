@@ -235,7 +235,7 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> StartRece
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     plan = ctx.loaded.plan
     directory = ctx.window.start_dir(start.name)
-    processes = start_processes(ctx.loaded, start.role, directory, ctx.launcher)
+    processes = start_processes(ctx.loaded, start.role, directory, ctx.launcher, (ctx.window.window_id, start.name))
     head = processes[-1]
     spec = head.spec
     receipt = _receipt(ctx, start, spec)
@@ -267,6 +267,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             receipt.healthy_after_s = healthy = await head.handle.wait_healthy(session)
             await head.prove_ours()  # what answered is the server launched, not a holder of its port
             receipt.scheduling = head.handle.scheduling
+            receipt.container = head.handle.described()
             ctx.say(f"  healthy after {healthy:.1f} s")
             live = _live(ctx, start.role)
             receipt.speculative, receipt.speculative_source = check_reported_speculative(

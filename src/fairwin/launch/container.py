@@ -1,0 +1,223 @@
+"""The container launcher: a role's server (or a worker) as a docker or podman container, here or on its host.
+
+A ``docker run`` client is not the server: signalling it leaves the container holding
+the GPU. So the container is started detached, named and labelled for its window and
+start, and everything else goes through the runtime: its main process and environment
+from ``inspect``, its output from ``logs -f`` into the start's log, its death from
+``wait``, and its stop as ``stop -t GRACE`` (SIGTERM, SIGKILL after the grace period),
+``kill`` if it still runs, then ``rm -f``. The container's own environment is compared
+with what it was given: its image's variables, the declared ones, and the few a runtime
+sets itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from fairwin.errors import HealthTimeoutError, LaunchError, ProductionError, ServerExitedError
+from fairwin.launch.inspect import Inspected, image_env, parse_inspect
+from fairwin.launch.local import HEALTH_POLL_S, LOG_TAIL_BYTES, StopRecord
+from fairwin.launch.runtime_cli import RuntimeCli
+from fairwin.launch.spec import LaunchSpec
+from fairwin.redaction import scrub, scrub_file
+
+#: Variables a runtime sets in every container itself, unless the image or the plan sets them.
+RUNTIME_SET = frozenset({"PATH", "HOSTNAME", "TERM", "HOME", "container"})
+#: The exit status of a container its runtime had to SIGKILL (128 + 9).
+KILLED = 137
+
+
+def run_args(spec: LaunchSpec) -> list[str]:
+    """``run -d …`` for the spec: its name, labels, host network, variables, mounts, devices, then image and argv."""
+    box = spec.container
+    assert box is not None and spec.container_name is not None, "a container spec, for one start (for_start)"
+    args = ["run", "-d", "--name", spec.container_name, "--network", "host"]
+    args += [f"--label={key}={value}" for key, value in sorted(spec.labels.items())]
+    args += ["--init"] if box.init else []
+    args += [f"--env={key}={value}" for key, value in sorted(spec.env.items())]
+    args += [f"--volume={mount}" for mount in box.mounts]
+    args += [f"--device={device}" for device in box.devices]
+    args += [f"--gpus={box.gpus}"] if box.gpus is not None else []
+    args += [f"--workdir={box.workdir}"] if box.workdir is not None else []
+    args += [f"--entrypoint={box.entrypoint}"] if box.entrypoint is not None else []
+    return [*args, *box.run_args, box.image, *spec.argv]
+
+
+def expected_env(given: dict[str, str], image: dict[str, str], running: dict[str, str]) -> dict[str, str]:
+    """What the container should run with: its image's variables, then the given ones, and what the runtime sets
+    itself (read back from ``running``) where neither sets it."""
+    own = {k: v for k, v in running.items() if k in RUNTIME_SET and k not in image and k not in given}
+    return {**own, **image, **given}
+
+
+@dataclass
+class ContainerServer:
+    """One container; the same life as a local server: start, wait_healthy, always stop."""
+
+    spec: LaunchSpec
+    log_path: Path
+    cli: RuntimeCli
+    inspected: Inspected | None = None
+    expected: dict[str, str] = field(default_factory=dict)
+    exited: int | None = None
+    lost: str | None = None
+    stop_record: StopRecord | None = None
+    healthy_after_s: float | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        assert self.spec.container_name is not None
+        return self.spec.container_name
+
+    @property
+    def pid(self) -> int | None:
+        return self.inspected.pid if self.inspected is not None else None
+
+    @property
+    def listens_as(self) -> int | None:
+        return self.pid  # its init (or its server): the session the server's socket belongs to
+
+    @property
+    def scheduling(self) -> dict[str, object] | None:
+        return None
+
+    @property
+    def expected_env(self) -> dict[str, str]:
+        return self.expected
+
+    def described(self) -> dict[str, Any] | None:
+        from fairwin.production.live import fingerprinted  # the reading's digests: one way to hide a secret
+
+        return self.inspected.receipt(self.cli.runtime, fingerprinted) if self.inspected is not None else None
+
+    async def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        code, _, err = await self.cli.run(*run_args(self.spec))
+        if code != 0:
+            raise LaunchError(
+                f"{self.spec.label}: `{self.cli.runtime} run` of container {self.name}{self.cli.where} exited "
+                f"{code}: {scrub(_last(err))}; fix the role's container settings"
+            )
+        self.inspected = await self.inspect()
+        image = self.inspected.image_id or (self.spec.container.image if self.spec.container is not None else "")
+        code, out, _ = await self.cli.run("image", "inspect", image)
+        self.expected = expected_env(self.spec.env, image_env(out) if code == 0 else {}, self.inspected.env)
+        self._tasks = [asyncio.create_task(self._follow_logs()), asyncio.create_task(self._wait())]
+
+    async def inspect(self) -> Inspected:
+        code, out, err = await self.cli.run("inspect", "--type", "container", self.name)
+        if code != 0:
+            raise LaunchError(
+                f"{self.spec.label}: container {self.name}{self.cli.where} could not be inspected "
+                f"({self.cli.runtime} exited {code}: {_last(err)})"
+            )
+        try:
+            return parse_inspect(out, self.name)
+        except ProductionError as exc:
+            raise LaunchError(f"{self.spec.label}: {exc}") from None
+
+    async def _follow_logs(self) -> None:
+        await self.cli.follow(["logs", "-f", self.name], self.log_path)
+
+    async def _wait(self) -> None:
+        """Its exit status once it ends (``wait``); a lost connection to its host is a lost server."""
+        code, last = await self.cli.follow(["wait", self.name])
+        if code is None:
+            if self.stop_record is None:
+                self.lost = f"the SSH connection to host {self.cli.host_name} was lost while container {self.name} ran"
+            return
+        self.exited = int(last) if last.strip().lstrip("-").isdigit() else code or -1
+
+    async def process_env(self) -> dict[str, str] | None:
+        return (await self.inspect()).env
+
+    def problem(self) -> str | None:
+        return self.lost
+
+    def exit_code(self) -> int | None:
+        return self.exited
+
+    def log_tail(self) -> str:
+        try:
+            data = self.log_path.read_bytes()[-LOG_TAIL_BYTES:]
+        except OSError:
+            return ""
+        lines = scrub(data.decode("utf-8", "replace")).strip().splitlines()
+        return lines[-1] if lines else ""
+
+    async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
+        t0 = time.monotonic()
+        last = "no answer yet"
+        while True:
+            if (code := self.exit_code()) is not None or self.lost:
+                await asyncio.sleep(HEALTH_POLL_S)  # the last lines of its log arrive a moment after its end
+                raise ServerExitedError(
+                    f"{self.spec.label}: "
+                    + (self.lost or f"container {self.name} exited with code {code} before it was healthy")
+                    + f"; last log line: {self.log_tail()!r} (log: {self.log_path})"
+                )
+            try:
+                async with session.get(self.spec.health_url, timeout=aiohttp.ClientTimeout(total=2.0)) as response:
+                    if response.status == 200:
+                        self.healthy_after_s = time.monotonic() - t0
+                        return self.healthy_after_s
+                    last = f"HTTP {response.status}"
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                last = str(exc) or type(exc).__name__
+            if time.monotonic() - t0 >= self.spec.startup_timeout_s:
+                raise HealthTimeoutError(
+                    f"{self.spec.label}: {self.spec.health_url} not healthy after {self.spec.startup_timeout_s:g} s "
+                    f"({last}); check base_url/port or raise startup_timeout_s (log: {self.log_path})"
+                )
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    async def stop(self) -> StopRecord:
+        """``stop -t GRACE`` (SIGTERM, SIGKILL after the grace period), ``kill`` if it still runs, then ``rm -f``;
+        a container that was never created is still removed by name (a ``run`` cut short may have made it)."""
+        if self.stop_record is not None:
+            return self.stop_record
+        t0 = time.monotonic()
+        before = self.exited
+        sent = "none"
+        if self.inspected is not None and before is None:
+            grace = max(1, math.ceil(self.spec.stop_timeout_s))
+            await self.cli.run("stop", "-t", str(grace), self.name, timeout_s=grace + 60.0)
+            sent = "SIGTERM"
+        final = await self._final_state()
+        if final is not None and final.status == "running":
+            await self.cli.run("kill", self.name)
+            sent = "SIGKILL"
+        code = final.exit_code if final is not None else before
+        if sent == "SIGTERM" and code == KILLED:
+            sent = "SIGKILL"
+        self.stop_record = StopRecord(sent, code, time.monotonic() - t0)
+        removed, _, err = await self.cli.run("rm", "-f", self.name)
+        await self._close()
+        if removed != 0 and "no such container" not in err.lower() and "no container" not in err.lower():
+            raise LaunchError(f"{self.spec.label}: container {self.name}{self.cli.where} was not removed: {_last(err)}")
+        return self.stop_record
+
+    async def _final_state(self) -> Inspected | None:
+        with contextlib.suppress(LaunchError):
+            return await self.inspect()
+        return None
+
+    async def _close(self) -> None:
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, LaunchError, OSError):
+                await asyncio.wait_for(task, 5.0)
+        scrub_file(self.log_path)
+
+
+def _last(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][-300:] if lines else "no output"
