@@ -3,6 +3,9 @@
 #   sshd                      (openssh-server)          roles on remote hosts, over loopback SSH
 #   chromium-headless-shell   (chromium-headless-shell) report.html rendered and screenshotted
 #   PostgreSQL's server       (postgresql)              the shared control archive, initdb'd per test session
+#   podman and runc           (podman, runc)            container roles, rootful, with throwaway storage per
+#                                                       test session (the docker CLI is driven through podman's
+#                                                       Docker-compatible socket where it is installed)
 # When one cannot be installed (not root, no apt-get, no network), the tests that need it skip,
 # saying why, and so does this script.
 set -u
@@ -12,6 +15,8 @@ have sshd || need+=(openssh-server)
 have chromium-headless-shell || need+=(chromium-headless-shell)
 # Debian keeps initdb and pg_ctl off the PATH, in /usr/lib/postgresql/VERSION/bin.
 have initdb || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
+have podman || need+=(podman)
+have runc || need+=(runc)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi

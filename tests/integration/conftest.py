@@ -1,7 +1,8 @@
 """Fixtures shared by the integration tests."""
 
+from tests.integration.containers import container_engine, docker_engine
 from tests.integration.postgres import postgres_server, postgres_url
 from tests.integration.production import stop_production
 from tests.integration.sshd import ssh_hosts
 
-__all__ = ["postgres_server", "postgres_url", "ssh_hosts", "stop_production"]
+__all__ = ["container_engine", "docker_engine", "postgres_server", "postgres_url", "ssh_hosts", "stop_production"]

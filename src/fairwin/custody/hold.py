@@ -17,8 +17,9 @@ from typing import Any
 import aiohttp
 
 from fairwin.directory.status import Restore
-from fairwin.errors import InputError, ProductionError, RestoreFailed
-from fairwin.launch.spec import make_spec
+from fairwin.errors import InputError, LaunchError, ProductionError, RestoreFailed
+from fairwin.launch.runtime_cli import RuntimeCli
+from fairwin.launch.spec import WINDOW_LABEL, make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.proof import port_state
@@ -48,6 +49,7 @@ class Hold:
     restored: Restore | None = None
     snapshot: dict[str, Any] = field(default_factory=dict)
     gpu: GpuSource | None = None  # where telemetry exists, the quiet proof also reads the GPUs' compute processes
+    containers: list[RuntimeCli] = field(default_factory=list)  # the engines the window's containers run on
 
     @property
     def owed(self) -> bool:
@@ -64,6 +66,7 @@ class Hold:
         problems = await self.production.down_problems()
         problems += [f"{url} accepts connections" for url in self.quiet_urls if port_state(url) == "open"]
         problems += await self._gpu_problems()
+        problems += await self._container_problems()
         if problems:
             raise ProductionError(f"the hardware is not quiet {when}: {'; '.join(problems)}")
         return {"quiet": when, "ports_refusing": [self.production.base_url, *self.quiet_urls]}
@@ -77,6 +80,19 @@ class Hold:
         except (InputError, OSError) as exc:
             return [f"the GPUs' compute processes could not be read: {exc}"]
         return [f"pid {p['pid']} ({p['name'] or 'unnamed'}) computes on GPU {p['gpu_uuid']}" for p in found]
+
+    async def _container_problems(self) -> list[str]:
+        """A container fairwin started (any window's: its own are stopped between starts) still runs on an engine
+        the window's containers use; an engine that cannot be asked is a problem too."""
+        problems = []
+        for cli in self.containers:
+            try:
+                names = await cli.labelled(WINDOW_LABEL, running_only=True)
+            except LaunchError as exc:
+                problems.append(str(exc))
+                continue
+            problems += [f"container {name} of a fairwin window runs{cli.where}" for name in names]
+        return problems
 
     async def give_back(self) -> dict[str, Any]:
         """Restore production and watch it; RestoreFailed (after recording why) when it does not hold."""

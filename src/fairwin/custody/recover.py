@@ -3,7 +3,8 @@
 The plan's lock names the unfinished window. Its journal says what was started: every
 server launched (``launched`` events, with pid and argv; a ``launching`` without one is
 matched by its command line) and whether production was taken down. Recovery stops
-every such server still running (its process group, SIGTERM then SIGKILL), gives
+every such server still running (its process group, SIGTERM then SIGKILL), removes
+every container labelled with the window on each engine the plan's containers use, gives
 production back and watches it when the window had taken it (as production was
 declared when the window opened: the window's copy of the plan, checked against the
 snapshot journaled at open; any difference is reported), marks the window
@@ -31,7 +32,8 @@ from fairwin.directory.journal import Launched, happened, opened_with, read_jour
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import Restore, WindowStatus
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
-from fairwin.launch.spec import make_spec, worker_specs
+from fairwin.launch.runtime_cli import container_clis
+from fairwin.launch.spec import WINDOW_LABEL, make_spec, worker_specs
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan, parse_plan
 from fairwin.production.control import Production
@@ -91,7 +93,10 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     events, problems = read_journal(directory.journal)
     result = Recovery(window_id=directory.window_id, problems=problems)
     directory.journal_event("recover", "begin", lock=held.record.stored())
+    result.stopped += await _remove_containers(loaded, directory.window_id, servers(events), result.problems)
     for server in servers(events):
+        if server.container is not None:
+            continue
         if server.host is not None:
             result.stopped += await _stop_remote(loaded, server, result.problems)
             continue
@@ -117,6 +122,27 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     if result.production is not None and not result.production.restored:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.reason}")
     return result
+
+
+async def _remove_containers(
+    loaded: LoadedPlan, window_id: str, launched: list[Launched], problems: list[str]
+) -> list[str]:
+    """Every container labelled with the window, on every engine the plan's containers use (here and on its
+    hosts), stopped and removed; a journaled container none of them held is named as a problem."""
+    removed: list[str] = []
+    seen: set[str] = set()
+    for cli in container_clis(loaded):
+        try:
+            names = await cli.labelled(f"{WINDOW_LABEL}={window_id}", running_only=False)
+            seen.update(names)
+            removed += await cli.remove(names, STOP_GRACE_S)
+        except LaunchError as exc:
+            problems.append(f"the containers{cli.where} could not be listed or removed: {exc}")
+    for server in launched:
+        if server.container is not None and server.container not in seen and not problems:
+            where = f" on host {server.host}" if server.host else ""
+            problems.append(f"container {server.container}{where} was journaled but no engine the plan names has it")
+    return removed
 
 
 def _scrub_logs(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -> None:

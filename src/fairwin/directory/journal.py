@@ -147,6 +147,7 @@ class Launched:
     pid: int | None
     argv: list[str]
     host: str | None  # a [hosts.NAME]; None: fairwin's own host
+    container: str | None = None  # a container's name: stopped through its runtime, never by pid
 
 
 def servers(events: list[JournalRow]) -> list[Launched]:
@@ -159,7 +160,8 @@ def servers(events: list[JournalRow]) -> list[Launched]:
             pid = details.get("pid") if isinstance(details.get("pid"), int) else None
             host = details.get("host") if isinstance(details.get("host"), str) else None
             key = (event.step, str(details.get("member", "head")))
-            found[key] = Launched(pid, [str(a) for a in argv], host)
+            box = details.get("container") if isinstance(details.get("container"), str) else None
+            found[key] = Launched(pid, [str(a) for a in argv], host, box)
     return list(found.values())
 
 

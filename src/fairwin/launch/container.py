@@ -33,6 +33,8 @@ from fairwin.redaction import scrub, scrub_file
 RUNTIME_SET = frozenset({"PATH", "HOSTNAME", "TERM", "HOME", "container"})
 #: The exit status of a container its runtime had to SIGKILL (128 + 9).
 KILLED = 137
+#: How long the followed log may lag behind the runtime's own.
+CATCH_UP_S = 5.0
 
 
 def run_args(spec: LaunchSpec) -> list[str]:
@@ -137,6 +139,20 @@ class ContainerServer:
             return
         self.exited = int(last) if last.strip().lstrip("-").isdigit() else code or -1
 
+    async def catch_up(self) -> None:
+        """Wait (a few seconds at most) until the followed log holds every line the runtime has of the container
+        now: ``logs -f`` copies its output a moment after the server wrote it."""
+        code, out, err = await self.cli.run("logs", self.name)
+        if code != 0:
+            return
+        lines = (out + err).count("\n")
+        deadline = time.monotonic() + CATCH_UP_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if self.log_path.read_bytes().count(b"\n") >= lines:
+                    return
+            await asyncio.sleep(HEALTH_POLL_S)
+
     async def process_env(self) -> dict[str, str] | None:
         return (await self.inspect()).env
 
@@ -159,7 +175,7 @@ class ContainerServer:
         last = "no answer yet"
         while True:
             if (code := self.exit_code()) is not None or self.lost:
-                await asyncio.sleep(HEALTH_POLL_S)  # the last lines of its log arrive a moment after its end
+                await self.catch_up()
                 raise ServerExitedError(
                     f"{self.spec.label}: "
                     + (self.lost or f"container {self.name} exited with code {code} before it was healthy")
@@ -169,6 +185,7 @@ class ContainerServer:
                 async with session.get(self.spec.health_url, timeout=aiohttp.ClientTimeout(total=2.0)) as response:
                     if response.status == 200:
                         self.healthy_after_s = time.monotonic() - t0
+                        await self.catch_up()  # what it logged while starting is read next (its config)
                         return self.healthy_after_s
                     last = f"HTTP {response.status}"
             except (TimeoutError, aiohttp.ClientError) as exc:

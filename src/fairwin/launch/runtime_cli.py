@@ -18,7 +18,8 @@ from typing import Any
 
 from fairwin.errors import LaunchError
 from fairwin.plan.container import Container
-from fairwin.plan.hosts import Host
+from fairwin.plan.hosts import Host, resolved
+from fairwin.plan.loading import LoadedPlan
 from fairwin.redaction import scrub_bytes
 
 COMMAND_TIMEOUT_S = 120.0
@@ -125,13 +126,23 @@ class RuntimeCli:
     async def labelled(self, label: str, *, running_only: bool) -> list[str]:
         """Names of the containers carrying ``label`` (``KEY`` or ``KEY=VALUE``); LaunchError when the runtime
         cannot be asked (a check that cannot look does not pass)."""
-        args = ["ps", "--filter", f"label={label}", "--format", "{{.Names}}"]
-        code, out, err = await self.run(*args[:1], *([] if running_only else ["-a"]), *args[1:])
+        every = [] if running_only else ["-a"]
+        code, out, err = await self.run("ps", *every, "--filter", f"label={label}", "--format", "{{.Names}}")
         if code != 0:
             raise LaunchError(
                 f"cannot list the containers{self.where} ({self.runtime} exited {code}: {err.strip()[-200:]})"
             )
         return sorted(line.strip() for line in out.splitlines() if line.strip())
+
+    async def remove(self, names: list[str], grace_s: float) -> list[str]:
+        """Stop (SIGTERM, SIGKILL after ``grace_s``) and remove each container; what was removed, described."""
+        removed = []
+        for name in names:
+            await self.run("stop", "-t", str(max(1, round(grace_s))), name, timeout_s=grace_s + 60.0)
+            code, _, _ = await self.run("rm", "-f", name)
+            if code == 0:
+                removed.append(f"container {name}{self.where}")
+        return removed
 
 
 async def _copy(stream: Any, log: Path | None) -> str:
@@ -149,6 +160,17 @@ async def _copy(stream: Any, log: Path | None) -> str:
     return str(last.decode(errors="replace"))
 
 
-def window_containers(clis: Iterable[RuntimeCli]) -> list[RuntimeCli]:
-    """One CLI per engine (runtime, its variables, its host): each engine's containers are listed once."""
-    return list({cli.key: cli for cli in clis}.values())
+def container_clis(loaded: LoadedPlan, roles: Iterable[str] | None = None) -> list[RuntimeCli]:
+    """One CLI per container engine the roles' containers run on (all the plan's roles by default): each
+    engine (runtime, its variables, its host) once, so that its containers are listed once."""
+    plan = loaded.plan
+    found: dict[tuple[str, str, str | None], RuntimeCli] = {}
+    for name in sorted(plan.roles if roles is None else set(roles)):
+        role = plan.roles[name]
+        boxes = [(role.container, role.host), *((w.container, w.host) for w in role.workers)]
+        for box, host in boxes:
+            if box is not None:
+                remote = resolved(plan.hosts[host], loaded.base_dir) if host is not None else None
+                cli = RuntimeCli.of(box, host, remote)
+                found.setdefault(cli.key, cli)
+    return list(found.values())

@@ -28,6 +28,7 @@ from fairwin.decision import RuleSpec
 from fairwin.directory.environment import capture, commit_of
 from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
+from fairwin.launch.runtime_cli import container_clis
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
@@ -105,7 +106,14 @@ def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: C
     production = Production(loaded, admitted.out)
     roles = {admitted.checked.mode.control, admitted.checked.mode.candidate}
     gpus = window_gpus(loaded, roles, gpu)
-    hold = Hold(production, fixed_role_urls(loaded, roles), say, snapshot=production.snapshot(), gpu=gpus)
+    hold = Hold(
+        production,
+        fixed_role_urls(loaded, roles),
+        say,
+        snapshot=production.snapshot(),
+        gpu=gpus,
+        containers=container_clis(loaded, roles),
+    )
     if admitted.live is not None:  # what production really ran, beside what the plan declares
         hold.snapshot["live"] = admitted.live.record()
     return hold

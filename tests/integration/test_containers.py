@@ -1,0 +1,131 @@
+"""Roles as containers on a real engine: rootful podman with runc, and the docker CLI through podman's socket
+(tests/integration/containers.py); the sim runs inside each container."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fairwin.files import scan_jsonl
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.containers import IMAGE, Engine, sim_mounts
+from tests.integration.helpers import fairwin, only_window, status
+from tests.integration.production import killed_inside, production_plan, start_run
+
+pytestmark = pytest.mark.usefixtures("container_engine")
+
+
+def container_plan(make_plan: PlanFactory, engine: Engine, model: str, runtime: str = "podman") -> Path:
+    box = engine.sim_container(runtime)
+    return make_plan(
+        roles={
+            "A": sim_role("--ms-per-round", "6", model=model, container=box),
+            "B": sim_role("--ms-per-round", "2", "--spec-tokens", "3", model=model, container=box),
+        },
+        window={"repeats": 2, "warmup_waves_max": 1},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 1}},
+    )
+
+
+def receipts(window: Path) -> list[dict[str, object]]:
+    return [json.loads(p.read_text()) for p in sorted(window.glob("starts/s*/start.json"))]
+
+
+@pytest.mark.parametrize("runtime", ["podman", "docker"])
+def test_a_window_whose_roles_are_containers_completes_and_decides(
+    make_plan: PlanFactory, container_engine: Engine, runtime: str, request: pytest.FixtureRequest
+) -> None:
+    engine = request.getfixturevalue("docker_engine") if runtime == "docker" else container_engine
+    plan = container_plan(make_plan, engine, f"boxed-{runtime}", runtime)
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    assert status(window)["state"] == "complete"
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["verdict"] == "WIN"  # B decodes three times as fast, in its own container
+    starts = receipts(window)
+    assert [s["role"] for s in starts] == ["A", "B", "A"]
+    for start in starts:
+        box = start["container"]
+        assert isinstance(box, dict)
+        assert box["runtime"] == runtime and box["image"] == IMAGE and len(str(box["image_id"])) == 64
+        assert box["name"] == f"fairwin-{window.name}-{start['start']}-{start['role']}-head"
+        assert box["labels"] == {
+            "fairwin.window": window.name,
+            "fairwin.start": start["start"],
+            "fairwin.role": start["role"],
+            "fairwin.member": "head",
+        }
+        assert {"source": "/usr", "destination": "/usr", "mode": "ro"} in box["mounts"]  # type: ignore[operator]
+        assert start["env_check"] == ["matches the declaration"]
+        assert start["stop"]["signal"] == "SIGTERM"  # type: ignore[index]  # --init: the server got it at once
+        log = (window / "starts" / str(start["start"]) / "server.log").read_text()
+        assert f"serving boxed-{runtime}" in log  # the container's own output, followed into the start's log
+    assert engine.names() == []  # every container removed, none left stopped
+    events = scan_jsonl(window / "journal.jsonl")[0]
+    launched = [e for e in events if e["event"] == "launching"]
+    assert [e["container"] for e in launched] == [
+        f"fairwin-{window.name}-s{n}-{r}-head" for n, r in ((1, "A"), (2, "B"), (3, "A"))
+    ]
+
+
+def test_a_container_that_exits_before_it_is_healthy_fails_the_start_with_its_last_log_line(
+    make_plan: PlanFactory, container_engine: Engine
+) -> None:
+    plan = container_plan(make_plan, container_engine, "boxed-dies")
+    text = plan.read_text().replace('"--spec-tokens", "3"', '"--no-such-flag"', 1)
+    plan.write_text(text)
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode != 0
+    assert "exited with code 2 before it was healthy" in done.stderr and "unrecognized arguments" in done.stderr
+    assert container_engine.names() == []
+
+
+def test_a_missing_image_is_refused_before_production_is_touched(
+    make_plan: PlanFactory, container_engine: Engine
+) -> None:
+    plan = container_plan(make_plan, container_engine, "boxed-noimage")
+    plan.write_text(plan.read_text().replace(IMAGE, "localhost/not-built:here", 1))
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+    assert "role A: podman here has no image 'localhost/not-built:here'" in done.stderr
+    assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").iterdir())
+
+
+def test_kill_9_mid_start_then_recover_leaves_no_container(make_plan: PlanFactory, container_engine: Engine) -> None:
+    plan = container_plan(make_plan, container_engine, "boxed-killed")
+    window = killed_inside(
+        plan, start_run(plan, "--mode", "controlled", kill_at="start s1:launched"), "start s1:launched"
+    )
+    assert container_engine.names(f"fairwin.window={window.name}", every=False) != []  # it outlived fairwin
+    done = fairwin("recover", str(plan))
+    assert done.returncode == 0, done.stderr
+    assert f"container fairwin-{window.name}-s1-A-head here" in json.dumps(status(window)["recovery"])
+    assert container_engine.names() == []
+    assert status(window)["state"] == "interrupted"
+    again = fairwin("recover", str(plan))
+    assert again.returncode == 0 and "nothing to recover" in again.stdout
+
+
+def test_the_quiet_proof_fails_while_another_windows_container_runs(
+    make_plan: PlanFactory, container_engine: Engine, stop_production: list[Path]
+) -> None:
+    box = container_engine.sim_container()
+    roles = {r: sim_role("--ms-per-round", "2", model="exp-boxed-quiet", container=box) for r in ("A", "B")}
+    plan = production_plan(make_plan, "boxed-quiet", **roles)
+    stop_production.append(plan)
+    stray = "fairwin-another-window-s1-A-head"
+    mounts = [f"--volume={m}" for m in sim_mounts()]
+    label = "--label=fairwin.window=another-window"
+    container_engine.podman("run", "-d", "--name", stray, label, "--init", *mounts, IMAGE, "/bin/sleep", "120")
+    try:
+        done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    finally:
+        container_engine.podman("rm", "-f", stray, check=False)
+    assert done.returncode != 0
+    assert f"the hardware is not quiet before s1: container {stray} of a fairwin window runs here" in (done.stderr)
+    window = only_window(plan)
+    assert status(window)["restore"]["state"] == "RESTORED"
+    assert not (window / "starts" / "s1" / "start.json").exists()  # nothing was launched beside it
