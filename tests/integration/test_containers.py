@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from fairwin.files import scan_jsonl
+from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.containers import IMAGE, Engine, sim_mounts
 from tests.integration.helpers import fairwin, only_window, status
-from tests.integration.production import killed_inside, production_plan, start_run
+from tests.integration.production import WATCH, killed_inside, production_plan, start_run
 
 pytestmark = pytest.mark.usefixtures("container_engine")
 
@@ -129,3 +131,98 @@ def test_the_quiet_proof_fails_while_another_windows_container_runs(
     window = only_window(plan)
     assert status(window)["restore"]["state"] == "RESTORED"
     assert not (window / "starts" / "s1" / "start.json").exists()  # nothing was launched beside it
+
+
+def container_production(
+    make_plan: PlanFactory,
+    engine: Engine,
+    tmp_path: Path,
+    model: str,
+    port: int,
+    name: str = "plan.toml",
+    env: dict[str, str] | None = None,
+    models: str = "models",
+    mounts: tuple[str, ...] = (),
+) -> Path:
+    """Production as a team runs it: a container brought up and down by podman commands, read through `podman
+    inspect`; PP, production's policy on the experiment's runtime, is a container compared with it (with ``env``
+    on top of production's, its /models from ``models``, and ``mounts`` more)."""
+    box = engine.sim_container()
+    for folder in ("models", models, "trace"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+    prod_mounts = [*sim_mounts(), f"{tmp_path / 'models'}:/models:ro"]
+    up = ["podman", "run", "-d", "--name", f"prod-{model}", "--network", "host", "--init", "-e", "SERVING_MODE=prod"]
+    up += [f"--volume={m}" for m in prod_mounts]
+    up += [IMAGE, sys.executable, "-m", "fairwin", "sim", "--port", str(port), "--model", model]
+    pp_mounts = [*sim_mounts(), f"{tmp_path / models}:/models:ro", *mounts]
+    pp = sim_role("--ms-per-round", "2", model=f"exp-{model}", container={**box, "mounts": pp_mounts})
+    pp.update(
+        env={"SERVING_MODE": "prod", **(env or {})},
+        compare_live=True,
+        allowed_env_differences=["WORKER_IDENTITIES", "GREEDY"],
+        allowed_mount_differences=["/trace"],
+    )
+    return make_plan(
+        roles={"PP": pp, "B": sim_role("--ms-per-round", "2", model=f"exp-{model}")},
+        modes={"policy": {"control": "PP", "candidate": "B"}},
+        window={"repeats": 2, "warmup_waves_max": 1},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
+        production={
+            "up": up,
+            "down": ["podman", "rm", "-f", f"prod-{model}"],
+            "base_url": f"http://127.0.0.1:{port}",
+            "model": model,
+            "live": {"head": {"container": f"prod-{model}", "runtime": "podman"}},
+            **WATCH,
+        },
+        name=name,
+    )
+
+
+def test_a_p_container_is_compared_with_a_container_production_beyond_the_runbooks_three_differences(
+    make_plan: PlanFactory, container_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in container_engine.env.items():  # production's own commands and inspect use the engine too
+        monkeypatch.setenv(key, value)
+    model, port = "boxed-prod", free_port()
+    plan = container_production(make_plan, container_engine, tmp_path, model, port)
+    up = fairwin("production", "up", str(plan))
+    assert up.returncode == 0, up.stderr
+    try:
+        extra = container_production(make_plan, container_engine, tmp_path, model, port, "env.toml", {"DEBUG": "1"})
+        done = fairwin("run", str(extra), "--mode", "policy", "--quiet")
+        assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+        said = done.stderr
+        assert "before production is taken down: role PP: its environment differs from production's head" in said
+        assert "(container prod-boxed-prod (podman)) in DEBUG" in said
+
+        moved = container_production(make_plan, container_engine, tmp_path, model, port, "mount.toml", models="other")
+        done = fairwin("run", str(moved), "--mode", "policy", "--quiet")
+        assert done.returncode == 4, done.stderr
+        ours, theirs = tmp_path / "other", tmp_path / "models"
+        assert f"role PP: its mount at /models is {ours} (ro); production's head has {theirs} (ro)" in done.stderr
+
+        # The runbook's three: the worker identities and the greedy switch in its env, the round-trace mount.
+        three = container_production(
+            make_plan,
+            container_engine,
+            tmp_path,
+            model,
+            port,
+            "three.toml",
+            {"WORKER_IDENTITIES": "0,1", "GREEDY": "1"},
+            mounts=(f"{tmp_path / 'trace'}:/trace",),
+        )
+        done = fairwin("run", str(three), "--mode", "policy", "--quiet")
+        assert done.returncode in (0, 1), done.stderr
+        window = only_window(three)
+        for start in ("s1", "s3"):
+            receipt = json.loads((window / "starts" / start / "start.json").read_text())
+            assert receipt["role"] == "PP"
+            assert "matches production's head beyond its allowed differences" in receipt["env_check"]
+            trace = {"source": str(tmp_path / "trace"), "destination": "/trace", "mode": "rw"}
+            assert trace in receipt["container"]["mounts"]
+        assert status(window)["restore"]["state"] == "RESTORED"
+    finally:
+        fairwin("production", "down", str(plan))
+    assert container_engine.names("fairwin.window") == []

@@ -197,8 +197,14 @@ class Plan(StrictModel):
                 raise ValueError(f"roles.{role_name}.base names the role itself")
             if role.base is not None and self.roles[role.base].base is not None:
                 raise ValueError(f"roles.{role_name}.base: {role.base!r} is derived itself; derive from one level only")
-            if role.base is None and (role.unset_env or role.allowed_env_differences):
-                raise ValueError(f"roles.{role_name}: unset_env and allowed_env_differences need a base role")
+            if role.base is None and role.unset_env:
+                raise ValueError(f"roles.{role_name}: unset_env needs a base role")
+            compared = role.base is not None or role.compare_live
+            if not compared and (role.allowed_env_differences or role.allowed_mount_differences):
+                raise ValueError(
+                    f"roles.{role_name}: allowed_env_differences and allowed_mount_differences need a base role or "
+                    "compare_live = true"
+                )
         self._production_role()
         self._remote_roles()
         for host in self.telemetry.watchdog_logs:
