@@ -15,6 +15,8 @@ from tests.conftest import PlanFactory, sim_role
 from tests.integration.containers import IMAGE, Engine, sim_mounts
 from tests.integration.helpers import fairwin, only_window, status
 from tests.integration.production import WATCH, killed_inside, production_plan, start_run
+from tests.integration.sshd import SshHosts
+from tests.integration.test_hosts import with_hosts
 
 pytestmark = pytest.mark.usefixtures("container_engine")
 
@@ -226,3 +228,34 @@ def test_a_p_container_is_compared_with_a_container_production_beyond_the_runboo
     finally:
         fairwin("production", "down", str(plan))
     assert container_engine.names("fairwin.window") == []
+
+
+def test_containers_on_a_remote_host_run_a_window_and_recover_removes_one_fairwin_left(
+    make_plan: PlanFactory, container_engine: Engine, ssh_hosts: SshHosts
+) -> None:
+    """The roles' containers run on h1 and h2 (loopback sshd), their runtime asked over SSH."""
+    box = container_engine.sim_container()
+    roles = {
+        "A": sim_role("--ms-per-round", "6", model="boxed-ssh", port=free_port(), host="h1", container=box),
+        "B": sim_role("--ms-per-round", "2", model="boxed-ssh", port=free_port(), host="h2", container=box),
+    }
+    cells = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 1}}
+    plan = with_hosts(make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, cells=cells), ssh_hosts)
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    assert [(r["host"], r["container"]["name"]) for r in receipts(window)] == [  # type: ignore[index]
+        ("h1", f"fairwin-{window.name}-s1-A-head"),
+        ("h2", f"fairwin-{window.name}-s2-B-head"),
+        ("h1", f"fairwin-{window.name}-s3-A-head"),
+    ]
+    assert container_engine.names() == []
+
+    killed = killed_inside(
+        plan, start_run(plan, "--mode", "controlled", kill_at="start s2:launched"), "start s2:launched"
+    )
+    assert container_engine.names(f"fairwin.window={killed.name}", every=False) == [f"fairwin-{killed.name}-s2-B-head"]
+    recovered = fairwin("recover", str(plan))
+    assert recovered.returncode == 0, recovered.stderr
+    assert f"container fairwin-{killed.name}-s2-B-head on host h2" in json.dumps(status(killed)["recovery"])
+    assert container_engine.names() == []

@@ -128,20 +128,24 @@ async def _remove_containers(
     loaded: LoadedPlan, window_id: str, launched: list[Launched], problems: list[str]
 ) -> list[str]:
     """Every container labelled with the window, on every engine the plan's containers use (here and on its
-    hosts), stopped and removed; a journaled container none of them held is named as a problem."""
+    hosts), stopped and removed (through the host it was journaled on, where that host's engine lists it). An
+    engine that cannot be asked is named as a problem; a journaled container no engine has was removed already."""
+    journaled = {s.container: s.host for s in launched if s.container is not None}
+    clis = container_clis(loaded)
     removed: list[str] = []
-    seen: set[str] = set()
-    for cli in container_clis(loaded):
+    handled: set[str] = set()
+    for cli in clis:
         try:
-            names = await cli.labelled(f"{WINDOW_LABEL}={window_id}", running_only=False)
-            seen.update(names)
-            removed += await cli.remove(names, STOP_GRACE_S)
+            names = [
+                n for n in await cli.labelled(f"{WINDOW_LABEL}={window_id}", running_only=False) if n not in handled
+            ]
         except LaunchError as exc:
-            problems.append(f"the containers{cli.where} could not be listed or removed: {exc}")
-    for server in launched:
-        if server.container is not None and server.container not in seen and not problems:
-            where = f" on host {server.host}" if server.host else ""
-            problems.append(f"container {server.container}{where} was journaled but no engine the plan names has it")
+            problems.append(f"the containers{cli.where} could not be listed: {exc}")
+            continue
+        for name in (n for n in listed if n not in handled):
+            owner = next((c for c in clis if name in journaled and c.host_name == journaled[name]), cli)
+            removed += await owner.remove([name], STOP_GRACE_S)
+            handled.add(name)
     return removed
 
 
