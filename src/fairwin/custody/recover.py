@@ -136,9 +136,7 @@ async def _remove_containers(
     handled: set[str] = set()
     for cli in clis:
         try:
-            names = [
-                n for n in await cli.labelled(f"{WINDOW_LABEL}={window_id}", running_only=False) if n not in handled
-            ]
+            listed = await cli.labelled(f"{WINDOW_LABEL}={window_id}", running_only=False)
         except LaunchError as exc:
             problems.append(f"the containers{cli.where} could not be listed: {exc}")
             continue
