@@ -10,11 +10,12 @@ after the server stops, since the server, not fairwin, writes it).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from fairwin.errors import InputError
@@ -239,3 +240,14 @@ __all__ = [
     "scrub_file",
     "secret_from_env",
 ]
+
+
+def fingerprint(key: str, value: str) -> str:
+    """A variable's value as readings and receipts keep it: a secret's (or a URL password's) as its sha256."""
+    if is_secret_name(key) or url_passwords(value):
+        return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+    return value
+
+
+def fingerprinted(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: fingerprint(key, value) for key, value in env.items()}

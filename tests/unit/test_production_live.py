@@ -15,12 +15,12 @@ from fairwin.production.live import (
     LiveMember,
     LiveProduction,
     changes,
-    fingerprint,
     keep,
     oldest_match,
     parse_process,
     stored,
 )
+from fairwin.redaction import fingerprint
 from fairwin.window.runtime import check_live_env, check_live_speculative
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containers"

@@ -35,6 +35,8 @@ RUNTIME_SET = frozenset({"PATH", "HOSTNAME", "TERM", "HOME", "container"})
 KILLED = 137
 #: How long the followed log may lag behind the runtime's own.
 CATCH_UP_S = 5.0
+#: While it starts, how often its state is also read from ``inspect``.
+STATE_POLL_S = 1.0
 
 
 def run_args(spec: LaunchSpec) -> list[str]:
@@ -97,9 +99,7 @@ class ContainerServer:
         return self.expected
 
     def described(self) -> dict[str, Any] | None:
-        from fairwin.production.live import fingerprinted  # the reading's digests: one way to hide a secret
-
-        return self.inspected.receipt(self.cli.runtime, fingerprinted) if self.inspected is not None else None
+        return self.inspected.receipt(self.cli.runtime) if self.inspected is not None else None
 
     async def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,10 +170,24 @@ class ContainerServer:
         lines = scrub(data.decode("utf-8", "replace")).strip().splitlines()
         return lines[-1] if lines else ""
 
+    async def _refresh_exit(self) -> None:
+        """Its exit status from ``inspect``, where ``wait`` has not reported one (a ``wait`` that began as the
+        container ended can miss it on a loaded machine)."""
+        if self.exited is not None:
+            return
+        code, out, _ = await self.cli.run("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", self.name)
+        state, _, exit_code = out.strip().partition(" ")
+        if code == 0 and state in ("exited", "stopped", "dead") and exit_code.lstrip("-").isdigit():
+            self.exited = int(exit_code)
+
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
         t0 = time.monotonic()
         last = "no answer yet"
+        next_look = t0 + STATE_POLL_S
         while True:
+            if time.monotonic() >= next_look:
+                await self._refresh_exit()
+                next_look = time.monotonic() + STATE_POLL_S
             if (code := self.exit_code()) is not None or self.lost:
                 await self.catch_up()
                 raise ServerExitedError(

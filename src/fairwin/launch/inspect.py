@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairwin.errors import ProductionError
+from fairwin.redaction import fingerprinted
 
 
 @dataclass(frozen=True)
@@ -31,15 +32,15 @@ class Inspected:
     exit_code: int | None
     labels: dict[str, str] = field(default_factory=dict)
 
-    def receipt(self, runtime: str, fingerprint: Any) -> dict[str, Any]:
-        """What a start's receipt records: secrets in its env as digests (``fingerprint`` is production's)."""
+    def receipt(self, runtime: str) -> dict[str, Any]:
+        """What a start's receipt records: secrets in its env as digests, as in production's reading."""
         return {
             "runtime": runtime,
             "name": self.name,
             "id": self.container_id[:12],
             "image": self.image,
             "image_id": self.image_id,
-            "env": fingerprint(self.env),
+            "env": fingerprinted(self.env),
             "mounts": self.mounts,
             "labels": self.labels,
         }

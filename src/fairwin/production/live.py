@@ -30,23 +30,12 @@ from fairwin.plan.production import LiveProcess
 from fairwin.production.records import LiveRecord
 from fairwin.production.where import LAUNCH_MARK
 from fairwin.records import read_record, write_record
-from fairwin.redaction import is_secret_name, redact_argv, url_passwords
+from fairwin.redaction import fingerprinted, redact_argv
 
 #: Between a process's environment and its command line in one read (neither holds a NUL-delimited marker).
 _MARKER_NAME = "FAIRWIN-CMDLINE"
 _MARKER = f"\0{_MARKER_NAME}\0"
 _PS = "ps -eo pid=,etimes=,args="
-
-
-def fingerprint(key: str, value: str) -> str:
-    """A variable's value as the reading keeps it: a secret's (or a URL password's) as its sha256."""
-    if is_secret_name(key) or url_passwords(value):
-        return "sha256:" + sha256_bytes(value.encode())
-    return value
-
-
-def fingerprinted(env: Mapping[str, str]) -> dict[str, str]:
-    return {key: fingerprint(key, value) for key, value in env.items()}
 
 
 @dataclass(frozen=True)

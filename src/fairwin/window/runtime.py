@@ -24,8 +24,8 @@ from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.checks import Runtime
 from fairwin.plan.roles import RepoPin
-from fairwin.production.live import LiveMember, fingerprinted
-from fairwin.redaction import is_secret_name
+from fairwin.production.live import LiveMember
+from fairwin.redaction import fingerprinted, is_secret_name
 
 STANDARD = "standard"
 SHOWN = 5
