@@ -18,7 +18,8 @@ escaping is a bug and keeps its traceback.
     ├── WindowError                   exit 3   a window started and could not finish
     │   ├── LaunchError                        a server did not come up
     │   │   ├── ServerExitedError              its process exited before it was healthy
-    │   │   └── HealthTimeoutError             it never answered its health path in time
+    │   │   ├── HealthTimeoutError             it never answered its health path in time
+    │   │   └── HostUnreachable                its host could not be reached over SSH (retried within reconnect_s)
     │   ├── WaveError                          the client could not measure a wave (LoadError: old name)
     │   │   ├── HTTPStatusError                the server answered non-2xx (carries the body)
     │   │   ├── TransportError                 no answer: refused, reset, timed out
@@ -153,6 +154,11 @@ class ServerExitedError(LaunchError):
 
 class HealthTimeoutError(LaunchError):
     """The server never answered its health path before the startup deadline."""
+
+
+class HostUnreachable(LaunchError):
+    """A declared host could not be reached over SSH (a network failure, not a refused key): what a retry within
+    the host's ``reconnect_s`` may cure."""
 
 
 class WaveError(WindowError):

@@ -23,6 +23,21 @@ def processes_with(marker: str) -> list[int]:
     return pids
 
 
+def servers_with(marker: str) -> list[int]:
+    """:func:`processes_with`, less the shell fairwin keeps a remote server's pid and exit status with (its
+    command line holds the server's)."""
+    wrapper = '"$0/group"'
+    found = []
+    for pid in processes_with(marker):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if wrapper not in cmdline:
+            found.append(pid)
+    return found
+
+
 def fairwin(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run(

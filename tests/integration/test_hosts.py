@@ -16,7 +16,7 @@ import pytest
 from fairwin.files import read_jsonl, scan_jsonl, sha256_file
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, only_window, processes_with, status
+from tests.integration.helpers import fairwin, only_window, processes_with, servers_with, status
 from tests.integration.production import WATCH, killed_inside, start_run
 from tests.integration.sshd import SshHosts
 
@@ -172,17 +172,9 @@ def test_an_unknown_host_key_is_refused_in_one_line(make_plan: PlanFactory, ssh_
     assert done.stderr.count("\n") == 1 and not (plan.parent / "windows").exists()
 
 
-@pytest.mark.slow
-def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_restores_production(
-    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path]
-) -> None:
-    production = {"role": "P", **WATCH}
-    plan = remote_plan(make_plan, ssh_hosts, "ssh-lost", production=production)
-    text = plan.read_text()
-    p_role = sim_role(model="ssh-lost-prod", port=free_port())
-    plan.write_text(text + "\n[roles.P]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in p_role.items()))
-    stop_production.append(plan)
-    assert fairwin("production", "up", str(plan)).returncode == 0
+def run_cut_mid_start(plan: Path, ssh: SshHosts) -> tuple[subprocess.Popen[str], str]:
+    """``fairwin run`` with h2's SSH connections cut once B (start s2, on h2) answers: the sshd session processes
+    serving fairwin are killed, never the server. Its return code is the caller's to judge; its stderr."""
     run = subprocess.Popen(
         [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"],
         stdout=subprocess.PIPE,
@@ -193,21 +185,88 @@ def test_a_lost_ssh_connection_fails_the_start_stops_the_remote_server_and_resto
     try:
         deadline = time.monotonic() + 60
         journals = (plan.parent / "windows").glob
-        while not any(
-            e.get("step") == "start s2" and e.get("event") == "launched"
+        launched = [
+            e
             for j in journals("*/journal.jsonl")
             for e in scan_jsonl(j)[0]
-        ):
+            if e.get("step") == "start s2" and e.get("event") == "launched"
+        ]
+        while not launched:
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.05)
-        h2 = ssh_hosts.hosts[1]
-        for session in h2.sessions():  # the connection serving start s2 drops
+            launched = [
+                e
+                for j in journals("*/journal.jsonl")
+                for e in scan_jsonl(j)[0]
+                if e.get("step") == "start s2" and e.get("event") == "launched"
+            ]
+        port = int(launched[0]["argv"][launched[0]["argv"].index("--port") + 1])
+        while not healthy(port):  # B serves: its warm-up and waves are under way
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.05)
+        time.sleep(1.5)  # its checks are done; its waves run
+        for session in ssh.hosts[1].sessions():  # the connections serving start s2 drop
             os.kill(session.pid, signal.SIGKILL)
-        _, err = run.communicate(timeout=120)
+        _, err = run.communicate(timeout=180)
     finally:
         run.kill()
+    return run, err
+
+
+def healthy(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def lost_plan(make_plan: PlanFactory, ssh: SshHosts, model: str) -> Path:
+    """Remote roles A and B (B slow enough that its waves run for seconds), and a production role P here."""
+    plan = remote_plan(make_plan, ssh, model, production={"role": "P", **WATCH})
+    slow_b = f'"--model", "{model}-b", "--ms-per-round", "20"'
+    text = plan.read_text().replace(f'"--model", "{model}-b", "--ms-per-round", "4"', slow_b)
+    assert slow_b in text
+    p_role = sim_role(model=f"{model}-prod", port=free_port())
+    plan.write_text(text + "\n[roles.P]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in p_role.items()))
+    return plan
+
+
+@pytest.mark.slow
+def test_a_dropped_ssh_connection_is_reestablished_and_the_window_completes(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path]
+) -> None:
+    plan = lost_plan(make_plan, ssh_hosts, "ssh-drop")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    run, err = run_cut_mid_start(plan, ssh_hosts)
+    assert run.returncode in (0, 1), err  # a verdict, whichever: the window measured through the drop
+    window = only_window(plan)
+    assert status(window)["state"] == "complete"
+    events = read_jsonl(window / "journal.jsonl")
+    reconnected = [e for e in events if e["event"] == "reconnected"]
+    assert reconnected and all(e["step"] == "start s2" and e["host"] == "h2" for e in reconnected), reconnected
+    s2 = json.loads((window / "starts" / "s2" / "start.json").read_text())
+    assert s2["pooled_rows"] > 0 and s2["stop"]["signal"] == "SIGTERM"  # the server fairwin launched, kept
+    assert "fairwin sim: serving ssh-drop-b" in (window / "starts" / "s2" / "h2.log").read_text()
+    assert processes_with("ssh-drop-b") == [] and processes_with("ssh-drop-a") == []
+    assert status(window)["restore"]["state"] == "RESTORED"
+
+
+@pytest.mark.slow
+def test_with_reconnect_s_0_a_lost_connection_fails_the_start_and_restores_production(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path]
+) -> None:
+    plan = lost_plan(make_plan, ssh_hosts, "ssh-lost")
+    plan.write_text(plan.read_text().replace("[hosts.h2]\n", "[hosts.h2]\nreconnect_s = 0\n"))
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    run, err = run_cut_mid_start(plan, ssh_hosts)
     assert run.returncode == 3, err
     assert "role B on host h2: the SSH connection to host h2 was lost" in err and err.count("\n") == 1
+    assert "not re-established within 0 s (hosts.h2.reconnect_s)" in err
     window = only_window(plan)
     final = status(window)
     assert final["state"] == "failed" and final["restore"]["state"] == "RESTORED"
@@ -220,7 +279,7 @@ def test_recover_stops_a_server_left_on_a_remote_host(make_plan: PlanFactory, ss
     # Killed right after B's launch, while B still starts: B must outlive the channel its fairwin held.
     plan = remote_plan(make_plan, ssh_hosts, "ssh-kill", orphan_b=True)
     window = killed_inside(plan, start_run(plan, kill_at="start s2:launched"), "start s2:launched")
-    assert len(processes_with("ssh-kill-b")) == 1  # left running on h2 by the fairwin that died
+    assert len(servers_with("ssh-kill-b")) == 1  # left running on h2 by the fairwin that died
     recovered = fairwin("recover", str(plan))
     assert recovered.returncode == 0, recovered.stderr
     assert recovered.stdout.startswith(f"recovered window {window.name}: stopped 1 server process(es)")

@@ -11,7 +11,7 @@ import pytest
 from fairwin.files import read_jsonl
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, only_window, processes_with, status
+from tests.integration.helpers import fairwin, only_window, processes_with, servers_with, status
 from tests.integration.production import killed_inside, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
@@ -121,7 +121,7 @@ def test_recover_stops_the_workers_a_dead_fairwin_left_on_their_hosts(
 ) -> None:
     plan = spanning_plan(make_plan, ssh_hosts, "span-kill", worker("span-kill-worker", free_port()))
     window = killed_inside(plan, start_run(plan, kill_at="start s2:launched"), "start s2:launched")
-    assert len(processes_with("span-kill-worker")) == 1  # the worker, launched on h1 before fairwin died
+    assert len(servers_with("span-kill-worker")) == 1  # the worker, launched on h1 before fairwin died
     recovered = fairwin("recover", str(plan))
     assert recovered.returncode == 0, recovered.stderr
     assert recovered.stdout.startswith(f"recovered window {window.name}: stopped 1 server process(es)")

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from fairwin.errors import ServerExitedError
 from fairwin.files import read_jsonl
-from fairwin.launch.local import StopRecord
+from fairwin.launch.local import Note, StopRecord
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.sim.app import build_app
@@ -78,6 +78,9 @@ class ThreadSim:
 
     def problem(self) -> str | None:
         return None
+
+    def report_to(self, note: Note) -> None:
+        del note  # nothing happens to it that the start does not see itself
 
     def described(self) -> dict[str, Any] | None:
         return None

@@ -10,7 +10,7 @@ import pytest
 
 from fairwin.directory.journal import JournalRow, servers
 from fairwin.errors import HealthTimeoutError, PlanError, ServerExitedError
-from fairwin.launch.local import StopRecord
+from fairwin.launch.local import Note, StopRecord
 from fairwin.launch.readiness import LogWatch, wait_ready
 from fairwin.launch.spec import make_spec, worker_specs
 from fairwin.plan.hosts import Host
@@ -94,6 +94,9 @@ class Fake:
 
     def problem(self) -> str | None:
         return self.why
+
+    def report_to(self, note: Note) -> None:
+        del note  # nothing happens to it that the start does not see itself
 
     def described(self) -> dict[str, Any] | None:
         return None

@@ -176,8 +176,9 @@ async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]
     except (LaunchError, InputError) as exc:  # an unset passphrase_env too: production is still given back
         problems.append(f"could not reach host {server.host} to stop pid {server.pid}: {exc}")
         return []
+    group = server.group or server.pid  # a detached server's group is its wrapper's (launch/remote.py)
     try:
-        sent = await stop_remote_group(conn, server.pid, STOP_GRACE_S)
+        sent = await stop_remote_group(conn, group, STOP_GRACE_S)
     finally:
         conn.close()
     return [] if sent == "none" else [f"pid {server.pid} on host {server.host} ({sent})"]

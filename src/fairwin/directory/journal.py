@@ -39,7 +39,7 @@ from fairwin.files import first_problem, scan_jsonl
 from fairwin.formats import JOURNAL, RecordFormat
 from fairwin.records import Record, append_records
 
-Event = Literal["begin", "end", "failed", "interrupted", "launching", "launched"]
+Event = Literal["begin", "end", "failed", "interrupted", "launching", "launched", "reconnected"]
 
 #: The steps whose names are fixed; a start's step and a look's carry the start they follow (:func:`start_step`,
 #: :func:`look_step`), so every step name is one of these or made by those two.
@@ -148,6 +148,7 @@ class Launched:
     argv: list[str]
     host: str | None  # a [hosts.NAME]; None: fairwin's own host
     container: str | None = None  # a container's name: stopped through its runtime, never by pid
+    group: int | None = None  # its process group (a remote server's wrapper's), where it differs from its pid
 
 
 def servers(events: list[JournalRow]) -> list[Launched]:
@@ -161,7 +162,8 @@ def servers(events: list[JournalRow]) -> list[Launched]:
             host = details.get("host") if isinstance(details.get("host"), str) else None
             key = (event.step, str(details.get("member", "head")))
             box = details.get("container") if isinstance(details.get("container"), str) else None
-            found[key] = Launched(pid, [str(a) for a in argv], host, box)
+            group = details.get("group") if isinstance(details.get("group"), int) else None
+            found[key] = Launched(pid, [str(a) for a in argv], host, box, group)
     return list(found.values())
 
 

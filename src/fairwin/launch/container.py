@@ -24,7 +24,7 @@ import aiohttp
 
 from fairwin.errors import HealthTimeoutError, LaunchError, ProductionError, ServerExitedError
 from fairwin.launch.inspect import Inspected, image_env, parse_inspect
-from fairwin.launch.local import HEALTH_POLL_S, LOG_TAIL_BYTES, StopRecord
+from fairwin.launch.local import HEALTH_POLL_S, LOG_TAIL_BYTES, Note, StopRecord
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec
 from fairwin.redaction import scrub, scrub_file
@@ -97,6 +97,9 @@ class ContainerServer:
     @property
     def expected_env(self) -> dict[str, str]:
         return self.expected
+
+    def report_to(self, note: Note) -> None:
+        del note  # nothing happens to it that the start does not see itself
 
     def described(self) -> dict[str, Any] | None:
         return self.inspected.receipt(self.cli.runtime) if self.inspected is not None else None

@@ -13,9 +13,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
@@ -25,6 +26,8 @@ from fairwin.redaction import scrub, scrub_file
 
 HEALTH_POLL_S = 0.1
 LOG_TAIL_BYTES = 2000
+#: What a server reports while it runs, for the window to journal: a remote one's connection re-established.
+Note = Callable[[Literal["reconnected"], dict[str, Any]], None]
 
 
 def read_process_env(pid: int) -> dict[str, str] | None:
@@ -112,6 +115,9 @@ class LocalServer:
     def problem(self) -> str | None:
         """Why the server can no longer be trusted though it may still answer (never, for a local child)."""
         return None
+
+    def report_to(self, note: Note) -> None:
+        del note  # nothing happens to it that the start does not see itself
 
     def described(self) -> dict[str, Any] | None:
         return None  # a plain process: its receipt is its argv and pid

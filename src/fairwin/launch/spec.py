@@ -30,6 +30,8 @@ from fairwin.redaction import (
 
 #: Every container fairwin starts carries this label, its value the window's id.
 WINDOW_LABEL = "fairwin.window"
+#: How every container and remote run directory fairwin names begins: then the window's id, start, role, member.
+RUN_PREFIX = "fairwin-"
 
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|head_address|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -90,7 +92,8 @@ class LaunchSpec:
     shown_env: dict[str, str] = field(default_factory=dict)  # the plan's env as written, env files left out
     env_files: dict[str, str] = field(default_factory=dict)  # each env file's path and sha256, never its contents
     container: Container | None = None  # run as a container: env is then exactly the declared variables
-    container_name: str | None = None  # given for one start of one window (:func:`for_start`)
+    run_name: str | None = None  # its name for one start of one window (:func:`for_start`): a container's, a
+    # remote server's run directory
     labels: dict[str, str] = field(default_factory=dict)  # the container's: its window, start, role and member
 
     def __post_init__(self) -> None:
@@ -98,16 +101,19 @@ class LaunchSpec:
             object.__setattr__(self, "shown_argv", redact_argv(self.argv))
 
     def for_start(self, window_id: str, start: str) -> LaunchSpec:
-        """The spec as one start of one window launches it: a container named and labelled for both."""
-        if self.container is None:
-            return self
+        """The spec as one start of one window launches it: named for both (a container's name, a remote server's
+        run directory), and a container labelled with both."""
         member = self.member.replace(" ", "-")
         labels = {WINDOW_LABEL: window_id, "fairwin.start": start, "fairwin.role": self.role_name}
         return replace(
             self,
-            container_name=f"fairwin-{window_id}-{start}-{self.role_name}-{member}",
-            labels={**labels, "fairwin.member": self.member},
+            run_name=f"{RUN_PREFIX}{window_id}-{start}-{self.role_name}-{member}",
+            labels={**labels, "fairwin.member": self.member} if self.container is not None else {},
         )
+
+    @property
+    def container_name(self) -> str | None:
+        return self.run_name if self.container is not None else None
 
     @property
     def label(self) -> str:

@@ -27,6 +27,17 @@ class Host(StrictModel):
     python: str = Field("python3", description="What {python} means in a role's argv on this host.")
     nvidia_smi: str = Field("nvidia-smi", description="The nvidia-smi that samples this host's GPUs.")
     connect_timeout_s: float = Field(10.0, gt=0, le=300)
+    reconnect_s: float = Field(
+        120.0,
+        ge=0,
+        description="A dropped connection to a server running here is retried, with backoff, for this long; "
+        "0: a drop fails the start.",
+    )
+    run_dir: str = Field(
+        ".fairwin/run",
+        description="Where each server's pid, group, exit status and log are kept on the host (relative: to the "
+        "login's home).",
+    )
 
 
 def resolved(host: Host, base_dir: Path) -> Host:

@@ -24,7 +24,7 @@ from fairwin.launch.container import ContainerServer
 from fairwin.launch.identity import checkout, digests
 from fairwin.launch.launchable import launch_problems
 from fairwin.launch.listeners import check_free, check_ours, listen_ports
-from fairwin.launch.local import LocalServer, StopRecord
+from fairwin.launch.local import LocalServer, Note, StopRecord
 from fairwin.launch.readiness import wait_ready
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
@@ -72,6 +72,9 @@ class ServerHandle(Protocol):
     def described(self) -> dict[str, Any] | None:
         """What its runtime says it runs (a container's name, image, env and mounts); None for a plain process."""
 
+    def report_to(self, note: Note) -> None:
+        """Where it reports what happens to it while it runs (a remote server's reconnects), to be journaled."""
+
     async def stop(self) -> StopRecord: ...
 
 
@@ -89,7 +92,7 @@ def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
     if spec.container is not None:
         return ContainerServer(spec=spec, log_path=log_path, cli=RuntimeCli.of(spec.container, spec.host, spec.remote))
     if spec.remote is not None and spec.host is not None:
-        from fairwin.launch.ssh import RemoteServer  # asyncssh is imported only where a role runs remotely
+        from fairwin.launch.remote import RemoteServer  # asyncssh is imported only where a role runs remotely
 
         return RemoteServer(spec=spec, host_name=spec.host, host=spec.remote, log_path=log_path)
     return LocalServer(spec=spec, log_path=log_path)
@@ -200,8 +203,10 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
             where |= {"container": spec.container_name, "runtime": spec.container.runtime}
         await process.prove_free()
         window.journal_event(step, "launching", argv=spec.shown_argv, **where)
+        process.handle.report_to(lambda event, details: window.journal_event(step, event, **details))
         await process.handle.start()
-        window.journal_event(step, "launched", pid=process.handle.pid, argv=spec.shown_argv, **where)
+        handle = process.handle
+        window.journal_event(step, "launched", pid=handle.pid, group=handle.listens_as, argv=spec.shown_argv, **where)
         if process.ready is not None:
             address = spec.remote.address if spec.remote is not None else "127.0.0.1"
             ready_s = await wait_ready(process.handle, process.ready, process.log, spec.label, address)
