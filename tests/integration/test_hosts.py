@@ -343,3 +343,40 @@ def test_each_start_samples_the_gpus_of_its_own_host_over_ssh(make_plan: PlanFac
     decision = json.loads((window / "decision.json").read_text())
     assert decision["verdict"] == "INCONCLUSIVE"
     assert "starts ran at different clock caps" in " ".join(decision["cells"][0]["validity"]["conditions"])
+
+
+@pytest.mark.slow
+def test_servers_on_a_host_are_found_by_their_run_directories_not_by_a_session(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path]
+) -> None:
+    plan = lost_plan(make_plan, ssh_hosts, "ssh-left")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    # Another window's server on h1 (the loopback hosts share this machine's home): the hardware is not quiet.
+    stray = Path.home() / ".fairwin" / "run" / "fairwin-another-window-s1-A-head"
+    stray.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(["setsid", "sh", "-c", f"echo $$ > {stray}/group; exec sleep 120"])
+    try:
+        while not (stray / "group").exists():
+            time.sleep(0.05)
+        done = fairwin("run", str(plan), "--quiet")
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        subprocess.run(["rm", "-rf", str(stray)], check=True)
+    assert done.returncode != 0
+    assert "the hardware is not quiet before s1: server fairwin-another-window-s1-A-head (group" in done.stderr
+    assert "of a fairwin window runs on host h1" in done.stderr
+
+    # A launch cut before its pid was journaled: recover finds the server by its run directory on h2.
+    window = killed_inside(plan, start_run(plan, kill_at="start s2:launched"), "start s2:launched")
+    journal = window / "journal.jsonl"
+    rows = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(r for r in rows if '"launched"' not in r or '"start s2"' not in r))
+    assert servers_with("ssh-left-b") != []
+    recovered = fairwin("recover", str(plan))
+    assert recovered.returncode == 0, recovered.stderr
+    stopped = status(window)["recovery"]["stopped"]
+    # The loopback hosts share one home: whichever host's sweep came first found it.
+    assert any(line.startswith("group ") and f"fairwin-{window.name}-s2-B-head) on host h" in line for line in stopped)
+    assert processes_with("ssh-left-b") == [] and not list((Path.home() / ".fairwin" / "run").glob(f"*{window.name}*"))

@@ -18,8 +18,10 @@ import aiohttp
 
 from fairwin.directory.status import Restore
 from fairwin.errors import InputError, LaunchError, ProductionError, RestoreFailed
+from fairwin.launch.remote_runs import live_runs
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import WINDOW_LABEL, make_spec
+from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.proof import port_state
@@ -50,6 +52,7 @@ class Hold:
     snapshot: dict[str, Any] = field(default_factory=dict)
     gpu: GpuSource | None = None  # where telemetry exists, the quiet proof also reads the GPUs' compute processes
     containers: list[RuntimeCli] = field(default_factory=list)  # the engines the window's containers run on
+    hosts: dict[str, Host] = field(default_factory=dict)  # the hosts the window's servers run on, over SSH
 
     @property
     def owed(self) -> bool:
@@ -67,6 +70,7 @@ class Hold:
         problems += [f"{url} accepts connections" for url in self.quiet_urls if port_state(url) == "open"]
         problems += await self._gpu_problems()
         problems += await self._container_problems()
+        problems += await self._remote_run_problems()
         if problems:
             raise ProductionError(f"the hardware is not quiet {when}: {'; '.join(problems)}")
         return {"quiet": when, "ports_refusing": [self.production.base_url, *self.quiet_urls]}
@@ -92,6 +96,19 @@ class Hold:
                 problems.append(str(exc))
                 continue
             problems += [f"container {name} of a fairwin window runs{cli.where}" for name in names]
+        return problems
+
+    async def _remote_run_problems(self) -> list[str]:
+        """A server fairwin launched on one of the window's hosts (any window's, by its run directory) still runs;
+        a host whose run directories cannot be read is a problem too."""
+        problems = []
+        for name, host in self.hosts.items():
+            try:
+                problems += [
+                    f"server {run} of a fairwin window runs on host {name}" for run in await live_runs(name, host)
+                ]
+            except LaunchError as exc:
+                problems.append(str(exc))
         return problems
 
     async def give_back(self) -> dict[str, Any]:

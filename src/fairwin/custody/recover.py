@@ -32,6 +32,7 @@ from fairwin.directory.journal import Launched, happened, opened_with, read_jour
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import Restore, WindowStatus
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
+from fairwin.launch.remote_runs import stop_runs
 from fairwin.launch.runtime_cli import container_clis
 from fairwin.launch.spec import WINDOW_LABEL, make_spec, worker_specs
 from fairwin.plan.hosts import resolved
@@ -41,6 +42,7 @@ from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
 from fairwin.records import read_record
 from fairwin.redaction import argv_matches, scrub_file
+from fairwin.telemetry.hosts import window_hosts
 
 STOP_GRACE_S = 10.0
 
@@ -102,6 +104,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
             continue
         for process in _matching(server.pid, server.argv):
             result.stopped.append(await _stop(process))
+    result.stopped += await _stop_runs(loaded, directory.window_id, result.problems)
     _scrub_logs(loaded, directory, result.problems)
     chain = read_marker(marker_path(loaded, output_dir)) if loaded.plan.production is not None else None
     if chain is not None or (happened(events, "production down", "begin") and not happened(events, "restore", "end")):
@@ -160,6 +163,20 @@ def _scrub_logs(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -
             problems.append(f"the logs could not be scrubbed of role {name}'s secrets ({exc})")
     for log in sorted(directory.path.rglob("*.log")):
         scrub_file(log)
+
+
+async def _stop_runs(loaded: LoadedPlan, window_id: str, problems: list[str]) -> list[str]:
+    """What the window still runs on any host of the plan's roles, found by its run directories there (a server
+    whose launch was cut before its pid was journaled too), stopped and its directories removed."""
+    stopped: list[str] = []
+    for name in (h for h in window_hosts(loaded, loaded.plan.roles) if h is not None):
+        try:
+            stopped += await stop_runs(
+                name, resolved(loaded.plan.hosts[name], loaded.base_dir), window_id, STOP_GRACE_S
+            )
+        except (LaunchError, InputError) as exc:
+            problems.append(f"the servers left on host {name} could not be stopped: {exc}")
+    return stopped
 
 
 async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]) -> list[str]:

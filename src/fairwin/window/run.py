@@ -29,6 +29,7 @@ from fairwin.directory.environment import capture, commit_of
 from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.launch.runtime_cli import container_clis
+from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
@@ -113,6 +114,7 @@ def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: C
         snapshot=production.snapshot(),
         gpu=gpus,
         containers=container_clis(loaded, roles),
+        hosts={h: resolved(loaded.plan.hosts[h], loaded.base_dir) for h in window_hosts(loaded, roles) if h},
     )
     if admitted.live is not None:  # what production really ran, beside what the plan declares
         hold.snapshot["live"] = admitted.live.record()
