@@ -3,6 +3,7 @@
 #   sshd                      (openssh-server)          roles on remote hosts, over loopback SSH
 #   chromium-headless-shell   (chromium-headless-shell) report.html rendered and screenshotted
 #   PostgreSQL's server       (postgresql)              the shared control archive, initdb'd per test session
+#   tmux                      (tmux)                    chain placeholders on remote hosts
 #   podman and runc           (podman, runc)            container roles, rootful, with throwaway storage per
 #                                                       test session (the docker CLI is driven through podman's
 #                                                       Docker-compatible socket where it is installed)
@@ -17,6 +18,7 @@ have chromium-headless-shell || need+=(chromium-headless-shell)
 have initdb || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 have podman || need+=(podman)
 have runc || need+=(runc)
+have tmux || need+=(tmux)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from fairwin.files import read_jsonl
 from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run
+from tests.integration.sshd import SshHosts
+from tests.integration.test_hosts import with_hosts
 
 
 def chain_plan(make_plan: PlanFactory, model: str, **roles: object) -> Path:
@@ -283,3 +286,69 @@ def test_a_failure_after_the_chained_close_still_aborts_the_chain_and_restores_p
     assert status(window)["chain"]["end"] == "ABORTED" and status(window)["restore"]["state"] == "RESTORED"
     assert not scratch_chain_marker.exists() and processes_with("hold-chain-late") == []
     assert fairwin("production", "status", str(plan)).returncode == 0
+
+
+def tmux_sessions(socket: str) -> list[str]:
+    done = subprocess.run(
+        ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"], capture_output=True, text=True
+    )
+    return sorted(done.stdout.split()) if done.returncode == 0 else []
+
+
+@pytest.mark.slow
+def test_placeholders_on_two_hosts_hold_the_hardware_between_chained_windows(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    """The runbook's hold: a placeholder in tmux on each host, started over SSH, proved there, left running
+    between windows, probed there by check-prev, and taken down by the next window."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (tools/install-test-tools.sh installs it with apt-get)")
+    socket = f"fairwin-test-{os.getpid()}"  # the loopback hosts share this machine: one socket of the test's own
+    holders = {
+        f"hold{n}": {
+            "argv": [sys.executable, "-c", "import time; time.sleep(3600)", f"hold-chain-hosts-h{n}"],
+            "host": f"h{n}",
+            "tmux_socket": socket,
+            "settle_s": 0.3,
+        }
+        for n in (1, 2)
+    }
+    plan = with_hosts(
+        production_plan(make_plan, "chain-hosts", window={"rule": "win2-launch-v1"}, chain={"placeholders": holders}),
+        ssh_hosts,
+    )
+    stop_production.append(plan)
+    try:
+        assert fairwin("production", "up", str(plan)).returncode == 0
+        first = run(plan, "--chain")
+        assert first.returncode == 0, first.stderr
+        assert tmux_sessions(socket) == ["fairwin-hold-hold1", "fairwin-hold-hold2"]  # they outlived the window
+        marker = json.loads(scratch_chain_marker.read_text())
+        assert [(p["name"], p["host"], p["session"]) for p in marker["placeholders"]] == [
+            ("hold1", "h1", "fairwin-hold-hold1"),
+            ("hold2", "h2", "fairwin-hold-hold2"),
+        ]
+        shown = fairwin("chain", "status", str(plan)).stdout
+        assert "on host h2, tmux session fairwin-hold-hold2)" in shown and "all running" in shown
+        assert fairwin("chain", "check-prev", str(plan)).returncode == 0
+
+        second = run(plan, "--chain")  # takes both down, measures, starts them again for the next window
+        assert second.returncode == 0, second.stderr
+        w2 = windows_of(plan)[1]
+        took_over = next(
+            e for e in read_jsonl(w2 / "journal.jsonl") if e["step"] == "production down" and e["event"] == "end"
+        )
+        assert [line.split(" (")[0] for line in took_over["placeholders"]] == [
+            f"hold1: stopped pid {marker['placeholders'][0]['pid']} on host h1",
+            f"hold2: stopped pid {marker['placeholders'][1]['pid']} on host h2",
+        ]
+
+        # One dies on h2: check-prev probes it there, refuses and aborts the chain.
+        subprocess.run(["tmux", "-L", socket, "kill-session", "-t", "=fairwin-hold-hold2"], check=True)
+        refused = fairwin("chain", "check-prev", str(plan))
+        assert refused.returncode == 4, refused.stderr
+        assert "on host h2 is not running" in refused.stderr and "chain ABORTED" in refused.stderr
+        assert tmux_sessions(socket) == [] and not scratch_chain_marker.exists()
+        assert fairwin("production", "status", str(plan)).returncode == 0  # restored
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)

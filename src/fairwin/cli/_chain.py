@@ -44,7 +44,7 @@ def _loaded(args: argparse.Namespace) -> tuple[LoadedPlan, Path]:
 def status(args: argparse.Namespace) -> int:
     from fairwin.custody.chain import describe
 
-    for line in describe(*_loaded(args)):
+    for line in asyncio.run(describe(*_loaded(args))):
         stdout.print(line, markup=False)
     return 0
 

@@ -96,7 +96,7 @@ def chained_order(rule: RuleSpec, marker: Marker | None) -> Order | None:
     return "candidate-first" if marker.last.order == "control-first" else "control-first"
 
 
-def continuation_problems(
+async def continuation_problems(
     loaded: LoadedPlan, marker: Marker, *, snapshot: dict[str, Any], commit: str | None, capture: Path | None = None
 ) -> list[str]:
     """Why the next window may not continue this chain: production's declaration, the commit under test, the
@@ -128,7 +128,7 @@ def continuation_problems(
         state = f"unreadable ({exc})"
     if state != "complete":
         problems.append(f"the chain's previous window {marker.last.window_id} is {state}, not complete")
-    problems += not_running(marker.placeholders)
+    problems += await not_running(loaded, marker.placeholders)
     return problems
 
 
@@ -251,7 +251,7 @@ async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str],
     }
 
 
-def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
+async def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
     """``fairwin chain status``: where the chain stands, one line per fact."""
     path = marker_path(loaded, output_dir)
     marker = read_marker(path)
@@ -264,11 +264,16 @@ def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
         f"(coordinator {marker.coordinator}, commit {(marker.commit or 'none')[:12]})",
         *(f"  {w.window_id}: {w.mode}, {w.order}" for w in marker.windows),
     ]
-    dead = not_running(marker.placeholders)
-    names = ", ".join(f"{p['name']} (pid {p['pid']})" for p in marker.placeholders) or "none declared"
+    dead = await not_running(loaded, marker.placeholders)
+    names = ", ".join(_placeholder(p) for p in marker.placeholders) or "none declared"
     lines.append(f"placeholders: {names}; " + ("; ".join(dead) if dead else "all running"))
     lines.append(f"next window's order: {chained_order(rule, marker) or 'drawn (the rule fixes or draws it)'}")
     return lines
+
+
+def _placeholder(record: dict[str, Any]) -> str:
+    where = f" on host {record['host']}, tmux session {record.get('session')}" if record.get("host") else ""
+    return f"{record['name']} (pid {record['pid']}{where})"
 
 
 async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | None, say: Callable[[str], None]) -> str:
@@ -279,7 +284,7 @@ async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | N
         return "no chain in progress: nothing to check"
     snapshot = Production(loaded, output_dir).snapshot()
     commit = git_state(loaded.base_dir).get("commit")
-    problems = continuation_problems(loaded, marker, snapshot=snapshot, commit=commit, capture=capture)
+    problems = await continuation_problems(loaded, marker, snapshot=snapshot, commit=commit, capture=capture)
     if not problems:
         return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
     why = f"the chain cannot continue: {'; '.join(problems)}"

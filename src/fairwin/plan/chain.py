@@ -20,7 +20,15 @@ class Placeholder(StrictModel):
     """A command that keeps the hardware reserved between chained windows; fairwin runs it detached."""
 
     argv: list[str] = Field(min_length=1, description="The command; it must keep running until taken down.")
-    env: dict[str, str] = Field(default_factory=dict, description="Added to fairwin's own environment.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Added to fairwin's own environment (on a host: to its login's)."
+    )
+    host: str | None = Field(
+        None, description="Run it on this [hosts.NAME], in a detached tmux session there (default: here)."
+    )
+    tmux_socket: str | None = Field(
+        None, description="On a host: the tmux socket its session lives on (tmux -L NAME; default: the default one)."
+    )
     port: int | None = Field(
         None,
         ge=1,

@@ -207,6 +207,7 @@ class Plan(StrictModel):
                 )
         self._production_role()
         self._remote_roles()
+        self._placeholders()
         for host in self.telemetry.watchdog_logs:
             if host != "here" and host not in self.hosts:
                 raise ValueError(f"telemetry.watchdog_logs names host {host!r}; use 'here' or a [hosts] name")
@@ -233,6 +234,16 @@ class Plan(StrictModel):
                 raise ValueError(f"roles.{role_name}: a role on a remote host needs a fixed port, not 'auto'")
             if role.cpus is not None or role.nice is not None:
                 raise ValueError(f"roles.{role_name}: cpus and nice apply on this host only; remove them")
+
+    def _placeholders(self) -> None:
+        for name, placeholder in self.chain.placeholders.items():
+            key = f"chain.placeholders.{name}"
+            if placeholder.host is not None and placeholder.host not in self.hosts:
+                raise ValueError(f"{key}.host names {placeholder.host!r}, which [hosts] does not declare")
+            if placeholder.host is not None and placeholder.port is not None:
+                raise ValueError(f"{key}: port is a port here; a placeholder on a host has none")
+            if placeholder.host is None and placeholder.tmux_socket is not None:
+                raise ValueError(f"{key}: tmux_socket goes with host (a placeholder here runs detached, not in tmux)")
 
     def _live_production(self) -> None:
         """Production's live processes name declared hosts; a role compared with them has a production to read."""

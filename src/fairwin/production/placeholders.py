@@ -1,39 +1,61 @@
 """Placeholders: the commands that hold the hardware while a chain leaves production down.
 
-Each runs detached (production/detached.py) so it outlives the window that started it;
-what was started (name, pid, argv) goes into the chain's marker, and the next window
-proves each still runs its command before it takes them down. A placeholder is proved
-running only when it is still alive ``settle_s`` after its start.
+A placeholder here runs detached (production/detached.py). One on a ``[hosts.NAME]``
+runs there in tmux, as the runbook's do: a detached session ``fairwin-hold-NAME`` on
+the host's default tmux socket, or on the one ``tmux_socket`` names; tmux keeps it
+after the SSH login ends, and the session's pane is the command itself. Either way what
+was started (name, host, pid, argv, the tmux session) goes into the chain's marker, and
+the next window proves each still runs its command, on its own host, before it takes
+them down. A placeholder is proved running only when it is still alive ``settle_s``
+after its start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
-from fairwin.errors import ProductionError
+from fairwin.errors import LaunchError, ProductionError
 from fairwin.launch.listeners import held_here
+from fairwin.launch.shell import shell
 from fairwin.plan.chain import Placeholder
+from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.detached import command_of, launch_detached
 from fairwin.production.proof import pid_alive, stop_group
 
+SESSION_PREFIX = "fairwin-hold-"
+
+
+def _tmux(socket: str | None) -> str:
+    return "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
+
+
+def _session(record: dict[str, Any]) -> str:
+    return f"={record.get('session') or SESSION_PREFIX + str(record.get('name'))}"  # "=": that session exactly
+
 
 class Placeholders:
-    """The plan's placeholders; ``state_dir`` keeps their pids and logs."""
+    """The plan's placeholders; ``state_dir`` keeps the pids and logs of those that run here."""
 
     def __init__(self, loaded: LoadedPlan, state_dir: Path) -> None:
         self.declared: dict[str, Placeholder] = loaded.plan.chain.placeholders
+        self.hosts: dict[str, Host] = {n: resolved(h, loaded.base_dir) for n, h in loaded.plan.hosts.items()}
         self.base_dir = loaded.base_dir
         self.state_dir = state_dir
 
     async def start(self) -> list[dict[str, Any]]:
-        """Start every placeholder and prove each running; any that is not is stopped with the rest, and raised."""
+        """Start every placeholder and prove each running on its host; any that is not is stopped with the rest,
+        and raised."""
         started: list[dict[str, Any]] = []
         try:
             for name, placeholder in self.declared.items():
+                if placeholder.host is not None:
+                    started.append(await self._start_there(name, placeholder))
+                    continue
                 if placeholder.port is not None and (holder := held_here(placeholder.port)) is not None:
                     raise ProductionError(
                         f"placeholder {name}: its port {placeholder.port} here is already held by {holder}"
@@ -44,50 +66,148 @@ class Placeholders:
                 )
                 started.append({"name": name, "pid": pid, "argv": placeholder.argv})
             await asyncio.sleep(max((p.settle_s for p in self.declared.values()), default=0.0))
-            if problems := not_running(started):
+            if problems := await self.not_running(started):
                 raise ProductionError(f"placeholders are not holding the hardware: {'; '.join(problems)}")
         except BaseException:
             await self.stop(started)
             raise
         return started
 
+    async def _start_there(self, name: str, placeholder: Placeholder) -> dict[str, Any]:
+        """A detached tmux session on its host whose pane is the command; its record, with the pane's pid."""
+        host = str(placeholder.host)
+        tmux, session = _tmux(placeholder.tmux_socket), SESSION_PREFIX + name
+        env = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(placeholder.env.items()))
+        inner = f"exec env {env} {shlex.join(placeholder.argv)}"
+        script = (
+            f"{tmux} has-session -t ={session} 2>/dev/null && {{ echo exists; exit 0; }}; "
+            f"{tmux} new-session -d -s {session} {shlex.quote(inner)} && "
+            f"{tmux} list-panes -t ={session} -F '#{{pane_pid}}'"
+        )
+        code, out = await self._shell(host, script)
+        if out.strip() == "exists":
+            raise ProductionError(
+                f"placeholder {name}: tmux session {session} already runs on host {host}; end it (`{tmux} "
+                f"kill-session -t {session}` there) or `fairwin chain abort` the chain that left it"
+            )
+        pid = out.strip().splitlines()[-1] if out.strip() else ""
+        if code != 0 or not pid.isdigit():
+            raise ProductionError(
+                f"placeholder {name} did not start in tmux on host {host} (exit {code}): {out[-200:]}"
+            )
+        return {
+            "name": name,
+            "host": host,
+            "pid": int(pid),
+            "argv": placeholder.argv,
+            "session": session,
+            "tmux_socket": placeholder.tmux_socket,
+        }
+
+    async def _shell(self, host: str, command: str) -> tuple[int, str]:
+        if host not in self.hosts:
+            raise ProductionError(f"the placeholder's host {host} is not declared in the plan's [hosts]")
+        try:
+            return await shell(host, self.hosts[host], command)
+        except LaunchError as exc:
+            raise ProductionError(str(exc)) from None
+
+    async def runs(self, record: dict[str, Any]) -> bool:
+        """The recorded placeholder still runs its command: here its pid; on a host its tmux session, whose
+        pane's pid runs it."""
+        pid, argv, host = record.get("pid"), record.get("argv"), record.get("host")
+        if not isinstance(pid, int) or not isinstance(argv, list):
+            return False
+        if host is None:
+            return pid_alive(pid) and command_of(pid)[-len(argv) :] == [str(a) for a in argv]
+        tmux = _tmux(record.get("tmux_socket"))
+        code, out = await self._shell(str(host), f"{tmux} has-session -t {_session(record)} && cat /proc/{pid}/cmdline")
+        running = [a for a in out.split("\0") if a]
+        return code == 0 and running[-len(argv) :] == [str(a) for a in argv]
+
+    async def not_running(self, started: list[dict[str, Any]]) -> list[str]:
+        """Why each recorded placeholder is not holding the hardware (exited, its session gone, or its pid runs
+        something else; its host unreachable)."""
+        problems = []
+        for record in started:
+            where = f" on host {record['host']}" if record.get("host") else ""
+            try:
+                running = await self.runs(record)
+            except ProductionError as exc:
+                problems.append(f"{record.get('name')}{where} could not be probed: {exc}")
+                continue
+            if not running:
+                problems.append(f"{record.get('name')} (pid {record.get('pid')}){where} is not running")
+        return problems
+
     async def stop(self, started: list[dict[str, Any]]) -> list[str]:
         """Take down every recorded placeholder that still runs its command; what was done, one line each."""
         done = []
-        unique = {(record.get("name"), record.get("pid")): record for record in started}
+        unique = {(record.get("name"), record.get("host"), record.get("pid")): record for record in started}
         for record in unique.values():
             pid, name = record.get("pid"), str(record.get("name"))
-            if not isinstance(pid, int) or not _runs(record):
+            try:
+                running = isinstance(pid, int) and await self.runs(record)
+            except ProductionError as exc:
+                done.append(f"{name}: not reached ({exc})")
+                continue
+            if not running or not isinstance(pid, int):
                 done.append(f"{name}: already gone")
                 continue
             grace = self.declared[name].stop_timeout_s if name in self.declared else 10.0
-            done.append(f"{name}: stopped pid {pid} ({await stop_group(pid, pid, grace)})")
+            if record.get("host") is None:
+                done.append(f"{name}: stopped pid {pid} ({await stop_group(pid, pid, grace)})")
+            else:
+                done.append(
+                    f"{name}: stopped pid {pid} on host {record['host']} ({await self._stop_there(record, grace)})"
+                )
         return done
 
-    async def stop_all(self, listed: list[dict[str, Any]]) -> list[str]:
-        """:meth:`stop` every placeholder listed and every one recorded only by its pid file (a window that died
-        while starting them leaves them so): what ends a chain, aborted or recovered."""
-        return await self.stop([*listed, *self.recorded()])
+    async def _stop_there(self, record: dict[str, Any], grace_s: float) -> str:
+        """Its tmux session killed and its pane's group sent SIGTERM, SIGKILL after ``grace_s``."""
+        pid, tmux = int(record["pid"]), _tmux(record.get("tmux_socket"))
+        tenths = max(1, round(grace_s * 10))
+        script = (
+            f"{tmux} kill-session -t {_session(record)} 2>/dev/null; kill -TERM -- -{pid} 2>/dev/null; i=0; "
+            f"while kill -0 {pid} 2>/dev/null && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done; "
+            f"if kill -0 {pid} 2>/dev/null; then kill -KILL -- -{pid}; echo SIGKILL; else echo SIGTERM; fi"
+        )
+        _, out = await self._shell(str(record["host"]), script)
+        return out.strip() or "SIGTERM"
 
-    def recorded(self) -> list[dict[str, Any]]:
-        """Every declared placeholder whose pid file is in ``state_dir``, as recorded: what a window that died
-        while starting them leaves for recovery (whether each still runs is :meth:`stop`'s to check)."""
+    async def stop_all(self, listed: list[dict[str, Any]]) -> list[str]:
+        """:meth:`stop` every placeholder listed and every one recorded only by its pid file or tmux session (a
+        window that died while starting them leaves them so): what ends a chain, aborted or recovered."""
+        return await self.stop([*listed, *(await self.recorded())])
+
+    async def recorded(self) -> list[dict[str, Any]]:
+        """Every declared placeholder left by a window that died while starting them: here by its pid file in
+        ``state_dir``, on a host by its tmux session (whether each still runs is :meth:`stop`'s to check)."""
         found = []
         for name, placeholder in self.declared.items():
+            record: dict[str, Any] = {"name": name, "argv": placeholder.argv}
+            if placeholder.host is not None:
+                found += await self._recorded_there(record, placeholder)
+                continue
             pid_file = self.state_dir / f"placeholder-{name}.pid"
             text = pid_file.read_text().strip() if pid_file.exists() else ""
             if text.isdigit():
-                found.append({"name": name, "pid": int(text), "argv": placeholder.argv})
+                found.append(record | {"pid": int(text)})
         return found
 
+    async def _recorded_there(self, record: dict[str, Any], placeholder: Placeholder) -> list[dict[str, Any]]:
+        """The placeholder's tmux session on its host, if it exists: its record, with its pane's pid."""
+        tmux, session = _tmux(placeholder.tmux_socket), SESSION_PREFIX + str(record["name"])
+        try:
+            code, out = await self._shell(str(placeholder.host), f"{tmux} list-panes -t ={session} -F '#{{pane_pid}}'")
+        except ProductionError:
+            return []
+        if code != 0 or not out.strip().isdigit():
+            return []
+        where = {"host": placeholder.host, "session": session, "tmux_socket": placeholder.tmux_socket}
+        return [record | where | {"pid": int(out)}]
 
-def not_running(started: list[dict[str, Any]]) -> list[str]:
-    """Why each recorded placeholder is not holding the hardware (exited, or its pid runs something else)."""
-    return [f"{record.get('name')} (pid {record.get('pid')}) is not running" for record in started if not _runs(record)]
 
-
-def _runs(record: dict[str, Any]) -> bool:
-    pid, argv = record.get("pid"), record.get("argv")
-    if not isinstance(pid, int) or not isinstance(argv, list) or not pid_alive(pid):
-        return False
-    return command_of(pid)[-len(argv) :] == [str(a) for a in argv]
+async def not_running(loaded: LoadedPlan, started: list[dict[str, Any]]) -> list[str]:
+    """:meth:`Placeholders.not_running` of a marker's placeholders, each probed on its own host."""
+    return await Placeholders(loaded, Path()).not_running(started)

@@ -49,14 +49,16 @@ async def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Wind
     """:func:`admit`, then a new window directory: everything before the first journaled step. A chained window
     refused here aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
     try:
-        return open_admitted(loaded, mode_name, await admit(loaded, mode_name, **options), **options)
+        return await open_admitted(loaded, mode_name, await admit(loaded, mode_name, **options), **options)
     except FairwinError as exc:
         if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
             await _abort_before_open(loaded, options, exc)
         raise
 
 
-def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **options: Unpack[WindowOptions]) -> Window:
+async def open_admitted(
+    loaded: LoadedPlan, mode_name: str, admitted: Admission, **options: Unpack[WindowOptions]
+) -> Window:
     """A new window directory for an admitted window, under the hardware's lock."""
     say = options.get("say", quiet)
     checked, out = admitted.checked, admitted.out
@@ -69,7 +71,7 @@ def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, **opt
     node_caps = _node_caps(loaded, checked, say)
     hold = _hold(loaded, admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
-    chain = chain_for(loaded, checked, hold, out, environment, options)
+    chain = await chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.get("order") or chained_order(checked.rule, found) or draw_order(checked.rule)
     directory, locks = _locked_directory(loaded, mode_name, admitted, options.get("coordinator"))
@@ -166,7 +168,7 @@ def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
     )
 
 
-def chain_for(
+async def chain_for(
     loaded: LoadedPlan,
     checked: Preflight,
     hold: Hold | None,
@@ -197,7 +199,7 @@ def chain_for(
         raise InputError(f"--chain-last: no chain is in progress ({path}); run the window without it")
     commit = commit_of(environment)
     if found is not None:
-        problems = continuation_problems(
+        problems = await continuation_problems(
             loaded, found, snapshot=hold.snapshot, commit=commit, capture=options.get("chain_production")
         )
         if problems:
