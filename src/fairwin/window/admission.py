@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,9 +27,10 @@ from fairwin.custody.lock import (
     refuse_if_held,
     refuse_if_held_elsewhere,
 )
-from fairwin.errors import ArchiveError, GateRefused, RuntimeCheckError
+from fairwin.errors import ArchiveError, GateRefused, LaunchError, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.launch.listeners import held_here
+from fairwin.launch.shell import shell
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
@@ -117,6 +119,8 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     production = Production(loaded, admitted.out) if loaded.plan.production is not None else None
     held = (production_host(loaded), host_port(production.base_url)[1]) if production is not None else None
     await launchable(loaded, roles, held)
+    if options.get("chain") == "chain":
+        await refuse_missing_placeholders_there(loaded)
     here = find_source(loaded.plan.telemetry.gpu)
     clocks = ClockWatch(tuple(await _clocks_watched(loaded, roles, here)), await watchdog.mark(loaded), here)
     admitted = replace(admitted, clocks=clocks)
@@ -145,6 +149,8 @@ def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
     measurement): else refused with the gates, naming it."""
     chain = loaded.plan.chain
     for name, placeholder in chain.placeholders.items() if chain is not None else ():
+        if placeholder.host is not None:
+            continue  # checked on its host once the hosts answered: refuse_missing_placeholders_there
         command = placeholder.argv[0]
         found = shutil.which(command, path=None) if "/" not in command else loaded.resolve(Path(command))
         if found is None or not os.access(found, os.X_OK):
@@ -156,6 +162,25 @@ def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
             raise GateRefused(
                 f"placeholder {name}: its port {placeholder.port} here is already held by {holder}; stop it, or give "
                 "the placeholder another port, before a chained window leaves production down for it"
+            )
+
+
+async def refuse_missing_placeholders_there(loaded: LoadedPlan) -> None:
+    """Every placeholder on a host finds tmux and its command there: else refused, naming what is missing."""
+    for name, placeholder in loaded.plan.chain.placeholders.items():
+        if placeholder.host is None:
+            continue
+        command = shlex.quote(placeholder.argv[0])
+        script = f"command -v tmux >/dev/null || echo tmux; command -v -- {command} >/dev/null || echo {command}"
+        host = resolved(loaded.plan.hosts[placeholder.host], loaded.base_dir)
+        try:
+            _, out = await shell(placeholder.host, host, script)
+        except LaunchError as exc:
+            raise GateRefused(f"placeholder {name}: {exc}") from None
+        if missing := out.split():
+            raise GateRefused(
+                f"placeholder {name}: {' and '.join(missing)} not found on host {placeholder.host}; install it or fix "
+                "[chain.placeholders] before a chained window leaves production down for it"
             )
 
 
