@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fairwin.errors import ANSWER_IS_NO
@@ -328,6 +329,13 @@ def test_placeholders_on_two_hosts_hold_the_hardware_between_chained_windows(
             ("hold1", "h1", "fairwin-hold-hold1"),
             ("hold2", "h2", "fairwin-hold-hold2"),
         ]
+        (w1,) = windows_of(plan)
+        events = read_jsonl(w1 / "journal.jsonl")
+        held = next(e for e in events if e["step"] == "chain hold" and e["event"] == "end")
+        assert held["placeholders_started"] == "before the last start's servers stopped"
+        last_start_ended = next(e["time"] for e in events if e["step"] == "start s3" and e["event"] == "end")
+        for record in marker["placeholders"]:  # each held its host while s3's servers still ran
+            assert psutil.Process(record["pid"]).create_time() < last_start_ended
         shown = fairwin("chain", "status", str(plan)).stdout
         assert "on host h2, tmux session fairwin-hold-hold2)" in shown and "all running" in shown
         assert fairwin("chain", "check-prev", str(plan)).returncode == 0

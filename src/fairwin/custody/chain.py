@@ -161,11 +161,25 @@ class ChainRun:
         stopped = await self.placeholders.stop(self.found.placeholders)
         return {"left_down_by": self.found.last.window_id, "placeholders": stopped}
 
+    async def start_placeholders(self) -> list[dict[str, Any]]:
+        """The placeholders started and proved (once): at the end of the window's last start, before its servers
+        let go of the hardware; :meth:`hold_over` starts them where that start did not (a window that stopped
+        early)."""
+        if not self.started:
+            self.started.extend(await self.placeholders.start())  # in place: the hold tolerates this very list
+        return self.started
+
     async def hold_over(self, hold: Hold, window: ChainedWindow) -> dict[str, Any]:
-        """Instead of the restore: placeholders started and proved, production proved down, the marker written."""
-        self.started = await self.placeholders.start()
+        """Instead of the restore: placeholders started (unless the last start did) and proved still running,
+        production proved down, the marker written."""
+        early = bool(self.started)
+        await self.start_placeholders()
         if problems := await hold.production.down_problems():
             raise ProductionError(f"production is not down at the chained close: {'; '.join(problems)}")
+        if problems := await self.placeholders.not_running(self.started):
+            raise ProductionError(
+                f"placeholders are not holding the hardware at the chained close: {'; '.join(problems)}"
+            )
         new_id = f"chain-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
         marker = Marker(
             format="fairwin.chain-marker/1",
@@ -184,7 +198,13 @@ class ChainRun:
             state="CHAINED", reason="production left down", placeholders=[p["name"] for p in self.started]
         )
         self.end = "CHAINED"
-        return {"marker": str(self.marker_path), "chain_id": marker.chain_id, "placeholders": self.started}
+        started = "before the last start's servers stopped" if early else "at the chained close"
+        return {
+            "marker": str(self.marker_path),
+            "chain_id": marker.chain_id,
+            "placeholders": self.started,
+            "placeholders_started": started,
+        }
 
     async def finish(self, hold: Hold) -> dict[str, Any]:
         """After the last window's restore: the chain is over when the watch held; else the marker stays, for

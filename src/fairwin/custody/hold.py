@@ -10,6 +10,7 @@ come back healthy, or whose watch fails, is RESTORE FAILED: exit 6.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,13 +21,14 @@ from fairwin.directory.status import Restore
 from fairwin.errors import InputError, LaunchError, ProductionError, RestoreFailed
 from fairwin.launch.remote_runs import live_runs
 from fairwin.launch.runtime_cli import RuntimeCli
+from fairwin.launch.shell import shell
 from fairwin.launch.spec import WINDOW_LABEL, make_spec
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.proof import port_state
 from fairwin.production.watch import watch
-from fairwin.telemetry.gpu import GpuSource
+from fairwin.telemetry.gpu import HERE, GpuSource
 from fairwin.transport import client_session
 
 
@@ -53,6 +55,7 @@ class Hold:
     gpu: GpuSource | None = None  # where telemetry exists, the quiet proof also reads the GPUs' compute processes
     containers: list[RuntimeCli] = field(default_factory=list)  # the engines the window's containers run on
     hosts: dict[str, Host] = field(default_factory=dict)  # the hosts the window's servers run on, over SSH
+    tolerated: list[dict[str, Any]] = field(default_factory=list)  # placeholders already holding the hardware
 
     @property
     def owed(self) -> bool:
@@ -83,7 +86,24 @@ class Hold:
             found = await asyncio.to_thread(self.gpu.compute_processes)
         except (InputError, OSError) as exc:
             return [f"the GPUs' compute processes could not be read: {exc}"]
+        found = [p for p in found if not await self._a_placeholder(p)]
         return [f"pid {p['pid']} ({p['name'] or 'unnamed'}) computes on GPU {p['gpu_uuid']}" for p in found]
+
+    async def _a_placeholder(self, process: dict[str, Any]) -> bool:
+        """The GPU process runs in a placeholder's process group on its host (a chain's placeholders start before
+        the last servers stop, and the quiet proof after them must not count them)."""
+        host = process.get("host")
+        holders = {int(p["pid"]) for p in self.tolerated if (p.get("host") or HERE) == (host or HERE)}
+        if not holders:
+            return False
+        pid = int(process["pid"])
+        if host in (None, HERE):
+            try:
+                return pid in holders or os.getpgid(pid) in holders
+            except OSError:
+                return False
+        code, out = await shell(str(host), self.hosts.get(str(host)), f"ps -o pgid= -p {pid}")
+        return pid in holders or (code == 0 and out.strip().isdigit() and int(out) in holders)
 
     async def _container_problems(self) -> list[str]:
         """A container fairwin started (any window's: its own are stopped between starts) still runs on an engine

@@ -111,6 +111,10 @@ class Window(Opening, Closing):
             greedy_starts=greedy,
             live=self.live,
         )
+        if self.chain is not None and not self.chain.last and self.hold is not None:
+            # The placeholders take the hardware before the last start's servers let go of it.
+            self.context.before_last_stop = (self.starts[-1].name, self.chain.start_placeholders)
+            self.hold.tolerated = self.chain.started
 
     def steps(self) -> list[Step]:
         starts: list[Step] = []

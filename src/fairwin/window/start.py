@@ -288,15 +288,32 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     finally:
         receipt.pooled_rows = len(rows)
         try:
-            for process, record in await stop_all(processes):
-                if process is head:
-                    receipt.stop = stop_receipt(record)
-                else:
-                    receipt.worker(process.spec.member)["stop"] = stop_receipt(record)
-            if ctx.hold_sampler is not None:  # the GPUs the next start inherits: every gap is seen, however short
-                await ctx.hold_sampler.read_now()
+            try:
+                await _before_stop(ctx, start, rows)
+            finally:
+                await _stop(ctx, processes, receipt)
         finally:
             write_record(ctx.window.start_receipt(start.name), receipt)
+
+
+async def _stop(ctx: StartContext, processes: list[StartProcess], receipt: StartReceipt) -> None:
+    """Every process of the start stopped, each stop in its receipt; then the GPUs read as they are let go."""
+    for process, record in await stop_all(processes):
+        if process is processes[-1]:  # the head
+            receipt.stop = stop_receipt(record)
+        else:
+            receipt.worker(process.spec.member)["stop"] = stop_receipt(record)
+    if ctx.hold_sampler is not None:  # the GPUs the next start inherits: every gap is seen, however short
+        await ctx.hold_sampler.read_now()
+
+
+async def _before_stop(ctx: StartContext, start: StartSpec, rows: list[PooledRow]) -> None:
+    """A chained window's placeholders start at the end of its last start, once it measured, while its servers still
+    hold the hardware: it is never left unheld between them (the runbook's placeholders before the first fence).
+    A failure is raised after the servers stop (the caller's ``finally``)."""
+    if ctx.before_last_stop is not None and rows and start.name == ctx.before_last_stop[0]:
+        ctx.say(f"  {start.name}: starting the chain's placeholders before its servers stop")
+        await ctx.before_last_stop[1]()
 
 
 async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: Target, speculative: bool) -> int:

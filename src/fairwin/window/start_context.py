@@ -6,7 +6,7 @@ without importing the start that calls them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fairwin.client.prepare import PreparedPrompt
@@ -30,5 +30,7 @@ class StartContext:
     greedy_starts: set[str] = field(default_factory=set)  # the starts that run greedy diagnostics
     live: LiveProduction | None = None  # production as it ran: what roles compared with it are checked against
     hold_sampler: Sampler | None = None  # the window's GPUs through the hold: paused while a start samples its own
+    # A chained window's hold over: run at the end of this start (its last), before its servers let go of the hardware.
+    before_last_stop: tuple[str, Callable[[], Awaitable[object]]] | None = None
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
