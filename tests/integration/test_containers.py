@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.files import scan_jsonl
+from fairwin.files import read_jsonl, scan_jsonl
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.containers import IMAGE, Engine, sim_mounts
@@ -259,3 +259,43 @@ def test_containers_on_a_remote_host_run_a_window_and_recover_removes_one_fairwi
     assert recovered.returncode == 0, recovered.stderr
     assert f"container fairwin-{killed.name}-s2-B-head on host h2" in json.dumps(status(killed)["recovery"])
     assert container_engine.names() == []
+
+
+def test_a_production_role_that_is_a_container_is_brought_up_taken_down_and_restored_through_its_runtime(
+    make_plan: PlanFactory, container_engine: Engine
+) -> None:
+    box = container_engine.sim_container()
+    port = free_port()
+    production = sim_role(model="boxed-p", port=port, container=box, env={"SERVING_MODE": "prod"})
+    pp = sim_role("--ms-per-round", "2", model="exp-boxed-p", container=box, base="P")
+    pp.update(env={"GREEDY": "1"}, allowed_env_differences=["GREEDY"])
+    plan = make_plan(
+        roles={"P": production, "PP": pp, "B": sim_role("--ms-per-round", "2", model="exp-boxed-p")},
+        modes={"policy": {"control": "PP", "candidate": "B"}},
+        window={"repeats": 2, "warmup_waves_max": 1},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
+        production={"role": "P", **WATCH},
+    )
+    try:
+        up = fairwin("production", "up", str(plan))
+        assert up.returncode == 0, up.stderr
+        assert "launched container fairwin-production-P (pid " in up.stdout + up.stderr
+        assert container_engine.names("fairwin.production=P", every=False) == ["fairwin-production-P"]
+        done = fairwin("run", str(plan), "--mode", "policy", "--quiet")
+        assert done.returncode in (0, 1), done.stderr
+        window = only_window(plan)
+        manifest = json.loads((window / "window.json").read_text())
+        head = manifest["production"]["live"]["members"][0]
+        assert head["found_by"] == "container fairwin-production-P (podman)" and head["env"]["SERVING_MODE"] == "prod"
+        assert len(head["image_id"]) == 64 and {"source": "/usr", "destination": "/usr", "mode": "ro"} in head["mounts"]
+        receipt = json.loads((window / "starts" / "s1" / "start.json").read_text())
+        assert "matches production's head beyond its allowed differences" in receipt["env_check"]
+        journal = read_jsonl(window / "journal.jsonl")
+        down = next(e for e in journal if e["step"] == "production down" and e["event"] == "end")
+        assert down["how"] == "stopped container fairwin-production-P here (SIGTERM)"
+        assert status(window)["restore"]["state"] == "RESTORED"
+        assert container_engine.names("fairwin.production=P", every=False) == ["fairwin-production-P"]
+    finally:
+        gone = fairwin("production", "down", str(plan))
+    assert gone.returncode == 0, gone.stderr
+    assert container_engine.names("fairwin.production=P") == [] and container_engine.names() == []

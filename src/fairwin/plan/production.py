@@ -29,6 +29,9 @@ class LiveProcess(StrictModel):
     match: str | None = Field(None, description="A command-line substring; the oldest process holding it.")
     container: str | None = Field(None, description="A container's name; `RUNTIME inspect` gives its env and mounts.")
     runtime: Literal["docker", "podman"] = Field("docker", description="The container runtime that inspects it.")
+    runtime_env: dict[str, str] = Field(
+        default_factory=dict, description="Variables for the runtime's CLI itself (DOCKER_HOST, CONTAINERS_CONF)."
+    )
     log: str | None = Field(
         None,
         description="A file on its host holding its server's output (relative: to the plan here, to the login's "

@@ -27,6 +27,7 @@ from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
+from fairwin.production import boxed
 from fairwin.production.proof import port_state
 from fairwin.production.records import ProductionState
 from fairwin.production.where import Here, OverSsh, Where
@@ -68,6 +69,8 @@ def snapshot(loaded: LoadedPlan) -> dict[str, Any]:
         }
         if role.host is not None:  # only then: a production here keeps the sha256 it always had
             declared["host"] = role.host
+        if role.container is not None:  # likewise: only a container production's declaration names its container
+            declared["container"] = role.container.model_dump(mode="json")
     else:
         declared = {"up": settings.up, "down": settings.down, "base_url": settings.base_url}
     return {**declared, "sha256": sha256_bytes(canonical_json(declared).encode())}
@@ -87,6 +90,8 @@ class Production:
             if settings.role is not None
             else None
         )
+        if self.spec is not None and self.spec.container is not None:
+            self.spec = boxed.production_spec(self.spec)
         role = loaded.plan.roles[settings.role] if settings.role is not None else None
         self.base_url = settings.base_url or (self.spec.base_url if self.spec else "")
         self.health_url = self.base_url + (settings.health_path or (role.health_path if role else "/health"))
@@ -146,7 +151,16 @@ class Production:
             "down", how, f"{self.base_url} refuses connections; none of must_not_run runs", time.monotonic() - started
         )
 
+    @property
+    def container(self) -> str | None:
+        """The name of the container fairwin runs production as, when its role is a container."""
+        return self.spec.container_name if self.spec is not None else None
+
     async def _stop_launched(self) -> str:
+        if self.spec is not None and self.container is not None:
+            how = await boxed.take_down(self.spec)
+            self.state_file.unlink(missing_ok=True)
+            return how
         recorded = await self.recorded_pid()
         if recorded is None:
             if port_state(self.base_url) == "open":
@@ -163,7 +177,9 @@ class Production:
     async def recorded_pid(self) -> int | None:
         """The pid fairwin launched production as, if that process still runs production's command (here, or on
         its host). The launch's own pid file stands in when fairwin died between the launch and writing
-        production.json."""
+        production.json. A container production: its main process while its container runs."""
+        if self.spec is not None and self.container is not None:
+            return await boxed.running_pid(self.spec)
         if self.state_file.exists():
             state = read_record(self.state_file, ProductionState)
             pid, argv = state.pid, state.argv
@@ -195,19 +211,23 @@ class Production:
         while not await self.healthy(session):
             pid = await self.recorded_pid() if self.spec is not None else None
             if self.spec is not None and pid is None:
-                raise ProductionError(f"production exited after {how}; see {self._log()}")
+                raise ProductionError(f"production exited after {how}; see {await self._log()}")
             if time.monotonic() >= deadline:
                 raise ProductionError(
                     f"production is not healthy {self.settings.up_timeout_s:g} s after {how} ({self.health_url})"
                 )
             await asyncio.sleep(POLL_S)
-        if self.spec is not None and not isinstance(self.where, OverSsh):
+        if self.spec is not None and self.container is None and not isinstance(self.where, OverSsh):
             scrub_file(self.state_dir / "production.log")  # what it printed while starting (vLLM prints its args)
         return Proved("up", how, f"{self.health_url} answers 200", time.monotonic() - started)
 
     async def _launch(self) -> str:
         assert self.spec is not None
-        pid = await self.where.launch(self.spec.argv, self.spec.declared_env, self.spec.env, self.spec.cwd)
+        if self.container is not None:
+            box = await boxed.launch(self.spec)
+            pid = box.pid or 0
+        else:
+            pid = await self.where.launch(self.spec.argv, self.spec.declared_env, self.spec.env, self.spec.cwd)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         launched = ProductionState(
             pid=pid,
@@ -215,12 +235,17 @@ class Production:
             host=self.spec.host,
             started_unix=time.time(),
             snapshot=self.snapshot(),
-            started_ticks=await self.where.started(pid),
+            started_ticks=await self.where.started(pid) if self.container is None else None,
+            container=self.container,
         )
         write_record(self.state_file, launched)
+        if self.container is not None:
+            return f"launched container {self.container} (pid {pid}){self.where.label}"
         return f"launched pid {pid}{self.where.label}"
 
-    def _log(self) -> str:
+    async def _log(self) -> str:
+        if self.spec is not None and self.container is not None:
+            return f"its container's last line: {await boxed.log_tail(self.spec)!r}"
         return self.log_on_host() + (self.where.label if isinstance(self.where, OverSsh) else "")
 
     def log_on_host(self) -> str:

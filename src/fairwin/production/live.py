@@ -22,6 +22,7 @@ from fairwin.errors import FairwinError, InputError, ProductionError
 from fairwin.files import sha256_bytes
 from fairwin.launch.inspect import parse_inspect
 from fairwin.launch.reported import NON_DEFAULT, reported_speculative
+from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.shell import shell
 from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host
@@ -136,6 +137,11 @@ def parse_process(raw: str) -> tuple[dict[str, str], list[str]]:
     return env, [arg for arg in cmdline.split("\0") if arg]
 
 
+def _runtime(process: LiveProcess) -> str:
+    """The runtime's command, with the variables its CLI needs."""
+    return RuntimeCli(process.runtime, dict(process.runtime_env)).command([])
+
+
 async def _reported_line(
     where: tuple[str | None, Host | None], process: LiveProcess | None, launched_log: str | None
 ) -> str:
@@ -146,7 +152,7 @@ async def _reported_line(
     if process is not None and process.log is not None:
         command = f"cat {shlex.quote(process.log)} 2>/dev/null | {grep} | tail -n 1"
     elif process is not None and process.container is not None:
-        command = f"{process.runtime} logs {shlex.quote(process.container)} 2>&1 | {grep} | tail -n 1"
+        command = f"{_runtime(process)} logs {shlex.quote(process.container)} 2>&1 | {grep} | tail -n 1"
     elif launched_log is not None:  # newest first, up to this launch's mark
         mark = shlex.quote(LAUNCH_MARK)
         command = f"tac {shlex.quote(launched_log)} 2>/dev/null | sed '/^'{mark}'$/q' | {grep} | head -n 1"
@@ -171,7 +177,7 @@ async def read_member(
     reported = await _reported_line(where, process, log)
     if process is not None and process.container is not None:
         code, out = await shell(
-            name, host, f"{process.runtime} inspect --type container {shlex.quote(process.container)}"
+            name, host, f"{_runtime(process)} inspect --type container {shlex.quote(process.container)}"
         )
         if code != 0:
             raise ProductionError(

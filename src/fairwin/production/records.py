@@ -41,6 +41,7 @@ class ProductionState(Record):
     # When its process started (clock ticks after boot): the pid is production while this holds, whatever its
     # command line became (a wrapper that execs its server). None: written before it was recorded.
     started_ticks: int | None = None
+    container: str | None = None  # a container production: its name (its pid is its main process's)
 
 
 class LiveRecord(Record):

@@ -22,6 +22,7 @@ from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.production import LiveProcess
 from fairwin.production.control import Production
 from fairwin.production.live import (
     LiveMember,
@@ -48,6 +49,9 @@ async def read_live(loaded: LoadedPlan, production: Production) -> LiveProductio
     members = []
     for member, host_name, process in live_plan(loaded):
         host = _host(loaded, host_name)
+        if process is None and production.spec is not None and production.spec.container is not None:
+            box = production.spec.container  # fairwin runs production as a container: read as one
+            process = LiveProcess(container=production.container, runtime=box.runtime, runtime_env=box.runtime_env)
         pid = await production.recorded_pid() if process is None else None
         log = production.log_on_host() if process is None else None  # the server fairwin launched: its own log
         if process is not None and process.log is not None and host_name is None:  # relative: to the plan, here
