@@ -380,3 +380,34 @@ def test_servers_on_a_host_are_found_by_their_run_directories_not_by_a_session(
     # The loopback hosts share one home: whichever host's sweep came first found it.
     assert any(line.startswith("group ") and f"fairwin-{window.name}-s2-B-head) on host h" in line for line in stopped)
     assert processes_with("ssh-left-b") == [] and not list((Path.home() / ".fairwin" / "run").glob(f"*{window.name}*"))
+
+
+@pytest.mark.slow
+def test_a_host_that_asks_for_tmux_runs_each_server_in_a_tmux_session_named_after_it(
+    make_plan: PlanFactory, ssh_hosts: SshHosts
+) -> None:
+    socket = f"fairwin-roles-{os.getpid()}"
+    plan = remote_plan(make_plan, ssh_hosts, "ssh-tmux")
+    plan.write_text(
+        plan.read_text().replace("[hosts.h1]\n", f'[hosts.h1]\ndetach = "tmux"\ntmux_socket = "{socket}"\n')
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    seen: set[str] = set()
+    try:
+        while run.poll() is None:
+            listing = ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"]
+            seen.update(subprocess.run(listing, capture_output=True, text=True, check=False).stdout.split())
+            time.sleep(0.1)
+        _, err = run.communicate()
+        assert run.returncode in (0, 1), err
+        window = only_window(plan)
+        assert seen == {f"fairwin-{window.name}-s1-A-head", f"fairwin-{window.name}-s3-A-head"}  # h1's starts only
+        assert "fairwin sim: serving ssh-tmux-a" in (window / "starts" / "s1" / "h1.log").read_text()
+        listing = ["tmux", "-L", socket, "list-sessions"]
+        assert subprocess.run(listing, capture_output=True, check=False).returncode != 0  # every session ended
+        assert processes_with("ssh-tmux") == []
+    finally:
+        run.kill()
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)

@@ -139,8 +139,13 @@ class RemoteServer:
         env = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(self.expected.items()))
         cd = f"cd {shlex.quote(str(self.spec.cwd))} && " if self.spec.cwd is not None else ""
         made = f"rm -rf {self.dir} && mkdir -p {self.dir} && {cd}"
-        launch = f"setsid --fork sh -c {shlex.quote(WRAPPER)} {self.dir} env -i {env} {shlex.join(self.spec.argv)}"
-        return f"{made}{launch} < /dev/null > /dev/null 2>&1"  # nothing of the login's channel is held open
+        wrapped = f"sh -c {shlex.quote(WRAPPER)} {self.dir} env -i {env} {shlex.join(self.spec.argv)}"
+        if self.host.detach == "tmux":  # a session named after the run: its pane is the wrapper
+            socket = f" -L {shlex.quote(self.host.tmux_socket)}" if self.host.tmux_socket else ""
+            start = f" -c {shlex.quote(str(self.spec.cwd))}" if self.spec.cwd is not None else ""
+            session = shlex.quote(self.dir.rsplit("/", 1)[-1])
+            return f"{made}tmux{socket} new-session -d -s {session}{start} {shlex.quote(wrapped)} < /dev/null"
+        return f"{made}setsid --fork {wrapped} < /dev/null > /dev/null 2>&1"  # nothing of the login's channel is held
 
     async def _run(self, command: str) -> asyncssh.SSHCompletedProcess:
         assert self.conn is not None

@@ -8,6 +8,7 @@ be in ``known_hosts`` (an unknown host is refused, never trusted on first use).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 
@@ -33,6 +34,12 @@ class Host(StrictModel):
         description="A dropped connection to a server running here is retried, with backoff, for this long; "
         "0: a drop fails the start.",
     )
+    detach: Literal["setsid", "tmux"] = Field(
+        "setsid",
+        description="How a server is detached from the SSH login there: setsid, or a tmux session named after it "
+        "(as the runbook's hosts do; `tmux attach -t NAME` shows its output live).",
+    )
+    tmux_socket: str | None = Field(None, description="With detach = 'tmux': the tmux socket (tmux -L NAME).")
     run_dir: str = Field(
         ".fairwin/run",
         description="Where each server's pid, group, exit status and log are kept on the host (relative: to the "
