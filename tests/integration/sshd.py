@@ -51,6 +51,7 @@ class SshHosts:
     user: str
     key_file: Path
     known_hosts: Path
+    run_dir: Path  # the test's own: servers of tests running side by side on these loopback hosts never meet
 
     def plan_hosts(self) -> dict[str, dict[str, object]]:
         import sys
@@ -64,6 +65,7 @@ class SshHosts:
                 "known_hosts": str(self.known_hosts),
                 "agent": False,
                 "python": sys.executable,
+                "run_dir": str(self.run_dir),
             }
             for h in self.hosts
         }
@@ -116,7 +118,7 @@ def ssh_hosts(tmp_path: Path) -> Iterator[SshHosts]:
         known.append(f"[127.0.0.1]:{port} {' '.join(host_key)}")
     (state / "known_hosts").write_text("\n".join(known) + "\n")
     try:
-        yield SshHosts(servers, getpass.getuser(), state / "user_key", state / "known_hosts")
+        yield SshHosts(servers, getpass.getuser(), state / "user_key", state / "known_hosts", state / "run")
     finally:
         for server in servers:
             for session in server.sessions():

@@ -172,9 +172,10 @@ def test_an_unknown_host_key_is_refused_in_one_line(make_plan: PlanFactory, ssh_
     assert done.stderr.count("\n") == 1 and not (plan.parent / "windows").exists()
 
 
-def run_cut_mid_start(plan: Path, ssh: SshHosts) -> tuple[subprocess.Popen[str], str]:
+def run_cut_mid_start(plan: Path, ssh: SshHosts, kill_server: str | None = None) -> tuple[subprocess.Popen[str], str]:
     """``fairwin run`` with h2's SSH connections cut once B (start s2, on h2) answers: the sshd session processes
-    serving fairwin are killed, never the server. Its return code is the caller's to judge; its stderr."""
+    serving fairwin are killed, never the server (unless ``kill_server`` names it: then it is killed first, so it
+    dies while fairwin is away). Its return code is the caller's to judge; its stderr."""
     run = subprocess.Popen(
         [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"],
         stdout=subprocess.PIPE,
@@ -205,6 +206,8 @@ def run_cut_mid_start(plan: Path, ssh: SshHosts) -> tuple[subprocess.Popen[str],
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()
             time.sleep(0.05)
         time.sleep(1.5)  # its checks are done; its waves run
+        for pid in servers_with(kill_server) if kill_server else []:
+            os.kill(pid, signal.SIGKILL)
         for session in ssh.hosts[1].sessions():  # the connections serving start s2 drop
             os.kill(session.pid, signal.SIGKILL)
         _, err = run.communicate(timeout=180)
@@ -352,8 +355,8 @@ def test_servers_on_a_host_are_found_by_their_run_directories_not_by_a_session(
     plan = lost_plan(make_plan, ssh_hosts, "ssh-left")
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
-    # Another window's server on h1 (the loopback hosts share this machine's home): the hardware is not quiet.
-    stray = Path.home() / ".fairwin" / "run" / "fairwin-another-window-s1-A-head"
+    # Another window's server on h1 (the loopback hosts share this machine and the test's run_dir): not quiet.
+    stray = ssh_hosts.run_dir / "fairwin-another-window-s1-A-head"
     stray.mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(["setsid", "sh", "-c", f"echo $$ > {stray}/group; exec sleep 120"])
     try:
@@ -379,7 +382,7 @@ def test_servers_on_a_host_are_found_by_their_run_directories_not_by_a_session(
     stopped = status(window)["recovery"]["stopped"]
     # The loopback hosts share one home: whichever host's sweep came first found it.
     assert any(line.startswith("group ") and f"fairwin-{window.name}-s2-B-head) on host h" in line for line in stopped)
-    assert processes_with("ssh-left-b") == [] and not list((Path.home() / ".fairwin" / "run").glob(f"*{window.name}*"))
+    assert processes_with("ssh-left-b") == [] and not list(ssh_hosts.run_dir.glob(f"*{window.name}*"))
 
 
 @pytest.mark.slow
@@ -411,3 +414,22 @@ def test_a_host_that_asks_for_tmux_runs_each_server_in_a_tmux_session_named_afte
     finally:
         run.kill()
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
+
+
+@pytest.mark.slow
+def test_a_server_that_died_while_its_connection_was_down_fails_the_start(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, stop_production: list[Path]
+) -> None:
+    plan = lost_plan(make_plan, ssh_hosts, "ssh-died")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    run, err = run_cut_mid_start(plan, ssh_hosts, kill_server="ssh-died-b")
+    assert run.returncode == 3, err
+    # Whichever saw it first: the wave that found no server, or the watch that found its exit once reconnected.
+    assert "s2" in err or "role B on host h2" in err, err
+    window = only_window(plan)
+    failed = [e for e in read_jsonl(window / "journal.jsonl") if e["event"] == "failed"]
+    assert failed[0]["step"] == "start s2", failed
+    assert status(window)["state"] == "failed" and status(window)["restore"]["state"] == "RESTORED"
+    assert not (window / "pooled.jsonl").exists() or "s2" not in (window / "pooled.jsonl").read_text()
+    assert processes_with("ssh-died-b") == [] and processes_with("ssh-died-a") == []
