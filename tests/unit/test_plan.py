@@ -219,3 +219,40 @@ def test_production_as_it_runs_is_declared_whole(
     with pytest.raises(PlanError) as exc:
         load_plan(make_plan(roles=declared, production=production))
     assert expected in one_line_error(exc)
+
+
+BOX = {"image": "localhost/x:1"}
+
+
+@pytest.mark.parametrize(
+    ("role", "chain", "expected"),
+    [
+        (sim_role(container={**BOX, "mounts": ["/data"]}), None, "'/data': a mount is SOURCE:/destination[:options]"),
+        (sim_role(container={**BOX, "run_args": ["--name=x"]}), None, "fairwin sets the container's name, labels"),
+        (sim_role(container={**BOX, "run_args": ["-p", "80:80"]}), None, "a container role runs on the host's network"),
+        (sim_role(container=BOX, cwd="/srv"), None, "a container's working directory is container.workdir, not cwd"),
+        (sim_role(container=BOX, cpus="0"), None, "cpus and nice apply to a process fairwin runs itself"),
+        (sim_role(container={**BOX, "workdir": "rel"}), None, "'rel': a container's workdir is an absolute path"),
+        (
+            sim_role(allowed_mount_differences=["/trace"]),
+            None,
+            "allowed_env_differences and allowed_mount_differences need a base role or compare_live = true",
+        ),
+        (
+            sim_role(),
+            {"placeholders": {"gpu": {"argv": ["hold"], "host": "nowhere"}}},
+            "chain.placeholders.gpu.host names 'nowhere', which [hosts] does not declare",
+        ),
+        (
+            sim_role(),
+            {"placeholders": {"gpu": {"argv": ["hold"], "tmux_socket": "s"}}},
+            "chain.placeholders.gpu: tmux_socket goes with host",
+        ),
+    ],
+)
+def test_containers_and_placeholders_on_hosts_are_declared_whole(
+    make_plan: PlanFactory, role: dict[str, object], chain: dict[str, object] | None, expected: str
+) -> None:
+    with pytest.raises(PlanError) as exc:
+        load_plan(make_plan(roles={"A": role, "B": sim_role()}, chain=chain))
+    assert expected in one_line_error(exc)
