@@ -48,7 +48,12 @@ def test_a_window_whose_roles_are_containers_completes_and_decides(
     window = only_window(plan)
     assert status(window)["state"] == "complete"
     decision = json.loads((window / "decision.json").read_text())
-    assert decision["verdict"] == "WIN"  # B decodes three times as fast, in its own container
+    # B decodes three times as fast, in its own container: WIN, unless a starved CPU left the client's timing
+    # untrusted (the product's own refusal, not the containers'; a loaded 2-core runner shows it).
+    reasons = " ".join(reason for cell in decision["cells"] for reason in cell["reasons"])
+    assert decision["verdict"] == "WIN" or (decision["verdict"] == "INCONCLUSIVE" and "CPU starvation" in reasons), (
+        reasons
+    )
     starts = receipts(window)
     assert [s["role"] for s in starts] == ["A", "B", "A"]
     for start in starts:

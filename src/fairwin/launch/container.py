@@ -22,9 +22,9 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.errors import HealthTimeoutError, LaunchError, ProductionError, ServerExitedError
+from fairwin.errors import LaunchError, ProductionError, ServerExitedError
 from fairwin.launch.inspect import Inspected, image_env, parse_inspect
-from fairwin.launch.local import HEALTH_POLL_S, LOG_TAIL_BYTES, Note, StopRecord
+from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord, health_answer, last_log_line, refuse_when_late
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec
 from fairwin.redaction import scrub, scrub_file
@@ -166,12 +166,7 @@ class ContainerServer:
         return self.exited
 
     def log_tail(self) -> str:
-        try:
-            data = self.log_path.read_bytes()[-LOG_TAIL_BYTES:]
-        except OSError:
-            return ""
-        lines = scrub(data.decode("utf-8", "replace")).strip().splitlines()
-        return lines[-1] if lines else ""
+        return last_log_line(self.log_path)
 
     async def _refresh_exit(self) -> None:
         """Its exit status from ``inspect``, where ``wait`` has not reported one (a ``wait`` that began as the
@@ -185,7 +180,6 @@ class ContainerServer:
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
         t0 = time.monotonic()
-        last = "no answer yet"
         next_look = t0 + STATE_POLL_S
         while True:
             if time.monotonic() >= next_look:
@@ -198,20 +192,12 @@ class ContainerServer:
                     + (self.lost or f"container {self.name} exited with code {code} before it was healthy")
                     + f"; last log line: {self.log_tail()!r} (log: {self.log_path})"
                 )
-            try:
-                async with session.get(self.spec.health_url, timeout=aiohttp.ClientTimeout(total=2.0)) as response:
-                    if response.status == 200:
-                        self.healthy_after_s = time.monotonic() - t0
-                        await self.catch_up()  # what it logged while starting is read next (its config)
-                        return self.healthy_after_s
-                    last = f"HTTP {response.status}"
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                last = str(exc) or type(exc).__name__
-            if time.monotonic() - t0 >= self.spec.startup_timeout_s:
-                raise HealthTimeoutError(
-                    f"{self.spec.label}: {self.spec.health_url} not healthy after {self.spec.startup_timeout_s:g} s "
-                    f"({last}); check base_url/port or raise startup_timeout_s (log: {self.log_path})"
-                )
+            last = await health_answer(session, self.spec.health_url)
+            if last is None:
+                self.healthy_after_s = time.monotonic() - t0
+                await self.catch_up()  # what it logged while starting is read next (its config)
+                return self.healthy_after_s
+            refuse_when_late(self.spec, t0, last, self.log_path)
             await asyncio.sleep(HEALTH_POLL_S)
 
     async def stop(self) -> StopRecord:

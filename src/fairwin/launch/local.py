@@ -40,6 +40,34 @@ def read_process_env(pid: int) -> dict[str, str] | None:
     return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in pairs}
 
 
+def last_log_line(path: Path) -> str:
+    """The last line a server logged (secrets hidden); empty when there is none."""
+    try:
+        data = path.read_bytes()[-LOG_TAIL_BYTES:]
+    except OSError:
+        return ""
+    lines = scrub(data.decode("utf-8", "replace")).strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+async def health_answer(session: aiohttp.ClientSession, url: str) -> str | None:
+    """None when ``url`` answers 200; else what came instead (an HTTP status, or the error)."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=2.0)) as response:
+            return None if response.status == 200 else f"HTTP {response.status}"
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        return str(exc) or type(exc).__name__
+
+
+def refuse_when_late(spec: LaunchSpec, started: float, last: str, log_path: Path) -> None:
+    """HealthTimeoutError once the role's startup deadline has passed, with the last answer and the log."""
+    if time.monotonic() - started >= spec.startup_timeout_s:
+        raise HealthTimeoutError(
+            f"{spec.label}: {spec.health_url} not healthy after {spec.startup_timeout_s:g} s ({last}); check "
+            f"base_url/port or raise startup_timeout_s (log: {log_path})"
+        )
+
+
 @dataclass
 class StopRecord:
     signal: str  # "none" (already exited), "SIGTERM" or "SIGKILL"
@@ -126,20 +154,12 @@ class LocalServer:
         return self.process.poll() if self.process is not None else None
 
     def log_tail(self) -> str:
-        try:
-            data = self.log_path.read_bytes()[-LOG_TAIL_BYTES:]
-        except OSError:
-            return ""
-        lines = scrub(data.decode("utf-8", "replace")).strip().splitlines()
-        return lines[-1] if lines else ""
+        return last_log_line(self.log_path)
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
         """Poll the health path until 200; fail fast if the process exits."""
         assert self.process is not None, "start() first"
         t0 = time.monotonic()
-        deadline = t0 + self.spec.startup_timeout_s
-        timeout = aiohttp.ClientTimeout(total=2.0)
-        last = "no answer yet"
         while True:
             code = self.process.poll()
             if code is not None:
@@ -147,20 +167,11 @@ class LocalServer:
                     f"{self.spec.label}: server exited with code {code} before it was healthy; "
                     f"last log line: {self.log_tail()!r} (log: {self.log_path})"
                 )
-            try:
-                async with session.get(self.spec.health_url, timeout=timeout) as response:
-                    if response.status == 200:
-                        self.healthy_after_s = time.monotonic() - t0
-                        return self.healthy_after_s
-                    last = f"HTTP {response.status}"
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                last = str(exc) or type(exc).__name__
-            if time.monotonic() >= deadline:
-                raise HealthTimeoutError(
-                    f"{self.spec.label}: {self.spec.health_url} not healthy after "
-                    f"{self.spec.startup_timeout_s:g} s ({last}); check base_url/port or raise startup_timeout_s "
-                    f"(log: {self.log_path})"
-                )
+            last = await health_answer(session, self.spec.health_url)
+            if last is None:
+                self.healthy_after_s = time.monotonic() - t0
+                return self.healthy_after_s
+            refuse_when_late(self.spec, t0, last, self.log_path)
             await asyncio.sleep(HEALTH_POLL_S)
 
     def terminate(self) -> StopRecord:

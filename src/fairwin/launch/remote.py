@@ -30,14 +30,14 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.errors import HealthTimeoutError, HostUnreachable, LaunchError, MissingExtraError, ServerExitedError
+from fairwin.errors import HostUnreachable, LaunchError, MissingExtraError, ServerExitedError
 
 try:
     import asyncssh
 except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a host is used
     raise MissingExtraError("ssh", exc.name) from None
 
-from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord
+from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord, health_answer, refuse_when_late
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.ssh import connect, parse_env, stop_remote_group
 from fairwin.plan.hosts import Host
@@ -236,24 +236,14 @@ class RemoteServer:
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
         t0 = time.monotonic()
-        last = "no answer yet"
         while True:
             if (code := self.exit_code()) is not None or self.lost:
                 why = self.lost or f"{self.spec.label}: server exited with code {code} before it was healthy"
                 raise ServerExitedError(f"{why} (log: {self.log_path})")
-            try:
-                async with session.get(self.spec.health_url, timeout=aiohttp.ClientTimeout(total=2.0)) as response:
-                    if response.status == 200:
-                        return time.monotonic() - t0
-                    last = f"HTTP {response.status}"
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                last = str(exc) or type(exc).__name__
-            if time.monotonic() - t0 >= self.spec.startup_timeout_s:
-                raise HealthTimeoutError(
-                    f"{self.spec.label}: "
-                    f"{self.spec.health_url} not healthy after {self.spec.startup_timeout_s:g} s "
-                    f"({last}; log: {self.log_path})"
-                )
+            last = await health_answer(session, self.spec.health_url)
+            if last is None:
+                return time.monotonic() - t0
+            refuse_when_late(self.spec, t0, last, self.log_path)
             await asyncio.sleep(HEALTH_POLL_S)
 
     async def stop(self) -> StopRecord:
