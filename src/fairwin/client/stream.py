@@ -67,7 +67,8 @@ class StreamRecord(Record):
     chunk_gaps_ms: dict[str, float] | None = None
     largest_burst_chunks: int | None = None
     done_gap_s: float | None = None
-    # The server's own timing of this request, as it sent it (vLLM: the usage chunk's `metrics`).
+    # The server's own timing of this request, as it sent it (vLLM: the usage chunk's `metrics`;
+    # llama.cpp: the last chunk's `timings`).
     server_timing: dict[str, Any] | None = None
     # Seconds the client's event loop waited for a CPU while this stream ran (Linux schedstat).
     client_runqueue_wait_s: float | None = None
@@ -93,8 +94,10 @@ class StreamRecord(Record):
 
     @property
     def server_decode_s(self) -> float | None:
-        """The server's decode interval for this request (first to last token), when it reported one."""
-        value = (self.server_timing or {}).get("generation_time_ms")
+        """The server's decode interval for this request (first to last token), when it reported one
+        (vLLM's ``generation_time_ms``; llama.cpp's ``predicted_ms``, measured from the prompt's end)."""
+        timing = self.server_timing or {}
+        value = timing.get("generation_time_ms", timing.get("predicted_ms"))
         return float(value) / 1000.0 if isinstance(value, int | float) and value > 0 else None
 
     def summarize_timeline(self) -> None:
@@ -151,9 +154,10 @@ def _absorb(record: StreamRecord, chunk: dict[str, Any], elapsed: float) -> None
         record.usage = usage
         record.completion_tokens = usage.get("completion_tokens")
         record.prompt_tokens = usage.get("prompt_tokens")
-    metrics = chunk.get("metrics")
-    if isinstance(metrics, dict):
-        record.server_timing = metrics
+    for key in ("metrics", "timings"):  # vLLM's, llama.cpp's
+        timing = chunk.get(key)
+        if isinstance(timing, dict):
+            record.server_timing = timing
 
 
 def sse_payload(line: str) -> str | None:

@@ -3,7 +3,8 @@
 The server's counters are scraped right before and after, so the wave's delta
 contains exactly its own streams. vLLM updates some counters a moment after the
 last byte of a stream, so the "after" scrape is repeated until the request count
-has caught up (bounded by ``settle_timeout_s``).
+has caught up (bounded by ``settle_timeout_s``); a server that counts no requests
+(llama.cpp) is settled when its busy gauges read 0.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import aiohttp
 from fairwin.client.prepare import PreparedPrompt, prompt_key
 from fairwin.client.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.errors import MetricsError, PromptError, WaveError, WindowError
-from fairwin.metrics.scrape import Snapshot, delta, scrape
+from fairwin.metrics.scrape import Snapshot, delta, read_exposition, scrape
 from fairwin.plan.models import Cell
 from fairwin.plan.schedule import WaveSpec
 from fairwin.profiles import VLLM, ServerProfile
@@ -41,6 +42,10 @@ class Target:
     @property
     def url(self) -> str:
         return self.base_url.rstrip("/")
+
+    def extra_fields(self, cell: Cell) -> dict[str, object]:
+        """What a request of this cell adds to the standard body: the profile's fields, then the cell's own."""
+        return {**self.profile.request_fields, **cell.extra_body}
 
 
 @dataclass
@@ -76,22 +81,33 @@ def salt(window_id: str, start: str, wave: str, stream: int) -> str:
 async def _settled_after(
     session: aiohttp.ClientSession, target: Target, before: Snapshot, expected: int, timeout_s: float
 ) -> Snapshot:
+    """The counters once every stream of the wave is in them: the request count has caught up, or (a server
+    without one) every busy gauge reads 0."""
     deadline = time.monotonic() + timeout_s
-    requests = target.profile.requests  # one finished request per stream; the loop waits for all of them
+    profile = target.profile
     while True:
-        after = await server_counters(session, target)
-        if requests not in after:
+        read = await read_exposition(session, target.url, target.model, profile.prefix or "", profile.busy)
+        after = read.counters
+        missing = [name for name in (profile.requests, *profile.busy) if name and name not in read.series]
+        if missing:
             raise MetricsError(
-                f"{target.start}: {target.url}/metrics has no {requests}; the {target.profile.name} profile pools "
-                'those counters, so the server must expose them (or set window.counters = "none": client-only)'
+                f"{target.start}: {target.url}/metrics has no {', '.join(missing)}; the {profile.name} profile "
+                'pools those counters, so the server must expose them (or set window.counters = "none": client-only)'
             )
-        if after[requests] - before.get(requests, 0.0) >= expected:
-            return after
+        if profile.counts_requests:
+            counted = after[profile.requests] - before.get(profile.requests, 0.0)
+            if counted >= expected:
+                return after
+            waiting = f"{counted:g} of {expected} requests counted"
+        else:
+            busy = {name: value for name, value in read.gauges.items() if value > 0}
+            if not busy:
+                return after
+            waiting = ", ".join(f"{name} = {value:g}" for name, value in busy.items())
         if time.monotonic() >= deadline:
-            got = after[requests] - before.get(requests, 0.0)
             raise MetricsError(
-                f"{target.start}: counters did not settle: {got:g} of {expected} requests counted after "
-                f"{timeout_s:g} s; raise window.settle_timeout_s or check the server"
+                f"{target.start}: counters did not settle: {waiting} after {timeout_s:g} s; "
+                "raise window.settle_timeout_s or check the server"
             )
         await asyncio.sleep(SETTLE_POLL_S)
 
@@ -162,7 +178,8 @@ def _streams(
             max_tokens=cell.max_tokens,
         )
         records.append(record)
-        bodies.append(request_body(record, target.model, ready.text, cell.temperature, cell.top_p, cell.extra_body))
+        extra = target.extra_fields(cell)
+        bodies.append(request_body(record, target.model, ready.text, cell.temperature, cell.top_p, extra))
     return records, bodies
 
 

@@ -162,6 +162,7 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
         rule=rule,
         rule_sha256=rule.sha256,
         primary_source=metric_source(rule.primary),
+        counters=context.counters,
         verdict=verdict,
         reasons=reasons,
         cells=cells,

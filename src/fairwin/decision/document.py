@@ -12,6 +12,7 @@ from fairwin.decision.paired import Estimate, Verdict
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import Validity
 from fairwin.formats import DECISION, DECISIONS, RecordFormat
+from fairwin.profiles import ProfileName
 from fairwin.records import Record
 from fairwin.rows import MetricSource
 
@@ -119,6 +120,8 @@ class Decision(Frozen, Record):
     # Who measured the primary: the server's counters, or fairwin's client (a server whose counters
     # fairwin does not read). Derived from the rule, so a recomputation always agrees with the record.
     primary_source: MetricSource = "server"
+    # The server profile whose counters the rows pooled (vllm, llamacpp; none: client-only), from the context.
+    counters: ProfileName | None = None
     verdict: Verdict
     reasons: list[str]
     cells: list[CellDecision]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision.divergence import GreedyFindings
 from fairwin.formats import CONTEXT, RecordFormat
+from fairwin.profiles import ProfileName
 from fairwin.records import Record
 from fairwin.rows import DecisionRow, Order
 
@@ -109,6 +110,9 @@ class WindowContext(Record):
     )
     host_findings: list[str] = Field(
         default_factory=list, description="What the host was doing around the starts: one that was not idle before."
+    )
+    counters: ProfileName | None = Field(
+        None, description="The server profile the starts pooled with (vllm, llamacpp, none); None: not recorded."
     )
 
     def noise(self, cell: str, metric: str) -> ArchiveNoise | None:

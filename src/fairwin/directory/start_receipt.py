@@ -46,6 +46,8 @@ class StartReceipt(Record):
     healthy_after_s: float | None = None
     scheduling: dict[str, object] | None = None
     container: dict[str, Any] | None = None  # a container role's: name, image id, env (secrets as digests), mounts
+    counters: str | None = None  # the server profile pooled with (metrics/profile.py), and why that one
+    counters_reason: str | None = None
     env_check: list[str] | None = None
     warmup: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None

@@ -24,7 +24,7 @@ from fairwin.errors import InputError
 from fairwin.files import canonical_json
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import waves_for
-from fairwin.profiles import PROFILES
+from fairwin.profiles import VLLM, ServerProfile
 
 MAX_PROBE_TOKENS = 8
 #: A server's count of a prompt may exceed the prompt's own tokens by its BOS (and a chat template's few).
@@ -49,7 +49,13 @@ class Probe:
 
 
 def _stream_body(
-    loaded: LoadedPlan, cell_name: str, model: str, max_tokens: int, salt: str, text: str = PROBE_TEXT
+    loaded: LoadedPlan,
+    profile: ServerProfile,
+    cell_name: str,
+    model: str,
+    max_tokens: int,
+    salt: str,
+    text: str = PROBE_TEXT,
 ) -> dict[str, Any]:
     cell = loaded.plan.cells[cell_name]
     record = StreamRecord(
@@ -67,19 +73,24 @@ def _stream_body(
         endpoint=cell.endpoint,
         max_tokens=max_tokens,
     )
-    return request_body(record, model, text, cell.temperature, cell.top_p, cell.extra_body)
+    extra = {**profile.request_fields, **cell.extra_body}
+    return request_body(record, model, text, cell.temperature, cell.top_p, extra)
 
 
 def probes_for(
-    loaded: LoadedPlan, model: str, eos: int | None = None, real: dict[str, PreparedPrompt] | None = None
+    loaded: LoadedPlan,
+    model: str,
+    eos: int | None = None,
+    real: dict[str, PreparedPrompt] | None = None,
+    profile: ServerProfile = VLLM,
 ) -> list[Probe]:
     """One probe per distinct request shape of the window, the terminator probe when the model's end-of-sequence
     token is known (``eos``, else the plan's rehearsal.eos_token_id), then the control probes. ``real``: a cell's
     real prompt, cut to its length, which its probe sends instead of the short text."""
-    shapes = _Shapes(loaded, model, f"rehearsal-{int(time.time())}")
+    shapes = _Shapes(loaded, profile, model, f"rehearsal-{int(time.time())}")
     terminator = eos if eos is not None else loaded.plan.rehearsal.eos_token_id
     return [
-        *_reading_probes(loaded, model),
+        *_reading_probes(loaded, profile, model),
         shapes.warmup(),
         *shapes.cells(real or {}),
         *shapes.greedy(),
@@ -88,19 +99,20 @@ def probes_for(
     ]
 
 
-def _reading_probes(loaded: LoadedPlan, model: str) -> list[Probe]:
+def _reading_probes(loaded: LoadedPlan, profile: ServerProfile, model: str) -> list[Probe]:
     """The paths a window reads besides its streams: health, the counters (if read), /tokenize per endpoint."""
     plan = loaded.plan
     probes = [Probe("health", "GET", "/health", None)]
-    if PROFILES[plan.window.counters].reads_counters:  # a client-only window never reads /metrics
+    if profile.reads_counters:  # a client-only window never reads /metrics
         probes.append(Probe("metrics", "GET", "/metrics", None))
     for endpoint in sorted({cell.endpoint for cell in plan.cells.values()}):
         body: dict[str, Any] = {"model": model}
-        body.update(
-            {"messages": [{"role": "user", "content": PROBE_TEXT}], "add_generation_prompt": True}
-            if endpoint == "chat"
-            else {"prompt": PROBE_TEXT}
-        )
+        if profile.tokenize == "llamacpp":  # a chat is rendered by /apply-template first (client/prepare.py)
+            body = {"content": PROBE_TEXT, "add_special": True}
+        elif endpoint == "chat":
+            body.update({"messages": [{"role": "user", "content": PROBE_TEXT}], "add_generation_prompt": True})
+        else:
+            body["prompt"] = PROBE_TEXT
         probes.append(Probe(f"tokenize-{endpoint}", "POST", "/tokenize", body))
     return probes
 
@@ -110,6 +122,7 @@ class _Shapes:
     """The streamed request shapes a window sends, each as a tiny probe under a cache salt of its own."""
 
     loaded: LoadedPlan
+    profile: ServerProfile
     model: str
     stamp: str
 
@@ -126,7 +139,7 @@ class _Shapes:
         return body if priority is False else {**body, "priority": priority}
 
     def _body(self, cell: str, tokens: int, salt: str, text: str = PROBE_TEXT) -> dict[str, Any]:
-        return _stream_body(self.loaded, cell, self.model, tokens, f"{self.stamp}.{salt}", text)
+        return _stream_body(self.loaded, self.profile, cell, self.model, tokens, f"{self.stamp}.{salt}", text)
 
     def warmup(self) -> Probe:
         path = endpoint_path(self.loaded.plan.cells[self.warm])
@@ -188,14 +201,14 @@ class _Shapes:
 
 
 async def real_prompts(
-    loaded: LoadedPlan, session: aiohttp.ClientSession, url: str, model: str
+    loaded: LoadedPlan, profile: ServerProfile, session: aiohttp.ClientSession, url: str, model: str
 ) -> dict[str, PreparedPrompt]:
     """Each cell's first prompt cut to the cell's length with production's own /tokenize, as a window's first
     start cuts it: a 32K cell is rehearsed at 32K (still at most 8 generated tokens)."""
     found = {}
     for name, cell in loaded.plan.cells.items():
         wave = waves_for(loaded, name)[0]
-        tokenizer = TokenizeClient(session, url, model, cell.endpoint)
+        tokenizer = TokenizeClient(session, url, model, cell.endpoint, profile.tokenize)
         found[name] = await prepare(
             tokenizer, name, wave.family, wave.prompts[0], cell.prompt_tokens, cell.prompt_tokens_tolerance
         )

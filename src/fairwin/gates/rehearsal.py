@@ -30,6 +30,7 @@ from fairwin.files import write_text_atomic
 from fairwin.formats import REHEARSAL, RecordFormat
 from fairwin.gates.probes import judge, probes_for, real_prompts, send
 from fairwin.gates.receipt import Receipt, read_receipt, write_receipt
+from fairwin.metrics.profile import choose_profile
 from fairwin.plan.loading import LoadedPlan
 from fairwin.transport import api_headers
 
@@ -62,15 +63,17 @@ async def rehearse(
     timeout = aiohttp.ClientTimeout(total=loaded.plan.window.request_timeout_s)
     results = []
     async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-        # Cut before anything is written: a prompt that cannot be cut leaves no half-made rehearsal behind.
-        real = await real_prompts(loaded, session, base, model) if loaded.plan.rehearsal.real_prompts else None
+        # The profile production's /metrics exports (or the one the plan names, proved there), then the prompts
+        # cut: before anything is written, so a refusal leaves no half-made rehearsal behind.
+        profile = (await choose_profile(session, base, loaded.plan.window.counters, None, "production")).profile
+        real = await real_prompts(loaded, profile, session, base, model) if loaded.plan.rehearsal.real_prompts else None
         try:
             out.mkdir(parents=True, exist_ok=False)
         except FileExistsError:
             raise InputError(f"{out} already exists; a rehearsal never overwrites one") from None
         except OSError as exc:
             raise InputError(f"cannot create {out}: {exc.strerror}") from None
-        probes = probes_for(loaded, model, eos, real)
+        probes = probes_for(loaded, model, eos, real, profile)
         for probe in probes:  # back to back, no idle wait
             results.append(await send(session, base, probe))
     # The requests as sent (their bodies; never a header) beside the replies.

@@ -1,15 +1,18 @@
 """Prometheus scrapes of the server's own counters, and their deltas.
 
 A snapshot keeps every counter and histogram ``_sum``/``_count`` sample whose name
-starts with the server profile's prefix (``vllm:``), summed over the labels that only say *where* it was counted
-(``engine``, ``model_name``) and keyed by the labels that say *what* was counted
-(``position``, ``finished_reason``, ...). Histogram buckets and ``_created``
+starts with the server profile's prefix (``vllm:``, ``llamacpp:``), summed over the
+labels that only say *where* it was counted (``engine``, ``model_name``) and keyed
+by the labels that say *what* was counted (``position``, ``finished_reason``, ...). Histogram buckets and ``_created``
 timestamps are dropped: pooling never needs them and they would bloat every wave.
+Gauges are never in a snapshot (a delta of a gauge means nothing); the ones a profile
+waits on (llama.cpp's ``requests_processing``) are read beside it, as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -21,6 +24,8 @@ Snapshot = dict[str, float]
 
 #: Labels that locate a sample (summed over) rather than classify it (kept in the key).
 LOCATION_LABELS = frozenset({"engine", "model_name"})
+#: The metric types whose samples go into a snapshot (a parser reads an exposition without TYPE as unknown).
+COUNTED = frozenset({"counter", "histogram", "summary", "untyped", "unknown"})
 
 
 def _sample_key(name: str, labels: Mapping[str, str]) -> str:
@@ -30,24 +35,47 @@ def _sample_key(name: str, labels: Mapping[str, str]) -> str:
     return name + "{" + ",".join(f'{k}="{v}"' for k, v in kept) + "}"
 
 
-def parse_snapshot(text: str, model: str | None = None, prefix: str = "vllm:") -> Snapshot:
-    """Parse exposition text into a snapshot; ``model`` keeps only that model_name's samples."""
-    snapshot: Snapshot = {}
+@dataclass(frozen=True)
+class Exposition:
+    """One read of /metrics: the profile's counters, the gauges asked for, and every series name seen."""
+
+    counters: Snapshot
+    gauges: dict[str, float]
+    series: frozenset[str]
+
+
+def parse_exposition(
+    text: str, model: str | None = None, prefix: str = "vllm:", gauges: Collection[str] = ()
+) -> Exposition:
+    """Parse exposition text; ``model`` keeps only that model_name's samples, ``gauges`` are read as they are."""
+    counters: Snapshot = {}
+    read: dict[str, float] = {}
+    series: set[str] = set()
     try:
         families = list(text_string_to_metric_families(text))
     except ValueError as exc:
         raise MetricsError(f"/metrics is not Prometheus text: {exc}") from None
     for family in families:
-        if family.type not in ("counter", "histogram", "summary", "untyped", "unknown"):
-            continue
         for sample in family.samples:
-            if not sample.name.startswith(prefix) or sample.name.endswith(("_created", "_bucket")):
-                continue
+            series.add(sample.name)
             if model is not None and sample.labels.get("model_name", model) != model:
                 continue
+            if family.type == "gauge":
+                if sample.name in gauges:
+                    read[sample.name] = read.get(sample.name, 0.0) + float(sample.value)
+                continue
+            if family.type not in COUNTED or not sample.name.startswith(prefix):
+                continue
+            if sample.name.endswith(("_created", "_bucket")):
+                continue
             key = _sample_key(sample.name, sample.labels)
-            snapshot[key] = snapshot.get(key, 0.0) + float(sample.value)
-    return snapshot
+            counters[key] = counters.get(key, 0.0) + float(sample.value)
+    return Exposition(counters, read, frozenset(series))
+
+
+def parse_snapshot(text: str, model: str | None = None, prefix: str = "vllm:") -> Snapshot:
+    """Parse exposition text into a snapshot of counters; ``model`` keeps only that model_name's samples."""
+    return parse_exposition(text, model, prefix).counters
 
 
 def delta(before: Snapshot, after: Snapshot) -> Snapshot:
@@ -64,14 +92,24 @@ def delta(before: Snapshot, after: Snapshot) -> Snapshot:
     return result
 
 
-async def scrape(
-    session: aiohttp.ClientSession, base_url: str, model: str | None = None, prefix: str = "vllm:"
-) -> Snapshot:
+async def read_exposition(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    model: str | None = None,
+    prefix: str = "vllm:",
+    gauges: Collection[str] = (),
+) -> Exposition:
     try:
         text = await get_text(session, base_url + "/metrics", what="scrape /metrics")
     except HTTPStatusError as exc:
         raise MetricsError(
             f"{base_url}/metrics answered HTTP {exc.status}; fairwin pools the server's Prometheus counters, "
-            "so metrics must be enabled (vLLM serves them by default)"
+            "so metrics must be enabled (vLLM serves them by default; llama-server needs --metrics)"
         ) from None
-    return parse_snapshot(text, model, prefix)
+    return parse_exposition(text, model, prefix, gauges)
+
+
+async def scrape(
+    session: aiohttp.ClientSession, base_url: str, model: str | None = None, prefix: str = "vllm:"
+) -> Snapshot:
+    return (await read_exposition(session, base_url, model, prefix)).counters

@@ -23,7 +23,7 @@ from fairwin.plan.production import ProductionSettings
 from fairwin.plan.roles import SHA256_RE, Role
 from fairwin.plan.secrets import SecretsSettings
 from fairwin.plan.telemetry import TelemetrySettings
-from fairwin.profiles import ProfileName
+from fairwin.profiles import CountersSetting
 
 #: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
 REGISTERED_MODES: dict[str, tuple[str, str]] = {
@@ -117,9 +117,12 @@ class WindowSettings(StrictModel):
     lock: Path | None = Field(
         None, description="The hardware's lock: one window at a time (default: OUTPUT_DIR/.window.lock)."
     )
-    counters: ProfileName = Field(
+    counters: CountersSetting = Field(
         "vllm",
-        description="The server's counters fairwin pools: vllm, or none (any OpenAI-compatible server, client-only).",
+        description=(
+            "The server's counters fairwin pools: vllm, llamacpp, none (any OpenAI-compatible server, "
+            "client-only), or auto (the profile the first start's /metrics exports)."
+        ),
     )
 
 

@@ -1,6 +1,6 @@
 """Pooling a repeat's waves into one row of rates: a ratio of sums, never a mean of ratios.
 
-Decode steps (rounds) come from generation tokens, not from vLLM's draft counter:
+Decode steps (rounds) come from generation tokens, not from the engine's draft counter:
 every request's first token comes from prefill, and every decode step emits one
 token plus whatever drafts it accepted, so
 
@@ -9,7 +9,8 @@ token plus whatever drafts it accepted, so
 vLLM counts a *draft* only when a proposal was made (an n-gram step with no match
 proposes nothing and is not counted), so ``drafts`` can undercount the rounds the
 server really ran. Both are recorded; ``rounds`` is the decode-step count. A server
-without speculative counters has accepted = 0 and rounds = decode steps.
+without speculative counters has accepted = 0 and rounds = decode steps. A server that
+counts no finished requests (llama.cpp) has first_tokens = the repeat's own streams.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def pool_repeat(
     profile: ServerProfile = VLLM,
 ) -> PooledRow:
     where = f"{start} {cell} repeat {repeat}"
-    server = _server_side(where, sum_deltas(deltas), len(streams), profile)
+    server = _server_side(where, sum_deltas(deltas), streams, profile)
     kept, client_problem = trusted(streams)
     pooled = kept if client_problem is None else []
     server_each = [s.server_decode_s for s in pooled]
@@ -97,7 +98,9 @@ SERVER_FIELDS = (
 )
 
 
-def _server_side(where: str, total: Snapshot, streams: int, profile: ServerProfile) -> dict[str, float | None]:
+def _server_side(
+    where: str, total: Snapshot, streams: Sequence[StreamRecord], profile: ServerProfile
+) -> dict[str, float | None]:
     """The server's sums and the rates made of them; all None when the profile reads no counters."""
     if not profile.reads_counters:
         return dict.fromkeys(SERVER_FIELDS)
@@ -108,7 +111,9 @@ def _server_side(where: str, total: Snapshot, streams: int, profile: ServerProfi
             'counters, so the server must expose them (or set window.counters = "none" to measure client-only)'
         )
     generation = total[profile.generation]
-    first = total[profile.requests]
+    # One first token per finished request: counted by the server where it counts requests, else the
+    # repeat's own streams (each finished, or the wave would have failed).
+    first = total[profile.requests] if profile.counts_requests else float(len(streams))
     accepted = total.get(profile.accepted, 0.0)
     steps = generation - first - accepted
     decode_s = total[profile.decode_sum]
@@ -117,11 +122,7 @@ def _server_side(where: str, total: Snapshot, streams: int, profile: ServerProfi
             f"{where}: counters show {steps:g} decode steps in {decode_s:g} s; "
             "a repeat needs max_tokens >= 2 and a server that counts decode time"
         )
-    if first != streams:
-        raise MetricsError(
-            f"{where}: the server counted {first:g} requests, the client sent {streams}; "
-            "something else is using this server"
-        )
+    _check_only_ours(where, generation, first, streams, profile)
     return {
         "generation_tokens": generation,
         "first_tokens": first,
@@ -136,6 +137,28 @@ def _server_side(where: str, total: Snapshot, streams: int, profile: ServerProfi
         "accepted_per_round": accepted / steps,
         "ms_per_round": 1000.0 * decode_s / steps,
     }
+
+
+def _check_only_ours(
+    where: str, generation: float, first: float, streams: Sequence[StreamRecord], profile: ServerProfile
+) -> None:
+    """The counters hold this repeat's streams and nothing else: the server's request count is the client's,
+    or (a server that counts no requests) its generated tokens are exactly the ones the streams received."""
+    if profile.counts_requests:
+        if first != len(streams):
+            raise MetricsError(
+                f"{where}: the server counted {first:g} requests, the client sent {len(streams)}; "
+                "something else is using this server"
+            )
+        return
+    received = [s.completion_tokens for s in streams]
+    if None in received:
+        raise MetricsError(f"{where}: a stream carried no usage, so the server's tokens cannot be matched to it")
+    if generation != sum(n for n in received if n is not None):
+        raise MetricsError(
+            f"{where}: the server generated {generation:g} tokens, the client's {len(streams)} streams received "
+            f"{sum(n for n in received if n is not None)}; something else is using this server"
+        )
 
 
 def client_rate(streams: Sequence[StreamRecord]) -> float | None:

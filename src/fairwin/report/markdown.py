@@ -139,8 +139,16 @@ def fidelity_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 _SOURCE = {
     "server": "the server's own counters",
-    "client": "fairwin's client (the server's counters are not read: window.counters = \"none\")",
+    "client": "fairwin's client",
 }
+
+
+def _measured_by(decision: Decision) -> str:
+    """Who measured the primary, and which server profile the counters were pooled with."""
+    if decision.counters is None:  # recorded before the profile was
+        return _SOURCE[decision.primary_source]
+    pooled = "not read" if decision.counters == "none" else f"pooled with the `{decision.counters}` profile"
+    return f"{_SOURCE[decision.primary_source]} (the server's counters: {pooled})"
 
 
 def render_summary(
@@ -167,7 +175,7 @@ def render_summary(
         f"- rule: `{rule.id}` (sha256 `{decision.rule_sha256}`): primary `{rule.primary}`, bar {rule.bar_pct:g} %, "
         f"{rule.confidence:.0%} interval; guards {', '.join(rule.guards) or 'none'}; "
         f"reported {', '.join(rule.reported) or 'none'}",
-        f"- primary measured by: {_SOURCE[decision.primary_source]}",
+        f"- primary measured by: {_measured_by(decision)}",
         "",
         *looks_section(decision),
         "## Decision by cell",

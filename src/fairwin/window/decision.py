@@ -45,7 +45,7 @@ from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.window.clocks import HoldClocks
 from fairwin.window.diagnostics import findings
-from fairwin.window.observed import host_findings, started_telemetry, unobserved_checks
+from fairwin.window.observed import host_findings, pooled_profile, started_telemetry, unobserved_checks
 
 
 def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
@@ -130,6 +130,7 @@ def decide_and_report(
             "watchdog_events": seen.watchdog or None,
             "production_caps_by_host": production_caps_by_host or None,
             "host_findings": host_findings(window),
+            "counters": pooled_profile(window),
             "unobserved": [*unobserved_checks(window), *unobserved],
             "accepted_unobserved": list(loaded.plan.runtime.accept_unobserved),
         }

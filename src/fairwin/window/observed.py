@@ -21,6 +21,12 @@ def start_receipts(window: WindowDir) -> list[StartReceipt]:
     return [read_record(path, StartReceipt) for path in paths]
 
 
+def pooled_profile(window: WindowDir) -> str | None:
+    """The server profile the window's starts pooled with (they all match: metrics/profile.py); None before any
+    start read its server's /metrics."""
+    return next((r.counters for r in start_receipts(window) if r.counters is not None), None)
+
+
 def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
     """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
     return [{"start": r.start, **r.telemetry} for r in start_receipts(window) if r.telemetry is not None]

@@ -24,7 +24,7 @@ from fairwin.launch.spec import make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
-from fairwin.profiles import PROFILES
+from fairwin.profiles import PROFILES, ServerProfile
 from fairwin.rows import Order
 from fairwin.transport import api_headers
 from fairwin.window.runtime import check_declared_env, check_speculative
@@ -49,7 +49,8 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
         check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
         api_headers(plan.roles[role].api_key_env, f"roles.{role}.api_key_env")  # its key must be there to send
     rule = get_rule(plan.window.rule)
-    check_counters(plan.window.counters, rule)
+    if plan.window.counters != "auto":  # auto: checked at the first start, once its server's /metrics is read
+        check_counters(PROFILES[plan.window.counters], rule, f'window.counters = "{plan.window.counters}"')
     greedy = plan.diagnostics.greedy
     if greedy is not None and greedy.reference is not None and not loaded.resolve(greedy.reference).is_file():
         raise PlanError(
@@ -59,13 +60,14 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
     return Preflight(mode_name=mode_name, mode=mode, rule=rule)
 
 
-def check_counters(profile: str, rule: RuleSpec) -> None:
-    """A rule reading server metrics needs a profile that reads the server's counters."""
-    if PROFILES[profile].reads_counters or not rule.server_metrics:
+def check_counters(profile: ServerProfile, rule: RuleSpec, why: str) -> None:
+    """A rule reading server metrics needs a profile that reads the server's counters (``why``: how the profile
+    was chosen, as the refusal says it)."""
+    if profile.reads_counters or not rule.server_metrics:
         return
     fitting = sorted(r.id for r in RULES.values() if not r.server_metrics)
     raise PlanError(
-        f'window.counters = "{profile}" reads no server counters, but rule {rule.id} decides on '
+        f"{why} reads no server counters, but rule {rule.id} decides on "
         f"{', '.join(rule.server_metrics)}, which come from them; set window.rule to one whose metrics the "
         f"client measures ({', '.join(fitting)})"
     )

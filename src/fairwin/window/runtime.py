@@ -6,9 +6,10 @@ caught. A role derived from a base role (production's policy on the experiment's
 runtime) may differ from its base only in the keys it declares as allowed.
 
 The speculative configuration is read from the launch arguments: vLLM's
-``--speculative-config JSON`` and ``fairwin sim``'s ``--spec-tokens``. With
-``runtime.standard_verification``, vLLM's ``rejection_sample_method`` must be
-absent or ``"standard"``.
+``--speculative-config JSON``, llama-server's ``--spec-*`` options and ``fairwin sim``'s
+``--spec-tokens``. With ``runtime.standard_verification``, vLLM's
+``rejection_sample_method`` must be absent or ``"standard"``, and llama.cpp's
+synthetic acceptance (``--spec-synth-len``, ``--spec-synth-rates``) is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.errors import GateRefused, RuntimeCheckError
 from fairwin.launch.reported import reported_speculative
 from fairwin.launch.spec import LaunchSpec
-from fairwin.launch.speculative import stated_speculative
+from fairwin.launch.speculative import LLAMA_SYNTHETIC, stated_speculative
 from fairwin.plan.checks import Runtime
 from fairwin.plan.roles import RepoPin
 from fairwin.production.live import LiveMember
@@ -195,6 +196,13 @@ def compare_speculative(
         raise error(
             f"{label}: speculative config uses rejection_sample_method {method!r}; the plan requires standard "
             f"verification (runtime.standard_verification), read {where}"
+        )
+    synthetic = [key for key in LLAMA_SYNTHETIC if key in effective]
+    if standard and synthetic:
+        raise error(
+            f"{label}: speculative config sets {', '.join(synthetic)}: llama.cpp's synthetic acceptance, which "
+            f"accepts drafts at a set rate without verifying them; the plan requires standard verification "
+            f"(runtime.standard_verification), read {where}"
         )
 
 

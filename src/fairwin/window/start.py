@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
 
 from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.client.wave import Target, WaveResult, run_wave
+from fairwin.decision.registry import get_rule
 from fairwin.directory.journal import start_step
 from fairwin.directory.start_receipt import StartReceipt, WaveRow
 from fairwin.launch.spec import LaunchSpec
+from fairwin.metrics.profile import choose_profile
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
-from fairwin.profiles import PROFILES
+from fairwin.profiles import CLIENT_ONLY
 from fairwin.records import append_records, write_record, write_records
 from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
@@ -31,6 +34,7 @@ from fairwin.transport import api_headers, client_session
 from fairwin.window.diagnostics import diagnose
 from fairwin.window.host import condition, not_idle_warning
 from fairwin.window.live import compares_live
+from fairwin.window.preflight import check_counters
 from fairwin.window.processes import (
     StartProcess,
     check_envs,
@@ -53,7 +57,7 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
     plan = ctx.loaded.plan
     rows: list[PreparedPrompt] = []
     for cell_name, cell in plan.cells.items():
-        tokenizer = TokenizeClient(session, target.url, target.model, cell.endpoint)
+        tokenizer = TokenizeClient(session, target.url, target.model, cell.endpoint, target.profile.tokenize)
         needed = {(w.family, p.id): p for w in waves_for(ctx.loaded, cell_name) for p in w.prompts}
         by_id: dict[str, PreparedPrompt] = {}
         for (family, _), prompt in needed.items():
@@ -245,7 +249,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         role=start.role,
         base_url=spec.base_url,
         model=spec.model,
-        profile=PROFILES[plan.window.counters],
+        profile=ctx.profile or CLIENT_ONLY,  # until its server's /metrics is read
     )
     timeout = aiohttp.ClientTimeout(total=plan.window.request_timeout_s)
     rows: list[PooledRow] = []
@@ -269,6 +273,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             receipt.scheduling = head.handle.scheduling
             receipt.container = head.handle.described()
             ctx.say(f"  healthy after {healthy:.1f} s")
+            target = await _choose_profile(ctx, session, target, receipt)
             live = _live(ctx, start.role)
             receipt.speculative, receipt.speculative_source = check_reported_speculative(
                 spec, head.log, plan.roles[start.role].speculative, plan.runtime, live.member("head") if live else None
@@ -294,6 +299,21 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 await _stop(ctx, processes, receipt)
         finally:
             write_record(ctx.window.start_receipt(start.name), receipt)
+
+
+async def _choose_profile(
+    ctx: StartContext, session: aiohttp.ClientSession, target: Target, receipt: StartReceipt
+) -> Target:
+    """The start's target with the profile its server exports, which the window's rule can decide on."""
+    setting = ctx.loaded.plan.window.counters
+    where = f"role {target.role}, start {target.start}"
+    chosen = await choose_profile(session, target.url, setting, ctx.profile, where)
+    check_counters(chosen.profile, get_rule(ctx.loaded.plan.window.rule), chosen.reason)
+    if ctx.profile is None and setting == "auto":
+        ctx.say(f"  counters: {chosen.profile.name} ({chosen.reason})")
+    ctx.profile = chosen.profile
+    receipt.counters, receipt.counters_reason = chosen.profile.name, chosen.reason
+    return replace(target, profile=chosen.profile)
 
 
 async def _stop(ctx: StartContext, processes: list[StartProcess], receipt: StartReceipt) -> None:

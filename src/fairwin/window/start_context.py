@@ -13,6 +13,7 @@ from fairwin.client.prepare import PreparedPrompt
 from fairwin.directory.layout import WindowDir
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.live import LiveProduction
+from fairwin.profiles import ServerProfile
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.sampler import Sampler
 from fairwin.window.processes import Launcher
@@ -32,5 +33,7 @@ class StartContext:
     hold_sampler: Sampler | None = None  # the window's GPUs through the hold: paused while a start samples its own
     # A chained window's hold over: run at the end of this start (its last), before its servers let go of the hardware.
     before_last_stop: tuple[str, Callable[[], Awaitable[object]]] | None = None
+    # The server profile the window pools with: chosen at its first healthy start, which every later one matches.
+    profile: ServerProfile | None = None
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
