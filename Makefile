@@ -1,6 +1,7 @@
 # fairwin: two commands on a fresh machine.
-#   make demo   a real window on a real vLLM for CPU (installs everything it needs)
-#   make test   the whole suite: lint, types, unit, integration, end-to-end on real vLLM
+#   make demo   a real window on a real vLLM for CPU (installs everything it needs);
+#               make demo ENGINE=llamacpp: the same on llama.cpp's llama-server, built for this CPU
+#   make test   the whole suite: lint, types, unit, integration, end-to-end on real vLLM and llama.cpp
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
@@ -8,6 +9,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 ENGINE_ENV := .engine.env
+LLAMA_ENV := .engine-llamacpp.env
+# The demo's engine: vllm (vLLM for CPU) or llamacpp (llama.cpp's llama-server).
+ENGINE ?= vllm
 # Unit and integration tests run on pytest-xdist workers, one per core (WORKERS=1: serially), each test
 # file on one worker (a file's tests share fixtures, windows and process names); the integration files go
 # first, so that their long tests start early and the many short unit files fill the gaps. The tests
@@ -24,14 +28,16 @@ WITH := $(if $(filter 1,$(HOG)),bash tools/with-cpu-hog.sh,)
 # pytest exits 5 when a marker selects no test: not a failure here.
 PYTEST_OK := rc=$$?; [ $$rc = 5 ] || status=$$rc
 
-.PHONY: setup engine lint test test-fast test-e2e demo clean help
+.PHONY: setup engine engine-llamacpp lint test test-fast test-e2e demo clean help
 
 help:
 	@echo "make demo       run the demo window on vLLM for CPU (sets everything up first)"
+	@echo "                ENGINE=llamacpp: on llama.cpp's llama-server instead (built for this CPU once)"
 	@echo "make test       lint, type-check and run every test, end-to-end included"
 	@echo "make test-fast  lint, type-check, unit and the fast integration tests (no engine; under 3 minutes)"
 	@echo "make setup      create $(VENV) with fairwin and its dev tools"
 	@echo "make engine     install vLLM for CPU and build the tiny model (once)"
+	@echo "make engine-llamacpp  build llama-server from source and write the tiny GGUF (once)"
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +51,10 @@ engine:
 	bash engine/install.sh > $(ENGINE_ENV).tmp
 	mv $(ENGINE_ENV).tmp $(ENGINE_ENV)
 
+engine-llamacpp:
+	bash engine/install-llamacpp.sh > $(LLAMA_ENV).tmp
+	mv $(LLAMA_ENV).tmp $(LLAMA_ENV)
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -57,27 +67,36 @@ test-fast: lint
 	$(WITH) $(BIN)/pytest tests/integration -m "alone and not slow" || { $(PYTEST_OK); }; \
 	exit $$status
 
-# A failed engine install is reported and the e2e tests skip with that reason;
+# A failed engine install is reported and that engine's e2e tests skip with that reason;
 # every other test still runs. The e2e tests run after the others, even when some of those failed.
 test: lint
 	bash tools/install-test-tools.sh
 	@if bash engine/install.sh > $(ENGINE_ENV).tmp; then mv $(ENGINE_ENV).tmp $(ENGINE_ENV); \
-	else rm -f $(ENGINE_ENV).tmp $(ENGINE_ENV); echo "make: the vLLM engine could not be installed; e2e tests will skip" >&2; fi
+	else rm -f $(ENGINE_ENV).tmp $(ENGINE_ENV); echo "make: the vLLM engine could not be installed; its e2e tests will skip" >&2; fi
+	@if bash engine/install-llamacpp.sh > $(LLAMA_ENV).tmp; then mv $(LLAMA_ENV).tmp $(LLAMA_ENV); \
+	else rm -f $(LLAMA_ENV).tmp $(LLAMA_ENV); echo "make: llama.cpp could not be built; its e2e tests will skip" >&2; fi
 	status=0; $(WITH) $(BIN)/pytest tests/integration tests/unit -m "not alone" $(PARALLEL) || status=$$?; \
 	$(WITH) $(BIN)/pytest tests/integration -m alone || { $(PYTEST_OK); }; \
-	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); set +a; $(BIN)/pytest tests/e2e || status=$$?; \
+	set -a; [ -f $(ENGINE_ENV) ] && source $(ENGINE_ENV); [ -f $(LLAMA_ENV) ] && source $(LLAMA_ENV); set +a; \
+	$(BIN)/pytest tests/e2e || status=$$?; \
 	exit $$status
 
-test-e2e: setup engine
-	set -a; source $(ENGINE_ENV); set +a; $(BIN)/pytest tests/e2e
+test-e2e: setup engine engine-llamacpp
+	set -a; source $(ENGINE_ENV); source $(LLAMA_ENV); set +a; $(BIN)/pytest tests/e2e
 
-# Production (a vLLM for CPU on port 18531) is brought up, taken down by the window and restored;
-# it is the demo's own, so it is taken down again at the end, whatever the window did.
-demo: setup engine
-	set -a; source $(ENGINE_ENV); set +a; \
-	$(BIN)/fairwin production up examples/vllm-cpu.toml && \
-	$(BIN)/fairwin run examples/vllm-cpu.toml --mode controlled; status=$$?; \
-	$(BIN)/fairwin production down examples/vllm-cpu.toml; exit $$status
+# Production (a vLLM for CPU on port 18531; llama-server on 18541 with ENGINE=llamacpp) is brought up,
+# taken down by the window and restored; it is the demo's own, so it is taken down again at the end,
+# whatever the window did.
+DEMO_PLAN := $(if $(filter llamacpp,$(ENGINE)),examples/llamacpp-cpu.toml,examples/vllm-cpu.toml)
+DEMO_ENGINE := $(if $(filter llamacpp,$(ENGINE)),engine-llamacpp,engine)
+DEMO_ENV := $(if $(filter llamacpp,$(ENGINE)),$(LLAMA_ENV),$(ENGINE_ENV))
+demo: setup
+	@case "$(ENGINE)" in vllm|llamacpp) ;; *) echo "make: ENGINE must be vllm or llamacpp, not $(ENGINE)" >&2; exit 2;; esac
+	$(MAKE) --no-print-directory $(DEMO_ENGINE)
+	set -a; source $(DEMO_ENV); set +a; \
+	$(BIN)/fairwin production up $(DEMO_PLAN) && \
+	$(BIN)/fairwin run $(DEMO_PLAN) --mode controlled; status=$$?; \
+	$(BIN)/fairwin production down $(DEMO_PLAN); exit $$status
 
 clean:
-	rm -rf $(VENV) $(ENGINE_ENV) windows .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(ENGINE_ENV) $(LLAMA_ENV) windows .pytest_cache .mypy_cache .ruff_cache

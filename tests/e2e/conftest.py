@@ -95,15 +95,7 @@ def e2e_plan(directory: Path, greedy: bool = True, measurement_limit_min: float 
     """The e2e plan; ``greedy``: with the greedy diagnostics (vLLM for CPU answers a 32-token request with
     logprobs in 10 to 30 s, so only the window whose tests read them runs them); ``measurement_limit_min``:
     the budget's cap on the measurement, which stops a sequential window that no look settles (the A/A)."""
-    families = {
-        name: {
-            "prompts": str(PROMPTS / f"{name}.jsonl"),
-            "prompts_sha256": sha256_file(PROMPTS / f"{name}.jsonl"),
-            "order": str(PROMPTS / f"{name}.order.json"),
-            "order_sha256": sha256_file(PROMPTS / f"{name}.order.json"),
-        }
-        for name in ("prose", "code")
-    }
+    families = prompt_families()
     # 256 tokens a stream: vLLM's API server delivers a stream's first chunk later, against its engine's clock,
     # than later ones (0.3 to 7 ms at 256-token prompts, up to 4.7 ms behind a 4,096-token prefill); over 128
     # tokens (about 80 ms of decode) that alone moved a start's client/server ratio by 2.4 % (short-b1) and
@@ -159,7 +151,11 @@ WINDOW_TEST_TIMEOUT_S = WINDOW_TIMEOUT_S + 120
 def run_window(
     engine: Engine, directory: Path, mode: str, greedy: bool = True, measurement_limit_min: float | None = None
 ) -> Window:
-    plan = e2e_plan(directory, greedy, measurement_limit_min)
+    return run_plan(e2e_plan(directory, greedy, measurement_limit_min), directory, mode)
+
+
+def run_plan(plan: Path, directory: Path, mode: str) -> Window:
+    """``fairwin run PLAN --mode MODE --quiet``, which must exit 0; the window it made in ``directory``."""
     process = subprocess.Popen(
         [sys.executable, "-m", "fairwin", "run", str(plan), "--mode", mode, "--quiet"],
         stdout=subprocess.PIPE,
@@ -175,6 +171,19 @@ def run_window(
     assert process.returncode == 0, stderr
     (window,) = [p for p in (directory / "windows").iterdir() if p.is_dir()]
     return Window(window, stdout)
+
+
+def prompt_families() -> dict[str, dict[str, str]]:
+    """The example prompts, pinned by their digests."""
+    return {
+        name: {
+            "prompts": str(PROMPTS / f"{name}.jsonl"),
+            "prompts_sha256": sha256_file(PROMPTS / f"{name}.jsonl"),
+            "order": str(PROMPTS / f"{name}.order.json"),
+            "order_sha256": sha256_file(PROMPTS / f"{name}.order.json"),
+        }
+        for name in ("prose", "code")
+    }
 
 
 @pytest.fixture(scope="session")
@@ -200,3 +209,32 @@ def aa_window(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Windo
         greedy=False,
         measurement_limit_min=AA_MEASUREMENT_LIMIT_MIN,
     )
+
+
+def assert_client_timing_right_or_flagged(window: Window, fidelity: dict[str, float]) -> None:
+    """Every start's client decode time is within ``fidelity`` (by cell) of the server's own for the same streams
+    (vLLM's ``generation_time_ms``, llama.cpp's ``predicted_ms``), or flagged with why."""
+    streams = [s for s in window.jsonl("streams.jsonl") if s["repeat"] > 0]
+    server_ms = [s["server_timing"].get("generation_time_ms", s["server_timing"].get("predicted_ms")) for s in streams]
+    assert all(ms is not None and ms > 0 for ms in server_ms)  # every stream carries the server's own timing
+    for s in streams:
+        assert s["client_timing_trusted"] is (s["client_timing_problem"] is None), s
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in window.jsonl("pooled.jsonl"):
+        groups.setdefault((row["start"], row["cell"]), []).append(row)
+        flagged = [
+            s
+            for s in streams
+            if (s["start"], s["cell"], s["repeat"]) == (row["start"], row["cell"], row["repeat"])
+            and not s["client_timing_trusted"]
+        ]
+        if row["client_problem"] is None:
+            assert len(flagged) == row["streams"] - row["client_streams"], row
+        else:
+            assert flagged and row["client_streams"] == 0 and row["decode_tps"] is None, row
+    for (start, cell), rows in groups.items():
+        pooled = [r for r in rows if r["client_streams"]]
+        if pooled:
+            client_s = sum(r["client_decode_s"] for r in pooled)
+            server_s = sum(r["server_stream_decode_s"] for r in pooled)
+            assert client_s / server_s == pytest.approx(1.0, abs=fidelity[cell]), (start, cell, client_s, server_s)

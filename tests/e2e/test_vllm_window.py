@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from fairwin.profiles import VLLM
-from tests.e2e.conftest import AA_MEASUREMENT_LIMIT_MIN, WINDOW_TEST_TIMEOUT_S, Engine, Window, run_window
+from tests.e2e.conftest import (
+    AA_MEASUREMENT_LIMIT_MIN,
+    WINDOW_TEST_TIMEOUT_S,
+    Engine,
+    Window,
+    assert_client_timing_right_or_flagged,
+    run_window,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(WINDOW_TEST_TIMEOUT_S)]
 
@@ -116,36 +121,9 @@ def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
 FIDELITY = {"short-b1": 0.02, "long-b1": 0.05}
 
 
-def assert_client_timing_right_or_flagged(window: Window) -> None:
-    """Every start's client decode time is within FIDELITY of vLLM's own for the same streams, or flagged with why."""
-    streams = [s for s in window.jsonl("streams.jsonl") if s["repeat"] > 0]
-    assert all(s["server_timing"]["generation_time_ms"] > 0 for s in streams)  # --enable-per-request-metrics
-    for s in streams:
-        assert s["client_timing_trusted"] is (s["client_timing_problem"] is None), s
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in window.jsonl("pooled.jsonl"):
-        groups.setdefault((row["start"], row["cell"]), []).append(row)
-        flagged = [
-            s
-            for s in streams
-            if (s["start"], s["cell"], s["repeat"]) == (row["start"], row["cell"], row["repeat"])
-            and not s["client_timing_trusted"]
-        ]
-        if row["client_problem"] is None:
-            assert len(flagged) == row["streams"] - row["client_streams"], row
-        else:
-            assert flagged and row["client_streams"] == 0 and row["decode_tps"] is None, row
-    for (start, cell), rows in groups.items():
-        pooled = [r for r in rows if r["client_streams"]]
-        if pooled:
-            client_s = sum(r["client_decode_s"] for r in pooled)
-            server_s = sum(r["server_stream_decode_s"] for r in pooled)
-            assert client_s / server_s == pytest.approx(1.0, abs=FIDELITY[cell]), (start, cell, client_s, server_s)
-
-
 def test_client_timing_is_right_or_flagged_with_its_cause(spec_window: Window, aa_window: Window) -> None:
-    assert_client_timing_right_or_flagged(spec_window)
-    assert_client_timing_right_or_flagged(aa_window)
+    assert_client_timing_right_or_flagged(spec_window, FIDELITY)
+    assert_client_timing_right_or_flagged(aa_window, FIDELITY)
     start = aa_window.json("starts/s1/start.json")
     assert start["scheduling"]["nice"] == 10 and start["host_before"]["memory_available_gib"] > 0
 

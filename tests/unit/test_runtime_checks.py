@@ -6,7 +6,7 @@ import pytest
 
 from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
 from fairwin.launch.spec import make_spec
-from fairwin.launch.speculative import effective_speculative
+from fairwin.launch.speculative import effective_speculative, stated_speculative
 from fairwin.plan.roles import Role
 from fairwin.window.runtime import check_declared_env, check_running_env, check_speculative
 
@@ -32,6 +32,30 @@ def test_speculative_config_from_vllm_and_sim_arguments() -> None:
     assert effective_speculative(["vllm", "--model", "m"]) == {}
     with pytest.raises(PlanError, match="is not JSON"):
         effective_speculative(["vllm", "--speculative-config", "{method: ngram"])
+
+
+def test_speculative_config_from_llama_server_arguments() -> None:
+    server = ["llama-server", "-m", "tiny.gguf", "--port", "8080"]
+    ngram = [*server, "--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "2", "--spec-draft-n-max=4", "-t", "2"]
+    assert stated_speculative(ngram) == {
+        "method": "ngram-map-k",
+        "spec-ngram-map-k-size-n": "2",
+        "spec-draft-n-max": "4",
+    }
+    # A draft model under any of its three names, the type left to the server (a draft model's own).
+    assert stated_speculative([*server, "-md", "draft.gguf"]) == {"method": "draft", "spec-draft-model": "draft.gguf"}
+    assert stated_speculative([*server, "--model-draft=d.gguf"]) == stated_speculative([*server, "-md", "d.gguf"])
+    assert stated_speculative([*server, "--spec-type", "none"]) == {}  # stated: no speculation
+    assert stated_speculative(server) is None  # nothing stated: only the server can tell (LLAMA_ARG_* env)
+    with pytest.raises(PlanError, match="--spec-draft-n-max needs a value"):
+        stated_speculative([*server, "--spec-type", "ngram-mod", "--spec-draft-n-max"])
+
+
+def test_llama_cpps_synthetic_acceptance_is_not_standard_verification() -> None:
+    synthetic = ["llama-server", "--spec-type", "draft-simple", "-md", "d.gguf", "--spec-synth-len", "3.5"]
+    with pytest.raises(GateRefused, match=r"sets spec-synth-len: llama.cpp's synthetic acceptance, .* read at launch"):
+        check_speculative("B", None, synthetic, standard=True)
+    assert check_speculative("B", None, synthetic, standard=False)["spec-synth-len"] == "3.5"
 
 
 def test_declared_speculative_config_must_match_field_by_field() -> None:

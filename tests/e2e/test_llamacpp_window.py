@@ -1,0 +1,185 @@
+"""Whole windows on a real llama.cpp llama-server (built for this CPU) serving the tiny GGUF.
+
+The roles state their speculation in argv (``--spec-type none``, ``--spec-type ngram-map-k ...``), and the plan
+asks for ``window.counters = "auto"``: the first start's /metrics decides that llama.cpp's counters are pooled.
+``-t 1``: the server decodes on one core, fairwin's client has the other.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fairwin.profiles import LLAMACPP
+from tests.conftest import to_toml
+from tests.e2e.conftest import (
+    WINDOW_TEST_TIMEOUT_S,
+    Window,
+    assert_client_timing_right_or_flagged,
+    prompt_families,
+    run_plan,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(WINDOW_TEST_TIMEOUT_S)]
+
+NGRAM = ["--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "2", "--spec-ngram-map-k-size-m", "4"]
+CELLS = {"short-b1": (256, 256, 2, 1), "short-b4": (256, 128, 4, 4)}  # prompt, max tokens, streams, concurrency
+#: Measured and reported, never deciding: four streams at once on one server thread are compute-bound, where
+#: n-gram drafts gain little (NEUTRAL, +3 to +10 %, here), and a window deciding on it ran all nine starts.
+REPORTED = {"short-b4"}
+REPEATS = 3
+#: The same bounds as vLLM's short cell (tests/e2e/test_vllm_window.py); llama.cpp times a request from its
+#: prompt's end, a sampling step before the client's first token, far under these.
+FIDELITY = {"short-b1": 0.02, "short-b4": 0.02}
+#: The A/A window's cap on its measurement (a start takes about 20 s here): the first look fits, and the budget
+#: stops it short of the rule's nine starts when no look settles it.
+AA_MEASUREMENT_LIMIT_MIN = 3.0
+
+
+@dataclass(frozen=True)
+class LlamaEngine:
+    server: Path
+    model: Path
+
+
+@pytest.fixture(scope="session")
+def llama_engine() -> LlamaEngine:
+    server, model = os.environ.get("FAIRWIN_LLAMA_SERVER"), os.environ.get("FAIRWIN_TINY_GGUF")
+    if not server or not model or not Path(server).is_file() or not Path(model).is_file():
+        pytest.skip(
+            "llama.cpp is not installed: FAIRWIN_LLAMA_SERVER / FAIRWIN_TINY_GGUF are unset or missing; "
+            "run `make test` (it runs engine/install-llamacpp.sh) or `eval $(bash engine/install-llamacpp.sh)`"
+        )
+    return LlamaEngine(Path(server), Path(model))
+
+
+def llama_role(*speculation: str) -> dict[str, Any]:
+    argv = ["{env:FAIRWIN_LLAMA_SERVER}", "-m", "{env:FAIRWIN_TINY_GGUF}", "-a", "tiny", "--host", "127.0.0.1"]
+    return {
+        "argv": [*argv, "--port", "{port}", "-c", "4096", "-np", "4", "-t", "1", "--metrics", *speculation],
+        "base_url": "http://127.0.0.1:{port}",
+        "port": "auto",
+        "served_model": "tiny",
+        "startup_timeout_s": 60,
+    }
+
+
+def llama_plan(directory: Path, measurement_limit_min: float | None = None) -> Path:
+    cells = {
+        name: {
+            "families": ["prose", "code"],
+            "temperature": 0,
+            "prompt_tokens": prompt,
+            "max_tokens": tokens,
+            "streams_per_wave": streams,
+            "concurrency": concurrency,
+            "decision": name not in REPORTED,
+        }
+        for name, (prompt, tokens, streams, concurrency) in CELLS.items()
+    }
+    data: dict[str, Any] = {
+        "window": {"output_dir": "windows", "repeats": REPEATS, "warmup_max_tokens": 16, "counters": "auto"},
+        "budget": {"startup_s": 2, "stop_s": 1, "decode_ms_per_token": 5, "prefill_ms_per_token": 0.5},
+        "roles": {"A": llama_role("--spec-type", "none"), "B": llama_role(*NGRAM)},
+        "modes": {"spec-vs-spec": {"control": "B", "candidate": "B"}},
+        "families": prompt_families(),
+        "cells": cells,
+    }
+    if measurement_limit_min is not None:
+        data["budget"]["measurement_limit_min"] = measurement_limit_min
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "llamacpp.toml"
+    path.write_text(to_toml(data))
+    return path
+
+
+@pytest.fixture(scope="session")
+def llama_spec_window(llama_engine: LlamaEngine, tmp_path_factory: pytest.TempPathFactory) -> Window:
+    """A controlled window: A (no speculation) against B (n-gram speculation), the default rule."""
+    directory = tmp_path_factory.mktemp("llama-spec")
+    return run_plan(llama_plan(directory), directory, "controlled")
+
+
+def aa_window(directory: Path) -> Window:
+    return run_plan(llama_plan(directory, AA_MEASUREMENT_LIMIT_MIN), directory, "spec-vs-spec")
+
+
+@pytest.fixture(scope="session")
+def llama_aa_window(llama_engine: LlamaEngine, tmp_path_factory: pytest.TempPathFactory) -> Window:
+    """B against B: the candidate is the control."""
+    return aa_window(tmp_path_factory.mktemp("llama-aa"))
+
+
+def test_the_speculative_window_reaches_a_verdict_on_llama_cpps_own_counters(llama_spec_window: Window) -> None:
+    decision = llama_spec_window.json("decision.json")
+    assert llama_spec_window.json("status.json")["state"] == "complete"
+    assert decision["rule_id"] == "win2-seq-v2" and decision["counters"] == "llamacpp"
+    assert decision["primary_source"] == "server"
+    # n-gram drafts of a greedy, repetitive output: about +30 % at one stream.
+    cells = {c["cell"]: c for c in decision["cells"]}
+    assert cells["short-b1"]["verdict"] == decision["verdict"] == "WIN", cells["short-b1"]["reasons"]
+    assert decision["sequential"]["ended"] == "decided", decision["sequential"]
+    for start in llama_spec_window.json("window.json")["starts"][: decision["sequential"]["starts_used"]]:
+        receipt = llama_spec_window.json(f"starts/{start['start']}/start.json")
+        assert receipt["counters"] == "llamacpp", receipt
+        assert receipt["counters_reason"].startswith("auto: http://127.0.0.1:"), receipt
+        spec = {"method": "ngram-map-k", "spec-ngram-map-k-size-n": "2", "spec-ngram-map-k-size-m": "4"}
+        assert receipt["speculative"] == (spec if start["role"] == "B" else {}), receipt
+        assert receipt["speculative_source"] == "argv"
+
+
+def test_every_stream_is_exactly_max_tokens_with_prompts_at_target_length(llama_spec_window: Window) -> None:
+    streams = [s for s in llama_spec_window.jsonl("streams.jsonl") if s["repeat"] > 0]
+    starts = llama_spec_window.json("decision.json")["sequential"]["starts_used"]
+    assert len(streams) == starts * REPEATS * 2 * sum(streams for _, _, streams, _ in CELLS.values())
+    for s in streams:
+        prompt, tokens, _, _ = CELLS[s["cell"]]
+        assert s["ok"] and s["completion_tokens"] == s["max_tokens"] == tokens, s
+        assert s["finish_reason"] == "length"
+        assert prompt - 8 <= s["prompt_tokens"] <= prompt and s["prompt_tokens"] == s["prompt_tokens_expected"], s
+
+
+def test_pooled_rows_recompute_from_the_stored_deltas_with_first_tokens_from_the_streams(
+    llama_spec_window: Window,
+) -> None:
+    waves = llama_spec_window.jsonl("waves.jsonl")
+    rows = llama_spec_window.jsonl("pooled.jsonl")
+    for row in rows:
+        mine = [w for w in waves if (w["start"], w["cell"], w["repeat"]) == (row["start"], row["cell"], row["repeat"])]
+        assert len(mine) == 2  # one wave per family
+        deltas = [w["deltas"] for w in mine]
+        generation = sum(d[LLAMACPP.generation] for d in deltas)
+        accepted = sum(d[LLAMACPP.accepted] for d in deltas)
+        decode_s = sum(d[LLAMACPP.decode_sum] for d in deltas)
+        first = row["streams"]  # llama.cpp counts no requests: each finished stream is one first token
+        assert generation == row["streams"] * CELLS[row["cell"]][1]  # exactly the tokens the streams received
+        assert row["first_tokens"] == first and row["rounds"] == generation - first - accepted
+        assert row["pooled_rate_tps"] == pytest.approx((generation - first) / decode_s, rel=1e-12)
+        if row["role"] == "B":
+            assert accepted > 0 and sum(d[LLAMACPP.drafts] for d in deltas) > 0, row
+        else:
+            assert accepted == 0 and sum(d[LLAMACPP.drafts] for d in deltas) == 0, row
+    # The prompt cache is off for fairwin's requests (the profile's cache_prompt = false): no prompt reuses a slot's.
+    assert sum(w["deltas"][LLAMACPP.prefix_hits] for w in waves) == 0
+
+
+def test_client_timing_is_right_or_flagged_on_llama_cpp(llama_spec_window: Window, llama_aa_window: Window) -> None:
+    assert_client_timing_right_or_flagged(llama_spec_window, FIDELITY)
+    assert_client_timing_right_or_flagged(llama_aa_window, FIDELITY)
+
+
+def test_an_identical_llama_cpp_candidate_is_neither_a_win_nor_a_loss(
+    llama_aa_window: Window, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # As on vLLM (tests/e2e/test_vllm_window.py): a window miscalled by chance is followed by a second one.
+    decision = llama_aa_window.json("decision.json")
+    assert decision["counters"] == "llamacpp"
+    assert [s["role"] for s in llama_aa_window.json("window.json")["starts"]] == ["B"] * 9
+    verdicts = [decision["verdict"]]
+    if verdicts[0] not in ("NEUTRAL", "NO-CHANGE"):
+        verdicts.append(aa_window(tmp_path_factory.mktemp("llama-aa-again")).json("decision.json")["verdict"])
+    assert verdicts[-1] in ("NEUTRAL", "NO-CHANGE"), (verdicts, [c["reasons"] for c in decision["cells"]])
