@@ -93,13 +93,15 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=2000)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--ms-per-round", type=float, default=250.0, help="the sim's decode round (per stream)")
+    parser.add_argument("--clock", choices=["model", "wall"], default="model", help="what the sim's timing reports")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.streams)), hard))
     port = free_port()
     sim = subprocess.Popen(
         [sys.executable, "-m", "fairwin", "sim", "--port", str(port), "--model", "scale", "--per-request-metrics",
-         "--ms-per-round", str(args.ms_per_round), "--prefill-ms-per-token", "0", "--jitter", "0"],
+         "--ms-per-round", str(args.ms_per_round), "--prefill-ms-per-token", "0", "--jitter", "0",
+         "--clock", args.clock],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     try:

@@ -1,0 +1,102 @@
+"""Reading a server-sent event stream from the bytes as they arrive (client/stream.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from fairwin.client.stream import SseLines, StreamRecord, run_stream
+from fairwin.errors import StreamError
+
+
+def test_payloads_split_across_reads_are_joined_and_other_lines_skipped() -> None:
+    lines = SseLines()
+    assert lines.feed(b'data: {"a": 1}\n\ndata: {"b"') == [b'{"a": 1}']
+    assert lines.feed(b": 2}\r\n\r\n: a comment\nevent: x\n") == [b'{"b": 2}']  # CRLF too
+    assert lines.feed(b"data: [DONE]") == []  # not ended yet
+    assert lines.end() == [b"[DONE]"]  # ended by the close, as a line reader yields it
+    assert lines.end() == []
+
+
+def chunk(text: str, **more: object) -> bytes:
+    return b"data: " + json.dumps({"choices": [{"index": 0, "text": text, "finish_reason": None}], **more}).encode()
+
+
+def record() -> StreamRecord:
+    return StreamRecord(
+        start="s1",
+        role="A",
+        cell="c",
+        wave="c/r1/f",
+        repeat=1,
+        family="f",
+        stream=0,
+        prompt_id="p",
+        prompt_tokens_expected=3,
+        seed=1,
+        cache_salt="x",
+        endpoint="completions",
+        max_tokens=3,
+    )
+
+
+async def served(pieces: Sequence[bytes], mine: StreamRecord | None = None) -> StreamRecord:
+    """A stream whose body is written in exactly these pieces, a few ms apart, read by the client."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for piece in pieces:
+            await response.write(piece)
+            await asyncio.sleep(0.005)
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    mine = mine or record()
+    try:
+        async with aiohttp.ClientSession() as session:
+            await run_stream(session, f"http://127.0.0.1:{port}/v1/completions", mine, {})
+    finally:
+        await runner.cleanup()
+    return mine
+
+
+USAGE = b'data: {"choices": [{"index": 0, "text": "", "finish_reason": "length"}], "usage": ' + (
+    b'{"completion_tokens": 3, "prompt_tokens": 3}, "timings": {"predicted_ms": 12.5}}\n\n'
+)
+
+
+def test_a_stream_in_odd_pieces_is_read_whole_with_each_chunks_arrival() -> None:
+    # The second chunk's line is cut in the middle; the usage chunk and [DONE] come in one write.
+    second = chunk(" b") + b"\n\n"
+    pieces = [chunk("a") + b"\n\n", second[:9], second[9:], chunk(" c") + b"\n\n" + USAGE + b"data: [DONE]\n\n"]
+    done = asyncio.run(served(pieces))
+    assert done.ok and done.completion_tokens == 3 and done.finish_reason == "length"
+    assert done.chunks == 4 and done.text_chunks == 3
+    assert done.server_decode_s == 0.0125  # llama.cpp's own timing of the request
+    arrivals = done.timeline.arrivals
+    assert arrivals[0] < arrivals[1] < arrivals[2]  # three reads, three times
+    assert done.first_token_s == arrivals[0] and done.last_token_s == arrivals[2]
+    assert done.timeline.done_s == arrivals[2]  # in the same read as the last text
+
+
+def test_a_stream_cut_before_done_or_with_an_error_fails_keeping_what_it_read() -> None:
+    cut = record()
+    with pytest.raises(StreamError, match="ended without \\[DONE\\]"):
+        asyncio.run(served([chunk("a") + b"\n\n", chunk(" b") + b"\n\n"], cut))
+    assert cut.chunks == 2 and cut.first_token_s is not None and cut.text_chunks == 2  # the evidence stays
+    with pytest.raises(StreamError, match="server reported an error mid-stream"):
+        asyncio.run(served([chunk("a") + b"\n\n", b'data: {"error": {"message": "boom", "code": 400}}\n\n']))
+    with pytest.raises(StreamError, match="stream chunk is not JSON"):
+        asyncio.run(served([b"data: {not json\n\n"]))
