@@ -21,7 +21,7 @@ from fairwin.client.wave import Target, _settled_after
 from fairwin.errors import MetricsError, PromptError, RuntimeCheckError
 from fairwin.metrics.profile import choose_profile
 from fairwin.metrics.scrape import parse_exposition
-from fairwin.pooling.pool import pool_repeat
+from fairwin.pooling.pool import decode_rate, pool_repeat
 from fairwin.profiles import CLIENT_ONLY, LLAMACPP, VLLM, detect
 from tests.unit.test_pool import stream
 from tests.unit.test_scrape import VLLM_TEXT
@@ -83,6 +83,11 @@ def test_a_repeat_pools_with_first_tokens_from_its_own_streams() -> None:
     assert row.pooled_rate_tps == pytest.approx((512 - 7) / 0.621353)
     assert row.accepted_per_round == pytest.approx(198 / 307)
     assert row.prefix_cache_hits == 0
+
+
+def test_the_warm_up_rate_counts_first_tokens_from_the_streams() -> None:
+    assert decode_rate(read(IDLE), LLAMACPP, streams=7) == pytest.approx((512 - 7) / 0.621353)
+    assert decode_rate(read(IDLE), CLIENT_ONLY, streams=7) is None
 
 
 def test_tokens_another_client_generated_refuse_the_repeat() -> None:

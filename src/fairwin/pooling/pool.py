@@ -27,16 +27,18 @@ from fairwin.rows import SERVER_METRICS, Kind, PooledRow
 __all__ = ["PooledRow", "client_rate", "decode_rate", "pool_repeat", "sum_deltas"]
 
 
-def decode_rate(deltas: Snapshot, profile: ServerProfile = VLLM) -> float | None:
+def decode_rate(deltas: Snapshot, profile: ServerProfile = VLLM, streams: int | None = None) -> float | None:
     """Tokens after each request's first, per decode second: the pooled rate, from one set of deltas.
 
     (rounds + accepted) / decode seconds, with rounds = generation - first - accepted, is
-    (generation - first) / decode seconds. None when the deltas hold no decode time.
+    (generation - first) / decode seconds. First tokens are the server's request count, or (a server that
+    counts none) ``streams``, the finished streams the deltas cover. None when the deltas hold no decode time.
     """
     decode_s = deltas.get(profile.decode_sum, 0.0)
     if not profile.reads_counters or decode_s <= 0 or profile.generation not in deltas:
         return None
-    return (deltas[profile.generation] - deltas.get(profile.requests, 0.0)) / decode_s
+    first = deltas.get(profile.requests, 0.0) if profile.counts_requests else float(streams or 0)
+    return (deltas[profile.generation] - first) / decode_s
 
 
 def sum_deltas(deltas: Iterable[Snapshot]) -> Snapshot:

@@ -81,7 +81,10 @@ async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, targe
         if result.error is not None:
             raise result.error
         profile = target.profile
-        rate = decode_rate(result.deltas, profile) if profile.reads_counters else client_rate(result.streams)
+        if profile.reads_counters:
+            rate = decode_rate(result.deltas, profile, len(result.streams))
+        else:
+            rate = client_rate(result.streams)
         if rate is not None:
             rates.append(rate)
         if steady(rates, settings.warmup_tolerance_pct):
