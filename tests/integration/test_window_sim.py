@@ -306,6 +306,47 @@ def test_a_server_without_counters_is_measured_client_only(make_plan: PlanFactor
     assert fairwin("decide", str(window)).returncode == 0
 
 
+def test_auto_pools_the_profile_the_server_exports_and_the_decision_names_it(make_plan: PlanFactory) -> None:
+    plan = make_plan(
+        roles={"A": sim_role(model="auto-a"), "B": sim_role("--spec-tokens", "2", model="auto-a")},
+        window={"counters": "auto", "repeats": 2},
+    )
+    done = fairwin("run", str(plan), "--mode", "controlled")
+    assert done.returncode == 0, done.stderr
+    assert "counters: vllm (auto: http://127.0.0.1:" in done.stdout  # said once, at the first start
+    window = only_window(plan)
+    decision = json.loads((window / "decision.json").read_text())
+    assert decision["counters"] == json.loads((window / "context.json").read_text())["counters"] == "vllm"
+    for start in json.loads((window / "window.json").read_text())["starts"]:
+        receipt = json.loads((window / "starts" / start["start"] / "start.json").read_text())
+        assert receipt["counters"] == "vllm" and receipt["counters_reason"].startswith("auto: "), receipt
+    assert "pooled with the `vllm` profile" in (window / "summary.md").read_text()
+
+
+def test_a_named_profile_the_server_does_not_export_is_refused_at_the_first_start(make_plan: PlanFactory) -> None:
+    plan = make_plan(roles={"A": sim_role(model="llama-named"), "B": sim_role(model="llama-named")},
+                     window={"counters": "llamacpp"})  # fmt: skip
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 3, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert 'window.counters = "llamacpp", but http://127.0.0.1:' in line, line
+    assert "has no llamacpp:tokens_predicted_total: it exports vllm's counters" in line, line
+    window = only_window(plan)
+    assert status(window)["state"] == "failed" and not (window / "waves.jsonl").exists()
+    assert processes_with("llama-named") == []
+
+
+def test_auto_on_a_server_without_counters_refuses_a_rule_that_needs_them(make_plan: PlanFactory) -> None:
+    role = sim_role("--fault", "no-metrics", model="auto-none")
+    plan = make_plan(roles={"A": role, "B": role}, window={"counters": "auto"})
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode != 0, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "auto: " in line and "/metrics answered HTTP 404" in line and "reads no server counters" in line, line
+    assert "win2-alt7-client-v1" in line  # the rule that would measure it
+    assert processes_with("auto-none") == []
+
+
 def test_a_rule_needing_server_counters_is_refused_when_none_are_read(make_plan: PlanFactory) -> None:
     plan = make_plan(roles={"A": sim_role(model="co-b"), "B": sim_role(model="co-b")}, window={"counters": "none"})
     done = fairwin("plan", "check", str(plan))

@@ -21,7 +21,7 @@ from fairwin.client.wave import Target, _settled_after
 from fairwin.errors import MetricsError, PromptError, RuntimeCheckError
 from fairwin.metrics.profile import choose_profile
 from fairwin.metrics.scrape import parse_exposition
-from fairwin.pooling.pool import decode_rate, pool_repeat
+from fairwin.pooling.pool import PooledRow, decode_rate, pool_repeat
 from fairwin.profiles import CLIENT_ONLY, LLAMACPP, VLLM, detect
 from tests.unit.test_pool import stream
 from tests.unit.test_scrape import VLLM_TEXT
@@ -64,8 +64,9 @@ def test_auto_recognises_each_engine_by_what_it_exports() -> None:
     assert detect({"process_cpu_seconds_total", "sglang:spec_accept_length"}) is CLIENT_ONLY
 
 
-def test_a_repeat_pools_with_first_tokens_from_its_own_streams() -> None:
-    row = pool_repeat(
+def pooled(tokens: list[int]) -> PooledRow:
+    """The recorded counters pooled as one repeat of streams that received these tokens."""
+    return pool_repeat(
         window_id="w",
         start="s1",
         kind="control",
@@ -73,9 +74,13 @@ def test_a_repeat_pools_with_first_tokens_from_its_own_streams() -> None:
         cell="c",
         repeat=1,
         deltas=[read(IDLE)],
-        streams=streams(RECORDED_TOKENS),
+        streams=streams(tokens),
         profile=LLAMACPP,
     )
+
+
+def test_a_repeat_pools_with_first_tokens_from_its_own_streams() -> None:
+    row = pooled(RECORDED_TOKENS)
     assert row.first_tokens == 7  # no request counter: one first token per finished stream
     assert row.accepted_tokens == 198 and row.drafts == 63 and row.draft_tokens == 238
     assert row.rounds == 512 - 7 - 198
@@ -92,17 +97,7 @@ def test_the_warm_up_rate_counts_first_tokens_from_the_streams() -> None:
 
 def test_tokens_another_client_generated_refuse_the_repeat() -> None:
     with pytest.raises(MetricsError, match="generated 512 tokens, the client's 6 streams received 384; something"):
-        pool_repeat(
-            window_id="w",
-            start="s1",
-            kind="control",
-            role="A",
-            cell="c",
-            repeat=1,
-            deltas=[read(IDLE)],
-            streams=streams(RECORDED_TOKENS[1:]),
-            profile=LLAMACPP,
-        )
+        pooled(RECORDED_TOKENS[1:])
 
 
 class FakeLlamaServer:

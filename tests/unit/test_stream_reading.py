@@ -12,6 +12,7 @@ from aiohttp import web
 
 from fairwin.client.stream import SseLines, StreamRecord, run_stream
 from fairwin.errors import StreamError
+from tests.unit.test_pool import stream
 
 
 def test_payloads_split_across_reads_are_joined_and_other_lines_skipped() -> None:
@@ -28,21 +29,9 @@ def chunk(text: str, **more: object) -> bytes:
 
 
 def record() -> StreamRecord:
-    return StreamRecord(
-        start="s1",
-        role="A",
-        cell="c",
-        wave="c/r1/f",
-        repeat=1,
-        family="f",
-        stream=0,
-        prompt_id="p",
-        prompt_tokens_expected=3,
-        seed=1,
-        cache_salt="x",
-        endpoint="completions",
-        max_tokens=3,
-    )
+    """A stream not sent yet."""
+    fresh = {"first_token_s": None, "last_token_s": None, "completion_tokens": None, "ok": False}
+    return stream(0.0, 0.0, 3).model_copy(update=fresh)
 
 
 async def served(pieces: Sequence[bytes], mine: StreamRecord | None = None) -> StreamRecord:
