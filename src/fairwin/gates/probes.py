@@ -24,7 +24,7 @@ from fairwin.errors import InputError
 from fairwin.files import canonical_json
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import waves_for
-from fairwin.profiles import VLLM, ServerProfile
+from fairwin.profiles import PROFILES, VLLM, ServerProfile
 
 MAX_PROBE_TOKENS = 8
 #: A server's count of a prompt may exceed the prompt's own tokens by its BOS (and a chat template's few).
@@ -82,11 +82,13 @@ def probes_for(
     model: str,
     eos: int | None = None,
     real: dict[str, PreparedPrompt] | None = None,
-    profile: ServerProfile = VLLM,
+    profile: ServerProfile | None = None,
 ) -> list[Probe]:
     """One probe per distinct request shape of the window, the terminator probe when the model's end-of-sequence
     token is known (``eos``, else the plan's rehearsal.eos_token_id), then the control probes. ``real``: a cell's
     real prompt, cut to its length, which its probe sends instead of the short text."""
+    if profile is None:  # the plan's named profile (the rehearsal passes the one production's /metrics exports)
+        profile = PROFILES.get(loaded.plan.window.counters, VLLM)
     shapes = _Shapes(loaded, profile, model, f"rehearsal-{int(time.time())}")
     terminator = eos if eos is not None else loaded.plan.rehearsal.eos_token_id
     return [
