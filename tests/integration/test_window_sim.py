@@ -313,7 +313,7 @@ def test_auto_pools_the_profile_the_server_exports_and_the_decision_names_it(mak
     )
     done = fairwin("run", str(plan), "--mode", "controlled")
     assert done.returncode == 0, done.stderr
-    assert "counters: vllm (auto: http://127.0.0.1:" in done.stdout  # said once, at the first start
+    assert (done.stdout + done.stderr).count("counters: vllm (auto: http://127.0.0.1:") == 1  # at the first start
     window = only_window(plan)
     decision = json.loads((window / "decision.json").read_text())
     assert decision["counters"] == json.loads((window / "context.json").read_text())["counters"] == "vllm"
