@@ -88,6 +88,23 @@ async def one_wave(session: aiohttp.ClientSession, url: str, streams: int, token
     }  # fmt: skip
 
 
+def start_sim(port: int, ms_per_round: str, clock: str) -> subprocess.Popen[bytes]:
+    """`fairwin sim` serving model "scale" with zero-cost prefill and no jitter, once it answers /health."""
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "fairwin", "sim", "--port", str(port), "--model", "scale", "--per-request-metrics",
+         "--ms-per-round", ms_per_round, "--prefill-ms-per-token", "0", "--jitter", "0", "--clock", clock],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).close()
+            return sim
+        except OSError:
+            time.sleep(0.1)
+    sim.terminate()
+    raise SystemExit("fairwin sim did not answer /health within 20 s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--streams", type=int, default=2000)
@@ -98,20 +115,9 @@ def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.streams)), hard))
     port = free_port()
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "fairwin", "sim", "--port", str(port), "--model", "scale", "--per-request-metrics",
-         "--ms-per-round", str(args.ms_per_round), "--prefill-ms-per-token", "0", "--jitter", "0",
-         "--clock", args.clock],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    sim = start_sim(port, str(args.ms_per_round), args.clock)
     try:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         for streams in sorted({min(100, args.streams), args.streams}):
             for number, r in enumerate(asyncio.run(waves(url, streams, args.tokens, 2)), start=1):
                 report(r, "new connections" if number == 1 else "pooled connections")

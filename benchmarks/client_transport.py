@@ -21,10 +21,8 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, cast
@@ -33,7 +31,7 @@ import orjson
 import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from client_scale import waves  # the window's own wave, through the window's session
+from client_scale import start_sim, waves  # the window's own wave, through the window's session
 
 from fairwin.launch.spec import free_port
 
@@ -123,19 +121,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     port = free_port()
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "fairwin", "sim", "--port", str(port), "--model", "scale", "--per-request-metrics",
-         "--ms-per-round", "10", "--prefill-ms-per-token", "0", "--jitter", "0", "--clock", "wall"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    sim = start_sim(port, "10", "wall")
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         for streams in args.streams:
             found: dict[str, list[float]] = {"aiohttp": [], "protocol": [], "protocol+uvloop": []}
             for _ in range(args.runs):  # interleaved, so that the machine's drift falls on all three alike
