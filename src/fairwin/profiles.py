@@ -55,6 +55,10 @@ class ServerProfile:
     request_fields: Mapping[str, Any] = field(default_factory=dict)
     tokenize: TokenizeStyle = "vllm"
 
+    def body_fields(self, cell_extra: Mapping[str, Any]) -> dict[str, Any]:
+        """What a request adds to the standard body: this profile's fields, then the cell's own (which win)."""
+        return {**self.request_fields, **cell_extra}
+
     @property
     def reads_counters(self) -> bool:
         return self.prefix is not None
@@ -106,12 +110,12 @@ PROFILES: dict[str, ServerProfile] = {p.name: p for p in (VLLM, LLAMACPP, CLIENT
 DETECTABLE = (VLLM, LLAMACPP)
 
 
+def exported(series: set[str]) -> list[ServerProfile]:
+    """Every profile whose signature is among ``series`` (every sample name on a /metrics), in the order ``auto``
+    tries them (a proxy may export more than one)."""
+    return [p for p in DETECTABLE if p.signature in series]
+
+
 def detect(series: set[str]) -> ServerProfile:
-    """The profile whose signature the server exports (``series``: every sample name on its /metrics);
-    the client-only profile when none is there."""
-    return next((p for p in DETECTABLE if p.signature in series), CLIENT_ONLY)
-
-
-def exported_profiles(series: set[str]) -> list[str]:
-    """Every profile whose signature is among the series (a proxy may export more than one)."""
-    return [p.name for p in DETECTABLE if p.signature in series]
+    """The profile ``auto`` takes: the first one exported; the client-only profile when none is."""
+    return next(iter(exported(series)), CLIENT_ONLY)

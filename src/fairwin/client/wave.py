@@ -43,10 +43,6 @@ class Target:
     def url(self) -> str:
         return self.base_url.rstrip("/")
 
-    def extra_fields(self, cell: Cell) -> dict[str, object]:
-        """What a request of this cell adds to the standard body: the profile's fields, then the cell's own."""
-        return {**self.profile.request_fields, **cell.extra_body}
-
 
 @dataclass
 class WaveResult:
@@ -181,7 +177,7 @@ def _streams(
             max_tokens=cell.max_tokens,
         )
         records.append(record)
-        extra = target.extra_fields(cell)
+        extra = target.profile.body_fields(cell.extra_body)
         bodies.append(request_body(record, target.model, ready.text, cell.temperature, cell.top_p, extra))
     return records, bodies
 

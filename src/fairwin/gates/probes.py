@@ -73,8 +73,7 @@ def _stream_body(
         endpoint=cell.endpoint,
         max_tokens=max_tokens,
     )
-    extra = {**profile.request_fields, **cell.extra_body}
-    return request_body(record, model, text, cell.temperature, cell.top_p, extra)
+    return request_body(record, model, text, cell.temperature, cell.top_p, profile.body_fields(cell.extra_body))
 
 
 def probes_for(

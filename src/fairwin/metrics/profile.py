@@ -14,7 +14,7 @@ import aiohttp
 
 from fairwin.errors import MetricsError, RuntimeCheckError
 from fairwin.metrics.scrape import read_exposition
-from fairwin.profiles import CLIENT_ONLY, PROFILES, CountersSetting, ServerProfile, detect, exported_profiles
+from fairwin.profiles import CLIENT_ONLY, PROFILES, CountersSetting, ServerProfile, exported
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,9 @@ async def choose_profile(
         if setting != "auto":
             raise
         series, unread = set(), str(exc)
-    found = exported_profiles(series)
+    found = exported(series)
     if setting == "auto":
-        chosen = detect(series)
+        chosen = found[0] if found else CLIENT_ONLY
         reason = (
             f"auto: {base_url}/metrics exports {chosen.signature}"
             if chosen.reads_counters
@@ -54,10 +54,11 @@ async def choose_profile(
     else:
         chosen = PROFILES[setting]
         if chosen.signature not in series:
-            exported = f"exports {', '.join(found)}'s counters" if found else "exports none of a profile fairwin knows"
+            names = ", ".join(p.name for p in found)
+            exports = f"exports {names}'s counters" if found else "exports none of a profile fairwin knows"
             raise RuntimeCheckError(
                 f'{where}: window.counters = "{setting}", but {base_url}/metrics has no {chosen.signature}: it '
-                f'{exported}; name the server\'s profile, or set window.counters = "auto"'
+                f'{exports}; name the server\'s profile, or set window.counters = "auto"'
             )
         reason = f"named by the plan; {base_url}/metrics exports {chosen.signature}"
     if earlier is not None and chosen.name != earlier.name:

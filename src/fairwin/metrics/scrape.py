@@ -3,8 +3,9 @@
 A snapshot keeps every counter and histogram ``_sum``/``_count`` sample whose name
 starts with the server profile's prefix (``vllm:``, ``llamacpp:``), summed over the
 labels that only say *where* it was counted (``engine``, ``model_name``) and keyed
-by the labels that say *what* was counted (``position``, ``finished_reason``, ...). Histogram buckets and ``_created``
-timestamps are dropped: pooling never needs them and they would bloat every wave.
+by the labels that say *what* was counted (``position``, ``finished_reason``, ...).
+Histogram buckets and ``_created`` timestamps are dropped: pooling never needs them
+and they would bloat every wave.
 Gauges are never in a snapshot (a delta of a gauge means nothing); the ones a profile
 waits on (llama.cpp's ``requests_processing``) are read beside it, as they are.
 """

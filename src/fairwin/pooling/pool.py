@@ -156,10 +156,11 @@ def _check_only_ours(
     received = [s.completion_tokens for s in streams]
     if None in received:
         raise MetricsError(f"{where}: a stream carried no usage, so the server's tokens cannot be matched to it")
-    if generation != sum(n for n in received if n is not None):
+    tokens = sum(n or 0 for n in received)
+    if generation != tokens:
         raise MetricsError(
             f"{where}: the server generated {generation:g} tokens, the client's {len(streams)} streams received "
-            f"{sum(n for n in received if n is not None)}; something else is using this server"
+            f"{tokens}; something else is using this server"
         )
 
 

@@ -49,7 +49,9 @@ async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, targ
         endpoint=cell.endpoint,
         max_tokens=plan.window.warmup_max_tokens,
     )
-    body = request_body(record, target.model, ready.text, cell.temperature, cell.top_p, target.extra_fields(cell))
+    body = request_body(
+        record, target.model, ready.text, cell.temperature, cell.top_p, target.profile.body_fields(cell.extra_body)
+    )
     try:
         return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
     finally:
