@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from fairwin.client.prepare import PreparedPrompt, prompt_key
+from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.wave import Target, run_wave
 from fairwin.launch.spec import free_port
 from fairwin.plan.loading import Prompt
@@ -50,13 +51,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def waves(url: str, streams: int, tokens: int, count: int) -> list[dict[str, Any]]:
-    """``count`` waves through one session, as a start runs them: the first opens the connections."""
-    async with client_session(aiohttp.ClientTimeout(total=600)) as session:
-        return [await one_wave(session, url, streams, tokens) for _ in range(count)]
+async def waves(url: str, streams: int, tokens: int, count: int, watch_lag: bool = True) -> list[dict[str, Any]]:
+    """``count`` waves through one session, as a start runs them: the first opens the connections. Without
+    ``watch_lag`` no lag is sampled (its own wake-ups cost CPU: a few us a token at 4 streams)."""
+    async with client_session(aiohttp.ClientTimeout(total=600)) as session, StreamTransport(timeout_s=600) as transport:
+        return [await one_wave(session, transport, url, streams, tokens, watch_lag) for _ in range(count)]
 
 
-async def one_wave(session: aiohttp.ClientSession, url: str, streams: int, tokens: int) -> dict[str, Any]:
+async def one_wave(
+    session: aiohttp.ClientSession, transport: StreamTransport, url: str, streams: int, tokens: int, watch_lag: bool
+) -> dict[str, Any]:
     cell = Cell(families=["f"], prompt_tokens=8, concurrency=streams, streams_per_wave=streams, temperature=0,
                 max_tokens=tokens)  # fmt: skip
     prompts = tuple(Prompt(id=f"p{i}", text=f"prompt number {i} for the scale test") for i in range(streams))
@@ -66,9 +70,11 @@ async def one_wave(session: aiohttp.ClientSession, url: str, streams: int, token
     target = Target(start="s1", kind="control", role="A", base_url=url, model="scale")
     lag: list[float] = []
     stop = asyncio.Event()
+    if not watch_lag:
+        stop.set()
     monitor = asyncio.create_task(lag_monitor(lag, stop))
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    result = await run_wave(session, target, "scale", cell, spec, prepared, settle_timeout_s=60)
+    result = await run_wave(session, transport, target, "scale", cell, spec, prepared, settle_timeout_s=60)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     stop.set()
     await monitor
@@ -81,7 +87,7 @@ async def one_wave(session: aiohttp.ClientSession, url: str, streams: int, token
     server = sum(s.server_decode_s or 0.0 for s in trusted)
     return {
         "streams": streams, "wall_s": wall, "cpu_us_per_token": 1e6 * cpu / (streams * tokens),
-        "lag_ms": [1000 * statistics.median(lag), 1000 * percentile(lag, 0.99), 1000 * max(lag)],
+        "lag_ms": [1000 * statistics.median(lag), 1000 * percentile(lag, 0.99), 1000 * max(lag)] if lag else None,
         "ttft_ms": [1000 * min(ttfts), 1000 * statistics.median(ttfts), 1000 * max(ttfts)],
         "trusted": len(trusted), "client_over_server": client / server if server else None,
         "problems": sorted({(s.client_timing_problem or "")[:90] for s in result.streams} - {""})[:3],

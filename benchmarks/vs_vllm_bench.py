@@ -19,8 +19,14 @@ Client CPU per streamed token: fairwin's by difference between a wave of N and o
 `vllm bench serve`'s from its own per-process CPU clock (``/proc/PID/stat``) read when
 it starts sending and again at its exit, so its imports and dataset are left out.
 
+With ``--server sim`` both clients stream from `fairwin sim` instead (10 ms rounds, zero-cost prefill, its
+wall clock, its per-request timing on): the simulator costs almost no CPU, so neither client is kept off the CPU
+by the server's own processes, which on this 2-core machine blur a real vLLM's CPU figures (up to 0.5 s of
+run-queue wait in one stream). The CPU figures are quoted from there; the fidelity from both. ``--loop uvloop``
+runs fairwin's client on uvloop (a window's loop when uvloop is installed; ``asyncio`` is the standard one).
+
     make engine && set -a && source .engine.env && set +a
-    python benchmarks/vs_vllm_bench.py [--concurrency 1 4 32]
+    python benchmarks/vs_vllm_bench.py [--concurrency 1 4 32] [--server vllm|sim] [--loop asyncio|uvloop]
 """
 
 from __future__ import annotations
@@ -38,8 +44,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import uvloop
 
 from fairwin.client.prepare import PreparedPrompt, prompt_key
+from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.wave import Target, run_wave
 from fairwin.launch.spec import free_port
 from fairwin.metrics.scrape import Snapshot, delta, scrape
@@ -81,14 +89,14 @@ async def prompts(session: aiohttp.ClientSession, url: str, count: int) -> dict[
 async def fairwin_run(url: str, concurrency: int, count: int, salt: str) -> dict[str, Any]:
     cell = Cell(families=["f"], prompt_tokens=PROMPT_TOKENS, concurrency=concurrency, streams_per_wave=count,
                 temperature=0, max_tokens=OUTPUT_TOKENS)  # fmt: skip
-    async with client_session(aiohttp.ClientTimeout(total=3600)) as session:
+    async with client_session(aiohttp.ClientTimeout(total=3600)) as session, StreamTransport(timeout_s=3600) as streams:
         prepared = await prompts(session, url, count)
         chosen = tuple(Prompt(id=p.id, text=p.text) for p in prepared.values())
         spec = WaveSpec(cell="c", index=0, repeat=1, family="f", seed=1, prompts=chosen, label=salt)
         target = Target(start="bench", kind="control", role="A", base_url=url, model=MODEL)
         before = await scrape(session, url, MODEL)
         cpu0 = time.process_time()
-        result = await run_wave(session, target, "bench", cell, spec, prepared, settle_timeout_s=30)
+        result = await run_wave(session, streams, target, "bench", cell, spec, prepared, settle_timeout_s=30)
         cpu = time.process_time() - cpu0
         after = await scrape(session, url, MODEL)
     if result.error is not None:
@@ -150,7 +158,12 @@ async def vllm_bench_measured(url: str, concurrency: int, count: int, out: Path)
     return run
 
 
-def start_server(port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_server(port: int, log: Path, server: str) -> subprocess.Popen[bytes]:
+    if server == "sim":
+        sim = [sys.executable, "-m", "fairwin", "sim", "--port", str(port), "--model", MODEL, "--per-request-metrics",
+               "--ms-per-round", "10", "--prefill-ms-per-token", "0", "--jitter", "0", "--clock", "wall"]  # fmt: skip
+        with log.open("wb") as sink:
+            return subprocess.Popen(sim, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     argv = [os.environ["FAIRWIN_ENGINE_PYTHON"], "-m", "vllm.entrypoints.openai.api_server", "--model",
             os.environ["FAIRWIN_TINY_MODEL"], "--served-model-name", MODEL, "--load-format", "dummy", "--host",
             "127.0.0.1", "--port", str(port), "--max-model-len", "4096", "--dtype", "bfloat16", "--seed", "0",
@@ -204,10 +217,10 @@ async def compare(url: str, concurrency: int, out: Path) -> list[dict[str, Any]]
     return runs
 
 
-async def main_async(concurrencies: list[int], out: Path) -> None:
+async def main_async(concurrencies: list[int], out: Path, server_kind: str) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_server(port, out / "server.log")
+    server = start_server(port, out / "server.log", server_kind)
     try:
         await wait_healthy(url, server)
         await fairwin_run(url, 1, 2, "warm")  # first-request costs, uncounted
@@ -221,11 +234,14 @@ async def main_async(concurrencies: list[int], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 32])
+    parser.add_argument("--server", choices=["vllm", "sim"], default="vllm")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     args = parser.parse_args()
     if "FAIRWIN_ENGINE_PYTHON" not in os.environ:
         sys.exit("set FAIRWIN_ENGINE_PYTHON and FAIRWIN_TINY_MODEL: `set -a; source .engine.env; set +a`")
     with tempfile.TemporaryDirectory(prefix="fairwin-vs-bench-") as tmp:
-        asyncio.run(main_async(args.concurrency, Path(tmp)))
+        run = uvloop.run if args.loop == "uvloop" else asyncio.run
+        run(main_async(args.concurrency, Path(tmp), args.server))
 
 
 if __name__ == "__main__":

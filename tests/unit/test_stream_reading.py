@@ -6,10 +6,10 @@ import asyncio
 import json
 from collections.abc import Sequence
 
-import aiohttp
 import pytest
 from aiohttp import web
 
+from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.stream import SseLines, StreamRecord, run_stream
 from fairwin.errors import StreamError
 from tests.unit.test_pool import stream
@@ -54,8 +54,8 @@ async def served(pieces: Sequence[bytes], mine: StreamRecord | None = None) -> S
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     mine = mine or record()
     try:
-        async with aiohttp.ClientSession() as session:
-            await run_stream(session, f"http://127.0.0.1:{port}/v1/completions", mine, {})
+        async with StreamTransport() as transport:
+            await run_stream(transport, f"http://127.0.0.1:{port}/v1/completions", mine, {})
     finally:
         await runner.cleanup()
     return mine

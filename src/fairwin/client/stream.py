@@ -20,13 +20,13 @@ import json
 import time
 from typing import Any, ClassVar, Literal
 
-import aiohttp
 import orjson
 from pydantic import ConfigDict, PrivateAttr
 
 from fairwin.client.runqueue import RunqueueClock
+from fairwin.client.sse_transport import StreamTransport, require_event_stream
 from fairwin.client.timeline import Timeline, chunk_tokens
-from fairwin.errors import StreamError, WaveError
+from fairwin.errors import StreamError, TransportError, WaveError
 from fairwin.formats import STREAM, RecordFormat
 from fairwin.records import Record
 from fairwin.transport import status_error, transport_error
@@ -221,25 +221,29 @@ class SseLines:
         return [last[5:].strip()] if last.startswith(b"data:") else []
 
 
-async def _read_stream(response: aiohttp.ClientResponse, record: StreamRecord, t0: float) -> None:
-    content_type = response.headers.get("Content-Type", "")
-    if "text/event-stream" not in content_type:
-        raise StreamError(
-            f"non-streaming reply (Content-Type {content_type or 'missing'!r}); the server must "
-            "support stream=true with server-sent events"
-        )
-    reading = _Reading(record)
-    lines = SseLines()
-    try:
-        async for data in response.content.iter_any():
-            arrived = time.perf_counter() - t0  # every chunk of one read arrived together
-            if _take(lines.feed(data), reading, record, arrived):
-                return
-        if _take(lines.end(), reading, record, time.perf_counter() - t0):
-            return
-    finally:
-        reading.commit(record)
-    raise StreamError("stream ended without [DONE]: the connection closed early")
+class _StreamSink:
+    """A streamed completion's body, read as its bytes arrive (:class:`~fairwin.client.sse_transport.BodySink`)."""
+
+    __slots__ = ("done", "lines", "reading", "record", "t0")
+
+    def __init__(self, record: StreamRecord, t0: float) -> None:
+        self.record, self.t0 = record, t0
+        self.reading = _Reading(record)
+        self.lines = SseLines()
+        self.done = False
+
+    def begin(self, status: int, content_type: str) -> None:
+        require_event_stream(status, content_type)
+
+    def feed(self, data: bytes, arrived: float) -> None:
+        if not self.done:  # every chunk of one read arrived together
+            self.done = _take(self.lines.feed(data), self.reading, self.record, arrived - self.t0)
+
+    def end(self) -> None:
+        if not self.done:  # a last line the stream closed without ending
+            self.done = _take(self.lines.end(), self.reading, self.record, time.perf_counter() - self.t0)
+        if not self.done:
+            raise StreamError("stream ended without [DONE]: the connection closed early")
 
 
 def _take(payloads: list[bytes], reading: _Reading, record: StreamRecord, arrived: float) -> bool:
@@ -271,21 +275,24 @@ def check_complete(record: StreamRecord) -> None:
         raise StreamError("stream carried no text at all")
 
 
-async def run_stream(
-    session: aiohttp.ClientSession, url: str, record: StreamRecord, body: dict[str, Any]
-) -> StreamRecord:
+async def run_stream(transport: StreamTransport, url: str, record: StreamRecord, body: dict[str, Any]) -> StreamRecord:
     """Send one streaming request; fill ``record`` in place, raising on any failure."""
     what = f"{record.start} {record.wave} stream {record.stream}"
+    payload = orjson.dumps(body)
     record.sent_unix = time.time()
     runqueue = RunqueueClock()
     t0 = time.perf_counter()
+    sink = _StreamSink(record, t0)
     try:
-        async with session.post(url, json=body) as response:
-            if response.status >= 300:
-                raise status_error(what, url, response.status, await response.text())
-            await _read_stream(response, record, t0)
+        try:
+            answer = await transport.post(url, payload, sink)
+            if answer.status >= 300:
+                raise status_error(what, url, answer.status, answer.error_body)
+            sink.end()
+        finally:
+            sink.reading.commit(record)
         check_complete(record)
-    except (TimeoutError, aiohttp.ClientError) as exc:
+    except (TimeoutError, TransportError) as exc:
         raise transport_error(what, url, exc) from None
     except StreamError as exc:
         raise StreamError(f"{what}: {exc}") from None
@@ -297,11 +304,11 @@ async def run_stream(
 
 
 async def run_stream_recorded(
-    session: aiohttp.ClientSession, url: str, record: StreamRecord, body: dict[str, Any]
+    transport: StreamTransport, url: str, record: StreamRecord, body: dict[str, Any]
 ) -> StreamRecord:
     """Like :func:`run_stream`, but a failure is kept on the record as evidence and re-raised."""
     try:
-        return await run_stream(session, url, record, body)
+        return await run_stream(transport, url, record, body)
     except WaveError as exc:
         record.ok = False
         record.error = str(exc)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from fairwin.client.prepare import PreparedPrompt, prompt_key
+from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.errors import MetricsError, PromptError, WaveError, WindowError
 from fairwin.metrics.scrape import Snapshot, delta, read_exposition, scrape
@@ -120,6 +121,7 @@ async def server_counters(session: aiohttp.ClientSession, target: Target) -> Sna
 
 async def run_wave(
     session: aiohttp.ClientSession,
+    streams: StreamTransport,
     target: Target,
     window_id: str,
     cell: Cell,
@@ -127,14 +129,15 @@ async def run_wave(
     prepared: dict[str, PreparedPrompt],
     settle_timeout_s: float,
 ) -> WaveResult:
-    """Run every stream of the wave; a failed stream fails the wave but its evidence is returned."""
+    """Run every stream of the wave through ``streams``, the counters read through ``session``; a failed stream
+    fails the wave but its evidence is returned."""
     url = target.url + endpoint_path(cell)
     records, bodies = _streams(target, window_id, cell, spec, prepared)
     gate = asyncio.Semaphore(cell.concurrency)
 
     async def one(record: StreamRecord, body: dict[str, object]) -> StreamRecord:
         async with gate:
-            return await run_stream_recorded(session, url, record, body)
+            return await run_stream_recorded(streams, url, record, body)
 
     before = await server_counters(session, target)
     started_unix = time.time()

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 
 from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
+from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.wave import Target, WaveResult, run_wave
 from fairwin.decision.registry import get_rule
 from fairwin.directory.journal import start_step
@@ -113,6 +114,7 @@ def _pool(ctx: StartContext, target: Target, cell_name: str, results: list[WaveR
 async def _run_waves(
     ctx: StartContext,
     session: aiohttp.ClientSession,
+    streams: StreamTransport,
     target: Target,
     processes: list[StartProcess],
     cell_name: str,
@@ -123,6 +125,7 @@ async def _run_waves(
     for spec in waves:
         result = await run_wave(
             session,
+            streams,
             target,
             ctx.window.window_id,
             plan.cells[cell_name],
@@ -155,6 +158,7 @@ async def _run_waves(
 async def _measure(
     ctx: StartContext,
     session: aiohttp.ClientSession,
+    streams: StreamTransport,
     target: Target,
     receipt: StartReceipt,
     processes: list[StartProcess],
@@ -170,11 +174,11 @@ async def _measure(
     paused = ctx.hold_sampler.pause() if ctx.hold_sampler is not None and gpu is not None else nullcontext()
     with paused:  # the start reads the GPUs itself; the hold's sampler waits
         async with sampling(gpu, ctx.window.start_telemetry(target.start), plan.telemetry.interval_s) as sampler:
-            await warm_up_stream(ctx, session, target)
-            receipt.warmup = await warm_up_waves(ctx, session, target)
+            await warm_up_stream(ctx, streams, target)
+            receipt.warmup = await warm_up_waves(ctx, session, streams, target)
             for cell_name in plan.cells:
                 waves = waves_for(ctx.loaded, cell_name)
-                cell_results = await _run_waves(ctx, session, target, processes, cell_name, waves)
+                cell_results = await _run_waves(ctx, session, streams, target, processes, cell_name, waves)
                 rows.extend(_pool(ctx, target, cell_name, cell_results))
                 results += cell_results
     cap_from = plan.telemetry.cap_from
@@ -267,7 +271,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         for worker in await launch_all(ctx.window, start_step(start.name), processes):
             receipt.worker(worker["member"]).update(worker, **_pins(identity, worker["member"]))
         headers = api_headers(plan.roles[start.role].api_key_env, f"roles.{start.role}.api_key_env")
-        async with client_session(timeout, headers) as session:
+        streams = StreamTransport(headers, plan.window.request_timeout_s)
+        async with client_session(timeout, headers) as session, streams:
             receipt.healthy_after_s = healthy = await head.handle.wait_healthy(session)
             await head.prove_ours()  # what answered is the server launched, not a holder of its port
             receipt.scheduling = head.handle.scheduling
@@ -282,7 +287,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 receipt.env_check = await check_envs(processes, live)
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
-            measured = await _measure(ctx, session, target, receipt, processes)
+            measured = await _measure(ctx, session, streams, target, receipt, processes)
             if start.name in ctx.greedy_starts:
                 receipt.greedy_streams = await _diagnose(ctx, session, target, bool(receipt.speculative))
             require_running(processes, f"role {start.role}, start {start.name}: its measurements")

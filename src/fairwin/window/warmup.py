@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from fairwin.client.prepare import prompt_key
+from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.client.wave import Target, endpoint_path, run_wave, salt
 from fairwin.plan.schedule import waves_for
@@ -27,7 +28,7 @@ from fairwin.window.start_context import StartContext
 from fairwin.window.streams import append_streams
 
 
-async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> StreamRecord:
+async def warm_up_stream(ctx: StartContext, streams: StreamTransport, target: Target) -> StreamRecord:
     """One uncounted stream, so no measured wave pays for first-request costs."""
     plan = ctx.loaded.plan
     cell_name = ctx.loaded.plan.first_decision_cell
@@ -53,7 +54,7 @@ async def warm_up_stream(ctx: StartContext, session: aiohttp.ClientSession, targ
         record, target.model, ready.text, cell.temperature, cell.top_p, target.profile.body_fields(cell.extra_body)
     )
     try:
-        return await run_stream_recorded(session, target.url + endpoint_path(cell), record, body)
+        return await run_stream_recorded(streams, target.url + endpoint_path(cell), record, body)
     finally:
         append_streams(ctx.window, target.start, [record])
 
@@ -62,7 +63,9 @@ def steady(rates: list[float], tolerance_pct: float) -> bool:
     return len(rates) >= 2 and abs(rates[-1] / rates[-2] - 1.0) * 100.0 <= tolerance_pct
 
 
-async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, target: Target) -> dict[str, Any]:
+async def warm_up_waves(
+    ctx: StartContext, session: aiohttp.ClientSession, streams: StreamTransport, target: Target
+) -> dict[str, Any]:
     """Uncounted waves until the server's rate is steady; what happened, for the start receipt."""
     settings = ctx.loaded.plan.window
     cell_name = ctx.loaded.plan.first_decision_cell
@@ -72,6 +75,7 @@ async def warm_up_waves(ctx: StartContext, session: aiohttp.ClientSession, targe
         spec = dataclasses.replace(first, repeat=0, label=f"warmup{number}/{first.family}")
         result = await run_wave(
             session,
+            streams,
             target,
             ctx.window.window_id,
             ctx.loaded.plan.cells[cell_name],
