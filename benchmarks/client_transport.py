@@ -1,9 +1,10 @@
-"""What a streamed token costs the client under three transports: where the next halving has to come from.
+"""What a streamed token costs the client: fairwin's wave beside two bare transports, its floor.
 
 Against `fairwin sim` (wall clock, 10 ms rounds: at 4 and 32 streams each chunk is its own network read, as
 against a real engine), the client process's CPU per streamed token, for:
 
-- ``aiohttp``: fairwin's client as a window runs it (``run_wave``: aiohttp, one await per network read);
+- ``fairwin``: fairwin's client as a window runs it (``run_wave``: its stream transport, the stream records,
+  the counter scrapes; no lag sampling);
 - ``protocol``: a bare ``asyncio.Protocol`` that writes the request and reads the SSE lines in
   ``data_received``, with no task woken per chunk;
 - ``protocol+uvloop``: the same on uvloop's event loop (libuv: the loop and the transport are C).
@@ -125,9 +126,10 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     try:
         for streams in args.streams:
-            found: dict[str, list[float]] = {"aiohttp": [], "protocol": [], "protocol+uvloop": []}
+            found: dict[str, list[float]] = {"fairwin": [], "protocol": [], "protocol+uvloop": []}
             for _ in range(args.runs):  # interleaved, so that the machine's drift falls on all three alike
-                found["aiohttp"].append(asyncio.run(waves(url, streams, args.tokens, 1))[0]["cpu_us_per_token"])
+                wave = asyncio.run(waves(url, streams, args.tokens, 1, watch_lag=False))[0]
+                found["fairwin"].append(wave["cpu_us_per_token"])
                 found["protocol"].append(measured(asyncio.run, port, streams, args.tokens))
                 found["protocol+uvloop"].append(measured(uvloop.run, port, streams, args.tokens))
             cells = ", ".join(f"{name} {statistics.median(values):.1f} us" for name, values in found.items())

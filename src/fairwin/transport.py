@@ -36,11 +36,12 @@ def transport_error(what: str, url: str, exc: BaseException) -> TransportError:
 
 
 def client_session(timeout: aiohttp.ClientTimeout, headers: dict[str, str] | None = None) -> aiohttp.ClientSession:
-    """The session a start streams through (``headers``: a server's key, from :func:`api_headers`).
+    """The session a start's other requests go through: health, counters, tokenizing, probes (``headers``: a
+    server's key, from :func:`api_headers`). Its streams travel on
+    :class:`fairwin.client.sse_transport.StreamTransport`.
 
     aiohttp pools at most 100 connections by default and queues every request past
-    that inside the client, where the wait would be timed as the stream's TTFT. A
-    wave's own semaphore bounds its concurrency, so the pool is left unbounded.
+    that inside the client; nothing here should wait on a pool, so it is left unbounded.
     """
     return aiohttp.ClientSession(timeout=timeout, headers=headers, connector=aiohttp.TCPConnector(limit=0))
 

@@ -25,7 +25,7 @@ import httptools
 
 from fairwin.errors import StreamError, TransportError
 
-USER_AGENT = b"fairwin"
+USER_AGENT = "fairwin"
 
 
 class BodySink(Protocol):
@@ -257,7 +257,7 @@ class StreamTransport:
             "Content-Type: application/json",
             "Accept: text/event-stream",
             f"Content-Length: {len(body)}",
-            f"User-Agent: {USER_AGENT.decode()}",
+            f"User-Agent: {USER_AGENT}",
             *(f"{name}: {value}" for name, value in self.headers.items()),
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
