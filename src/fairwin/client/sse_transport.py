@@ -216,8 +216,10 @@ class StreamTransport:
     _open: set[_Connection] = field(default_factory=set, init=False, repr=False)
 
     async def post(self, url: str, body: bytes, sink: BodySink) -> Answer:
-        """Send ``body`` as JSON to ``url`` and read the answer into ``sink``; a connection that was idle and
-        turns out closed by the server before any byte of the answer is replaced once (the request was not read)."""
+        """Send ``body`` as JSON to ``url`` and read the answer into ``sink``. A pooled connection that the server
+        closes before any byte of the answer is replaced once: a server closes an idle keep-alive connection when
+        it likes, and a request that crossed that close was not answered. (Were it served after all, its tokens
+        would show in the counters beyond the wave's streams, which pooling refuses.)"""
         origin, path = Origin.of(url)
         request = self._request(origin, path, body)
         async with asyncio.timeout(self.timeout_s):
@@ -270,7 +272,7 @@ class StreamTransport:
                 connection.reused = True
                 return connection
         loop = asyncio.get_running_loop()
-        secure = (self.ssl_context or ssl.create_default_context()) if origin.scheme == "https" else None
+        secure = self._tls() if origin.scheme == "https" else None
         try:
             _, protocol = await loop.create_connection(
                 lambda: _Connection(self._release(origin), self._open.discard),
@@ -283,6 +285,12 @@ class StreamTransport:
             raise TransportError(f"cannot connect to {origin.host}:{origin.port}: {exc.strerror or exc}") from None
         self._open.add(protocol)
         return protocol
+
+    def _tls(self) -> ssl.SSLContext:
+        """The plan's context, or the system's trust store, loaded once (loading it costs milliseconds)."""
+        if self.ssl_context is None:
+            self.ssl_context = ssl.create_default_context()
+        return self.ssl_context
 
     def _release(self, origin: Origin) -> Callable[[_Connection], None]:
         def idle(connection: _Connection) -> None:
