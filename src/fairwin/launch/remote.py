@@ -51,9 +51,10 @@ MAX_BACKOFF_S = 5.0
 #: Run by ``sh -c`` in a session of its own: the group's id, the server in the background and its pid, then,
 #: once it ends, its exit status. ``$0`` is the run directory, the rest the server's command.
 WRAPPER = 'echo $$ > "$0/group"; "$@" < /dev/null >> "$0/log" 2>&1 & echo $! > "$0/pid"; wait $!; echo $? > "$0/exit"'
-#: Ends when the server does (its pid gone), then prints its exit status (none when its group was killed).
-WATCH = "while kill -0 {pid} 2>/dev/null; do sleep {s}; done; i=0; while [ ! -f {d}/exit ] && [ $i -lt 10 ]; do \
-sleep 0.1; i=$((i+1)); done; cat {d}/exit 2>/dev/null"
+#: Ends when the server does (its pid gone), then prints its exit status: the wrapper writes it, so it is waited
+#: for only while the wrapper lives (none when its group was killed, at once rather than after a second).
+WATCH = 'while kill -0 {pid} 2>/dev/null; do sleep {s}; done; i=0; while [ ! -f {d}/exit ] && [ $i -lt 10 ] && \
+kill -0 "$(cat {d}/group 2>/dev/null)" 2>/dev/null; do sleep 0.1; i=$((i+1)); done; cat {d}/exit 2>/dev/null'
 
 
 def run_dir(host: Host, name: str) -> str:

@@ -16,17 +16,27 @@ from fairwin.launch.shell import shell
 from fairwin.launch.spec import RUN_PREFIX
 from fairwin.plan.hosts import Host
 
-#: Each run directory under BASE whose name starts with PREFIX and whose group still runs: "NAME GROUP".
+#: A shell function: does process group $1 have a member that is not a zombie (from /proc, where the host has it)?
+#: A group's leader (the wrapper) dies with it, so its server is reaped by the host's init, which may take a second
+#: or two (``kill -0`` answers for a zombie), and a zombie holds no port, memory or GPU. ``kill -SIG -PGID`` without
+#: ``--``: dash, a common /bin/sh, refuses ``--``.
+GROUP_ALIVE = (
+    'alive() { if [ -r /proc/self/stat ]; then cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '
+    """'{ sub(/.*\\) /, ""); if ($3 == g && $1 != "Z") found = 1 } END { exit !found }'; """
+    'else kill -0 -"$1" 2>/dev/null; fi; }; '
+)
+#: Each run directory under BASE whose name starts with PREFIX and whose group still runs: "NAME GROUP" (after
+#: GROUP_ALIVE).
 _LIVE = (
     'for d in {base}/{prefix}*; do [ -f "$d/group" ] || continue; g=$(cat "$d/group"); '
-    'kill -0 -- -"$g" 2>/dev/null && echo "$(basename "$d") $g"; done; true'
+    'alive "$g" && echo "$(basename "$d") $g"; done; true'
 )
 #: The same directories' groups stopped (SIGTERM, SIGKILL after GRACE tenths of a second), each directory removed.
 _STOP = (
     'for d in {base}/{prefix}*; do [ -f "$d/group" ] || continue; g=$(cat "$d/group"); '
-    'if kill -0 -- -"$g" 2>/dev/null; then kill -TERM -- -"$g"; i=0; '
-    'while kill -0 -- -"$g" 2>/dev/null && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done; '
-    'kill -KILL -- -"$g" 2>/dev/null; echo "$(basename "$d") $g"; fi; rm -rf "$d"; done; true'
+    'if alive "$g"; then kill -TERM -"$g"; i=0; '
+    'while alive "$g" && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done; '
+    'kill -KILL -"$g" 2>/dev/null; echo "$(basename "$d") $g"; fi; rm -rf "$d"; done; true'
 )
 
 
@@ -37,7 +47,7 @@ def _base(host: Host) -> str:
 async def live_runs(name: str, host: Host, window_id: str | None = None) -> list[str]:
     """'NAME (group G)' for each server fairwin left running on the host (of one window, or of any)."""
     prefix = shlex.quote(RUN_PREFIX + (f"{window_id}-" if window_id else ""))
-    code, out = await shell(name, host, _LIVE.format(base=_base(host), prefix=prefix))
+    code, out = await shell(name, host, GROUP_ALIVE + _LIVE.format(base=_base(host), prefix=prefix))
     if code != 0:
         raise LaunchError(f"cannot list the servers fairwin runs on host {name} (exit {code})")
     return [f"{run} (group {group})" for run, _, group in (line.partition(" ") for line in out.split("\n")) if group]
@@ -47,7 +57,7 @@ async def stop_runs(name: str, host: Host, window_id: str, grace_s: float) -> li
     """Stop every server of the window still running on the host by its run directory, and remove those
     directories; what was stopped, one line each."""
     prefix = shlex.quote(f"{RUN_PREFIX}{window_id}-")
-    script = _STOP.format(base=_base(host), prefix=prefix, tenths=max(1, round(grace_s * 10)))
+    script = GROUP_ALIVE + _STOP.format(base=_base(host), prefix=prefix, tenths=max(1, round(grace_s * 10)))
     code, out = await shell(name, host, script)
     if code != 0:
         raise LaunchError(f"cannot stop the servers fairwin left on host {name} (exit {code})")
