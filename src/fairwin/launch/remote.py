@@ -38,6 +38,7 @@ except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a 
     raise MissingExtraError("ssh", exc.name) from None
 
 from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord, health_answer, refuse_when_late
+from fairwin.launch.remote_runs import PROCESS_RUNNING
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.ssh import connect, parse_env, stop_remote_group
 from fairwin.plan.hosts import Host
@@ -51,10 +52,10 @@ MAX_BACKOFF_S = 5.0
 #: Run by ``sh -c`` in a session of its own: the group's id, the server in the background and its pid, then,
 #: once it ends, its exit status. ``$0`` is the run directory, the rest the server's command.
 WRAPPER = 'echo $$ > "$0/group"; "$@" < /dev/null >> "$0/log" 2>&1 & echo $! > "$0/pid"; wait $!; echo $? > "$0/exit"'
-#: Ends when the server does (its pid gone), then prints its exit status: the wrapper writes it, so it is waited
-#: for only while the wrapper lives (none when its group was killed, at once rather than after a second).
-WATCH = 'while kill -0 {pid} 2>/dev/null; do sleep {s}; done; i=0; while [ ! -f {d}/exit ] && [ $i -lt 10 ] && \
-kill -0 "$(cat {d}/group 2>/dev/null)" 2>/dev/null; do sleep 0.1; i=$((i+1)); done; cat {d}/exit 2>/dev/null'
+#: Ends when the server does (its pid gone or a zombie: after PROCESS_RUNNING), then prints its exit status: the
+#: wrapper writes it, so it is waited for only while the wrapper lives (none when its group was killed, at once).
+WATCH = 'while running {pid}; do sleep {s}; done; i=0; while [ ! -f {d}/exit ] && [ $i -lt 10 ] && \
+running "$(cat {d}/group 2>/dev/null)"; do sleep 0.1; i=$((i+1)); done; cat {d}/exit 2>/dev/null'
 
 
 def run_dir(host: Host, name: str) -> str:
@@ -175,7 +176,8 @@ class RemoteServer:
         )
         pump = asyncio.create_task(self._copy(tail.stdout))
         try:
-            watch = await self.conn.run(WATCH.format(pid=self.remote_pid, s=WATCH_S, d=self.dir), check=False)
+            script = PROCESS_RUNNING + WATCH.format(pid=self.remote_pid, s=WATCH_S, d=self.dir)
+            watch = await self.conn.run(script, check=False)
             if watch.exit_status is None:
                 return "lost: the connection closed"
             await asyncio.sleep(WATCH_S)  # the tail's last lines

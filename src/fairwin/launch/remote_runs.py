@@ -25,6 +25,11 @@ GROUP_ALIVE = (
     """'{ sub(/.*\\) /, ""); if ($3 == g && $1 != "Z") found = 1 } END { exit !found }'; """
     'else kill -0 -"$1" 2>/dev/null; fi; }; '
 )
+#: A shell function: is process $1 running, a zombie not counted (the same reason as GROUP_ALIVE's)?
+PROCESS_RUNNING = (
+    'running() { if [ -r /proc/self/stat ]; then s=$(sed "s/.*) //" /proc/"$1"/stat 2>/dev/null) && '
+    '[ -n "$s" ] && [ "${s%% *}" != Z ]; else kill -0 "$1" 2>/dev/null; fi; }; '
+)
 #: Each run directory under BASE whose name starts with PREFIX and whose group still runs: "NAME GROUP" (after
 #: GROUP_ALIVE).
 _LIVE = (
