@@ -49,6 +49,8 @@ WATCH_S = 0.2
 #: The first wait between reconnection attempts; it doubles up to MAX_BACKOFF_S.
 BACKOFF_S = 0.5
 MAX_BACKOFF_S = 5.0
+#: Connections tried to stop a server whose connection was lost (each a new one, BACKOFF_S apart).
+STOP_ATTEMPTS = 3
 #: Run by ``sh -c`` in a session of its own: the group's id, the server in the background and its pid, then,
 #: once it ends, its exit status. ``$0`` is the run directory, the rest the server's command.
 WRAPPER = 'echo $$ > "$0/group"; "$@" < /dev/null >> "$0/log" 2>&1 & echo $! > "$0/pid"; wait $!; echo $? > "$0/exit"'
@@ -260,19 +262,33 @@ class RemoteServer:
             self.stop_record = StopRecord("none", None, 0.0)
             await self._close()
             return self.stop_record
-        try:
-            assert self.conn is not None
-            await self.conn.run("true", check=False)
-        except (AssertionError, asyncssh.Error, OSError):
-            self.conn = await connect(self.host_name, self.host)
-        sent = await stop_remote_group(self.conn, self.group, self.spec.stop_timeout_s)
+        sent = await self._stop_group(self.group)
         if self._supervisor is not None:  # its watch ends with the server, and says how it ended
             with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
                 await asyncio.wait_for(asyncio.shield(self._supervisor), 3.0)
-        await self.conn.run(f"rm -rf {self.dir}", check=False)
+        assert self.conn is not None  # _stop_group connected
+        with contextlib.suppress(asyncssh.Error, OSError):  # a directory left behind names a dead group: harmless
+            await self.conn.run(f"rm -rf {self.dir}", check=False)
         self.stop_record = StopRecord(sent, self.exited, time.monotonic() - t0)
         await self._close()
         return self.stop_record
+
+    async def _stop_group(self, group: int) -> str:
+        """The group stopped over the start's connection, or over a new one where that one is gone (a connection
+        lost just now is only found by using it, and a new one may be cut too: STOP_ATTEMPTS, BACKOFF_S apart)."""
+        for attempt in range(STOP_ATTEMPTS):
+            try:
+                if self.conn is None or attempt:
+                    self.conn = await connect(self.host_name, self.host)
+                return await stop_remote_group(self.conn, group, self.spec.stop_timeout_s)
+            except (asyncssh.Error, OSError, HostUnreachable) as exc:
+                why = str(exc) or type(exc).__name__
+            if attempt + 1 < STOP_ATTEMPTS:
+                await asyncio.sleep(BACKOFF_S)
+        raise LaunchError(
+            f"{self.spec.label}: its server on host {self.host_name} could not be stopped over SSH ({why}, "
+            f"{STOP_ATTEMPTS} attempts); `fairwin recover` stops it by its run directory"
+        )
 
     async def _close(self) -> None:
         if self._supervisor is not None and not self._supervisor.done():
