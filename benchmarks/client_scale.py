@@ -70,14 +70,13 @@ async def one_wave(
     target = Target(start="s1", kind="control", role="A", base_url=url, model="scale")
     lag: list[float] = []
     stop = asyncio.Event()
-    if not watch_lag:
-        stop.set()
-    monitor = asyncio.create_task(lag_monitor(lag, stop))
+    monitor = asyncio.create_task(lag_monitor(lag, stop)) if watch_lag else None
     cpu0, wall0 = time.process_time(), time.perf_counter()
     result = await run_wave(session, transport, target, "scale", cell, spec, prepared, settle_timeout_s=60)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     stop.set()
-    await monitor
+    if monitor is not None:
+        await monitor
     if result.error is not None:
         raise SystemExit(f"the wave failed: {result.error}")
     judge_wave(result.streams, result.deltas.get(VLLM.decode_sum))

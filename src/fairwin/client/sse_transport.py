@@ -23,16 +23,16 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from fairwin.errors import StreamError, TransportError
+from fairwin.errors import TransportError
 
 USER_AGENT = "fairwin"
 
 
 class BodySink(Protocol):
-    """What reads a streamed body: told the status and content type once, then fed each read's bytes with the
-    read's arrival time (``time.perf_counter()``). An exception it raises fails the request."""
+    """What reads a 2xx answer's body: told its content type once, then fed each read's bytes with the read's
+    arrival time (``time.perf_counter()``). An exception it raises fails the request."""
 
-    def begin(self, status: int, content_type: str) -> None: ...
+    def begin(self, content_type: str) -> None: ...
 
     def feed(self, data: bytes, arrived: float) -> None: ...
 
@@ -86,10 +86,8 @@ class _Connection(asyncio.Protocol):
         self._on_idle, self._on_closed = on_idle, on_closed
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.reused = False
         self.exchange: _Exchange | None = None
         self._parser = httptools.HttpResponseParser(self)
-        self._header_name = b""
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -145,7 +143,7 @@ class _Connection(asyncio.Protocol):
             exchange.error_body = bytearray()
             return
         try:
-            exchange.sink.begin(exchange.status, exchange.content_type)
+            exchange.sink.begin(exchange.content_type)
         except Exception as exc:
             self._fail(exc)
 
@@ -223,22 +221,21 @@ class StreamTransport:
         origin, path = Origin.of(url)
         request = self._request(origin, path, body)
         async with asyncio.timeout(self.timeout_s):
-            for reused in (True, False):
-                connection = await self._connection(origin, fresh=not reused)
+            for attempt in range(2):
+                connection, pooled = await self._connection(origin, fresh=attempt > 0)
                 exchange = _Exchange(sink, asyncio.get_running_loop().create_future())
                 connection.send(request, exchange)
                 try:
                     await exchange.done
                 except _Dropped as dropped:
-                    if connection.reused and dropped.before_response and reused:
+                    if pooled and dropped.before_response:
                         continue
                     raise
                 except BaseException:
                     connection.close()  # cancelled or timed out mid-answer: nothing else may read its bytes
                     raise
                 break
-        status = exchange.status
-        return Answer(status, bytes(exchange.error_body or b"").decode("utf-8", "replace"))
+        return Answer(exchange.status, bytes(exchange.error_body or b"").decode("utf-8", "replace"))
 
     async def close(self) -> None:
         for connection in list(self._open):
@@ -264,13 +261,13 @@ class StreamTransport:
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
-    async def _connection(self, origin: Origin, fresh: bool) -> _Connection:
+    async def _connection(self, origin: Origin, fresh: bool) -> tuple[_Connection, bool]:
+        """A connection to ``origin``, and whether it came from the pool (only a ``fresh`` one never does)."""
         idle = self._idle.get(origin, [])
         while idle and not fresh:
             connection = idle.pop()
             if not connection.closed:
-                connection.reused = True
-                return connection
+                return connection, True
         loop = asyncio.get_running_loop()
         secure = self._tls() if origin.scheme == "https" else None
         try:
@@ -284,7 +281,7 @@ class StreamTransport:
         except OSError as exc:
             raise TransportError(f"cannot connect to {origin.host}:{origin.port}: {exc.strerror or exc}") from None
         self._open.add(protocol)
-        return protocol
+        return protocol, False
 
     def _tls(self) -> ssl.SSLContext:
         """The plan's context, or the system's trust store, loaded once (loading it costs milliseconds)."""
@@ -297,12 +294,3 @@ class StreamTransport:
             self._idle.setdefault(origin, []).append(connection)
 
         return idle
-
-
-def require_event_stream(status: int, content_type: str) -> None:
-    """A streamed completion must answer with server-sent events."""
-    if "text/event-stream" not in content_type:
-        raise StreamError(
-            f"non-streaming reply (Content-Type {content_type or 'missing'!r}); the server must "
-            "support stream=true with server-sent events"
-        )

@@ -24,7 +24,7 @@ import orjson
 from pydantic import ConfigDict, PrivateAttr
 
 from fairwin.client.runqueue import RunqueueClock
-from fairwin.client.sse_transport import StreamTransport, require_event_stream
+from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.timeline import Timeline, chunk_tokens
 from fairwin.errors import StreamError, TransportError, WaveError
 from fairwin.formats import STREAM, RecordFormat
@@ -232,8 +232,12 @@ class _StreamSink:
         self.lines = SseLines()
         self.done = False
 
-    def begin(self, status: int, content_type: str) -> None:
-        require_event_stream(status, content_type)
+    def begin(self, content_type: str) -> None:
+        if "text/event-stream" not in content_type:
+            raise StreamError(
+                f"non-streaming reply (Content-Type {content_type or 'missing'!r}); the server must "
+                "support stream=true with server-sent events"
+            )
 
     def feed(self, data: bytes, arrived: float) -> None:
         if not self.done:  # every chunk of one read arrived together

@@ -14,7 +14,7 @@ import aiohttp
 
 from fairwin.errors import MetricsError, RuntimeCheckError
 from fairwin.metrics.scrape import read_exposition
-from fairwin.profiles import CLIENT_ONLY, PROFILES, CountersSetting, ServerProfile, exported
+from fairwin.profiles import CLIENT_ONLY, PROFILES, CountersSetting, ServerProfile, detect, exported
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,8 @@ async def choose_profile(
         if setting != "auto":
             raise
         series, unread = set(), str(exc)
-    found = exported(series)
     if setting == "auto":
-        chosen = found[0] if found else CLIENT_ONLY
+        chosen = detect(series)
         reason = (
             f"auto: {base_url}/metrics exports {chosen.signature}"
             if chosen.reads_counters
@@ -54,6 +53,7 @@ async def choose_profile(
     else:
         chosen = PROFILES[setting]
         if chosen.signature not in series:
+            found = exported(series)
             names = ", ".join(p.name for p in found)
             exports = f"exports {names}'s counters" if found else "exports none of a profile fairwin knows"
             raise RuntimeCheckError(
