@@ -35,9 +35,8 @@ REPEATS = 3
 #: The same bounds as vLLM's short cell (tests/e2e/test_vllm_window.py); llama.cpp times a request from its
 #: prompt's end, a sampling step before the client's first token, far under these.
 FIDELITY = {"short-b1": 0.02, "short-b4": 0.02}
-#: The A/A window's cap on its measurement (a start takes about 20 s here): the first look fits, and the budget
-#: stops it short of the rule's nine starts when no look settles it.
-AA_MEASUREMENT_LIMIT_MIN = 3.0
+#: The A/A window's budget in starts, as on vLLM (tests/e2e/conftest.py): the rule's first look.
+AA_MAX_STARTS = 5
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def llama_role(*speculation: str) -> dict[str, Any]:
     }
 
 
-def llama_plan(directory: Path, measurement_limit_min: float | None = None) -> Path:
+def llama_plan(directory: Path, max_starts: int | None = None) -> Path:
     cells = {
         name: {
             "families": ["prose", "code"],
@@ -89,8 +88,8 @@ def llama_plan(directory: Path, measurement_limit_min: float | None = None) -> P
         "families": prompt_families(),
         "cells": cells,
     }
-    if measurement_limit_min is not None:
-        data["budget"]["measurement_limit_min"] = measurement_limit_min
+    if max_starts is not None:
+        data["budget"]["max_starts"] = max_starts
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "llamacpp.toml"
     path.write_text(to_toml(data))
@@ -105,7 +104,7 @@ def llama_spec_window(llama_engine: LlamaEngine, tmp_path_factory: pytest.TempPa
 
 
 def aa_window(directory: Path) -> Window:
-    return run_plan(llama_plan(directory, AA_MEASUREMENT_LIMIT_MIN), directory, "spec-vs-spec")
+    return run_plan(llama_plan(directory, AA_MAX_STARTS), directory, "spec-vs-spec")
 
 
 @pytest.fixture(scope="session")
@@ -179,6 +178,7 @@ def test_an_identical_llama_cpp_candidate_is_neither_a_win_nor_a_loss(
     decision = llama_aa_window.json("decision.json")
     assert decision["counters"] == "llamacpp"
     assert [s["role"] for s in llama_aa_window.json("window.json")["starts"]] == ["B"] * 9
+    assert decision["sequential"]["starts_used"] == AA_MAX_STARTS, decision["sequential"]
     verdicts = [decision["verdict"]]
     if verdicts[0] not in ("NEUTRAL", "NO-CHANGE"):
         verdicts.append(aa_window(tmp_path_factory.mktemp("llama-aa-again")).json("decision.json")["verdict"])

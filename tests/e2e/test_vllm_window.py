@@ -6,7 +6,7 @@ import pytest
 
 from fairwin.profiles import VLLM
 from tests.e2e.conftest import (
-    AA_MEASUREMENT_LIMIT_MIN,
+    AA_MAX_STARTS,
     WINDOW_TEST_TIMEOUT_S,
     Engine,
     Window,
@@ -96,8 +96,9 @@ def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
     decision = aa_window.json("decision.json")
     assert decision["rule_id"] == "win2-seq-v2"
     assert [s["role"] for s in aa_window.json("window.json")["starts"]] == ["B"] * 9
-    stopping = decision["sequential"]  # the starts it used, at most the rule's maximum (its budget caps them)
-    assert 5 <= stopping["starts_used"] <= stopping["max_starts"] == 9, stopping
+    stopping = decision["sequential"]  # the first look, where a look settled it or the budget stopped it
+    assert stopping["starts_used"] == AA_MAX_STARTS and stopping["max_starts"] == 9, stopping
+    assert stopping["ended"] in ("decided", "budget"), stopping
     assert len({row["start"] for row in aa_window.jsonl("pooled.jsonl")}) == stopping["starts_used"]
     verdicts = [decision["verdict"]]
     if verdicts[0] not in NOT_A_CALL:
@@ -106,7 +107,7 @@ def test_an_identical_candidate_is_neither_a_win_nor_a_loss(
             tmp_path_factory.mktemp("aa-again"),
             "spec-vs-spec",
             greedy=False,
-            measurement_limit_min=AA_MEASUREMENT_LIMIT_MIN,
+            max_starts=AA_MAX_STARTS,
         )
         verdicts.append(again.json("decision.json")["verdict"])
     assert verdicts[-1] in NOT_A_CALL, (verdicts, [c["reasons"] for c in decision["cells"]])

@@ -38,10 +38,23 @@ def servers_with(marker: str) -> list[int]:
     return found
 
 
+#: Every fairwin command a test runs starts a session of its own, as one typed in a terminal does: the kernel's
+#: autogroup scheduling then shares the CPUs between it and the test workers (with the suite's hogs, HOG=N) as
+#: between a user's fairwin and a neighbour's jobs. In the workers' session, its client's event loop waited in
+#: the run queue behind three other workers and was rightly untrusted (a WIN asserted came out INCONCLUSIVE).
+OWN_SESSION = True
+
+
 def fairwin(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "fairwin", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
+        [sys.executable, "-m", "fairwin", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+        start_new_session=OWN_SESSION,
     )
 
 

@@ -18,7 +18,7 @@ from fairwin.directory.journal import DRILL_KILL_AT
 from fairwin.files import scan_jsonl
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin
+from tests.integration.helpers import OWN_SESSION, fairwin
 
 WATCH = {"watch_s": 1, "watch_requests": 2, "up_timeout_s": 20, "down_timeout_s": 10}
 
@@ -65,6 +65,7 @@ def start_run(plan: Path, *flags: str, kill_at: str | None = None) -> subprocess
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        start_new_session=OWN_SESSION,
     )
 
 

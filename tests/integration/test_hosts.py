@@ -16,7 +16,7 @@ import pytest
 from fairwin.files import read_jsonl, scan_jsonl, sha256_file
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, only_window, processes_with, servers_with, status
+from tests.integration.helpers import OWN_SESSION, fairwin, only_window, processes_with, servers_with, status
 from tests.integration.production import WATCH, killed_inside, start_run
 from tests.integration.sshd import SshHosts
 
@@ -182,6 +182,7 @@ def run_cut_mid_start(plan: Path, ssh: SshHosts, kill_server: str | None = None)
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
+        start_new_session=OWN_SESSION,
     )
     try:
         deadline = time.monotonic() + 60
@@ -395,7 +396,10 @@ def test_a_host_that_asks_for_tmux_runs_each_server_in_a_tmux_session_named_afte
         plan.read_text().replace("[hosts.h1]\n", f'[hosts.h1]\ndetach = "tmux"\ntmux_socket = "{socket}"\n')
     )
     run = subprocess.Popen(
-        [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "fairwin", "run", str(plan), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=OWN_SESSION,
     )
     seen: set[str] = set()
     try:

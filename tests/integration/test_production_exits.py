@@ -22,7 +22,7 @@ from fairwin.window.preflight import preflight
 from fairwin.window.processes import ServerHandle, local_launcher
 from fairwin.window.run import run_window
 from tests.conftest import PlanFactory
-from tests.integration.helpers import fairwin, only_window, processes_with, status
+from tests.integration.helpers import OWN_SESSION, fairwin, only_window, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run
 
 
@@ -64,6 +64,7 @@ def test_a_signal_at_any_start_restores_production_and_a_second_one_does_not_cut
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal
+        start_new_session=OWN_SESSION,
     )
     try:
         windows = plan.parent / "windows"

@@ -13,7 +13,7 @@ import pytest
 
 from fairwin.files import read_jsonl
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, only_window, processes_with, status
+from tests.integration.helpers import OWN_SESSION, fairwin, only_window, processes_with, status
 from tests.integration.production import killed_inside, start_run
 
 
@@ -200,6 +200,7 @@ def test_ctrl_c_or_sigterm_stops_the_server_and_marks_the_window(make_plan: Plan
         text=True,
         # As at a terminal: a shell script's background job (CI's, say) inherits SIGINT ignored.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        start_new_session=OWN_SESSION,
     )
     try:
         deadline = time.monotonic() + 60

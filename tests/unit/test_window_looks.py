@@ -8,6 +8,7 @@ import json
 import pytest
 
 from fairwin.decision import RULES, WIN2_SEQ_V1
+from fairwin.errors import GateRefused
 from fairwin.files import read_jsonl
 from fairwin.plan import load_plan
 from fairwin.window.run import run_window
@@ -88,3 +89,34 @@ def test_the_budget_stops_a_window_no_look_settled(make_plan: PlanFactory, monke
     assert "stopped at the budget after 5 of 9 starts: NEUTRAL" in result.decision.reasons
     context = json.loads((result.window.path / "context.json").read_text())
     assert context["stop_reason"] == look["stopped"]
+
+
+def test_max_starts_stops_a_window_no_look_settled_after_its_first_look(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(RULES, NEVER.id, NEVER)
+    path = make_plan(window={"rule": NEVER.id, "repeats": 2})
+    path.write_text(path.read_text().replace("decode_ms_per_token = 2", "decode_ms_per_token = 2\nmax_starts = 7"))
+    events: list[str] = []
+    result = asyncio.run(run_window(load_plan(path), "controlled", launcher=launcher_recording(events)))
+    assert len([e for e in events if e.startswith("launch")]) == 7  # the looks after 5 and 7; never s8 or s9
+    journal = read_jsonl(result.window.journal)
+    assert begun(journal)[5:11] == ["start s5", "look after s5", "start s6", "start s7", "look after s7", "decide"]
+    (look,) = [e for e in journal if e["step"] == "look after s7" and e["event"] == "end"]
+    assert look["stopped"] == "the budget: 7 starts at most (max_starts)"
+    stopping = result.decision.sequential
+    assert stopping is not None and (stopping.ended, stopping.starts_used, stopping.max_starts) == ("budget", 7, 9)
+    assert result.decision.verdict == "NEUTRAL"
+    budget = json.loads((result.window.path / "budget.json").read_text())
+    assert len(budget["estimate"]["per_start_s"]) == 7  # the estimate's maximum is the budget's
+
+
+def test_max_starts_below_the_rules_first_look_is_refused_before_anything_starts(make_plan: PlanFactory) -> None:
+    path = make_plan(window={"rule": None, "repeats": 2})
+    path.write_text(path.read_text().replace("decode_ms_per_token = 2", "decode_ms_per_token = 2\nmax_starts = 4"))
+    events: list[str] = []
+    with pytest.raises(GateRefused) as refused:
+        asyncio.run(run_window(load_plan(path), "controlled", launcher=launcher_recording(events)))
+    assert str(refused.value).startswith("budget: max_starts is 4, but rule win2-seq-v2: its first look comes after 5")
+    assert str(refused.value).endswith("raise max_starts in [budget] to at least 5")
+    assert events == []

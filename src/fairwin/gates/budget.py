@@ -56,6 +56,11 @@ def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
     measured one, else its dry bound. A sequential window's later starts are checked as it runs."""
     budget = loaded.plan.budget
     starts = found.first_stop
+    if budget.max_starts is not None and budget.max_starts < starts:
+        raise GateRefused(
+            f"budget: max_starts is {budget.max_starts}, but {_rule_words(loaded, found)}; raise max_starts in "
+            f"[budget] to at least {starts}"
+        )
     end_min = found.end_after(starts) / 60.0
     if end_min > budget.measurement_limit_min:
         raise GateRefused(
@@ -79,13 +84,16 @@ def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
 
 
 def next_pair_refused(
-    estimate: dict[str, Any], pair: Sequence[StartSpec], elapsed_s: float, budget: BudgetSettings
+    estimate: dict[str, Any], pair: Sequence[StartSpec], ran: int, elapsed_s: float, budget: BudgetSettings
 ) -> str | None:
-    """Why a sequential window may not run its next pair of starts (None: it fits), measured against the time
-    actually spent since the window opened: the pair's estimated cost must end the measurement within
-    ``measurement_limit_min`` and leave the close and dry reserve within ``limit_min``."""
+    """Why a sequential window that has run ``ran`` starts may not run its next pair (None: it fits): the pair
+    must stay within ``max_starts`` and, measured against the time actually spent since the window opened, its
+    estimated cost must end the measurement within ``measurement_limit_min`` and leave the close and dry reserve
+    within ``limit_min``."""
     if not pair:
         return None
+    if budget.max_starts is not None and ran + len(pair) > budget.max_starts:
+        return f"the budget: {budget.max_starts} starts at most (max_starts)"
     per_start = estimate.get("per_start_s", {})
     pair_s = sum(float(per_start.get(start.name, 0.0)) for start in pair)
     tail_s = float(estimate.get("close_reserve_s", 0.0))

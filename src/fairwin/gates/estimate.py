@@ -119,7 +119,7 @@ def estimate(
     # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
     warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
-    schedule = starts_for(mode, count=rule.start_count)
+    schedule = starts_for(mode, count=rule.start_count)[: budget.max_starts]  # the budget may stop it sooner
     diagnosed = diagnosed_starts(plan.diagnostics.greedy, mode_name, schedule)
     greedy_s = _greedy_seconds(loaded, sources)
     starts = []

@@ -141,6 +141,14 @@ class BudgetSettings(StrictModel):
     pair_reserve_s: float = Field(333.0, ge=0, description="Reserve for restarting a pair of servers.")
     dry_reserve_s: float = Field(600.0, ge=0, description="The reserve's upper bound for the dry bound.")
     restore_s: float = Field(0.0, ge=0, description="Closing the window: restoring production and watching it.")
+    max_starts: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "The most starts the window runs: a sequential window that no look has settled by then stops at the "
+            "budget (its verdict NEUTRAL for an open cell). At least the rule's first look."
+        ),
+    )
 
 
 class Plan(StrictModel):

@@ -31,7 +31,7 @@ def render_dry_plan(
         "",
         "starts, in order (each: launch, health, 1 warm-up stream, every cell's waves, stop):",
     ]
-    for start in starts_for(mode, count=rule.start_count):
+    for start in starts_for(mode, count=rule.start_count)[: plan.budget.max_starts]:
         role = plan.roles[start.role]
         lines.append(f"  {start.name}  {start.kind:<9}  role {start.role}: {' '.join(role.argv)}")
     for cell_name, cell in plan.cells.items():

@@ -73,7 +73,9 @@ def go_on_or_stop(
     """Stop when the look settled the verdict; else when the next pair would not fit the budget."""
     if look.verdict != "CONTINUE":
         return LookResult(look, "decided")
-    return LookResult(look, next_pair_refused(dict(budget), starts[after : after + 2], elapsed_s, loaded.plan.budget))
+    return LookResult(
+        look, next_pair_refused(dict(budget), starts[after : after + 2], after, elapsed_s, loaded.plan.budget)
+    )
 
 
 def unspent_line(stopping: Stopping, verdict: str, starts: Sequence[StartSpec], budget: Mapping[str, Any]) -> str:

@@ -164,7 +164,7 @@ def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
         return f"gates passed; estimated {most}"
     return (
         f"gates passed; estimated {budget['first_look_end_s'] / 60:.1f} min to the first look (after "
-        f"{budget['first_look']} starts), at most {most} ({rule.start_count} starts)"
+        f"{budget['first_look']} starts), at most {most} ({len(budget['per_start_s'])} starts)"
     )
 
 
