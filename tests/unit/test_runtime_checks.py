@@ -1,14 +1,24 @@
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
 from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
-from fairwin.launch.spec import make_spec
+from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.launch.speculative import effective_speculative, stated_speculative
+from fairwin.plan.checks import Runtime
 from fairwin.plan.roles import Role
-from fairwin.window.runtime import check_declared_env, check_running_env, check_speculative
+from fairwin.window.runtime import (
+    REPORT_WAIT_S,
+    await_reported_config,
+    check_declared_env,
+    check_reported_speculative,
+    check_running_env,
+    check_speculative,
+)
 
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
 
@@ -106,3 +116,57 @@ def test_running_env_must_equal_the_declared_one(tmp_path: Path) -> None:
 def test_spec_tokens_that_are_not_a_count_are_refused_in_one_line(value: str) -> None:
     with pytest.raises(PlanError, match="--spec-tokens must be a whole number of draft tokens"):
         effective_speculative(["fairwin", "sim", "--spec-tokens", value])
+
+
+def _boxed(*argv: str) -> Role:
+    return Role.model_validate(
+        {
+            "argv": list(argv),
+            "base_url": "http://127.0.0.1:{port}",
+            "port": 8000,
+            "served_model": "m",
+            "container": {"image": "img:1"},
+        }
+    )
+
+
+async def _late_line(log: Path, after_s: float) -> None:
+    await asyncio.sleep(after_s)
+    log.write_text("fairwin sim: non-default args: {'model': 'm'}\n")
+
+
+@pytest.mark.timeout(30)
+def test_a_copied_log_is_awaited_for_its_config_line_and_a_direct_one_is_not(tmp_path: Path) -> None:
+    # A container's log reaches the start's log a moment after the server wrote it: the check waits for its
+    # 'non-default args' line (here 0.3 s late) instead of calling the config unobservable.
+    log = tmp_path / "server.log"
+    boxed = make_spec("A", {"A": _boxed("sim", "--port", "{port}")}, tmp_path)
+
+    async def awaited(spec: LaunchSpec) -> float:
+        writer = asyncio.create_task(_late_line(log, 0.3))
+        t0 = time.monotonic()
+        await await_reported_config(spec, log)
+        waited = time.monotonic() - t0
+        await writer
+        return waited
+
+    assert 0.3 <= asyncio.run(awaited(boxed)) < 1.0
+    assert check_reported_speculative(boxed, log, None, Runtime(), None) == ({}, "server log")
+    log.unlink()
+    # A log written here directly, or an argv that states the config: nothing to wait for.
+    assert asyncio.run(awaited(make_spec("A", {"A": role()}, tmp_path))) < 0.1
+    log.unlink()
+    stated = make_spec("A", {"A": _boxed("sim", "--port", "{port}", "--spec-tokens", "2")}, tmp_path)
+    assert asyncio.run(awaited(stated)) < 0.1
+
+
+@pytest.mark.timeout(30)
+def test_a_copied_log_without_the_line_is_refused_after_the_wait(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("starting\n")
+    boxed = make_spec("A", {"A": _boxed("sim", "--port", "{port}")}, tmp_path)
+    t0 = time.monotonic()
+    asyncio.run(await_reported_config(boxed, log))
+    assert time.monotonic() - t0 >= REPORT_WAIT_S
+    with pytest.raises(RuntimeCheckError, match="its speculative config cannot be observed"):
+        check_reported_speculative(boxed, log, None, Runtime(), None)

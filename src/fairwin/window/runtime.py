@@ -14,6 +14,8 @@ synthetic acceptance (``--spec-synth-len``, ``--spec-synth-rates``) is refused.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,11 @@ from fairwin.redaction import fingerprinted, is_secret_name
 
 STANDARD = "standard"
 SHOWN = 5
+#: How long a start waits for the 'non-default args' line of a server whose log is copied here (a container's
+#: ``logs -f``, a remote host's ``tail -F``) when nothing else states its config: the copy can lag its health
+#: answer (a container window on a loaded machine read no line yet, and was refused as unobservable).
+REPORT_WAIT_S = 5.0
+REPORT_POLL_S = 0.05
 #: Set by a login session or a shell, or fairwin's own (FAIRWIN_*): never production's configuration.
 SESSION_VARIABLES = frozenset(
     {
@@ -206,6 +213,21 @@ def compare_speculative(
         )
 
 
+def _log_text(log: Path) -> str:
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
+async def await_reported_config(spec: LaunchSpec, log: Path) -> None:
+    """Where the server's log reaches ``log`` a moment after it writes it and its argv states no speculative
+    config, wait (``REPORT_WAIT_S`` at most) for its 'non-default args' line. A log written here directly holds
+    the line before the server answers its health check."""
+    if (spec.container is None and spec.remote is None) or stated_speculative(spec.argv) is not None:
+        return
+    deadline = time.monotonic() + REPORT_WAIT_S
+    while reported_speculative(_log_text(log)) is None and time.monotonic() < deadline:
+        await asyncio.sleep(REPORT_POLL_S)
+
+
 def check_reported_speculative(
     spec: LaunchSpec,
     log: Path,
@@ -218,8 +240,7 @@ def check_reported_speculative(
     (``live``): (config, where it was read). One that cannot be observed is refused by name, unless the plan
     accepts it unobserved (then (None, "unobserved")).
     """
-    text = log.read_text(errors="replace") if log.exists() else ""
-    reported, where = reported_speculative(text), "as the server reports it"
+    reported, where = reported_speculative(_log_text(log)), "as the server reports it"
     if reported is None:
         reported, where = stated_speculative(spec.argv), "in its argv"
     if reported is None:

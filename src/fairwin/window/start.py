@@ -47,7 +47,7 @@ from fairwin.window.processes import (
     stop_all,
     stop_receipt,
 )
-from fairwin.window.runtime import check_reported_speculative, check_speculative
+from fairwin.window.runtime import await_reported_config, check_reported_speculative, check_speculative
 from fairwin.window.start_context import StartContext
 from fairwin.window.streams import append_streams
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
@@ -280,6 +280,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             ctx.say(f"  healthy after {healthy:.1f} s")
             target = await _choose_profile(ctx, session, target, receipt)
             live = _live(ctx, start.role)
+            await await_reported_config(spec, head.log)
             receipt.speculative, receipt.speculative_source = check_reported_speculative(
                 spec, head.log, plan.roles[start.role].speculative, plan.runtime, live.member("head") if live else None
             )
