@@ -21,6 +21,7 @@ from fairwin.decision import (
     paired_t,
     verdict_for,
 )
+from fairwin.decision.paired import _paired_interval
 
 METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
 
@@ -91,6 +92,27 @@ def test_interval_matches_scipy_ttest_rel(series: tuple[list[float], list[float]
     assert est.ci_low_pct == pytest.approx(ci.low * scale, rel=1e-9, abs=1e-9)
     assert est.ci_high_pct == pytest.approx(ci.high * scale, rel=1e-9, abs=1e-9)
     assert est.ci_low_pct <= est.point_pct <= est.ci_high_pct
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(2, 12).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.floats(1, 1e4), min_size=n, max_size=n),
+            st.lists(st.floats(1, 1e4), min_size=n, max_size=n),
+            st.sampled_from([0.9, 0.95, 0.98, 0.99, 1 - 2 * 0.009014]),
+        )
+    )
+)
+def test_the_paired_interval_is_scipys_to_the_last_bit(case: tuple[list[float], list[float], float]) -> None:
+    # fairwin computes ttest_rel's interval itself (importing scipy.stats cost half a second a window): the bounds
+    # must be scipy's exactly, so no stored decision moves.
+    control, candidate, confidence = case
+    d = np.asarray(candidate) - np.asarray(control)
+    if np.ptp(d) == 0:
+        return
+    ci = stats.ttest_rel(candidate, control).confidence_interval(confidence)
+    assert _paired_interval(d, confidence) == (float(ci.low), float(ci.high))
 
 
 @settings(max_examples=100, deadline=None)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from scipy import stats
-
 from fairwin.decision import ArchiveNoise, RuleSpec, audit, procedure_for
+from fairwin.decision.paired import t_quantile
 from fairwin.errors import InputError
 
 POWER = 0.8
@@ -65,8 +64,8 @@ def detectability(rule: RuleSpec, cell: str, repeats: int, noise: ArchiveNoise |
     if planned is None:
         return None
     se, df, source = planned.se_pct, planned.df, planned.source
-    half = float(stats.t.ppf(0.5 + rule.confidence / 2.0, df)) * se
-    mde = max(rule.bar_pct, half) + float(stats.t.ppf(POWER, df)) * se
+    half = t_quantile(0.5 + rule.confidence / 2.0, df) * se
+    mde = max(rule.bar_pct, half) + t_quantile(POWER, df) * se
     return Detectability(cell=cell, se_pct=se, df=df, half_width_pct=half, mde_pct=mde, source=source)
 
 
