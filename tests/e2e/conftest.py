@@ -22,6 +22,10 @@ from tests.conftest import to_toml
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = REPO / "examples" / "prompts"
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'
+#: Each start's repeats of every cell: the rule's least (docs/decision.md, "Repeats"). The verdicts these windows
+#: reach rest on the launch-to-launch spread; a third repeat cost 5 s an A start (512-token streams at about 1.5 ms
+#: a token, unspeculated) and 1.4 s a B start.
+REPEATS = 2
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def e2e_plan(directory: Path, greedy: bool = True, max_starts: int | None = None
     # 5.2 % (long-b1, CI 2026-12-02); over 256 it is about half (docs/fidelity.md).
     cell = {"families": ["prose", "code"], "temperature": 0, "max_tokens": 256}
     data: dict[str, Any] = {
-        "window": {"output_dir": "windows", "repeats": 3, "warmup_max_tokens": 8},
+        "window": {"output_dir": "windows", "repeats": REPEATS, "warmup_max_tokens": 8},
         "budget": {"startup_s": 25, "stop_s": 3, "decode_ms_per_token": 2, "prefill_ms_per_token": 0.1},
         "roles": ROLES,
         "modes": {"spec-vs-spec": {"control": "B", "candidate": "B"}},

@@ -7,6 +7,7 @@ import pytest
 from fairwin.profiles import VLLM
 from tests.e2e.conftest import (
     AA_MAX_STARTS,
+    REPEATS,
     WINDOW_TEST_TIMEOUT_S,
     Engine,
     Window,
@@ -21,7 +22,7 @@ def test_every_stream_is_exactly_max_tokens_with_prompts_at_target_length(spec_w
     plan_cells = {"short-b1": (256, 512), "long-b1": (4096, 256)}  # prompt tokens, max_tokens
     streams = [s for s in spec_window.jsonl("streams.jsonl") if s["repeat"] > 0]
     ran = spec_window.json("decision.json")["sequential"]["starts_used"]
-    assert len(streams) == ran * 3 * (2 * 2 + 2 * 1)  # starts x repeats x (families x streams per wave)
+    assert len(streams) == ran * REPEATS * (2 * 2 + 2 * 1)  # starts x repeats x (families x streams per wave)
     for s in streams:
         target, max_tokens = plan_cells[s["cell"]]
         assert s["ok"] and s["completion_tokens"] == s["max_tokens"] == max_tokens, s
@@ -45,7 +46,7 @@ def test_speculative_counters_move_only_for_the_speculative_role(spec_window: Wi
 def test_pooled_rate_recomputes_from_the_stored_raw_deltas(spec_window: Window) -> None:
     waves = spec_window.jsonl("waves.jsonl")
     rows = spec_window.jsonl("pooled.jsonl")
-    assert len(rows) == spec_window.json("decision.json")["sequential"]["starts_used"] * 2 * 3  # x cells x repeats
+    assert len(rows) == spec_window.json("decision.json")["sequential"]["starts_used"] * 2 * REPEATS  # x cells
     for row in rows:
         mine = [
             w["deltas"]
