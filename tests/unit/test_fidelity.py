@@ -6,7 +6,7 @@ import pytest
 
 from fairwin.client.runqueue import RunqueueClock, runqueue_wait_s
 from fairwin.client.stream import StreamRecord
-from fairwin.client.timeline import Timeline, chunk_tokens
+from fairwin.client.timeline import Timeline
 from fairwin.pooling.fidelity import implied_decode_times, judge_stream, judge_wave, trusted
 from fairwin.pooling.pool import pool_repeat
 from tests.unit.test_pool import stream, wave
@@ -42,7 +42,6 @@ def test_timeline_summary_by_hand() -> None:
     assert timeline.done_gap_s() == pytest.approx(0.005)
     row = timeline.sidecar_row("s1", "c/r1/f", 0).stored()
     assert row["arrivals_ms"] == [10.0, 12.0, 12.5, 12.8, 20.0] and row["tokens"] is None and row["done_ms"] == 25.0
-    assert chunk_tokens({"token_ids": [1, 2, 3]}) == 3 and chunk_tokens({"text": "x"}) is None
 
 
 def test_a_healthy_stream_is_trusted() -> None:

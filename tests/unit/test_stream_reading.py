@@ -80,6 +80,21 @@ def test_a_stream_in_odd_pieces_is_read_whole_with_each_chunks_arrival() -> None
     assert done.timeline.done_s == arrivals[2]  # in the same read as the last text
 
 
+def test_token_ids_and_chat_deltas_are_read_from_each_chunk() -> None:
+    ids = b"data: " + json.dumps({"choices": [{"index": 0, "text": "a", "token_ids": [5, 6]}]}).encode()
+    done = asyncio.run(served([ids + b"\n\n", chunk(" b") + b"\n\n" + USAGE + b"data: [DONE]\n\n"]))
+    assert done.timeline.tokens == [2, None]  # the ids where the server lists them, else unknown
+
+    def delta(content: str) -> bytes:
+        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": content}}]}).encode() + b"\n\n"
+
+    chat = record().model_copy(update={"endpoint": "chat"})
+    role_only = b'data: {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}\n\n'  # no text: not a token
+    done = asyncio.run(served([role_only, delta("a"), delta(""), delta(" b") + USAGE + b"data: [DONE]\n\n"], chat))
+    assert done.ok and done.chunks == 5 and done.text_chunks == 2
+    assert done.first_token_s == done.timeline.arrivals[0] and done.last_token_s == done.timeline.arrivals[1]
+
+
 def test_a_stream_cut_before_done_or_with_an_error_fails_keeping_what_it_read() -> None:
     cut = record()
     with pytest.raises(StreamError, match="ended without \\[DONE\\]"):

@@ -25,7 +25,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from fairwin.client.runqueue import RunqueueClock
 from fairwin.client.sse_transport import StreamTransport
-from fairwin.client.timeline import Timeline, chunk_tokens
+from fairwin.client.timeline import Timeline
 from fairwin.errors import StreamError, TransportError, WaveError
 from fairwin.formats import STREAM, RecordFormat
 from fairwin.records import Record
@@ -131,13 +131,6 @@ def request_body(
     return body
 
 
-def _chunk_text(choice: dict[str, Any], chat: bool) -> str:
-    if chat:
-        delta = choice.get("delta") or {}
-        return str(delta.get("content") or "")
-    return str(choice.get("text") or "")
-
-
 class _Reading:
     """What a stream's chunks say, gathered in plain attributes while they arrive and put on the record once
     (:meth:`commit`, also when the stream fails): a pydantic field set costs a microsecond or two, and a stream
@@ -156,17 +149,22 @@ class _Reading:
         self.timing: dict[str, Any] | None = None
 
     def absorb(self, chunk: dict[str, Any], elapsed: float) -> None:
+        # Once per chunk: the choice's text is a chat chunk's delta content or a completion's text, and its
+        # token count is its token_ids' length where the server lists them (None: unknown).
         if "error" in chunk:
             raise StreamError(f"server reported an error mid-stream: {json.dumps(chunk['error'])[:300]}")
         self.chunks += 1
         for choice in chunk.get("choices") or ():
-            if _chunk_text(choice, self.chat):
+            text = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
+            if text:
                 if self.first is None:
                     self.first = elapsed
                 self.last = elapsed
-                self.timeline.add(elapsed, chunk_tokens(choice))
-            if choice.get("finish_reason"):
-                self.finish = str(choice["finish_reason"])
+                ids = choice.get("token_ids")
+                self.timeline.add(elapsed, len(ids) if isinstance(ids, list) else None)
+            finish = choice.get("finish_reason")
+            if finish:
+                self.finish = str(finish)
         usage = chunk.get("usage")
         if usage:
             self.usage = usage

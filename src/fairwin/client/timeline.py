@@ -9,7 +9,7 @@ the stream record; the whole timeline goes to a sidecar file per start.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import ConfigDict
@@ -88,9 +88,3 @@ class Timeline:
             tokens=known if len(known) == len(self.tokens) else None,
             done_ms=None if self.done_s is None else round(self.done_s * 1000.0, 3),
         )
-
-
-def chunk_tokens(choice: dict[str, Any]) -> int | None:
-    """Tokens in one streamed choice, when the server lists their ids; None when it does not say."""
-    ids = choice.get("token_ids")
-    return len(ids) if isinstance(ids, list) else None
