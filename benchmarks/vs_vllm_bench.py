@@ -24,7 +24,8 @@ With ``--server sim`` both clients stream from `fairwin sim` instead (10 ms roun
 wall clock, its per-request timing on): the simulator costs almost no CPU, so neither client is kept off the CPU
 by the server's own processes, which on this 2-core machine blur a real vLLM's CPU figures (up to 0.5 s of
 run-queue wait in one stream). The CPU figures are quoted from there; the fidelity from both. ``--loop uvloop``
-runs fairwin's client on uvloop (a window's loop when uvloop is installed; ``asyncio`` is the standard one).
+runs fairwin's client on uvloop, to measure what it would save; a window always runs on asyncio's own loop
+(with uvloop, ``podman run -d`` from a container window never returned its output: docs/api.md).
 
     make engine && set -a && source .engine.env && set +a
     python benchmarks/vs_vllm_bench.py [--concurrency 1 4 32] [--server vllm|sim] [--loop asyncio|uvloop]
