@@ -6,6 +6,7 @@ import json
 import os
 import random
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,35 @@ def to_toml(data: dict[str, Any]) -> str:
 
 
 PlanFactory = Callable[..., Path]
+
+#: Where benchmarks/suite_time.py has each pytest session of `make test` append its wall time and each test's
+#: seconds (setup, call and teardown together); unset, nothing is recorded.
+SUITE_TIMES_ENV = "FAIRWIN_SUITE_TIMES"
+_session_began: list[float] = []
+_test_seconds: dict[str, float] = {}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _session_began.append(time.monotonic())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Under pytest-xdist this runs in the controller, with every worker's reports.
+    if os.environ.get(SUITE_TIMES_ENV):
+        _test_seconds[report.nodeid] = _test_seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get(SUITE_TIMES_ENV)
+    if not target or not _session_began or hasattr(session.config, "workerinput"):  # an xdist worker: not its
+        return
+    row = {
+        "args": [str(arg) for arg in session.config.invocation_params.args],
+        "wall_s": time.monotonic() - _session_began[0],
+        "tests": _test_seconds,
+    }
+    with Path(target).open("a", encoding="utf-8") as out:
+        out.write(json.dumps(row) + "\n")
 
 
 def pytest_configure(config: pytest.Config) -> None:
