@@ -19,14 +19,14 @@ ENGINE ?= vllm
 # first, so that their long tests start early and the many short unit files fill the gaps. The tests
 # marked `alone` need the machine to themselves (they load every core), so they run after the parallel
 # part, one at a time; the end-to-end tests run last and alone too: two vLLM servers on two cores would
-# measure each other. HOG=1 runs the unit and integration tests beside a busy loop holding one CPU: the
+# measure each other. HOG=N runs the unit and integration tests beside N busy loops (HOG=1: one CPU held): the
 # verdicts they assert must not depend on how busy the machine is. Not the e2e tests: vLLM for CPU binds
 # its engine to one core and their plans run it at nice 10, so beside a hog on that core it gets a tenth
 # of it, and a window would take over an hour.
 WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 PARALLEL := $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 HOG ?= 0
-WITH := $(if $(filter 1,$(HOG)),bash tools/with-cpu-hog.sh,)
+WITH := $(if $(filter-out 0,$(HOG)),bash tools/with-cpu-hog.sh $(HOG),)
 # pytest exits 5 when a marker selects no test: not a failure here.
 PYTEST_OK := rc=$$?; [ $$rc = 5 ] || status=$$rc
 
