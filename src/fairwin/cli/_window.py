@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import uvloop
+
 from fairwin.cli._arguments import file_to_write
 from fairwin.cli._console import stderr, stdout
 from fairwin.cli._plan import print_notices
@@ -123,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
         )
 
     with window_display(stderr, quiet=args.quiet, as_json=args.progress_json) as (say, listener):
-        result = asyncio.run(until_signalled(say, listener))
+        # uvloop's event loop (libuv; its transports in C): the client's CPU per streamed token about two thirds
+        # of asyncio's own loop's at 32 streams (benchmarks/README.md): one process follows more streams.
+        result = uvloop.run(until_signalled(say, listener))
     if args.progress_json:
         return 0  # its last line, the close event, carries the verdict and the window's directory
     print_decision(stdout, result.decision)

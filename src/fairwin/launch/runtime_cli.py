@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.errors import LaunchError
+from fairwin.launch.shell import run_to_exit
 from fairwin.plan.container import Container
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
@@ -65,24 +66,11 @@ class RuntimeCli:
 
     async def _run_here(self, args: list[str], timeout_s: float) -> tuple[int, str, str]:
         try:
-            process = await asyncio.create_subprocess_exec(
-                self.runtime,
-                *args,
-                env={**os.environ, **self.env},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            return await run_to_exit([self.runtime, *args], timeout_s, {**os.environ, **self.env})
         except FileNotFoundError:
             return 127, "", f"{self.runtime}: not installed here"
-        try:
-            out, err = await asyncio.wait_for(process.communicate(), timeout_s)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
             raise LaunchError(f"`{self.runtime} {shlex.join(args)}`{self.where} took over {timeout_s:g} s") from None
-        return process.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
     async def follow(self, args: list[str], log: Path | None = None) -> tuple[int | None, str]:
         """A command that runs on (``logs -f``, ``wait``), its output appended to ``log`` as it comes (scrubbed of

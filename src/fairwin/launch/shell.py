@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
+import tempfile
 import time
+from collections.abc import Mapping, Sequence
 
 from fairwin.errors import HostUnreachable
 from fairwin.plan.hosts import Host
@@ -38,3 +41,33 @@ async def shell(host_name: str | None, host: Host | None, command: str) -> tuple
         await asyncio.sleep(min(delay, left))
         delay = min(delay * 2, 5.0)
     return (remote.exit_status if remote.exit_status is not None else -1), str(remote.stdout or "")
+
+
+async def run_to_exit(
+    argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None, merge_stderr: bool = False
+) -> tuple[int, str, str]:
+    """A command here, to its exit: (status, stdout, stderr; with ``merge_stderr`` stderr is in stdout).
+
+    Its output goes to files, read once it has exited, not to pipes read to their end: a daemon it leaves
+    running (conmon behind ``podman run -d``, a server behind a start script) may hold its copy of them, and
+    the end would never come (on uvloop's loop the runtime's own ends of libuv's socket pairs reached conmon,
+    and ``podman run -d`` waited 120 s). FileNotFoundError when ``argv[0]`` is missing; TimeoutError after
+    ``timeout_s``, the command killed."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            env=None if env is None else dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out if merge_stderr else err,
+        )
+        try:
+            code = await asyncio.wait_for(process.wait(), timeout_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            raise
+        out.seek(0)
+        err.seek(0)
+        return code, out.read().decode(errors="replace"), err.read().decode(errors="replace")

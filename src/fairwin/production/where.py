@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from fairwin.errors import LaunchError, ProductionError
+from fairwin.launch.shell import run_to_exit
 from fairwin.plan.hosts import Host
 from fairwin.production.detached import PID_WAIT_S, command_of, launch_detached
 from fairwin.production.proof import pid_alive, running, start_ticks, stop_group
@@ -90,14 +91,11 @@ class Here:
 
     async def run(self, what: str, argv: list[str]) -> str:
         try:
-            process = await asyncio.create_subprocess_exec(
-                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-            )
-            output, _ = await asyncio.wait_for(process.communicate(), COMMAND_TIMEOUT_S)
+            code, output, _ = await run_to_exit(argv, COMMAND_TIMEOUT_S, merge_stderr=True)
         except (OSError, TimeoutError) as exc:
             raise ProductionError(f"production {what} command {argv[0]!r} could not run: {exc}") from None
-        if process.returncode != 0:
-            raise _failed(what, argv, process.returncode, output.decode(errors="replace"), self.label)
+        if code != 0:
+            raise _failed(what, argv, code, output, self.label)
         return f"ran: {shlex.join(argv)}"
 
     async def running(self, patterns: list[str]) -> list[str]:
