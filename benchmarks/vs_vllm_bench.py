@@ -23,9 +23,9 @@ by difference between its N and 2N runs (what is left of its own end-of-run work
 With ``--server sim`` both clients stream from `fairwin sim` instead (10 ms rounds, zero-cost prefill, its
 wall clock, its per-request timing on): the simulator costs almost no CPU, so neither client is kept off the CPU
 by the server's own processes, which on this 2-core machine blur a real vLLM's CPU figures (up to 0.5 s of
-run-queue wait in one stream). The CPU figures are quoted from there; the fidelity from both. ``--loop uvloop``
-runs fairwin's client on uvloop, to measure what it would save; a window always runs on asyncio's own loop
-(with uvloop, ``podman run -d`` from a container window never returned its output: docs/api.md).
+run-queue wait in one stream). The CPU figures are quoted from there; the fidelity from both. fairwin's client
+runs on uvloop's loop, as ``fairwin run`` runs a window; ``--loop asyncio``: on the standard loop, which a script
+driving the library may use (docs/api.md).
 
     make engine && set -a && source .engine.env && set +a
     python benchmarks/vs_vllm_bench.py [--concurrency 1 4 32] [--server vllm|sim] [--loop asyncio|uvloop]
@@ -254,7 +254,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 32])
     parser.add_argument("--server", choices=["vllm", "sim"], default="vllm")
-    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")  # fairwin run's
     args = parser.parse_args()
     if "FAIRWIN_ENGINE_PYTHON" not in os.environ:
         sys.exit("set FAIRWIN_ENGINE_PYTHON and FAIRWIN_TINY_MODEL: `set -a; source .engine.env; set +a`")
