@@ -80,8 +80,8 @@ def go_on_or_stop(
 
 def unspent_line(stopping: Stopping, verdict: str, starts: Sequence[StartSpec], budget: Mapping[str, Any]) -> str:
     """``decided WIN after 5 of at most 9 starts; 4 starts of hold (about 38 min) not spent``."""
-    unspent = [s.name for s in starts[stopping.starts_used :]]
-    per_start = budget.get("per_start_s", {})
+    per_start = budget.get("per_start_s", {})  # the starts the budget allowed (max_starts may stop short of the rule)
+    unspent = [s.name for s in starts[stopping.starts_used :] if s.name in per_start]
     minutes = sum(float(per_start.get(name, 0.0)) for name in unspent) / 60.0
     saved = f"; {len(unspent)} starts of hold (about {minutes:.0f} min) not spent" if unspent else ""
     return stopping.line(verdict) + saved

@@ -161,6 +161,7 @@ def hold_lines(
     noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
     mean = expected_starts(rule, loaded.plan.window.repeats, noise, deciding)
     first, most = found.first_look or len(found.starts), len(found.starts)  # most: max_starts may cap the rule's
+    mean = None if mean is None else min(mean, most)  # a budget of fewer starts ends the window there at the latest
     per_start = (found.end_after(most) - found.end_after(first)) / max(most - first, 1)
     expected = (
         f"about {mean:.1f} starts ({(found.end_after(first) + (mean - first) * per_start) / 60:.1f} min) when "
