@@ -199,7 +199,7 @@ def spec_window(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> Win
 #: An A/A window on this machine rarely reaches NO-CHANGE, so under the default sequential rule it would run its
 #: nine starts. What it checks, that an identical candidate is neither a WIN nor a LOSS, the rule's first look
 #: checks at its own audited rates; the plan stops it there (a budget of 5 starts), on a machine of any speed (a
-#: cap in minutes stopped it after 5, 7 or 9 starts, as the starts ran slow or quick: 189 s on average here).
+#: cap in minutes stopped it after 5, 7 or 9 starts, as the starts ran slow or quick: 189 s in one run here).
 AA_MAX_STARTS = 5
 
 
