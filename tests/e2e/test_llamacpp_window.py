@@ -16,7 +16,8 @@ import pytest
 
 from fairwin.profiles import LLAMACPP
 from tests.conftest import to_toml
-from tests.e2e.conftest import (
+from tests.e2e.conftest import (  # REPEATS: the rule's least, as on vLLM
+    REPEATS,
     WINDOW_TEST_TIMEOUT_S,
     Window,
     assert_client_timing_right_or_flagged,
@@ -31,7 +32,6 @@ CELLS = {"short-b1": (256, 256, 2, 1), "short-b4": (256, 128, 4, 4)}  # prompt, 
 #: Measured and reported, never deciding: four streams at once on one server thread are compute-bound, where
 #: n-gram drafts gain little (NEUTRAL, +3 to +10 %, here), and a window deciding on it ran all nine starts.
 REPORTED = {"short-b4"}
-REPEATS = 2  # the rule's least, as on vLLM (tests/e2e/conftest.py): 4 s of waves a start less than 3
 #: The same bounds as vLLM's short cell (tests/e2e/test_vllm_window.py); llama.cpp times a request from its
 #: prompt's end, a sampling step before the client's first token, far under these.
 FIDELITY = {"short-b1": 0.02, "short-b4": 0.02}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -18,8 +17,8 @@ TIMEOUT_S = 30.0
 async def shell(host_name: str | None, host: Host | None, command: str) -> tuple[int, str]:
     """Its exit status and output (stdout; a command that wants stderr too says ``2>&1``)."""
     if host_name is None or host is None:
-        done = subprocess.run(["sh", "-c", command], capture_output=True, timeout=TIMEOUT_S, check=False)
-        return done.returncode, done.stdout.decode(errors="replace")
+        code, out, _ = await run_to_exit(["sh", "-c", command], TIMEOUT_S)  # the loop runs on meanwhile
+        return code, out
     from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
 
     # Every command run here only reads: one whose connection dropped is run again, with backoff, for as long
