@@ -61,7 +61,7 @@ COMPARISON = RecordFormat("fairwin.comparison", 1, model="fairwin.report.compare
 ADMISSION = RecordFormat("fairwin.admission", 1, model="fairwin.gates.qualify:AdmissionRecord")
 CARRY = RecordFormat("fairwin.carry", 1, model="fairwin.gates.qualify:CarryRecord")
 GATE_RUN = RecordFormat("fairwin.gate-run", 1, model="fairwin.gates.correctness:GateRunRecord")
-REHEARSAL = RecordFormat("fairwin.rehearsal", 1, model="fairwin.gates.rehearsal:RehearsalRecord")
+REHEARSAL = RecordFormat("fairwin.rehearsal", 2, reads=(1,), model="fairwin.gates.rehearsal:RehearsalRecord")
 ORDER = RecordFormat("fairwin.order", 1, model="fairwin.plan.order:PromptOrder")
 STAGE = RecordFormat("fairwin.stage", 1, model="fairwin.window.stage:StageRecord")
 ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,), model="fairwin.archive.rows:ArchiveRow")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PlanFactory
-from tests.integration.helpers import SimProcess, fairwin
+from tests.integration.helpers import SimProcess, fairwin, only_window
+from tests.integration.production import production_plan
 
 SECRET = "sk-do-not-write-me-anywhere"
 
@@ -154,10 +156,32 @@ def test_run_requires_a_fresh_passing_rehearsal_of_this_plan(
     other = make_plan(name="other.toml")
     assert rehearse(other, server, elsewhere).returncode == 0
     refused = fairwin("run", str(plan), "--require-rehearsal", str(elsewhere))
-    assert refused.returncode == 4 and "another version of the plan" in refused.stderr
+    assert refused.returncode == 4, refused.stderr
+    assert f"rehearsal {elsewhere} vouches for what changed since: rehearsal.model, rehearsal.url;" in refused.stderr
     assert not (plan.parent / "windows").exists()
-    done = fairwin("run", str(plan), "--require-rehearsal", str(good), "--quiet")
+    # A pin passed at run time that the rehearsal does not vouch for (the candidate's file) leaves it valid.
+    verifier = tmp_path / "verifier.py"
+    verifier.write_text("print('verified')\n")
+    pin = f'roles.B.identity."{verifier}"={hashlib.sha256(verifier.read_bytes()).hexdigest()}'
+    done = fairwin("run", str(plan), "--set", pin, "--require-rehearsal", str(good), "--quiet")
     assert done.returncode == 0, done.stderr
+    manifest = json.loads((only_window(plan) / "window.json").read_text())
+    assert manifest["plan_file_sha256"] == hashlib.sha256(plan.read_bytes()).hexdigest() != manifest["plan_sha256"]
+    assert [o["key"] for o in manifest["plan_overrides"]] == [f'roles.B.identity."{verifier}"']
+    assert manifest["gates"]["rehearsal"]["path"] == str(good)
+
+
+def test_a_rehearsal_is_refused_when_productions_declaration_changed_naming_the_field(
+    make_plan: PlanFactory, server: SimProcess, tmp_path: Path
+) -> None:
+    plan = production_plan(make_plan, "rehearsed")  # never brought up: the gate refuses before anything
+    plan.write_text(plan.read_text() + f'\n[rehearsal]\nurl = "{server.url}"\nmodel = "prod"\n')
+    good = tmp_path / "good"
+    assert fairwin("rehearse", str(plan), "--out", str(good)).returncode == 0
+    refused = fairwin("run", str(plan), "--set", "production.commit=bbbbbbb", "--require-rehearsal", str(good))
+    assert refused.returncode == 4, refused.stderr
+    assert f"rehearsal {good} vouches for what changed since: production.commit; rehearse again" in refused.stderr
+    assert not (plan.parent / "windows").exists()
 
 
 def test_a_client_only_rehearsal_does_not_probe_metrics(make_plan: PlanFactory) -> None:

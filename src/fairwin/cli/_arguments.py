@@ -25,13 +25,27 @@ if TYPE_CHECKING:  # argparse's subparsers type is subscriptable only for type c
 Handler = Callable[[argparse.Namespace], int]
 
 
+def plan_argument(parser: argparse.ArgumentParser) -> None:
+    """The plan file, and ``--set KEY=VALUE`` overrides of it (docs/plan.md, "Overrides at run time")."""
+    parser.add_argument("plan", type=Path)
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a plan key for this run (repeatable; dotted: roles.B.repo.commit=3f2a9c1); recorded in "
+        "window.json, and part of the effective plan's sha256",
+    )
+
+
 def plan_group(commands: Commands, group: str, text: str, entries: Sequence[tuple[str, Handler, str]]) -> Commands:
     """``fairwin GROUP SUB PLAN [--out DIR]`` for each entry; returns the subparsers for extra flags."""
     parser = commands.add_parser(group, help=text)
     which = parser.add_subparsers(dest=f"{group}_command", required=True, metavar="SUBCOMMAND")
     for name, func, help_text in entries:
         command = which.add_parser(name, help=help_text)
-        command.add_argument("plan", type=Path)
+        plan_argument(command)
         command.add_argument("--out", help="the plan's output directory, if not window.output_dir (its state)")
         command.set_defaults(func=func)
     return which

@@ -37,7 +37,7 @@ def add_parsers(commands: Commands) -> None:
 def _loaded(args: argparse.Namespace) -> tuple[LoadedPlan, Path]:
     from fairwin.plan import load_plan
 
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     return loaded, loaded.output_dir(args.out)
 
 

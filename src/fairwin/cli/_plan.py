@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import plan_argument
 from fairwin.cli._console import stderr, stdout
 
 if TYPE_CHECKING:
@@ -17,10 +17,10 @@ def add_parsers(commands: Commands) -> None:
     plan = commands.add_parser("plan", help="check a plan file or show its dry plan")
     plan_commands = plan.add_subparsers(dest="plan_command", required=True, metavar="SUBCOMMAND")
     check = plan_commands.add_parser("check", help="validate a plan and every file it pins")
-    check.add_argument("plan", type=Path)
+    plan_argument(check)
     check.set_defaults(func=plan_check)
     show = plan_commands.add_parser("show", help="print the starts, waves, seeds, prompt ids and estimated duration")
-    show.add_argument("plan", type=Path)
+    plan_argument(show)
     show.add_argument("--mode", default="controlled", help="mode to show (default: controlled)")
     show.set_defaults(func=plan_show)
 
@@ -37,7 +37,7 @@ def plan_check(args: argparse.Namespace) -> int:
     from fairwin.plan import load_plan
     from fairwin.window.preflight import error_rate_check, preflight, read_plan_archive_starts
 
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     print_notices(loaded)
     modes = loaded.plan.all_modes()
     for mode in modes:
@@ -60,7 +60,7 @@ def plan_show(args: argparse.Namespace) -> int:
     from fairwin.report.dryplan import render_dry_plan
     from fairwin.window.preflight import first_look_archive, hold_lines, power_check, preflight, read_plan_archive
 
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     print_notices(loaded)
     checked = preflight(loaded, args.mode)
     snapshot = read_plan_archive(loaded)

@@ -35,7 +35,7 @@ def _production(args: argparse.Namespace) -> Production:
     from fairwin.plan import load_plan
     from fairwin.production.control import Production
 
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     out = loaded.output_dir(args.out)
     return Production(loaded, out)
 

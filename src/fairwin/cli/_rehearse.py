@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli._arguments import plan_argument
 from fairwin.cli._console import stdout
 from fairwin.cli._plan import print_notices
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 def add_parsers(commands: Commands) -> None:
     parser = commands.add_parser("rehearse", help="try every request shape of a window, tiny, against production")
-    parser.add_argument("plan", type=Path)
+    plan_argument(parser)
     parser.add_argument("--url", help="production's base URL (default: the plan's rehearsal.url)")
     parser.add_argument("--out", required=True, help="a new directory for rehearsal.json and responses.jsonl")
     parser.add_argument("--model", help="production's served model (default: rehearsal.model or the first role's)")
@@ -34,7 +35,7 @@ def rehearse(args: argparse.Namespace) -> int:
     from fairwin.gates.rehearsal import run_rehearsal
     from fairwin.plan import load_plan
 
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     print_notices(loaded)
     document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env, args.eos)
     for probe in document.probes:

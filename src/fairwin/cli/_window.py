@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 import uvloop
 
-from fairwin.cli._arguments import file_to_write
+from fairwin.cli._arguments import file_to_write, plan_argument
 from fairwin.cli._console import stderr, stdout
 from fairwin.cli._plan import print_notices
 from fairwin.cli._progress import Say, window_display
@@ -26,7 +26,7 @@ def add_parsers(commands: Commands) -> None:
     window = commands.add_parser(
         "run", help="run one window: control and candidate take turns, as many starts as the rule registers"
     )
-    window.add_argument("plan", type=Path)
+    plan_argument(window)
     window.add_argument("--mode", default="controlled", help="mode to run (default: controlled)")
     window.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
     window.add_argument("-q", "--quiet", action="store_true", help="no progress lines or display")
@@ -67,7 +67,7 @@ def add_parsers(commands: Commands) -> None:
     recovery = commands.add_parser(
         "recover", help="after fairwin died: stop the window's servers, give production back, mark it interrupted"
     )
-    recovery.add_argument("plan", type=Path)
+    plan_argument(recovery)
     recovery.add_argument("--out", help="the plan's output directory, if not window.output_dir")
     recovery.set_defaults(func=recover)
     staging = commands.add_parser(
@@ -75,7 +75,7 @@ def add_parsers(commands: Commands) -> None:
         help="between windows: bring each pinned checkout on its host to its "
         "commit and write its declared artifacts, with a receipt",
     )
-    staging.add_argument("plan", type=Path)
+    plan_argument(staging)
     staging.add_argument("--mode", help="only this mode's roles (default: every role that pins a checkout)")
     file_to_write(staging, "where the receipt goes (default: OUTPUT_DIR/stage-TIME.json)", old="--receipt")
     staging.set_defaults(func=stage)
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.chain_production and not (args.chain or args.chain_last):
         raise UsageError("--chain-production goes with --chain or --chain-last")
     audit_trials()  # a bad setting is refused before anything is touched, not when the summary is written
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     print_notices(loaded)
     output = Path(args.out) if args.out else None
     gates = GateInputs(
@@ -141,7 +141,7 @@ def recover(args: argparse.Namespace) -> int:
     from fairwin.custody.recover import recover as recover_window
     from fairwin.plan import load_plan
 
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     out = loaded.output_dir(args.out)
     result = asyncio.run(recover_window(loaded, out))
     stdout.print(result.summary(), markup=False)
@@ -152,7 +152,7 @@ def stage(args: argparse.Namespace) -> int:
     from fairwin.plan import load_plan, resolve_mode
     from fairwin.window.stage import stage as stage_checkouts
 
-    loaded = load_plan(args.plan)
+    loaded = load_plan(args.plan, args.overrides)
     if args.mode is not None:
         mode = resolve_mode(loaded, args.mode)
         roles = [mode.control, mode.candidate]

@@ -36,7 +36,7 @@ from fairwin.launch.remote_runs import stop_runs
 from fairwin.launch.runtime_cli import container_clis
 from fairwin.launch.spec import WINDOW_LABEL, make_spec, worker_specs
 from fairwin.plan.hosts import resolved
-from fairwin.plan.loading import LoadedPlan, parse_plan
+from fairwin.plan.loading import LoadedPlan, parse_window_plan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
@@ -227,7 +227,7 @@ def _production_at_open(
     """Production as declared when the window opened: from the window's copy of the plan, checked against
     the snapshot journaled at open. The plan as it is now stands in only when that copy cannot be read."""
     try:
-        _, plan = parse_plan(directory.plan_copy)
+        plan = parse_window_plan(directory.path)
         at_open = dataclasses.replace(loaded, plan=plan)  # the same place: env files resolve as they did
     except InputError as exc:
         notes.append(f"the window's plan copy could not be read ({exc}); production restored as the plan says now")

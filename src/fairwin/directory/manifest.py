@@ -45,6 +45,16 @@ class ManifestTelemetry(BaseModel):
     production_caps_by_host: dict[str, float | None] | None = None
 
 
+class PlanOverride(BaseModel):
+    """A change the window made to its plan file at load: a ``--set``, or a pin read from a variable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str  # a TOML dotted key, e.g. roles.B.repo.commit
+    value: Any
+    variable: str | None = None  # a pin's {env:NAME}: the variable(s) it was read from
+
+
 class WindowManifest(Record):
     """``fairwin.window/1``."""
 
@@ -59,7 +69,9 @@ class WindowManifest(Record):
     order: Order
     starts: list[PlannedStart] = Field(min_length=1)
     plan_path: str
-    plan_sha256: str
+    plan_sha256: str  # the effective plan's: the file's own when nothing overrides it
+    plan_file_sha256: str | None = None  # the file's bytes (absent before overrides were recorded)
+    plan_overrides: list[PlanOverride] = Field(default_factory=list)  # in the order applied
     rule_id: str
     rule_sha256: str
     archive: str | None = None  # where the window's control starts go: never a password (the store redacts it)

@@ -20,7 +20,7 @@ from fairwin.directory.records import BudgetRecord
 from fairwin.directory.start_receipt import StartReceipt, WaveRow
 from fairwin.directory.status import WindowStatus
 from fairwin.errors import CorruptRecordError, InputError, PlanError
-from fairwin.plan.loading import parse_plan
+from fairwin.plan.loading import parse_window_plan
 from fairwin.plan.models import Cell
 from fairwin.plan.roles import Role
 from fairwin.records import read_record, read_records
@@ -79,7 +79,7 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
     status = read_record(files.status, WindowStatus)
     if status.state != "complete":
         return
-    _, plan = parse_plan(window / "plan.toml")
+    plan = parse_window_plan(window)
     startup, stop, waves = [], [], []
     for start_file in sorted((window / "starts").glob("*/start.json")):
         with _fields_of(start_file):

@@ -28,6 +28,7 @@ from pydantic import ConfigDict
 from fairwin.errors import GateRefused, InputError
 from fairwin.files import write_text_atomic
 from fairwin.formats import REHEARSAL, RecordFormat
+from fairwin.gates.binding import bind, moved, rehearsal_parts
 from fairwin.gates.probes import judge, probes_for, real_prompts, send
 from fairwin.gates.receipt import Receipt, read_receipt, write_receipt
 from fairwin.metrics.profile import choose_profile
@@ -36,18 +37,20 @@ from fairwin.transport import api_headers
 
 
 class RehearsalRecord(Receipt):
-    """``fairwin.rehearsal/1`` (``rehearsal.json``): the verdict, and each probe's reading."""
+    """``fairwin.rehearsal/2`` (``rehearsal.json``): the verdict, each probe's reading, and what it vouches for
+    (``binds``: each field of the plan its probes were built from; /1 bound the whole plan's sha256)."""
 
     record_format: ClassVar[RecordFormat] = REHEARSAL
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal["fairwin.rehearsal/1"] = "fairwin.rehearsal/1"
+    format: Literal["fairwin.rehearsal/1", "fairwin.rehearsal/2"] = "fairwin.rehearsal/2"
     verdict: Literal["PASS", "FAIL"]
     cause_confirmed: bool
     url: str
     model: str
     plan_path: str
-    plan_sha256: str
+    plan_sha256: str  # the effective plan's, for the record; /2 is checked on `binds`
+    binds: dict[str, str] | None = None  # a field's dotted path -> the sha256 of its value (None in /1)
     created_unix: float
     headers_sent: list[str]  # names only: values may be secrets
     failures: list[str]
@@ -98,6 +101,7 @@ async def rehearse(
         model=model,
         plan_path=str(loaded.path),
         plan_sha256=loaded.sha256,
+        binds=bind(rehearsal_parts(loaded)),
         created_unix=time.time(),
         headers_sent=sorted(headers),
         failures=failures,
@@ -115,8 +119,14 @@ def require_rehearsal(directory: Path, loaded: LoadedPlan) -> RehearsalRecord:
         raise GateRefused("--require-rehearsal needs the plan's rehearsal.url (production's URL) to compare with")
     if document.url != settings.url.rstrip("/"):
         raise GateRefused(f"rehearsal {directory} was against {document.url}, the plan's is {settings.url}")
-    if document.plan_sha256 != loaded.sha256:
+    if document.binds is None and document.plan_sha256 != loaded.sha256:
         raise GateRefused(f"rehearsal {directory} was for another version of the plan (sha256 differs); rehearse again")
+    changed = moved(document.binds or {}, bind(rehearsal_parts(loaded)))
+    if document.binds is not None and changed:
+        more = f" (+{len(changed) - 3} more)" if len(changed) > 3 else ""
+        raise GateRefused(
+            f"rehearsal {directory} vouches for what changed since: {', '.join(changed[:3])}{more}; rehearse again"
+        )
     age_h = (time.time() - document.created_unix) / 3600.0
     if age_h > settings.max_age_h:
         raise GateRefused(

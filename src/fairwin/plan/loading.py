@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from fairwin.directory.manifest import WindowManifest
 from fairwin.errors import PinMismatchError, PlanError
-from fairwin.files import sha256_bytes, sha256_file
+from fairwin.files import canonical_json, sha256_bytes, sha256_file
 from fairwin.plan.models import Family, Plan
 from fairwin.plan.order import read_order
+from fairwin.plan.overrides import Override, apply_overrides, parse_override, pin_override, resolve_pin_variables
 from fairwin.plan.secrecy import refuse_literal_secrets
+from fairwin.records import read_record
 from fairwin.redaction import declare
 
 
@@ -43,13 +47,20 @@ class LoadedFamily:
 
 @dataclass(frozen=True)
 class LoadedPlan:
-    """A validated plan, where it came from, and its families with pins verified."""
+    """A validated plan, where it came from, and its families with pins verified.
+
+    ``sha256`` is the effective plan's: the file's own (``file_sha256``) when nothing overrides it, else
+    the digest of the file's and of every override (``--set`` and pins read from variables), in order.
+    """
 
     path: Path
     raw: bytes
     sha256: str
     plan: Plan
     families: dict[str, LoadedFamily]
+    file_sha256: str
+    overrides: tuple[Override, ...] = ()
+    pins_from_env: dict[str, str] = field(default_factory=dict)  # a pin's path -> the variable(s) it read
 
     @property
     def notices(self) -> list[str]:
@@ -88,8 +99,7 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
     return f"{path}: {location}: {message}; {_hint(first)}{more}"
 
 
-def parse_plan(path: Path) -> tuple[bytes, Plan]:
-    """Read and validate the TOML; no other file is opened."""
+def _read_toml(path: Path) -> tuple[bytes, dict[str, Any]]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -97,17 +107,34 @@ def parse_plan(path: Path) -> tuple[bytes, Plan]:
     except OSError as exc:
         raise PlanError(f"{path}: cannot read plan: {exc.strerror}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return raw, tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise PlanError(f"{path}: not UTF-8 text; save the plan as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise PlanError(f"{path}: invalid TOML: {exc}; fix the syntax there") from None
     except RecursionError:
         raise PlanError(f"{path}: nested far deeper than any plan; is it the plan file?") from None
+
+
+def _validated(path: Path, data: dict[str, Any]) -> Plan:
     try:
-        return raw, Plan.model_validate(data)
+        return Plan.model_validate(data)
     except ValidationError as exc:
         raise PlanError(_format_validation(path, exc)) from None
+
+
+def parse_plan(path: Path, overrides: Sequence[Override] = ()) -> tuple[bytes, Plan]:
+    """Read and validate the TOML, with these overrides applied in order; no other file is opened."""
+    raw, data = _read_toml(path)
+    apply_overrides(data, overrides)
+    return raw, _validated(path, data)
+
+
+def parse_window_plan(window: Path) -> Plan:
+    """The plan a window ran: its copy of the plan file with the overrides its window.json recorded."""
+    manifest = read_record(window / "window.json", WindowManifest)
+    changes = [Override.recorded(c.key, c.value, c.variable) for c in manifest.plan_overrides]
+    return parse_plan(window / "plan.toml", changes)[1]
 
 
 def _read_prompts(path: Path, key: str) -> dict[str, Prompt]:
@@ -166,12 +193,37 @@ def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> Lo
     )
 
 
-def load_plan(path: Path | str) -> LoadedPlan:
-    """Load a plan, check every reference and every pinned sha256."""
+def _effective_sha256(file_sha256: str, changes: Sequence[Override]) -> str:
+    """The file's own sha256 when nothing overrides it; else the digest of the file's and every change."""
+    if not changes:
+        return file_sha256
+    body = {"plan_file_sha256": file_sha256, "overrides": [[change.key, change.value] for change in changes]}
+    return sha256_bytes(canonical_json(body).encode("utf-8"))
+
+
+def load_plan(path: Path | str, overrides: Sequence[str] = ()) -> LoadedPlan:
+    """Load a plan (with ``--set KEY=VALUE`` overrides and its pins' ``{env:NAME}`` resolved), check every
+    reference and every pinned sha256."""
     path = Path(path)
-    raw, plan = parse_plan(path)
+    changes = [parse_override(text) for text in overrides]
+    raw, data = _read_toml(path)
+    apply_overrides(data, changes)
+    from_env = resolve_pin_variables(data)
+    plan = _validated(path, data)
+    # Each pin read from a variable is recorded as the value it held: the window pins what the host must be.
+    changes += [pin_override(where, data, variable) for where, variable in from_env.items()]
     refuse_literal_secrets(plan, path)
     declare([*plan.secrets.names, *plan.secrets.flags], plan.secrets.public)
     base = path.resolve().parent
     families = {name: _load_family(path, base, name, fam) for name, fam in plan.families.items()}
-    return LoadedPlan(path=path.resolve(), raw=raw, sha256=sha256_bytes(raw), plan=plan, families=families)
+    file_sha256 = sha256_bytes(raw)
+    return LoadedPlan(
+        path=path.resolve(),
+        raw=raw,
+        sha256=_effective_sha256(file_sha256, changes),
+        plan=plan,
+        families=families,
+        file_sha256=file_sha256,
+        overrides=tuple(changes),
+        pins_from_env=from_env,
+    )

@@ -29,7 +29,7 @@ from fairwin.gates.qualify import require_carry
 from fairwin.gates.receipt import Receipt, read_receipt, write_receipt
 from fairwin.gates.rehearsal import RehearsalRecord
 from fairwin.plan.checks import Qualification
-from fairwin.plan.loading import parse_plan
+from fairwin.plan.loading import parse_window_plan
 from fairwin.promote.policy import PromotionPolicy
 from fairwin.records import read_record
 from fairwin.window.decision import completed_decision
@@ -92,7 +92,7 @@ def _decided(found: Evidence, policy: PromotionPolicy) -> list[str]:
 
 def _qualification_rules(found: Evidence) -> Qualification:
     """The [qualification] of the plan the window ran (its copy): what the carry must have held."""
-    _, plan = parse_plan(found.path / "plan.toml")
+    plan = parse_window_plan(found.path)
     return plan.qualification
 
 

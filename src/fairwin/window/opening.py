@@ -18,7 +18,7 @@ from fairwin.archive.window_rows import archive_key_record
 from fairwin.custody.chain import ChainRun
 from fairwin.custody.hold import Hold
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, WindowManifest
+from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, PlanOverride, WindowManifest
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, waves_for
 from fairwin.records import write_record
@@ -79,6 +79,11 @@ class Opening:
             starts=[PlannedStart(start=s.name, kind=s.kind, role=s.role) for s in self.starts],
             plan_path=str(self.loaded.path),
             plan_sha256=self.loaded.sha256,
+            plan_file_sha256=self.loaded.file_sha256,
+            plan_overrides=[
+                PlanOverride(key=change.key, value=change.value, variable=change.variable)
+                for change in self.loaded.overrides
+            ],
             rule_id=rule.id,
             rule_sha256=rule.sha256,
             archive=self.archive_store.location,  # never a password: the store redacts it
