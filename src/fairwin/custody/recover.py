@@ -28,6 +28,7 @@ from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import Marker, marker_path, read_marker
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
+from fairwin.custody.team_hold import RELEASE_STEP, TeamHold, release_owed
 from fairwin.directory.journal import Launched, happened, opened_with, read_journal, servers
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import Restore, WindowStatus
@@ -111,6 +112,8 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         production = _production_at_open(loaded, directory, opened_with(events), output_dir, result.problems)
         if production is not None:
             await _give_back(production, loaded, output_dir, chain, result)
+    if release_owed(events):
+        await _release_team_hold(loaded, directory, result.problems)
     restore = result.production.stored() if result.production is not None else None
     state = _state(directory)
     if state == "running":
@@ -125,6 +128,25 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     if result.production is not None and not result.production.restored:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.reason}")
     return result
+
+
+def _plan_at_open(loaded: LoadedPlan, directory: WindowDir, notes: list[str]) -> LoadedPlan:
+    """The plan as the window ran it (its copy, with its overrides); the plan as it is now where it cannot be read."""
+    try:  # the same place: env files resolve as they did
+        return dataclasses.replace(loaded, plan=parse_window_plan(directory.path))
+    except InputError as exc:
+        notes.append(f"the window's plan copy could not be read ({exc}); recovered as the plan says now")
+        return loaded
+
+
+async def _release_team_hold(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -> None:
+    """The team's release ([custody]) as the window's plan declared it, after production is back; journaled."""
+    team = TeamHold(_plan_at_open(loaded, directory, problems), directory.window_id, directory.path, held=True)
+    directory.journal_event(RELEASE_STEP, "begin")
+    record = await team.release()
+    directory.journal_event(RELEASE_STEP, "end", **record)
+    if not record["released"]:
+        problems.append(f"{record['error']}; release it by hand, or run `fairwin recover` again")
 
 
 async def _remove_containers(
@@ -226,12 +248,7 @@ def _production_at_open(
 ) -> Production | None:
     """Production as declared when the window opened: from the window's copy of the plan, checked against
     the snapshot journaled at open. The plan as it is now stands in only when that copy cannot be read."""
-    try:
-        plan = parse_window_plan(directory.path)
-        at_open = dataclasses.replace(loaded, plan=plan)  # the same place: env files resolve as they did
-    except InputError as exc:
-        notes.append(f"the window's plan copy could not be read ({exc}); production restored as the plan says now")
-        at_open = loaded
+    at_open = _plan_at_open(loaded, directory, notes)
     if at_open.plan.production is None:
         notes.append("the plan declared no [production] when the window opened; nothing to restore")
         return None

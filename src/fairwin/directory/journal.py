@@ -11,7 +11,9 @@ right after; a role that spans hosts journals each worker's with its ``member``.
 That is what undoes a window whose fairwin died: ``fairwin recover``
 stops every server launched or being launched, and gives production back (from the
 snapshot recorded at ``open``) when ``production down`` began and no ``restore``
-ended. Recovery appends its own ``recover`` begin and end.
+ended. A plan with a team's own hold (``[custody]``) journals ``team hold`` right after
+``open`` and ``team release`` after the restore; recovery runs the release when the hold
+ended and no release did. Recovery appends its own ``recover`` begin and end.
 
 A recovery drill: with ``FAIRWIN_DRILL_KILL_AT="STEP:EVENT"`` (``"start s2:launched"``)
 in its environment, fairwin kills itself with SIGKILL as soon as that row is on disk,
@@ -45,10 +47,12 @@ Event = Literal["begin", "end", "failed", "interrupted", "launching", "launched"
 #: :func:`look_step`), so every step name is one of these or made by those two.
 FixedStep = Literal[
     "open",
+    "team hold",
     "production down",
     "quiet",
     "quiet after",
     "restore",
+    "team release",
     "chain hold",
     "chain end",
     "chain abort",

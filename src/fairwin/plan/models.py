@@ -17,6 +17,7 @@ from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
+from fairwin.plan.custody import CustodySettings
 from fairwin.plan.diagnostics import Diagnostics
 from fairwin.plan.hosts import Host
 from fairwin.plan.production import ProductionSettings
@@ -172,6 +173,9 @@ class Plan(StrictModel):
     chain: ChainSettings = Field(
         default_factory=ChainSettings, description="Windows that leave production down between them (docs/chain.md)."
     )
+    custody: CustodySettings = Field(
+        default_factory=CustodySettings, description="A team's own hold on the hardware, beside fairwin's (plan.md)."
+    )
     diagnostics: Diagnostics = Field(
         default_factory=Diagnostics, description="Correctness diagnostics run beside the measurement (docs/greedy.md)."
     )
@@ -219,6 +223,8 @@ class Plan(StrictModel):
         self._production_role()
         self._remote_roles()
         self._placeholders()
+        if self.custody.host is not None and self.custody.host not in self.hosts:
+            raise ValueError(f"custody.host names {self.custody.host!r}, which [hosts] does not declare")
         for host in self.telemetry.watchdog_logs:
             if host != "here" and host not in self.hosts:
                 raise ValueError(f"telemetry.watchdog_logs names host {host!r}; use 'here' or a [hosts] name")

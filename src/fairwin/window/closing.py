@@ -18,6 +18,7 @@ from typing import Any
 
 from fairwin.custody.chain import ChainRun
 from fairwin.custody.hold import Hold
+from fairwin.custody.team_hold import RELEASE_STEP, TeamHold
 from fairwin.decision import Decision
 from fairwin.directory.layout import WindowDir
 from fairwin.errors import FairwinError, Interrupted, RestoreFailed
@@ -48,6 +49,7 @@ class Closing:
     archived: bool
     archive_problem: str | None
     restore_failure: RestoreFailed | None
+    team_hold: TeamHold | None
     archive: Callable[[], Awaitable[dict[str, Any]]]  # the window's archive step
 
     async def _journaled(self, step: Step) -> None:
@@ -81,6 +83,8 @@ class Closing:
         if self.chain is not None and error is not None:
             await self._abort_chain(error)
         restore_failure = self.restore_failure or await self._give_back_if_owed()
+        if self.team_hold is not None and self.team_hold.owed:  # a failure skipped the release step: after the restore
+            await self._journaled(Step(RELEASE_STEP, self.release_team_hold))
         if self.chain is not None and self.hold is not None and self.chain.end == "ABORTED":
             self.chain.cleared(self.hold)
         if error is not None and not self.archived and self.rows:
@@ -148,6 +152,14 @@ class Closing:
             await self._journaled(Step("chain abort", partial(self.chain.abort, reason)))
         if self.hold is not None and self.hold.restored is not None and self.hold.restored.state == "CHAINED":
             self.hold.restored = None  # left down for a chain that no longer is: production is owed again
+
+    async def release_team_hold(self) -> dict[str, Any]:
+        """The team's release step: a failure is said, journaled as not released, and left to recover."""
+        assert self.team_hold is not None
+        record = await self.team_hold.release()
+        if not record["released"]:
+            self.say(f"warning: {record['error']}; release it by hand, or `fairwin recover PLAN` runs it again")
+        return record
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:
         """The restore step, journaled like every other, when a failure skipped it; its failure returned."""

@@ -23,6 +23,7 @@ from fairwin.archive.window_rows import control_rows
 from fairwin.custody.chain import ChainedWindow, ChainRun
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import HardwareLocks, release, release_shared
+from fairwin.custody.team_hold import HOLD_STEP, RELEASE_STEP, TeamHold
 from fairwin.decision import Decision
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
@@ -97,6 +98,7 @@ class Window(Opening, Closing):
     context: StartContext = field(init=False)
     feed: ProgressFeed = field(init=False)
     hold_sampler: Sampler | None = field(init=False, default=None)  # the GPUs through the hold, where read
+    team_hold: TeamHold | None = field(init=False, default=None)  # the team's own hold ([custody]), where declared
 
     def __post_init__(self) -> None:
         self.feed = ProgressFeed(self.directory.window_id, self.listener)
@@ -111,6 +113,8 @@ class Window(Opening, Closing):
             greedy_starts=greedy,
             live=self.live,
         )
+        if self.loaded.plan.custody.hold_command:
+            self.team_hold = TeamHold(self.loaded, self.directory.window_id, self.directory.path)
         if self.chain is not None and not self.chain.last and self.hold is not None:
             # The placeholders take the hardware before the last start's servers let go of it.
             self.context.before_last_stop = (self.starts[-1].name, self.chain.start_placeholders)
@@ -132,6 +136,10 @@ class Window(Opening, Closing):
                 Step("quiet after", lambda: hold.prove_quiet(f"after {self._last_start()}")),
                 *self._end_steps(hold),
             ]
+        if self.team_hold is not None:  # the team's hold around everything that touches the hardware
+            starts = [Step(HOLD_STEP, self.team_hold.take), *starts]
+            if self.team_hold.settings.release_command:
+                starts.append(Step(RELEASE_STEP, self.release_team_hold))
         return [
             Step("open", self.open),
             *starts,

@@ -1,0 +1,117 @@
+"""A team's own hold on the hardware (``[custody]``), taken and released around a window.
+
+The commands are the team's (a scoped HOLD script, a scheduler's reservation): fairwin
+runs them, here or on the named host over SSH, with the window's id and path in their
+environment, and keeps the tail of their output in the journal. A hold that fails
+refuses the window before production is touched; a release that fails is said loudly and
+left owed, so that ``fairwin recover PLAN`` runs it again.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fairwin.directory.journal import JournalRow
+from fairwin.errors import GateRefused, LaunchError
+from fairwin.launch.shell import run_to_exit
+from fairwin.plan.custody import CustodySettings
+from fairwin.plan.hosts import resolved
+from fairwin.plan.loading import LoadedPlan
+
+HOLD_STEP = "team hold"
+RELEASE_STEP = "team release"
+#: The lines of a command's output kept in the journal and said when it fails.
+OUTPUT_LINES = 5
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One of the team's commands, run to its end: its exit status (None: it could not run) and last lines."""
+
+    argv: list[str]
+    where: str  # "" here, " on host NAME" there
+    code: int | None
+    output: list[str]
+
+    def record(self) -> dict[str, Any]:
+        return {"argv": self.argv, "exit": self.code, "output": self.output}
+
+    def failure(self, what: str) -> str:
+        shown = " | ".join(self.output) or "no output"
+        ended = f"exited {self.code}" if self.code is not None else "did not run to its end"
+        return f"the team's {what} command {shlex.join(self.argv)}{self.where} {ended}: {shown}"
+
+
+@dataclass
+class TeamHold:
+    """The plan's ``[custody]`` commands for one window."""
+
+    loaded: LoadedPlan
+    window_id: str
+    window_path: Path
+    held: bool = False
+    tried_release: bool = False
+    released: bool = False
+
+    @property
+    def settings(self) -> CustodySettings:
+        return self.loaded.plan.custody
+
+    @property
+    def owed(self) -> bool:
+        """Taken, with a release to run, and not yet tried (one that failed is left to recover)."""
+        return self.held and bool(self.settings.release_command) and not self.tried_release
+
+    async def take(self) -> dict[str, Any]:
+        """The hold; GateRefused with its output when it exits non-zero (production not touched yet)."""
+        ran = await self._run(self.settings.hold_command)
+        if ran.code != 0:
+            raise GateRefused(f"{ran.failure('hold')}; production was not touched")
+        self.held = True
+        return ran.record()
+
+    async def release(self) -> dict[str, Any]:
+        """The release; its failure is returned in the record (``released: false``), never raised: the
+        window's measurement and production's restore stand, and recover runs it again."""
+        self.tried_release = True
+        ran = await self._run(self.settings.release_command)
+        self.released = ran.code == 0
+        return {**ran.record(), "released": self.released} | (
+            {} if self.released else {"error": ran.failure("release")}
+        )
+
+    async def _run(self, argv: list[str]) -> Ran:
+        env = {"FAIRWIN_WINDOW_ID": self.window_id, "FAIRWIN_WINDOW_PATH": str(self.window_path)}
+        timeout = self.settings.timeout_s
+        host = self.settings.host
+        if host is None:
+            try:
+                code, output, _ = await run_to_exit(argv, timeout, {**os.environ, **env}, merge_stderr=True)
+            except (OSError, TimeoutError) as exc:
+                return Ran(argv, "", None, [f"could not run: {exc or 'timed out'}"])
+            return Ran(argv, "", code, output.strip().splitlines()[-OUTPUT_LINES:])
+        from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
+
+        assigned = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+        try:
+            done = await run_once(
+                host,
+                resolved(self.loaded.plan.hosts[host], self.loaded.base_dir),
+                f"env {assigned} {shlex.join(argv)}",
+                timeout,
+            )
+        except LaunchError as exc:
+            return Ran(argv, f" on host {host}", None, [str(exc)])
+        output = str(done.stdout or "") + str(done.stderr or "")
+        return Ran(argv, f" on host {host}", done.exit_status, output.strip().splitlines()[-OUTPUT_LINES:])
+
+
+def release_owed(events: list[JournalRow]) -> bool:
+    """Whether a window's journal shows the team's hold taken and no release that succeeded."""
+    held = any(e.step == HOLD_STEP and e.event == "end" for e in events)
+    released = any(e.step == RELEASE_STEP and e.event == "end" and e.details.get("released") for e in events)
+    return held and not released
