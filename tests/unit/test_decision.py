@@ -298,6 +298,13 @@ def test_missing_metric_or_repeat_is_inconclusive() -> None:
     cell = one(rows)
     assert cell.verdict == "INCONCLUSIVE"
     assert "decode_tps unobserved in s2 repeat 2; win2-v1 needs it" in cell.reasons
+    assert cell.validity is not None and cell.validity.valid and cell.primary is None
+    # A metric missing does not hide the clocks: a start at another cap is named beside it.
+    capped = [r.model_copy(update={"clock_cap_mhz": 1755.0 if r.start == "s2" else 1980.0}) for r in rows]
+    cell = one(capped)
+    assert cell.verdict == "INCONCLUSIVE" and cell.validity is not None and not cell.validity.valid
+    assert cell.reasons[0] == "decode_tps unobserved in s2 repeat 2; win2-v1 needs it"
+    assert cell.reasons[1].startswith("starts ran at different clock caps")
     # A reported metric missing only makes that metric INCONCLUSIVE.
     rows = rows_for(
         FLAT,

@@ -94,13 +94,15 @@ def decide_cell(rows: Sequence[DecisionRow], cell: str, rule: RuleSpec, context:
         problems.append(f"{rule.id} is registered for control-first windows; this one ran {table.order}")
     if problems:
         return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=problems, **empty)
+    validity = check_validity(table, context)  # every start is there: its clocks are judged whatever is missing
     missing = [m for m in (rule.primary, *rule.guards) if table.missing(m)]
     if missing:
-        reasons = [f"{table.why_missing(m)}; {rule.id} needs it" for m in missing]
-        return CellDecision(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=reasons, **empty)
+        reasons = [f"{table.why_missing(m)}; {rule.id} needs it" for m in missing] + list(validity.conditions)
+        return CellDecision(
+            cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=reasons, **(empty | {"validity": validity})
+        )
 
     procedure = procedure_for(rule, {a.metric: a for a in context.archive if a.cell == cell})
-    validity = check_validity(table, context)
     primary = _metric(procedure, table, rule.primary, rule)
     guards = [procedure.guard(table, metric) for metric in rule.guards]
     verdict = _with_guards(primary.verdict, guards, validity.valid)

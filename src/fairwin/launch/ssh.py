@@ -120,6 +120,8 @@ async def run_once(name: str, host: Host, command: str, timeout_s: float | None 
         return await asyncio.wait_for(conn.run(command, check=False), timeout_s)
     except TimeoutError:
         raise LaunchError(f"{command!r} on host {name} took over {timeout_s:g} s") from None
+    except (asyncssh.Error, OSError) as exc:  # the connection lost between its login and the command's channel
+        raise LaunchError(f"{command!r} on host {name}: the connection was lost ({exc})") from None
     finally:
         conn.close()
 
