@@ -8,6 +8,7 @@ snapshot's canonical order; importing that file elsewhere gives the same snapsho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +32,17 @@ def import_rows(source: Snapshot, into: ArchiveStore) -> Imported:
             f"{source.location}: not one line is an archive row ({len(source.problems)} unreadable); "
             "is it a fairwin archive file (control-archive.jsonl, or an export)?"
         )
+    return append_by_window(source.rows, into)
+
+
+def append_by_window(rows: Sequence[ArchiveRow], into: ArchiveStore) -> Imported:
+    """Rows appended window by window (each window's all or none); rows already there are skipped."""
     by_window: dict[str, list[ArchiveRow]] = {}
-    for row in source.rows:
+    for row in rows:
         by_window.setdefault(row.window_id, []).append(row)
     added = already = 0
-    for rows in by_window.values():
-        appended = into.append(rows)
+    for windows_rows in by_window.values():
+        appended = into.append(windows_rows)
         added, already = added + appended.added, already + appended.already
     return Imported(windows=len(by_window), added=added, already=already)
 

@@ -39,6 +39,11 @@ def add_parsers(commands: Commands) -> None:
     into = which.add_parser("import", help="append every row of a JSONL archive file to the archive")
     into.add_argument("file", help="a JSONL archive file (control-archive.jsonl, or an export)")
     into.add_argument("--archive", help=WHERE)
+    into.add_argument(
+        "--map",
+        type=Path,
+        help="MAP.toml: the file is another tool's archive, its rows mapped onto archive rows (docs/archive.md)",
+    )
     into.set_defaults(func=archive_import)
     out = which.add_parser("export", help="write every row of the archive to a JSONL file")
     out.add_argument("file", help="the JSONL file to write (atomically)")
@@ -121,6 +126,8 @@ def archive_import(args: argparse.Namespace) -> int:
     source = Path(args.file)
     if not source.is_file():
         raise InputError(f"{source}: no such archive file")
+    if args.map is not None:
+        return _import_mapped(source, args.map, args.archive)
     snapshot = open_archive(source).snapshot()
     into = open_archive(_location(args.archive))
     done = import_rows(snapshot, into)
@@ -128,6 +135,24 @@ def archive_import(args: argparse.Namespace) -> int:
         stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
     stdout.print(
         f"imported {done.added} rows of {done.windows} windows into {into.location}"
+        + (f"; {done.already} were there already" if done.already else ""),
+        markup=False,
+    )
+    return 0
+
+
+def _import_mapped(source: Path, map_file: Path, archive: str | None) -> int:
+    from fairwin.archive import open_archive
+    from fairwin.archive.foreign import load_map, mapped_rows
+    from fairwin.archive.transfer import append_by_window
+
+    rows, skipped = mapped_rows(source, load_map(map_file))  # every row mapped before any is written
+    into = open_archive(_location(archive))
+    done = append_by_window(rows, into)
+    stdout.print(
+        f"imported {done.added} control starts of {done.windows} windows into {into.location} (mapped by {map_file}"
+        + (f"; {skipped} rows not control starts" if skipped else "")
+        + ")"
         + (f"; {done.already} were there already" if done.already else ""),
         markup=False,
     )
