@@ -177,3 +177,32 @@ def test_bad_prompt_requests_are_one_line_errors(
     code = main(["prompts", "--family", "prose", "--out", str(tmp_path / "o"), *extra])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_a_frozen_order_a_team_has_is_imported_pinned_and_never_rewritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    built = tmp_path / "built"
+    assert main(["prompts", "--family", "prose", "--out", str(built), "--count", "4", "--min-chars", "2000"]) == 0
+    capsys.readouterr()
+    ids = [str(p["id"]) for p in rows(built / "prose.jsonl")]
+    theirs = tmp_path / "ORDERS.json"
+    theirs.write_text(json.dumps({"prose": ids[::-1]}))
+    out = tmp_path / "orders"
+    imported = ["prompts", "import", str(theirs), "--family", f"prose={built / 'prose.jsonl'}", "--out", str(out)]
+    assert main([*imported, "--plan-dir", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    order = json.loads((out / "prose.order.json").read_text())
+    assert order == {"format": "fairwin.order/1", "family": "prose", "seed": None, "ids": ids[::-1]}
+    assert f'order_sha256 = "{sha256_file(out / "prose.order.json")}"' in printed
+    assert f'prompts_sha256 = "{sha256_file(built / "prose.jsonl")}"' in printed and 'order = "orders/' in printed
+    pinned = sha256_file(out / "prose.order.json")
+    assert main(imported) == 0 and sha256_file(out / "prose.order.json") == pinned  # the same order: left as it is
+    capsys.readouterr()
+    theirs.write_text(json.dumps({"prose": ids}))
+    assert main(imported) == 2 and sha256_file(out / "prose.order.json") == pinned
+    assert "exists with another order; a pinned order is never rewritten" in capsys.readouterr().err
+    theirs.write_text(json.dumps({"prose": [*ids, "p-nope"]}))
+    elsewhere = tmp_path / "elsewhere"
+    assert main([*imported[:-1], str(elsewhere)]) == 2 and not elsewhere.exists()
+    assert "family prose: ids ['p-nope'] are not in" in capsys.readouterr().err

@@ -31,8 +31,13 @@ class PromptOrder(Record):
     ids: list[str] = Field(min_length=1)
 
 
+def order_text(order: PromptOrder) -> str:
+    """The one way an order file is written: its bytes are pinned."""
+    return json.dumps(order.stored(), indent=2) + "\n"
+
+
 def write_order(path: Path, order: PromptOrder) -> None:
-    write_text_atomic(path, json.dumps(order.stored(), indent=2) + "\n")
+    write_text_atomic(path, order_text(order))
 
 
 def read_order(path: Path, family: str) -> tuple[list[str], str | None]:
