@@ -71,3 +71,42 @@ def test_stage_brings_the_pinned_checkout_to_its_commit_and_writes_its_artifacts
     assert dirty.returncode == 4 and dirty.stderr.count("\n") == 1, dirty.stderr
     assert f"role B on host h2: {repo} has uncommitted changes (engine.py); staging never discards work" in dirty.stderr
     assert (repo / "engine.py").read_text() == "SPEED = 3\n"
+
+
+def test_stage_copies_a_built_file_makes_a_deploy_worktree_and_waits_for_no_window(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
+) -> None:
+    from fairwin.custody.lock import acquire, lock_path, release
+    from fairwin.plan import load_plan
+
+    repo, qualified, later = two_commits(tmp_path)
+    deploy = tmp_path / "on-h2" / f"deploy-{qualified[:12]}"  # the runbook's per-commit deploy checkout
+    built = tmp_path / "on-h2" / "admissions" / "q1" / "worker" / "verifier.so"  # built there, in no commit
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"verifier built by admission q1\n")
+    dest = tmp_path / "on-h2" / "opt" / "verifier.so"
+    plan = remote_plan(make_plan, ssh_hosts, "staged-built")
+    pin = (
+        f'repo = {{ path = "{deploy}", commit = "{qualified[:10]}", worktree_of = "{repo}", '
+        f'artifacts = {{ "{dest}" = "{built}" }} }}\n'
+    )
+    plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\n{pin}', 1))
+    loaded = load_plan(plan)
+    lock = lock_path(loaded, loaded.output_dir())
+    acquire(lock, "20261204T120000Z-controlled-held", tmp_path / "held-window", "ci")
+    try:
+        refused = fairwin("stage", str(plan), "--to", str(tmp_path / "refused.json"))
+        assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "20261204T120000Z-controlled-held" in refused.stderr
+        assert not deploy.exists() and not dest.exists() and not (tmp_path / "refused.json").exists()
+    finally:
+        release(lock, "20261204T120000Z-controlled-held")
+    receipt = tmp_path / "stage.json"
+    done = fairwin("stage", str(plan), "--to", str(receipt))
+    assert done.returncode == 0, done.stderr
+    assert git(deploy, "rev-parse", "HEAD") == qualified and git(repo, "rev-parse", "HEAD") == later
+    assert dest.read_bytes() == built.read_bytes()
+    (staged,) = json.loads(receipt.read_text())["checkouts"]
+    assert staged["path"] == str(deploy) and staged["after"] == qualified
+    assert staged["artifacts"] == {str(dest): {"from": str(built), "sha256": sha256_bytes(built.read_bytes())}}
+    assert not lock.exists()  # let go once staged: the next window may start

@@ -64,7 +64,7 @@ def test_only_pin_fields_read_variables_and_an_unset_one_is_refused_by_name() ->
         "roles": {
             "B": {
                 "argv": ["serve", "{env:TOKEN}"],  # not a pin: resolved at launch, recorded as written
-                "repo": {"path": "/srv/b", "commit": "{env:H}", "stage": {"/opt/v.py": "{env:Q}:build/v.py"}},
+                "repo": {"path": "/srv/b", "commit": "{env:H}", "artifacts": {"/opt/v.py": "{env:Q}:build/v.py"}},
                 "identity": {"/opt/w.py": "{env:W_SHA}"},
                 "workers": [{"argv": ["w"], "repo": {"path": "/srv/w", "commit": "{env:Q}"}}],
             }
@@ -76,13 +76,13 @@ def test_only_pin_fields_read_variables_and_an_unset_one_is_refused_by_name() ->
     read = resolve_pin_variables(data, environ)
     role = data["roles"]["B"]
     assert role["argv"] == ["serve", "{env:TOKEN}"]
-    assert role["repo"] == {"path": "/srv/b", "commit": "1111111", "stage": {"/opt/v.py": "2222222:build/v.py"}}
+    assert role["repo"] == {"path": "/srv/b", "commit": "1111111", "artifacts": {"/opt/v.py": "2222222:build/v.py"}}
     assert role["identity"] == {"/opt/w.py": SHA} and role["workers"][0]["repo"]["commit"] == "2222222"
     assert data["production"] == {"commit": "prod-77"} and data["window"] == {"expected_commit": "1111111"}
     assert read == {
         'roles.B.identity."/opt/w.py"': "W_SHA",
         "roles.B.repo.commit": "H",
-        'roles.B.repo.stage."/opt/v.py"': "Q",
+        'roles.B.repo.artifacts."/opt/v.py"': "Q",
         "roles.B.workers.0.repo.commit": "Q",
         "production.commit": "BUILD",
         "window.expected_commit": "H",

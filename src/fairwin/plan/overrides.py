@@ -12,7 +12,7 @@ means in the file. A value is a TOML value when it parses as one (``3``, ``true`
 ``["a", "b"]``), else the text as given; a pin's value is always text (``1234567`` is a
 commit's short sha, not a number).
 
-``{env:NAME}`` in a pin field (a commit, an identity sha256, a stage source) is replaced by
+``{env:NAME}`` in a pin field (a commit, an identity sha256, an artifact's source) is replaced by
 the variable's value at load: a pin is no secret, and the window must record what it held
 the host to. Elsewhere (argv, env) placeholders stay as written until launch, as before.
 """
@@ -81,8 +81,8 @@ def parse_override(text: str) -> Override:
 
 
 def _is_pin(path: tuple[str, ...]) -> bool:
-    """Whether a key names a pin field (see ``_pin_slots``): a commit, an identity sha256, a stage source."""
-    return path[-1] in ("commit", "expected_commit") or (len(path) > 1 and path[-2] in ("identity", "stage"))
+    """Whether a key names a pin field (see ``_pin_slots``): a commit, an identity sha256, an artifact's source."""
+    return path[-1] in ("commit", "expected_commit") or (len(path) > 1 and path[-2] in ("identity", "artifacts"))
 
 
 def pin_override(where: str, data: dict[str, Any], variable: str) -> Override:
@@ -134,9 +134,9 @@ def _pin_slots(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]
         if isinstance(repo, dict):
             if "commit" in repo:
                 yield f"{where}.repo.commit", repo, "commit"
-            stage = repo.get("stage")
-            if isinstance(stage, dict):
-                yield from ((f"{where}.repo.stage.{json.dumps(dest)}", stage, dest) for dest in stage)
+            artifacts = repo.get("artifacts")
+            if isinstance(artifacts, dict):
+                yield from ((f"{where}.repo.artifacts.{json.dumps(dest)}", artifacts, dest) for dest in artifacts)
 
     roles = data.get("roles")
     for name, role in roles.items() if isinstance(roles, dict) else ():

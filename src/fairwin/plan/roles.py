@@ -37,8 +37,14 @@ class RepoPin(StrictModel):
     commit: str = Field(description="The commit its HEAD must be: a full sha, or at least 7 of its hex digits.")
     artifacts: dict[str, str] = Field(
         default_factory=dict,
-        description="`fairwin stage`: files it writes on the host, each from a commit's tree in this checkout: "
-        '{ "/abs/dest" = "COMMIT:path/in/tree" } (e.g. a verifier built at the qualified commit).',
+        description="`fairwin stage`: files it writes on the host, each from a commit's tree in this checkout "
+        '({ "/abs/dest" = "COMMIT:path/in/tree" }, e.g. a verifier built at the qualified commit) or copied from '
+        'a built file on the host ({ "/abs/dest" = "/abs/built/file" }, e.g. in an admission\'s worker tree).',
+    )
+    worktree_of: str | None = Field(
+        None,
+        description="`fairwin stage`: a clone on the host from which it makes `path` as a git worktree at "
+        "`commit` when `path` is not there yet (a per-commit deploy checkout).",
     )
 
     @field_validator("artifacts")
@@ -46,17 +52,19 @@ class RepoPin(StrictModel):
     def _artifacts(cls, value: dict[str, str]) -> dict[str, str]:
         for dest, source in value.items():
             commit, _, inside = source.partition(":")
-            if not dest.startswith("/") or not re.fullmatch(r"[0-9a-f]{7,40}", commit) or not inside:
+            from_tree = re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None and bool(inside)
+            if not dest.startswith("/") or not (from_tree or source.startswith("/")):
                 raise ValueError(
                     f"{dest!r} = {source!r}: an artifact is an absolute path on the host = "
-                    '"COMMIT:path/in/tree" (7 to 40 hex digits, then the file in that commit)'
+                    '"COMMIT:path/in/tree" (7 to 40 hex digits, then the file in that commit) or the absolute '
+                    "path of a built file on the host"
                 )
         return value
 
-    @field_validator("path")
+    @field_validator("path", "worktree_of")
     @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
             raise ValueError(f"{value!r}: a pinned checkout is an absolute path on the host")
         return value
 

@@ -9,14 +9,28 @@ now, and the role's ``identity`` pins (checked at every start) can be set from i
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
+import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fairwin.custody.chain import marker_path, read_marker
+from fairwin.custody.lock import (
+    HardwareLocks,
+    MachineLocks,
+    acquire,
+    acquire_shared,
+    coordinator,
+    lock_path,
+    release,
+    release_shared,
+)
 from fairwin.errors import GateRefused
 from fairwin.formats import STAGE, RecordFormat
 from fairwin.launch.identity import checkout, digests
@@ -59,8 +73,29 @@ async def _git(spec: LaunchSpec, path: str, *args: str) -> tuple[int, str]:
     return await shell(spec.host, spec.remote, shlex.join(["git", "-C", path, *args]) + " 2>&1")
 
 
+async def _make_worktree(spec: LaunchSpec, pin: RepoPin) -> None:
+    """``path`` made a git worktree of ``worktree_of`` at the pinned commit, when it is not there yet."""
+    assert pin.worktree_of is not None
+    code, _ = await shell(spec.host, spec.remote, f"test -e {shlex.quote(pin.path)}")
+    if code == 0:
+        return
+    add = ("worktree", "add", "--quiet", "--detach", pin.path, pin.commit)
+    code, out = await _git(spec, pin.worktree_of, *add)
+    if code != 0:
+        await _git(spec, pin.worktree_of, "fetch", "--quiet", "--all")
+        code, out = await _git(spec, pin.worktree_of, *add)
+    if code != 0:
+        raise GateRefused(
+            f"{spec.label}: cannot make {pin.path} a worktree of {pin.worktree_of} at {pin.commit}: "
+            f"{out.strip()[-200:]}"
+        )
+
+
 async def stage_one(spec: LaunchSpec, pin: RepoPin) -> StagedCheckout:
-    """One checkout to its pinned commit, then its artifacts; raises GateRefused naming what stood in the way."""
+    """One checkout to its pinned commit (made first as a worktree where the pin says so), then its artifacts;
+    raises GateRefused naming what stood in the way."""
+    if pin.worktree_of is not None:
+        await _make_worktree(spec, pin)
     before, changed = await checkout(spec, pin.path)
     if before is None:
         raise GateRefused(f"{spec.label}: {pin.path} is not a git checkout there (or git is missing)")
@@ -84,20 +119,26 @@ async def stage_one(spec: LaunchSpec, pin: RepoPin) -> StagedCheckout:
 
 
 async def _write_artifact(spec: LaunchSpec, path: str, dest: str, source: str) -> dict[str, str]:
-    """``git show COMMIT:FILE`` into ``dest`` on the host (a temporary file, then renamed); its sha256 there."""
+    """``git show COMMIT:FILE`` (or a copy of a built file on the host) into ``dest`` on the host, through a
+    temporary file renamed; its sha256 there (and a built file's own, which must be the same)."""
     temporary, folder = shlex.quote(f"{dest}.fairwin-stage"), shlex.quote(str(Path(dest).parent))
-    command = (
-        f"mkdir -p {folder} && git -C {shlex.quote(path)} show {shlex.quote(source)} > {temporary} && "
-        f"mv {temporary} {shlex.quote(dest)}"
+    built = source.startswith("/")
+    fill = (
+        f"cp {shlex.quote(source)} {temporary}"
+        if built
+        else f"git -C {shlex.quote(path)} show {shlex.quote(source)} > {temporary}"
     )
+    command = f"mkdir -p {folder} && {fill} && mv {temporary} {shlex.quote(dest)}"
     code, out = await shell(spec.host, spec.remote, command + " 2>&1")
     if code != 0:
         await shell(spec.host, spec.remote, f"rm -f {temporary}")
         raise GateRefused(f"{spec.label}: artifact {dest} from {source} could not be written: {out.strip()[-200:]}")
-    digest = (await digests(spec, [dest]))[dest]
-    if digest is None:
+    read = await digests(spec, [dest, source] if built else [dest])
+    if read[dest] is None:
         raise GateRefused(f"{spec.label}: artifact {dest} is not there after it was written")
-    return {"from": source, "sha256": digest}
+    if built and read[source] != read[dest]:
+        raise GateRefused(f"{spec.label}: artifact {dest} differs from {source} after the copy (it changed meanwhile)")
+    return {"from": source, "sha256": str(read[dest])}
 
 
 async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Callable[[str], None]) -> StageRecord:
@@ -109,11 +150,38 @@ async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Ca
             "{ path, commit }); there is nothing to stage"
         )
     staged = []
-    for spec, pin in pinned:
-        done = await stage_one(spec, pin)
-        moved = "already there" if done.before == done.after else f"from {done.before[:12]}"
-        say(f"{spec.label}: {pin.path} at {done.after[:12]} ({moved}); {len(done.artifacts)} artifact(s) written")
-        staged.append(done)
+    with _holding(loaded, pinned, receipt):
+        for spec, pin in pinned:
+            done = await stage_one(spec, pin)
+            moved = "already there" if done.before == done.after else f"from {done.before[:12]}"
+            say(f"{spec.label}: {pin.path} at {done.after[:12]} ({moved}); {len(done.artifacts)} artifact(s) written")
+            staged.append(done)
     document = StageRecord(time=time.time(), plan_path=str(loaded.path), plan_sha256=loaded.sha256, checkouts=staged)
     write_record(receipt, document)
     return document
+
+
+@contextlib.contextmanager
+def _holding(loaded: LoadedPlan, pinned: list[tuple[LaunchSpec, RepoPin]], receipt: Path) -> Iterator[None]:
+    """The hardware held while staging, as a window holds it: never in the middle of a window or a chain, and no
+    window starts while a host is being staged. A refusal names the holder."""
+    out = loaded.output_dir(None)
+    if (found := read_marker(marker_path(loaded, out))) is not None:
+        raise GateRefused(
+            f"a chain is in progress ({marker_path(loaded, out)}: production left down by window "
+            f"{found.last.window_id}); stage after it ends (`fairwin chain abort PLAN` ends it now)"
+        )
+    stage_id = f"stage-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+    lock = lock_path(loaded, out)
+    record = acquire(lock, stage_id, receipt, coordinator())
+    machine: list[HardwareLocks] = [MachineLocks.here()]
+    here = f"local://{socket.gethostname()}"
+    keys = sorted({here} | {f"ssh://{spec.remote.address}:{spec.remote.port}" for spec, _ in pinned if spec.remote})
+    try:
+        acquire_shared(machine, keys, record)
+        try:
+            yield
+        finally:
+            release_shared(machine, stage_id)
+    finally:
+        release(lock, stage_id)
