@@ -58,7 +58,7 @@ DECISIONS = RecordFormat("fairwin.decisions", 1, model="fairwin.decision.documen
 AUDIT = RecordFormat("fairwin.audit", 1, model="fairwin.decision.audit:AuditResult")
 COMPARISON = RecordFormat("fairwin.comparison", 1, model="fairwin.report.compare:Comparison")
 # Receipts, prompt orders and the control archive.
-ADMISSION = RecordFormat("fairwin.admission", 1, model="fairwin.gates.qualify:AdmissionRecord")
+ADMISSION = RecordFormat("fairwin.admission", 1, model="fairwin.gates.admission:AdmissionRecord")
 CARRY = RecordFormat("fairwin.carry", 1, model="fairwin.gates.qualify:CarryRecord")
 GATE_RUN = RecordFormat("fairwin.gate-run", 1, model="fairwin.gates.correctness:GateRunRecord")
 REHEARSAL = RecordFormat("fairwin.rehearsal", 2, reads=(1,), model="fairwin.gates.rehearsal:RehearsalRecord")

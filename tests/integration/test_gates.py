@@ -372,3 +372,38 @@ def test_a_gate_artifact_is_bound_to_what_a_remote_server_loads_by_its_pin_on_th
         tmp_path / "out",
     )
     assert summary["artifacts_on_hosts"] == {"rng: kernel.bin": ["role B on host h1: /opt/k2/kernel.bin"]}
+
+
+def test_a_foreign_admission_receipt_is_read_by_the_fields_the_plan_names_and_says_so(
+    make_plan: PlanFactory, repo: Path, tmp_path: Path
+) -> None:
+    q = git(repo, "rev-parse", "HEAD")
+    theirs = tmp_path / "admission-q.json"
+    built = {"kernel.bin": sha256_file(repo / "kernel.bin")}
+    document = {"format": "dsv41.admission/2", "status": "PASS", "git": {"sha": q}, "built": built}
+    theirs.write_text(json.dumps({**document, "sha256": "0" * 64}))  # their own seal, of their own scheme
+    plan = plan_with_qualification(make_plan, repo)
+    refused = carry(plan, theirs, q, tmp_path / "refused.json")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "declare [qualification.foreign_admission]" in refused.stderr
+    foreign = '[qualification.foreign_admission]\nformat = "dsv41.admission/2"\nverdict = "status"\n'
+    plan.write_text(plan.read_text() + foreign + 'qualified = ["PASS"]\ncommit = "git.sha"\nartifacts = "built"\n')
+    out = tmp_path / "carried.json"
+    done = carry(plan, theirs, q, out)
+    assert done.returncode == 0, done.stderr
+    carried = json.loads(out.read_text())
+    assert carried["verdict"] == "CARRIED" and carried["artifacts"] == built
+    said = (
+        "foreign (dsv41.admission/2): its own seal not checked; read verdict <- status, commit <- git.sha, "
+        "artifacts <- built"
+    )
+    assert carried["admission"]["foreign"] == said
+    loaded = load_plan(plan)
+    mode = loaded.plan.all_modes()["controlled"]
+    summary = run_gates(loaded, "controlled", mode, GateInputs(qualification=out), tmp_path / "out")
+    assert summary["qualification"]["admission"] == said
+    theirs.write_text(json.dumps({**document, "status": "FAIL"}))
+    assert "verdict is 'FAIL', not QUALIFIED" in carry(plan, theirs, q, tmp_path / "failed.json").stderr
+    theirs.write_text(json.dumps({key: value for key, value in document.items() if key != "git"}))
+    missing = carry(plan, theirs, q, tmp_path / "missing.json")
+    assert missing.returncode == 2 and "has no field 'git.sha' the plan names" in missing.stderr

@@ -16,10 +16,11 @@ import subprocess
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
 from fairwin.errors import CorruptRecordError, GateRefused
-from fairwin.formats import ADMISSION, CARRY, RecordFormat
+from fairwin.formats import CARRY, RecordFormat
+from fairwin.gates.admission import read_admission
 from fairwin.gates.receipt import Receipt, read_receipt, require_admitting, write_receipt
 from fairwin.plan.checks import Qualification
 
@@ -130,19 +131,6 @@ def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str
     return results, problems
 
 
-class AdmissionRecord(Receipt):
-    """``fairwin.admission/1``: what fairwin reads of an admission receipt, which the team's own qualification
-    writes (unsealed; its seal is checked when it has one)."""
-
-    record_format: ClassVar[RecordFormat] = ADMISSION
-    model_config = ConfigDict(extra="allow")
-
-    format: Literal["fairwin.admission/1"] = "fairwin.admission/1"
-    verdict: str
-    commit: str | None = None
-    artifacts: dict[str, str] = Field(default_factory=dict, description="file name -> sha256 of what was qualified")
-
-
 class CarryRecord(Receipt):
     """``fairwin.carry/1``: whether a qualification at one commit carries to the commit under test, and why."""
 
@@ -162,13 +150,6 @@ class CarryRecord(Receipt):
     units: dict[str, dict[str, Any]]
 
 
-def _admission(path: Path) -> AdmissionRecord:
-    try:
-        return read_receipt(path, AdmissionRecord, sealed=False)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(f"{exc}; an admission receipt is docs/gates.md's shape") from None
-
-
 def _admitted_commit(repo: Path, receipt_path: Path, commit: str) -> str:
     try:
         return resolve(repo, commit)
@@ -180,7 +161,7 @@ def _admitted_commit(repo: Path, receipt_path: Path, commit: str) -> str:
 
 def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, head: str, out: Path) -> CarryRecord:
     """Write the carry receipt; raise GateRefused (after writing it) when the qualification does not carry."""
-    admission = _admission(receipt_path)
+    admission, foreign = read_admission(receipt_path, rules.foreign_admission)
     q, h = resolve(repo, qualified), resolve(repo, head)
     problems: list[str] = []
     if admission.verdict != "QUALIFIED":
@@ -202,7 +183,11 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
         reasons=problems,
         qualified_commit=q,
         head=h,
-        admission={"path": str(receipt_path), "sha256": hashlib.sha256(receipt_path.read_bytes()).hexdigest()},
+        admission={
+            "path": str(receipt_path),
+            "sha256": hashlib.sha256(receipt_path.read_bytes()).hexdigest(),
+            **({"foreign": foreign} if foreign else {}),
+        },
         artifacts=admission.artifacts,
         rules=rules.model_dump(mode="json"),
         files_compared=len(compared),

@@ -88,6 +88,8 @@ def run_gates(
             carried = require_carry(inputs.qualification, head, loaded.plan.qualification)
             artifacts = carried.artifacts
             summary["qualification"] = {"path": str(inputs.qualification), "sha256": carried.sha256}
+            if "foreign" in carried.admission:  # the admission was another tool's: say how it was read
+                summary["qualification"]["admission"] = carried.admission["foreign"]
         receipts = [require_gate(path, head, artifacts) for path in inputs.gates]
         names = [receipt.name for receipt in receipts]
         summary["gates"] = [{"path": str(p), "sha256": r.sha256} for p, r in zip(inputs.gates, receipts, strict=True)]

@@ -10,6 +10,19 @@ from pydantic import Field, field_validator
 from fairwin.plan.base import StrictModel
 
 
+class ForeignReceipt(StrictModel):
+    """An admission receipt another tool writes, in its own format and under its own seal (a `sha256` field of
+    another scheme): fairwin reads the fields named here and checks no seal of its own on it."""
+
+    format: str = Field(description="Its `format` field, e.g. 'dsv41.admission/2': a receipt with it is foreign.")
+    verdict: str = Field("verdict", description="The field holding its verdict (a dotted path).")
+    qualified: list[str] = Field(["QUALIFIED"], min_length=1, description="The verdicts that mean qualified.")
+    commit: str | None = Field("commit", description="The field naming the qualified commit (none: not checked).")
+    artifacts: str | None = Field(
+        None, description="The field holding each qualified file's sha256 (an object of name -> sha256)."
+    )
+
+
 class Qualification(StrictModel):
     """What must not change between the qualified commit and the commit under test."""
 
@@ -21,6 +34,9 @@ class Qualification(StrictModel):
     carried_prefixes: list[str] = Field(default_factory=list, description="Every file under these must be identical.")
     carried_units: list[str] = Field(
         default_factory=list, description="path.py::Qualified.Name units that must be AST-identical."
+    )
+    foreign_admission: ForeignReceipt | None = Field(
+        None, description="Admission receipts another tool writes: their format, and the fields fairwin reads."
     )
 
     @field_validator("carried_units")
