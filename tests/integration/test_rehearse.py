@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,11 +164,22 @@ def test_run_requires_a_fresh_passing_rehearsal_of_this_plan(
     verifier = tmp_path / "verifier.py"
     verifier.write_text("print('verified')\n")
     pin = f'roles.B.identity."{verifier}"={hashlib.sha256(verifier.read_bytes()).hexdigest()}'
-    done = fairwin("run", str(plan), "--set", pin, "--require-rehearsal", str(good), "--quiet")
+    checkout = tmp_path / "b-checkout"  # the candidate's code, pinned per launch as the runbook's --worker-commit
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    subprocess.run(["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "candidate"], check=True)  # fmt: skip
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    commit = f"roles.B.repo.commit={head.strip()}"
+    sets = ["--set", pin, "--set", f'roles.B.repo.path="{checkout}"', "--set", commit]
+    done = fairwin("run", str(plan), *sets, "--require-rehearsal", str(good), "--quiet")
     assert done.returncode == 0, done.stderr
     manifest = json.loads((only_window(plan) / "window.json").read_text())
     assert manifest["plan_file_sha256"] == hashlib.sha256(plan.read_bytes()).hexdigest() != manifest["plan_sha256"]
-    assert [o["key"] for o in manifest["plan_overrides"]] == [f'roles.B.identity."{verifier}"']
+    assert [(o["key"], o["value"]) for o in manifest["plan_overrides"]][1:] == [
+        ("roles.B.repo.path", str(checkout)),
+        ("roles.B.repo.commit", head.strip()),
+    ]
+    assert manifest["gates"]["checkouts"]  # the pinned checkout was checked with the gates, at the commit set
     assert manifest["gates"]["rehearsal"]["path"] == str(good)
 
 
