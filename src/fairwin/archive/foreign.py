@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from fairwin.archive.noise import KEY_FIELDS
 from fairwin.archive.rows import ArchivedRepeat, ArchiveRow
 from fairwin.errors import InputError
 from fairwin.plan.base import StrictModel
@@ -26,19 +27,9 @@ from fairwin.rows import METRICS
 
 #: Archive fields a row must have, from the map's [fields] or [values].
 REQUIRED = ("window_id", "time", "mode", "role", "start", "cell", "max_tokens")
-#: Archive fields a row may have; left unmapped they are null (and so is the key they make).
-OPTIONAL = (
-    "commit",
-    "clock_cap_mhz",
-    "production_commit",
-    "prompt_tokens",
-    "concurrency",
-    "temperature",
-    "hosts",
-    "gpu_model",
-    "gpu_count",
-    "clock_caps_mhz",
-)
+#: Archive fields a row may have; left unmapped they are null (and so is the key they make): the commit under
+#: test, the start's one cap, and every key of ArchiveKey not already required.
+OPTIONAL = ("commit", "clock_cap_mhz", *(name for name in KEY_FIELDS if name not in REQUIRED))
 #: The most problems a refused import lists.
 SHOWN = 10
 
