@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.files import read_jsonl
+from fairwin.pooling.fidelity import RUNQUEUE_CEILING
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with
 
@@ -50,20 +51,34 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
     assert all(row["format"] == "fairwin.chunks/1" and row["arrivals_ms"] for row in sidecar)
 
 
+def starved(stream: dict) -> bool:  # type: ignore[type-arg]
+    """Whether the client waited for a CPU past the rule's ceiling during this stream (a busy machine, not the
+    client or the server): such a stream must be flagged, and is the only kind this test lets be."""
+    on_wire = stream["last_token_s"] + stream["done_gap_s"]
+    return bool(stream["client_runqueue_wait_s"] > RUNQUEUE_CEILING * on_wire)
+
+
 @pytest.mark.slow
 def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanFactory) -> None:
     window = aa_window(make_plan, "--per-request-metrics", model="own-a")
     streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
     for s in streams:
+        assert s["client_runqueue_wait_s"] is not None and s["chunk_gaps_ms"]["p50"] > 0 and s["done_gap_s"] >= 0
+        if starved(s):  # on a quiet machine none is; beside busy neighbours each must say why it is not trusted
+            assert s["client_timing_trusted"] is False and "waited" in s["client_timing_problem"]
+            continue
         server_s = s["server_timing"]["generation_time_ms"] / 1000
         client_s = s["last_token_s"] - s["first_token_s"]
         assert client_s == pytest.approx(server_s, rel=0.10)
-        assert s["client_timing_trusted"] is True and s["client_runqueue_wait_s"] is not None
-        assert s["chunk_gaps_ms"]["p50"] > 0 and s["done_gap_s"] >= 0
+        assert s["client_timing_trusted"] is True
     rows = read_jsonl(window / "pooled.jsonl")
     for r in rows:
-        assert r["client_streams"] == r["streams"] == 4 and r["client_problem"] is None
-        assert r["server_stream_decode_s"] == pytest.approx(r["client_decode_s"], rel=0.05)
+        flagged = sum(starved(s) for s in streams if (s["start"], s["repeat"]) == (r["start"], r["repeat"]))
+        pools = flagged <= 2  # at least half the repeat's streams trusted: its client metrics pool
+        assert r["streams"] == 4 and r["client_streams"] == (4 - flagged if pools else 0)
+        assert (r["client_problem"] is None) == pools
+        if pools:
+            assert r["server_stream_decode_s"] == pytest.approx(r["client_decode_s"], rel=0.05)
 
 
 @pytest.mark.slow

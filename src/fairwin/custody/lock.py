@@ -120,8 +120,8 @@ def refuse_if_held(path: Path) -> None:
     if held.alive:
         raise HardwareHeld(f"the hardware is held by {held.describe()}; wait for it to finish ({path})")
     raise HardwareHeld(
-        f"{held.describe()} died without finishing: production may be down and its servers running; "
-        f"run `fairwin recover PLAN` first ({path})"
+        f"{held.describe()} died without finishing: its servers may still run (and production be down, where its "
+        f"plan declares one); run `fairwin recover PLAN` first ({path})"
     )
 
 
@@ -201,7 +201,8 @@ def _shared_refusal(record: dict[str, Any], store: HardwareLocks) -> HardwareHel
     if not held.alive:  # on this machine, and its fairwin is gone
         return HardwareHeld(
             f"the hardware is held by {held.describe()}, which died without finishing, in {kind} ({where}): "
-            "production may be down and its servers running; run `fairwin recover PLAN` for its plan (its window: "
+            "its servers may still run (and production be down, where its plan declares one); run `fairwin recover "
+            "PLAN` for its plan (its window: "
             f"{held.record.window_path})"
         )
     return HardwareHeld(

@@ -99,7 +99,8 @@ def archive_groups_table(
         )
         gpus = f"{key.gpu_count} x {key.gpu_model}" if key.gpu_model else "no GPU observed"
         title = (
-            f"{location}: cell {key.cell}, role {key.role}, mode {key.mode}, production {key.production_commit}\n"
+            f"{location}: cell {key.cell}, role {key.role}, mode {key.mode}, "
+            f"{f'production {key.production_commit}' if key.production_commit else 'no production declared'}\n"
             f"prompt {key.prompt_tokens} / max {key.max_tokens} tokens, concurrency {key.concurrency}, "
             f"temperature {key.temperature}; hosts {', '.join(key.hosts or ()) or 'unknown'}; {gpus}; "
             f"caps {caps}; {len(rows)} control starts"

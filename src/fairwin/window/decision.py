@@ -299,7 +299,8 @@ def completed_decision(path: Path | str) -> Decision:
     window = WindowDir.existing(path)
     status = read_record(window.status, WindowStatus)
     if status.state != "complete":
-        raise InputError(f"{window.path} is {status.state!r}, not complete: it has no decision to compare")
+        why = f" ({status.error})" if status.error else ""
+        raise InputError(f"{window.path} is {status.state!r}, not complete{why}: it has no decision")
     recorded = _recorded(window)
     sealed = status.decision_sha256
     if sealed is not None and sha256_file(window.decision) != sealed:

@@ -68,8 +68,10 @@ HOST_FINDING = "the host was not idle before "
 def not_idle_warning(start: str, reading: dict[str, Any]) -> str | None:
     if reading["idle"] is not False:
         return None
-    busiest = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cpu_pct']:.0f} %" for p in reading["busiest"]) or "n/a"
+    busiest = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cpu_pct']:.0f} %" for p in reading["busiest"])
+    # No process stood out (short-lived ones, or another container's): say so rather than "n/a".
+    who = f"busiest: {busiest}" if busiest else "no single process stood out (short-lived processes, or outside view)"
     return (
         f"{HOST_FINDING}{start}: {reading['cpu_busy_pct']:.0f} % of its CPUs busy (idle is at most "
-        f"{IDLE_CPU_PCT:g} %); busiest: {busiest}. Stop what else runs here, or the start's rate carries its noise"
+        f"{IDLE_CPU_PCT:g} %); {who}. Stop what else runs here, or the start's rate carries its noise"
     )
