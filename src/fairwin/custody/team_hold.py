@@ -91,8 +91,10 @@ class TeamHold:
         if host is None:
             try:
                 code, output, _ = await run_to_exit(argv, timeout, {**os.environ, **env}, merge_stderr=True)
-            except (OSError, TimeoutError) as exc:
-                return Ran(argv, "", None, [f"could not run: {exc or 'timed out'}"])
+            except TimeoutError:
+                return Ran(argv, "", None, [f"killed after its {timeout:g} s (custody.timeout_s)"])
+            except OSError as exc:
+                return Ran(argv, "", None, [f"could not run: {exc}"])
             return Ran(argv, "", code, output.strip().splitlines()[-OUTPUT_LINES:])
         from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
 
