@@ -79,7 +79,10 @@ def test_only_pin_fields_read_variables_and_an_unset_one_is_refused_by_name() ->
     assert role["repo"] == {"path": "/srv/b", "commit": "1111111", "artifacts": {"/opt/v.py": "2222222:build/v.py"}}
     assert role["identity"] == {"/opt/w.py": SHA} and role["workers"][0]["repo"]["commit"] == "2222222"
     assert data["production"] == {"commit": "prod-77"} and data["window"] == {"expected_commit": "1111111"}
-    assert read == {
+    # Each pin read is the override a window records: its key parses back to its path (parse_window_plan).
+    assert all(Override.recorded(o.key, o.value).path == o.path for o in read)
+    assert {o.key: o.value for o in read}["roles.B.repo.commit"] == "1111111"
+    assert {o.key: o.variable for o in read} == {
         'roles.B.identity."/opt/w.py"': "W_SHA",
         "roles.B.repo.commit": "H",
         'roles.B.repo.artifacts."/opt/v.py"': "Q",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from fairwin.errors import PinMismatchError, PlanError
 from fairwin.files import canonical_json, sha256_bytes, sha256_file
 from fairwin.plan.models import Family, Plan
 from fairwin.plan.order import read_order
-from fairwin.plan.overrides import Override, apply_overrides, parse_override, pin_override, resolve_pin_variables
+from fairwin.plan.overrides import Override, apply_overrides, parse_override, resolve_pin_variables
 from fairwin.plan.secrecy import refuse_literal_secrets
 from fairwin.records import read_record
 from fairwin.redaction import declare
@@ -60,7 +60,6 @@ class LoadedPlan:
     families: dict[str, LoadedFamily]
     file_sha256: str
     overrides: tuple[Override, ...] = ()
-    pins_from_env: dict[str, str] = field(default_factory=dict)  # a pin's path -> the variable(s) it read
 
     @property
     def notices(self) -> list[str]:
@@ -208,10 +207,9 @@ def load_plan(path: Path | str, overrides: Sequence[str] = ()) -> LoadedPlan:
     changes = [parse_override(text) for text in overrides]
     raw, data = _read_toml(path)
     apply_overrides(data, changes)
-    from_env = resolve_pin_variables(data)
-    plan = _validated(path, data)
     # Each pin read from a variable is recorded as the value it held: the window pins what the host must be.
-    changes += [pin_override(where, data, variable) for where, variable in from_env.items()]
+    changes += resolve_pin_variables(data)
+    plan = _validated(path, data)
     refuse_literal_secrets(plan, path)
     declare([*plan.secrets.names, *plan.secrets.flags], plan.secrets.public)
     base = path.resolve().parent
@@ -225,5 +223,4 @@ def load_plan(path: Path | str, overrides: Sequence[str] = ()) -> LoadedPlan:
         families=families,
         file_sha256=file_sha256,
         overrides=tuple(changes),
-        pins_from_env=from_env,
     )

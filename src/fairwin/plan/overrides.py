@@ -85,15 +85,6 @@ def _is_pin(path: tuple[str, ...]) -> bool:
     return path[-1] in ("commit", "expected_commit") or (len(path) > 1 and path[-2] in ("identity", "artifacts"))
 
 
-def pin_override(where: str, data: dict[str, Any], variable: str) -> Override:
-    """The override that sets the pin at ``where`` to the value it now holds in ``data``, read from ``variable``."""
-    path = _key_path(where, where)
-    node: Any = data
-    for name in path:
-        node = node[int(name)] if isinstance(node, list) else node[name]
-    return Override(key=where, path=path, value=node, variable=variable)
-
-
 def _place(data: dict[str, Any], override: Override) -> None:
     node: Any = data
     for depth, name in enumerate(override.path[:-1]):
@@ -123,48 +114,51 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> None
         _place(data, override)
 
 
-def _pin_slots(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
-    """Every pin field in the data: (its dotted path, the table holding it, its key there)."""
+#: Where a pin is: its dotted key as written in a plan, its path, the table holding it and its name there.
+PinSlot = tuple[str, tuple[str, ...], dict[str, Any], str]
 
-    def of_process(where: str, process: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
-        identity = process.get("identity")
-        if isinstance(identity, dict):
-            yield from ((f"{where}.identity.{json.dumps(path)}", identity, path) for path in identity)
+
+def _pin_slots(data: dict[str, Any]) -> Iterator[PinSlot]:
+    """Every pin field in the data."""
+
+    def of_process(key: str, path: tuple[str, ...], process: dict[str, Any]) -> Iterator[PinSlot]:
         repo = process.get("repo")
-        if isinstance(repo, dict):
-            if "commit" in repo:
-                yield f"{where}.repo.commit", repo, "commit"
-            artifacts = repo.get("artifacts")
-            if isinstance(artifacts, dict):
-                yield from ((f"{where}.repo.artifacts.{json.dumps(dest)}", artifacts, dest) for dest in artifacts)
+        artifacts = repo.get("artifacts") if isinstance(repo, dict) else None
+        for inner, table in ((("identity",), process.get("identity")), (("repo", "artifacts"), artifacts)):
+            if isinstance(table, dict):
+                for name in table:
+                    yield f"{key}.{'.'.join(inner)}.{json.dumps(name)}", (*path, *inner, name), table, name
+        if isinstance(repo, dict) and "commit" in repo:
+            yield f"{key}.repo.commit", (*path, "repo", "commit"), repo, "commit"
 
     roles = data.get("roles")
     for name, role in roles.items() if isinstance(roles, dict) else ():
         if isinstance(role, dict):
-            yield from of_process(f"roles.{name}", role)
+            yield from of_process(f"roles.{name}", ("roles", name), role)
             workers = role.get("workers")
             for index, worker in enumerate(workers if isinstance(workers, list) else ()):
                 if isinstance(worker, dict):
-                    yield from of_process(f"roles.{name}.workers.{index}", worker)
-    for section, key in (("production", "commit"), ("window", "expected_commit")):
+                    where = ("roles", name, "workers", str(index))
+                    yield from of_process(".".join(where), where, worker)
+    for section, field in (("production", "commit"), ("window", "expected_commit")):
         table = data.get(section)
-        if isinstance(table, dict) and key in table:
-            yield f"{section}.{key}", table, key
+        if isinstance(table, dict) and field in table:
+            yield f"{section}.{field}", (section, field), table, field
 
 
-def resolve_pin_variables(data: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Replace ``{env:NAME}`` in every pin field with NAME's value; returns each pin's path -> the variable(s)
-    it read. An unset or empty variable is refused by name: a pin that silently became '' pins nothing."""
+def resolve_pin_variables(data: dict[str, Any], environ: dict[str, str] | None = None) -> list[Override]:
+    """Replace ``{env:NAME}`` in every pin field with NAME's value; each such pin as the override that sets it to
+    what it read (with the variables named), for the window to record. An unset or empty variable is refused by
+    name: a pin that silently became '' pins nothing."""
     environ = dict(os.environ) if environ is None else environ
-    read: dict[str, str] = {}
-    for where, table, key in _pin_slots(data):
-        value = table[key]
+    read: list[Override] = []
+    for key, path, table, name in _pin_slots(data):
+        value = table[name]
         if not isinstance(value, str) or not _ENV.search(value):
             continue
         names = _ENV.findall(value)
-        for name in names:
-            if not environ.get(name):
-                raise PlanError(f"{where} = {value!r}: {name} is not set (or empty); export {name} or --set {where}")
-        table[key] = _ENV.sub(lambda m: environ[m.group(1)], value)
-        read[where] = ", ".join(names)
+        for unset in (variable for variable in names if not environ.get(variable)):
+            raise PlanError(f"{key} = {value!r}: {unset} is not set (or empty); export {unset} or --set {key}")
+        table[name] = _ENV.sub(lambda m: environ[m.group(1)], value)
+        read.append(Override(key=key, path=path, value=table[name], variable=", ".join(names)))
     return read
