@@ -39,17 +39,20 @@ def two_commits(tmp_path: Path) -> tuple[Path, str, str]:
     return repo, qualified, git(repo, "rev-parse", "HEAD")
 
 
+def pinned_plan(make_plan: PlanFactory, ssh_hosts: SshHosts, model: str, repo: str) -> Path:
+    """A plan whose role B runs on host h2 with this `repo = { ... }` pin (its inline table's inside)."""
+    plan = remote_plan(make_plan, ssh_hosts, model)
+    plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\nrepo = {{ {repo} }}\n', 1))
+    return plan
+
+
 def test_stage_brings_the_pinned_checkout_to_its_commit_and_writes_its_artifacts_with_a_receipt(
     make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path
 ) -> None:
     repo, qualified, later = two_commits(tmp_path)
     dest = tmp_path / "on-h2" / "opt" / "verifier.so"
-    plan = remote_plan(make_plan, ssh_hosts, "staged")
-    pin = (
-        f'repo = {{ path = "{repo}", commit = "{qualified[:10]}", artifacts = {{ "{dest}" = '
-        f'"{qualified}:build/verifier.so" }} }}\n'
-    )
-    plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\n{pin}', 1))
+    pin = f'path = "{repo}", commit = "{qualified[:10]}", artifacts = {{ "{dest}" = "{qualified}:build/verifier.so" }}'
+    plan = pinned_plan(make_plan, ssh_hosts, "staged", pin)
     receipt = tmp_path / "stage.json"
     done = fairwin("stage", str(plan), "--mode", "controlled", "--to", str(receipt))
     assert done.returncode == 0, done.stderr
@@ -85,12 +88,9 @@ def test_stage_copies_a_built_file_makes_a_deploy_worktree_and_waits_for_no_wind
     built.parent.mkdir(parents=True)
     built.write_bytes(b"verifier built by admission q1\n")
     dest = tmp_path / "on-h2" / "opt" / "verifier.so"
-    plan = remote_plan(make_plan, ssh_hosts, "staged-built")
-    pin = (
-        f'repo = {{ path = "{deploy}", commit = "{qualified[:10]}", worktree_of = "{repo}", '
-        f'artifacts = {{ "{dest}" = "{built}" }} }}\n'
-    )
-    plan.write_text(plan.read_text().replace('[roles."B"]\n', f'[roles."B"]\n{pin}', 1))
+    pin = f'path = "{deploy}", commit = "{qualified[:10]}", worktree_of = "{repo}", '
+    pin += f'artifacts = {{ "{dest}" = "{built}" }}'
+    plan = pinned_plan(make_plan, ssh_hosts, "staged-built", pin)
     loaded = load_plan(plan)
     lock = lock_path(loaded, loaded.output_dir())
     acquire(lock, "20261204T120000Z-controlled-held", tmp_path / "held-window", "ci")

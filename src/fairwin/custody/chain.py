@@ -88,6 +88,11 @@ def read_marker(path: Path) -> Marker | None:
     return read_record(path, Marker) if path.exists() else None
 
 
+def in_progress(path: Path, found: Marker) -> str:
+    """How a refusal names the chain in progress: its marker and the window that left production down."""
+    return f"a chain is in progress ({path}: production left down by window {found.last.window_id})"
+
+
 def chained_order(rule: RuleSpec, marker: Marker | None) -> Order | None:
     """With a rule that randomizes bracket order, a chain alternates: the opposite of its last window's order,
     so order effects cancel across the chain. None: draw as usual (a new chain, or a fixed order)."""

@@ -22,6 +22,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -31,7 +32,7 @@ from pydantic import ConfigDict, ValidationError
 from fairwin.errors import CorruptRecordError, GateRefused, OutputDirError
 from fairwin.files import first_problem
 from fairwin.formats import LOCK, RecordFormat
-from fairwin.plan.hosts import resolved
+from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
 from fairwin.records import Record, read_record
@@ -182,15 +183,19 @@ class HardwareLocks(Protocol):
     def release_hardware(self, window_id: str) -> None: ...
 
 
+def host_keys(hosts: Iterable[Host | None]) -> list[str]:
+    """The locks' keys of these hosts (None: this machine), by address, and this machine's always: whatever holds
+    the hardware runs from here (a window's client, a stage's commands)."""
+    here = f"local://{socket.gethostname()}"
+    return sorted({here} | {f"ssh://{host.address}:{host.port}" if host is not None else here for host in hosts})
+
+
 def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
     """Each piece of hardware a window of this mode touches: every host by address, and this machine, where its
     client runs and its local roles (another coordinator's local roles run on other hardware)."""
     mode = loaded.plan.all_modes().get(mode_name)
-    keys = [f"local://{socket.gethostname()}"]
-    for name in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()):
-        host = loaded.plan.hosts[name] if name is not None else None
-        keys.append(f"ssh://{host.address}:{host.port}" if host is not None else f"local://{socket.gethostname()}")
-    return sorted(set(keys))
+    names = window_hosts(loaded, (mode.control, mode.candidate) if mode else ())
+    return host_keys(loaded.plan.hosts[name] if name is not None else None for name in names)
 
 
 def _shared_refusal(record: dict[str, Any], store: HardwareLocks) -> HardwareHeld:

@@ -10,7 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Unpack
 
-from fairwin.custody.chain import ChainRun, abort_chain, chained_order, continuation_problems, marker_path, read_marker
+from fairwin.custody.chain import (
+    ChainRun,
+    abort_chain,
+    chained_order,
+    continuation_problems,
+    in_progress,
+    marker_path,
+    read_marker,
+)
 from fairwin.custody.hold import Hold, fixed_role_urls
 from fairwin.custody.lock import (
     HardwareHeld,
@@ -184,8 +192,8 @@ async def chain_for(
     if wanted is None:
         if found is not None:
             raise GateRefused(
-                f"a chain is in progress ({path}: production left down by window {found.last.window_id}); "
-                "run with --chain or --chain-last, or end it with `fairwin chain abort PLAN`"
+                f"{in_progress(path, found)}; run with --chain or --chain-last, or end it with "
+                "`fairwin chain abort PLAN`"
             )
         return None
     if hold is None:

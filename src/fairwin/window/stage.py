@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -20,13 +19,14 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.custody.chain import marker_path, read_marker
+from fairwin.custody.chain import in_progress, marker_path, read_marker
 from fairwin.custody.lock import (
     HardwareLocks,
     MachineLocks,
     acquire,
     acquire_shared,
     coordinator,
+    host_keys,
     lock_path,
     release,
     release_shared,
@@ -166,17 +166,14 @@ def _holding(loaded: LoadedPlan, pinned: list[tuple[LaunchSpec, RepoPin]], recei
     """The hardware held while staging, as a window holds it: never in the middle of a window or a chain, and no
     window starts while a host is being staged. A refusal names the holder."""
     out = loaded.output_dir(None)
-    if (found := read_marker(marker_path(loaded, out))) is not None:
-        raise GateRefused(
-            f"a chain is in progress ({marker_path(loaded, out)}: production left down by window "
-            f"{found.last.window_id}); stage after it ends (`fairwin chain abort PLAN` ends it now)"
-        )
+    marker = marker_path(loaded, out)
+    if (found := read_marker(marker)) is not None:
+        raise GateRefused(f"{in_progress(marker, found)}; stage after it ends (`fairwin chain abort PLAN` ends it now)")
     stage_id = f"stage-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
     lock = lock_path(loaded, out)
     record = acquire(lock, stage_id, receipt, coordinator())
     machine: list[HardwareLocks] = [MachineLocks.here()]
-    here = f"local://{socket.gethostname()}"
-    keys = sorted({here} | {f"ssh://{spec.remote.address}:{spec.remote.port}" for spec, _ in pinned if spec.remote})
+    keys = host_keys(spec.remote for spec, _ in pinned)
     try:
         acquire_shared(machine, keys, record)
         try:
