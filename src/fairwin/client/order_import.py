@@ -11,6 +11,7 @@ are the same, and refused when they are not: a pinned order is never rewritten.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from fairwin.client.families import BuiltFamily
 from fairwin.errors import InputError
 from fairwin.files import sha256_file
+from fairwin.plan.loading import read_prompts
 from fairwin.plan.order import PromptOrder, order_text, write_order
 
 
@@ -39,27 +41,12 @@ def read_orders(path: Path) -> dict[str, list[str]]:
     return orders
 
 
-def _prompt_ids(path: Path) -> set[str]:
-    ids: set[str] = set()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the prompts: {exc.strerror}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            ids.add(str(json.loads(line)["id"]))
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise InputError(f"{path}:{number}: not a JSON object with an 'id'; each line must be one prompt") from None
-    return ids
-
-
 def _checked(family: str, ids: list[str], prompts: Path) -> None:
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
     if repeated:
         raise InputError(f"family {family}: ids {repeated[:5]} appear more than once in its order")
-    unknown = [i for i in ids if i not in _prompt_ids(prompts)]
+    known = read_prompts(prompts, f"--family {family}")  # read once, as a plan reads it
+    unknown = [i for i in ids if i not in known]
     if unknown:
         raise InputError(f"family {family}: ids {unknown[:5]} are not in {prompts}")
 

@@ -136,7 +136,8 @@ def parse_window_plan(window: Path) -> Plan:
     return parse_plan(window / "plan.toml", changes)[1]
 
 
-def _read_prompts(path: Path, key: str) -> dict[str, Prompt]:
+def read_prompts(path: Path, key: str) -> dict[str, Prompt]:
+    """A prompts file (one JSON object with 'id' and 'text' a line, ids unique), by id; ``key`` names it in errors."""
     prompts: dict[str, Prompt] = {}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -172,7 +173,7 @@ def _load_family(loaded_path: Path, base: Path, name: str, family: Family) -> Lo
             f"{key}.order_sha256: {order_path} has sha256 {order_sha}, the plan pins {family.order_sha256}; "
             "the frozen order changed: restore it, or pin the new one deliberately"
         )
-    prompts = _read_prompts(prompts_path, f"{key}.prompts")
+    prompts = read_prompts(prompts_path, f"{key}.prompts")
     prompts_sha = sha256_bytes(prompts_path.read_bytes())
     if family.prompts_sha256 is not None and prompts_sha != family.prompts_sha256:
         raise PinMismatchError(
