@@ -217,6 +217,17 @@ def read_json(path: Path, formats: tuple[str, ...] = ()) -> dict[str, Any]:
     return value
 
 
+def json_field(document: Any, dotted: str) -> Any:
+    """The value at a dotted path into parsed JSON (``gpu.clock_cap_mhz``): how a plan or a map names a field of
+    another tool's record. KeyError when a part is not there."""
+    node = document
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(dotted)
+        node = node[part]
+    return node
+
+
 def first_problem(exc: ValidationError, whole: str = "(record)") -> str:
     """A validation error as one line: where (``whole`` when it is the whole record), and what."""
     error = exc.errors()[0]

@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 from fairwin.archive.noise import KEY_FIELDS
 from fairwin.archive.rows import ArchivedRepeat, ArchiveRow
 from fairwin.errors import InputError
+from fairwin.files import json_field
 from fairwin.plan.base import StrictModel
 from fairwin.rows import METRICS
 
@@ -92,12 +93,10 @@ class Unmapped(Exception):
 
 
 def _get(row: Any, path: str, target: str) -> Any:
-    node = row
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise Unmapped(f"{target} <- '{path}': the row has no such field")
-        node = node[part]
-    return node
+    try:
+        return json_field(row, path)
+    except KeyError:
+        raise Unmapped(f"{target} <- '{path}': the row has no such field") from None
 
 
 def _time(value: Any) -> float:

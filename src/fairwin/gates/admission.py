@@ -9,14 +9,13 @@ the fields named there, no fairwin seal is checked on it, and the carry and the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
 from fairwin.errors import CorruptRecordError
-from fairwin.files import read_json
+from fairwin.files import json_field, read_json
 from fairwin.formats import ADMISSION, RecordFormat
 from fairwin.gates.receipt import Receipt, read_receipt
 from fairwin.plan.checks import ForeignReceipt
@@ -37,11 +36,13 @@ class AdmissionRecord(Receipt):
 
 def read_admission(path: Path, foreign: ForeignReceipt | None) -> tuple[AdmissionRecord, str | None]:
     """The admission receipt, and how a foreign one was read (None for fairwin's own shape)."""
-    if foreign is not None and path.exists() and _format_of(path) == foreign.format:
-        return _foreign_admission(path, foreign), (
-            f"foreign ({foreign.format}): its own seal not checked; read verdict <- {foreign.verdict}, "
-            f"commit <- {foreign.commit or '(not read)'}, artifacts <- {foreign.artifacts or '(not read)'}"
-        )
+    if foreign is not None and path.exists():
+        document = read_json(path)
+        if document.get("format") == foreign.format:
+            return _foreign_admission(path, document, foreign), (
+                f"foreign ({foreign.format}): its own seal not checked; read verdict <- {foreign.verdict}, "
+                f"commit <- {foreign.commit or '(not read)'}, artifacts <- {foreign.artifacts or '(not read)'}"
+            )
     try:
         return read_receipt(path, AdmissionRecord, sealed=False), None
     except CorruptRecordError as exc:
@@ -49,25 +50,16 @@ def read_admission(path: Path, foreign: ForeignReceipt | None) -> tuple[Admissio
         raise CorruptRecordError(f"{exc}; an admission receipt is docs/gates.md's shape{hint}") from None
 
 
-def _format_of(path: Path) -> object:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # read again below, and refused there with the reason
-    return document.get("format") if isinstance(document, dict) else None
-
-
-def _foreign_admission(path: Path, foreign: ForeignReceipt) -> AdmissionRecord:
+def _foreign_admission(path: Path, document: dict[str, Any], foreign: ForeignReceipt) -> AdmissionRecord:
     """The fields the plan names, read from another tool's receipt; a named field that is missing is refused."""
-    document = read_json(path)
 
     def field(name: str) -> Any:
-        node: Any = document
-        for part in name.split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise CorruptRecordError(f"{path}: the foreign admission receipt has no field {name!r} the plan names")
-            node = node[part]
-        return node
+        try:
+            return json_field(document, name)
+        except KeyError:
+            raise CorruptRecordError(
+                f"{path}: the foreign admission receipt has no field {name!r} the plan names"
+            ) from None
 
     verdict = field(foreign.verdict)
     artifacts = field(foreign.artifacts) if foreign.artifacts else {}
