@@ -94,6 +94,8 @@ async def stop_remote_group(conn: asyncssh.SSHClientConnection, pgid: int, grace
     not only its leader: a wrapper that exited may have left its server running in it."""
     looks = max(1, math.ceil(grace_s / POLL_S))
     done = await _run(conn, GROUP_ALIVE + STOP_GROUP.format(g=int(pgid), n=looks, poll=POLL_S))
+    if done.exit_status is None and done.exit_signal is None:  # the connection was cut while the stop ran
+        raise asyncssh.ConnectionLost(f"the connection closed before the host's shell answered (group {pgid})")
     out = done.stdout or b""
     sent = (out.decode(errors="replace") if isinstance(out, bytes) else out).strip().splitlines()
     if done.exit_status != 0 or not sent or sent[-1] not in ("none", "SIGTERM", "SIGKILL"):
