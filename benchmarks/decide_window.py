@@ -41,7 +41,7 @@ def one_run(window: Path) -> float:
 
 
 def in_process(window: Path) -> float:
-    from fairwin.window.decision import decide_window
+    from fairwin.verdict.stored import decide_window
 
     decide_window(window)  # imports and caches warmed
     started = time.perf_counter()

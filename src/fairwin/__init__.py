@@ -55,7 +55,7 @@ from fairwin.errors import (
 
 if TYPE_CHECKING:
     from fairwin.archive import read_archive
-    from fairwin.archive.rows import ArchiveRow
+    from fairwin.archive.archive_row import ArchiveRow
     from fairwin.archive.store import Snapshot
     from fairwin.decision import (
         RULES,
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from fairwin.plan import LoadedPlan, Plan, load_plan
     from fairwin.records import Record, read_record, read_records
     from fairwin.rows import PooledRow
-    from fairwin.window.decision import Recomputed, decide_window
+    from fairwin.verdict.stored import Recomputed, decide_window
     from fairwin.window.run import Window, WindowResult, open_window, run_window
 
 #: Public name -> "module:attribute" it is loaded from.
@@ -90,8 +90,8 @@ _LAZY = {
     "WindowResult": "fairwin.window.run:WindowResult",
     "open_window": "fairwin.window.run:open_window",
     "run_window": "fairwin.window.run:run_window",
-    "decide_window": "fairwin.window.decision:decide_window",
-    "Recomputed": "fairwin.window.decision:Recomputed",
+    "decide_window": "fairwin.verdict.stored:decide_window",
+    "Recomputed": "fairwin.verdict.stored:Recomputed",
     "RULES": "fairwin.decision:RULES",
     "RuleSpec": "fairwin.decision:RuleSpec",
     "get_rule": "fairwin.decision:get_rule",
@@ -105,7 +105,7 @@ _LAZY = {
     "PooledRow": "fairwin.rows:PooledRow",
     "read_archive": "fairwin.archive:read_archive",
     "Snapshot": "fairwin.archive.store:Snapshot",
-    "ArchiveRow": "fairwin.archive.rows:ArchiveRow",
+    "ArchiveRow": "fairwin.archive.archive_row:ArchiveRow",
     "CellDecision": "fairwin.decision:CellDecision",
     "Verdict": "fairwin.decision.paired:Verdict",
     "WindowDir": "fairwin.directory.layout:WindowDir",

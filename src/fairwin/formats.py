@@ -41,15 +41,17 @@ PREPARED_PROMPT = RecordFormat("fairwin.prepared-prompt", 1, model="fairwin.clie
 POOLED = RecordFormat("fairwin.pooled", 1, model="fairwin.rows:PooledRow")
 CONTEXT = RecordFormat("fairwin.decision-context", 1, model="fairwin.decision.inputs:WindowContext")
 DECISION = RecordFormat("fairwin.decision", 2, model="fairwin.decision.document:Decision")
-BUDGET = RecordFormat("fairwin.budget", 1, model="fairwin.directory.records:BudgetRecord")
+BUDGET = RecordFormat("fairwin.budget", 1, model="fairwin.directory.budget_record:BudgetRecord")
 PROGRESS = RecordFormat("fairwin.progress", 1, model="fairwin.window.progress:ProgressEvent")
 GREEDY = RecordFormat("fairwin.greedy", 1, model="fairwin.decision.divergence:GreedyStream")
 PROMOTION = RecordFormat("fairwin.promotion", 1, model="fairwin.promote.check:PromotionRecord")
 JOURNAL = RecordFormat("fairwin.journal", 1, model="fairwin.directory.journal:JournalRow")
 # Production and chains.
-PRODUCTION_SNAPSHOT = RecordFormat("fairwin.production-snapshot", 1, model="fairwin.production.records:SnapshotRecord")
-PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1, model="fairwin.production.records:LiveRecord")
-PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1, model="fairwin.production.records:ProductionState")
+PRODUCTION_SNAPSHOT = RecordFormat(
+    "fairwin.production-snapshot", 1, model="fairwin.production.state_records:SnapshotRecord"
+)
+PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1, model="fairwin.production.state_records:LiveRecord")
+PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1, model="fairwin.production.state_records:ProductionState")
 # The hardware's lock: which window holds production's hardware, and who runs it.
 LOCK = RecordFormat("fairwin.lock", 1, model="fairwin.custody.lock:LockRecord")
 CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1, model="fairwin.custody.chain:Marker")
@@ -58,13 +60,13 @@ DECISIONS = RecordFormat("fairwin.decisions", 1, model="fairwin.decision.documen
 AUDIT = RecordFormat("fairwin.audit", 1, model="fairwin.decision.audit:AuditResult")
 COMPARISON = RecordFormat("fairwin.comparison", 1, model="fairwin.report.compare:Comparison")
 # Receipts, prompt orders and the control archive.
-ADMISSION = RecordFormat("fairwin.admission", 1, model="fairwin.gates.admission:AdmissionRecord")
+ADMISSION = RecordFormat("fairwin.admission", 1, model="fairwin.gates.foreign_admission:AdmissionRecord")
 CARRY = RecordFormat("fairwin.carry", 1, model="fairwin.gates.qualify:CarryRecord")
 GATE_RUN = RecordFormat("fairwin.gate-run", 1, model="fairwin.gates.correctness:GateRunRecord")
 REHEARSAL = RecordFormat("fairwin.rehearsal", 2, reads=(1,), model="fairwin.gates.rehearsal:RehearsalRecord")
 ORDER = RecordFormat("fairwin.order", 1, model="fairwin.plan.order:PromptOrder")
-STAGE = RecordFormat("fairwin.stage", 1, model="fairwin.window.stage:StageRecord")
-ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,), model="fairwin.archive.rows:ArchiveRow")
+STAGE = RecordFormat("fairwin.stage", 1, model="fairwin.custody.stage:StageRecord")
+ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,), model="fairwin.archive.archive_row:ArchiveRow")
 
 #: Every format, in the order above.
 REGISTRY: tuple[RecordFormat, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, RecordFormat))

@@ -49,11 +49,11 @@ def test_a_window_whose_roles_are_containers_completes_and_decides(
     assert status(window)["state"] == "complete"
     decision = json.loads((window / "decision.json").read_text())
     # B decodes three times as fast, in its own container: WIN, unless a starved CPU left the client's timing
-    # untrusted (the product's own refusal, not the containers'; a loaded 2-core runner shows it).
+    # untrusted (the product's own refusal, not the containers'; a loaded 2-core runner shows it, as a client
+    # that waited for a CPU or as chunks read in one burst after the port's forwarder waited for one).
     reasons = " ".join(reason for cell in decision["cells"] for reason in cell["reasons"])
-    assert decision["verdict"] == "WIN" or (decision["verdict"] == "INCONCLUSIVE" and "CPU starvation" in reasons), (
-        reasons
-    )
+    untrusted = "streams' client timing untrusted" in reasons and ("CPU starvation" in reasons or "burst" in reasons)
+    assert decision["verdict"] == "WIN" or (decision["verdict"] == "INCONCLUSIVE" and untrusted), reasons
     starts = receipts(window)
     assert [s["role"] for s in starts] == ["A", "B", "A"]
     for start in starts:

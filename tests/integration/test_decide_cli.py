@@ -58,7 +58,7 @@ def test_two_rules_side_by_side(tmp_path: Path) -> None:
 
 def test_pooled_rows_of_a_bracket_under_the_default_rule_are_decided_as_the_api_decides_them(tmp_path: Path) -> None:
     import fairwin as library
-    from fairwin.window.pooled_file import load_pooled
+    from fairwin.verdict.pooled_file import load_pooled
 
     rows = docs_rows(tmp_path)
     done = fairwin("decide", "--pooled", str(rows), "--mode", "controlled", "--json")

@@ -15,7 +15,7 @@ from fairwin.files import read_jsonl
 from fairwin.launch.spec import free_port
 from fairwin.plan import load_plan
 from fairwin.telemetry.cap import production_caps
-from fairwin.telemetry.hosts import window_hosts
+from fairwin.telemetry.watched_hosts import window_hosts
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, status
 from tests.integration.sshd import SshHosts

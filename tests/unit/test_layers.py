@@ -36,6 +36,7 @@ LAYERS = (
     "gates",
     "archive",
     "report",
+    "verdict",
     "custody",
     "window",
     "promote",

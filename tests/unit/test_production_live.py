@@ -20,8 +20,8 @@ from fairwin.production.live import (
     parse_process,
     stored,
 )
+from fairwin.production.runtime_checks import check_live_env, check_live_speculative
 from fairwin.redaction import fingerprint
-from fairwin.window.runtime import check_live_env, check_live_speculative
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containers"
 

@@ -11,7 +11,7 @@ from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.launch.speculative import effective_speculative, stated_speculative
 from fairwin.plan.checks import Runtime
 from fairwin.plan.roles import Role
-from fairwin.window.runtime import (
+from fairwin.production.runtime_checks import (
     REPORT_WAIT_S,
     await_reported_config,
     check_declared_env,

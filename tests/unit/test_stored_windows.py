@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.window.decision import decide_window, rounding_difference
+from fairwin.verdict.stored import decide_window, rounding_difference
 
 STORED = Path(__file__).resolve().parents[1] / "fixtures" / "windows"
 

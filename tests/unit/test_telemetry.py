@@ -14,8 +14,8 @@ import pytest
 from fairwin.directory.journal import JournalRow
 from fairwin.errors import InputError
 from fairwin.telemetry.gpu import GpuSample, parse_compute_apps, parse_query
+from fairwin.telemetry.hold_clocks import between_starts, held, relocks
 from fairwin.telemetry.sampler import Dialback, Sampler, events_by_repeat, summarize
-from fairwin.window.clocks import between_starts, held, relocks
 from tests.conftest import PlanFactory
 
 LOCKED = "0, GPU-a, NVIDIA H200, 1755, 1980, 1755, 0x0000000000000002, 61, 655.10, 700.00"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fairwin.archive.archive_row import ArchivedRepeat, ArchiveKey, ArchiveRow
 from fairwin.archive.location import open_archive
 from fairwin.archive.noise import KEY_FIELDS, groups, noise, select
-from fairwin.archive.rows import ArchivedRepeat, ArchiveKey, ArchiveRow
 from fairwin.archive.store import (
     ARCHIVE_ENV,
     Appended,

@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from fairwin.archive.archive_row import ArchivedRepeat, ArchiveRow
 from fairwin.archive.noise import KEY_FIELDS
-from fairwin.archive.rows import ArchivedRepeat, ArchiveRow
 from fairwin.errors import InputError
 from fairwin.files import json_field
 from fairwin.plan.base import StrictModel

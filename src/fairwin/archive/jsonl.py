@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from fairwin.archive.rows import ArchiveRow
+from fairwin.archive.archive_row import ArchiveRow
 from fairwin.archive.store import Appended, Snapshot, canonical
 from fairwin.errors import InputError
 from fairwin.files import append_locked, jsonl_bytes, scan_jsonl

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fairwin.archive.rows import ArchiveKey, ArchiveRow
+from fairwin.archive.archive_row import ArchiveKey, ArchiveRow
 from fairwin.decision.inputs import ArchiveNoise, archive_spreads
 
 #: The keys a selection may name; a key left out matches anything.

@@ -33,7 +33,7 @@ try:
 except ModuleNotFoundError as exc:  # an extra: the JSONL archive needs nothing
     raise MissingExtraError("postgres", exc.name) from None
 
-from fairwin.archive.rows import ArchiveRow
+from fairwin.archive.archive_row import ArchiveRow
 from fairwin.archive.store import Appended, Snapshot, canonical, redact
 from fairwin.errors import ArchiveError
 from fairwin.formats import ARCHIVE

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from fairwin.archive.rows import ArchiveRow
+from fairwin.archive.archive_row import ArchiveRow
 from fairwin.files import canonical_json, sha256_bytes
 
 #: Names the archive for every command and window, before the plan's ``window.archive``.

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairwin.archive.rows import ArchiveRow
+from fairwin.archive.archive_row import ArchiveRow
 from fairwin.archive.store import ArchiveStore, Snapshot
 from fairwin.errors import InputError
 from fairwin.files import write_jsonl_atomic

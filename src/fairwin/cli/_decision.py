@@ -71,8 +71,8 @@ def decide(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
     from fairwin.decision.document import DecisionsPrinted
     from fairwin.report.console import print_decision
-    from fairwin.window.decision import decide_window
-    from fairwin.window.pooled_file import decide_pooled
+    from fairwin.verdict.pooled_file import decide_pooled
+    from fairwin.verdict.stored import decide_window
 
     rules = [get_rule(rule_id) for rule_id in args.rule]
     notes: list[str] = []
@@ -186,7 +186,7 @@ def compare(args: argparse.Namespace) -> int:
     """Exit 0 when every decision cell's verdict is the same in every window, 1 when they differ."""
     from fairwin.report.compare import compare as compare_decisions
     from fairwin.report.compare import comparison_table
-    from fairwin.window.decision import completed_decision
+    from fairwin.verdict.stored import completed_decision
 
     if len(args.windows) < 2:
         raise UsageError("compare needs at least two window directories")

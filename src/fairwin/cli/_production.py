@@ -91,7 +91,7 @@ def status(args: argparse.Namespace) -> int:
 
 def snapshot(args: argparse.Namespace) -> int:
     """Production's declaration as the plan says it now, with its sha256, written atomically."""
-    from fairwin.production.records import SnapshotRecord
+    from fairwin.production.state_records import SnapshotRecord
     from fairwin.records import write_record
 
     captured = _production(args).snapshot()

@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
-from fairwin.window.host import HOST_FINDING
+from fairwin.telemetry.host_condition import HOST_FINDING
 from fairwin.window.progress import Listener
 
 Say = Callable[[str], None]

@@ -29,7 +29,7 @@ def add_parsers(commands: Commands) -> None:
 
 def report_html(args: argparse.Namespace) -> int:
     from fairwin.report.html import write_report
-    from fairwin.window.decision import completed_decision
+    from fairwin.verdict.stored import completed_decision
 
     window = Path(args.window)
     written = write_report(window, completed_decision(window), args.to)
@@ -39,7 +39,7 @@ def report_html(args: argparse.Namespace) -> int:
 
 def export_tables(args: argparse.Namespace) -> int:
     from fairwin.report.export import FORMATS, export
-    from fairwin.window.decision import completed_decision
+    from fairwin.verdict.stored import completed_decision
 
     if len(set(args.windows)) < len(args.windows):
         raise UsageError("a window is named twice; name each once")

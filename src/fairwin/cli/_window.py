@@ -149,8 +149,8 @@ def recover(args: argparse.Namespace) -> int:
 
 
 def stage(args: argparse.Namespace) -> int:
+    from fairwin.custody.stage import stage as stage_checkouts
     from fairwin.plan import load_plan, resolve_mode
-    from fairwin.window.stage import stage as stage_checkouts
 
     loaded = load_plan(args.plan, args.overrides)
     if args.mode is not None:

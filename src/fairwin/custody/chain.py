@@ -36,7 +36,7 @@ from fairwin.gates.qualify import successor_problems
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, not_running
-from fairwin.production.records import SnapshotRecord
+from fairwin.production.state_records import SnapshotRecord
 from fairwin.records import Record, read_record, write_record
 from fairwin.rows import Order
 

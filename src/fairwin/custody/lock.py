@@ -37,7 +37,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
 from fairwin.records import Record, read_record
 from fairwin.telemetry.cap import production_host
-from fairwin.telemetry.hosts import window_hosts
+from fairwin.telemetry.watched_hosts import window_hosts
 
 #: Where this machine's hardware locks live unless FAIRWIN_LOCK_DIR says otherwise: kept across reboots, so a
 #: window that died holding the hardware is still named after one.

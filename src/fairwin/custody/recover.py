@@ -43,7 +43,7 @@ from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
 from fairwin.records import read_record
 from fairwin.redaction import argv_matches, scrub_file
-from fairwin.telemetry.hosts import window_hosts
+from fairwin.telemetry.watched_hosts import window_hosts
 
 STOP_GRACE_S = 10.0
 

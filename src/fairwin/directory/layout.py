@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.directory.journal import Event, record
+from fairwin.directory.start_receipt import StartReceipt
 from fairwin.directory.status import WindowState, WindowStatus
 from fairwin.errors import InputError, OutputDirError
-from fairwin.records import write_record
+from fairwin.records import read_record, write_record
 from fairwin.redaction import ScrubbingFormatter
 
 
@@ -136,6 +137,15 @@ class WindowDir:
     def start_receipt(self, start: str) -> Path:
         """The start's receipt (``fairwin.start/1``); reading it makes no directory, as :meth:`start_dir` does."""
         return self.path / "starts" / start / "start.json"
+
+    def start_receipt_paths(self) -> list[Path]:
+        """Every start's receipt there is, in start order (s2 before s10)."""
+        paths = (self.path / "starts").glob("*/start.json")
+        return sorted(paths, key=lambda path: int(path.parent.name[1:]))
+
+    def start_receipts(self) -> list[StartReceipt]:
+        """Every start's receipt, read, in start order."""
+        return [read_record(path, StartReceipt) for path in self.start_receipt_paths()]
 
     def start_telemetry(self, start: str) -> Path:
         return self.path / "starts" / start / "telemetry.jsonl"

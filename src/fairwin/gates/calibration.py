@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fairwin.directory.budget_record import BudgetRecord
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
-from fairwin.directory.records import BudgetRecord
 from fairwin.directory.start_receipt import StartReceipt, WaveRow
 from fairwin.directory.status import WindowStatus
 from fairwin.errors import CorruptRecordError, InputError, PlanError
@@ -81,7 +81,7 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
         return
     plan = parse_window_plan(window)
     startup, stop, waves = [], [], []
-    for start_file in sorted((window / "starts").glob("*/start.json")):
+    for start_file in files.start_receipt_paths():
         with _fields_of(start_file):
             start = read_record(start_file, StartReceipt)
             key = role_key(plan.roles[start.role])

@@ -20,7 +20,7 @@ from pydantic import ConfigDict
 
 from fairwin.errors import CorruptRecordError, GateRefused
 from fairwin.formats import CARRY, RecordFormat
-from fairwin.gates.admission import read_admission
+from fairwin.gates.foreign_admission import read_admission
 from fairwin.gates.receipt import Receipt, read_receipt, require_admitting, write_receipt
 from fairwin.plan.checks import Qualification
 

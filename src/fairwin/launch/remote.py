@@ -38,7 +38,7 @@ except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a 
     raise MissingExtraError("ssh", exc.name) from None
 
 from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord, health_answer, refuse_when_late
-from fairwin.launch.remote_runs import PROCESS_RUNNING
+from fairwin.launch.process_scripts import PROCESS_RUNNING
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.ssh import connect, parse_env, stop_remote_group
 from fairwin.plan.hosts import Host

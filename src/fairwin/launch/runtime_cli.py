@@ -18,7 +18,7 @@ from typing import Any
 
 from fairwin.errors import LaunchError
 from fairwin.launch.shell import run_to_exit
-from fairwin.plan.container import Container
+from fairwin.plan.container_settings import Container
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.redaction import scrub_bytes

@@ -15,7 +15,7 @@ from dotenv import dotenv_values
 from fairwin.errors import PlanError
 from fairwin.files import sha256_file
 from fairwin.launch.scheduling import Scheduling
-from fairwin.plan.container import Container
+from fairwin.plan.container_settings import Container
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.roles import Role
 from fairwin.redaction import (

@@ -26,7 +26,7 @@ try:
 except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a host is used
     raise MissingExtraError("ssh", exc.name) from None
 
-from fairwin.launch.remote_runs import GROUP_ALIVE
+from fairwin.launch.process_scripts import GROUP_ALIVE
 from fairwin.plan.hosts import Host
 from fairwin.redaction import scrub, secret_from_env
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fairwin.plan.base import StrictModel, check_names
-from fairwin.plan.chain import ChainSettings
+from fairwin.plan.chain_settings import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
 from fairwin.plan.cpus import CpuList
 from fairwin.plan.custody import CustodySettings

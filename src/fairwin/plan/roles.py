@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fairwin.plan.base import StrictModel
-from fairwin.plan.container import Container
+from fairwin.plan.container_settings import Container
 from fairwin.plan.cpus import CpuList
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

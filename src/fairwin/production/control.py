@@ -29,7 +29,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production import boxed
 from fairwin.production.proof import port_state
-from fairwin.production.records import ProductionState
+from fairwin.production.state_records import ProductionState
 from fairwin.production.where import Here, OverSsh, Where
 from fairwin.records import read_record, write_record
 from fairwin.redaction import argv_matches, scrub_file

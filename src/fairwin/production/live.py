@@ -28,7 +28,7 @@ from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
-from fairwin.production.records import LiveRecord
+from fairwin.production.state_records import LiveRecord
 from fairwin.production.where import LAUNCH_MARK
 from fairwin.records import read_record, write_record
 from fairwin.redaction import fingerprinted, redact_argv

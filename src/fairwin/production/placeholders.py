@@ -21,7 +21,7 @@ from typing import Any
 from fairwin.errors import LaunchError, ProductionError
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
-from fairwin.plan.chain import Placeholder
+from fairwin.plan.chain_settings import Placeholder
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.detached import command_of, launch_detached

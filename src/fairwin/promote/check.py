@@ -32,7 +32,7 @@ from fairwin.plan.checks import Qualification
 from fairwin.plan.loading import parse_window_plan
 from fairwin.promote.policy import PromotionPolicy
 from fairwin.records import read_record
-from fairwin.window.decision import completed_decision
+from fairwin.verdict.stored import completed_decision
 
 
 class PromotionRecord(Receipt):

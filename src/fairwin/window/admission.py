@@ -29,22 +29,23 @@ from fairwin.custody.lock import (
 )
 from fairwin.errors import ArchiveError, GateRefused, LaunchError, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
+from fairwin.launch.checkouts import check_checkouts, pinned_checkouts
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
 from fairwin.production.live import LiveProduction
+from fairwin.production.live_check import production_as_it_runs
 from fairwin.production.proof import host_port
 from fairwin.rows import Order
 from fairwin.telemetry import watchdog
 from fairwin.telemetry.cap import production_host
 from fairwin.telemetry.gpu import GpuSource
-from fairwin.telemetry.hosts import declares_clocks, find_source, unwatched_clocks, window_hosts
-from fairwin.window.clocks import ClockWatch
-from fairwin.window.live import production_as_it_runs
+from fairwin.telemetry.hold_clocks import ClockWatch
+from fairwin.telemetry.watched_hosts import declares_clocks, find_source, unwatched_clocks, window_hosts
 from fairwin.window.preflight import Preflight, first_look_archive, preflight
-from fairwin.window.processes import Launcher, check_checkouts, launchable, pinned_checkouts
+from fairwin.window.processes import Launcher, launchable
 from fairwin.window.progress import Listener
 
 

@@ -24,7 +24,7 @@ from fairwin.directory.layout import WindowDir
 from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.files import sha256_file
 from fairwin.rows import PooledRow
-from fairwin.window.decision import report_after_close
+from fairwin.verdict.stored import report_after_close
 from fairwin.window.progress import ProgressFeed
 from fairwin.window.shield import to_the_end
 

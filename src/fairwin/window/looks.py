@@ -21,7 +21,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
 from fairwin.records import read_records
 from fairwin.rows import DecisionRow
-from fairwin.window.decision import Deciding, window_context
+from fairwin.verdict.stored import Deciding, window_context
 
 
 def look_now(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) -> Look | None:

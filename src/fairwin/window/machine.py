@@ -25,26 +25,26 @@ from fairwin.custody.hold import Hold
 from fairwin.custody.lock import HardwareLocks, release, release_shared
 from fairwin.custody.team_hold import HOLD_STEP, RELEASE_STEP, TeamHold
 from fairwin.decision import Decision
+from fairwin.directory.budget_record import BudgetEstimate, BudgetRecord
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
-from fairwin.directory.records import BudgetEstimate, BudgetRecord
 from fairwin.errors import ArchiveError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, diagnosed_starts
 from fairwin.production.live import LiveProduction
+from fairwin.production.live_check import compares_live
 from fairwin.records import write_record
 from fairwin.rows import Order, PooledRow
 from fairwin.telemetry import watchdog
 from fairwin.telemetry.gpu import GpuSource
-from fairwin.telemetry.hosts import window_gpus
+from fairwin.telemetry.hold_clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, between_starts_clocks
 from fairwin.telemetry.sampler import Sampler, sampling
-from fairwin.window.clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, between_starts_clocks
+from fairwin.telemetry.watched_hosts import window_gpus
+from fairwin.verdict.observed import unread_production, unwatched_clocks
+from fairwin.verdict.stored import Deciding, decide_and_report
 from fairwin.window.closing import Closing, Step
-from fairwin.window.decision import Deciding, decide_and_report
-from fairwin.window.live import compares_live
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
-from fairwin.window.observed import unread_production, unwatched_clocks
 from fairwin.window.opening import Opening
 from fairwin.window.preflight import Preflight, planned_keys
 from fairwin.window.processes import Launcher

@@ -24,10 +24,10 @@ from fairwin.launch.spec import make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
+from fairwin.production.runtime_checks import check_declared_env, check_speculative
 from fairwin.profiles import PROFILES, ServerProfile
 from fairwin.rows import Order
 from fairwin.transport import api_headers
-from fairwin.window.runtime import check_declared_env, check_speculative
 
 
 @dataclass(frozen=True)

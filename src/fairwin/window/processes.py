@@ -20,8 +20,9 @@ import aiohttp
 
 from fairwin.directory.layout import WindowDir
 from fairwin.errors import GateRefused, LaunchError
+from fairwin.launch.checkouts import check_checkouts, role_specs
 from fairwin.launch.container import ContainerServer
-from fairwin.launch.identity import checkout, digests
+from fairwin.launch.identity import digests
 from fairwin.launch.launchable import launch_problems
 from fairwin.launch.listeners import check_free, check_ours, listen_ports
 from fairwin.launch.local import LocalServer, Note, StopRecord
@@ -29,10 +30,10 @@ from fairwin.launch.readiness import wait_ready
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.roles import Ready, RepoPin, Worker
+from fairwin.plan.roles import Ready, RepoPin
 from fairwin.production.live import LiveProduction
-from fairwin.window.live import check_live_container, counterpart
-from fairwin.window.runtime import check_checkout, check_identity, check_live_env, check_running_env
+from fairwin.production.live_check import check_live_container, counterpart
+from fairwin.production.runtime_checks import check_identity, check_live_env, check_running_env
 
 
 class ServerHandle(Protocol):
@@ -139,25 +140,6 @@ def start_processes(
     return [*found, StartProcess(head, launcher(head, log), log, role.identity, None, role.repo)]
 
 
-def role_specs(loaded: LoadedPlan, name: str) -> list[tuple[LaunchSpec, Worker | None]]:
-    """A role's processes in launch order, outside any start: each worker with its plan entry, then the head (None)."""
-    plan = loaded.plan
-    head = make_spec(name, plan.roles, loaded.base_dir, plan.hosts)
-    workers = worker_specs(head, plan.roles, loaded.base_dir, plan.hosts)
-    return [*zip(workers, plan.roles[name].workers, strict=True), (head, None)]
-
-
-def pinned_checkouts(loaded: LoadedPlan, roles: Iterable[str]) -> list[tuple[LaunchSpec, RepoPin]]:
-    """Every process of these roles whose host holds a pinned checkout, with its pin."""
-    found = []
-    for name in sorted(set(roles)):
-        for spec, worker in role_specs(loaded, name):
-            pin = worker.repo if worker is not None else loaded.plan.roles[name].repo
-            if pin is not None:
-                found.append((spec, pin))
-    return found
-
-
 async def launchable(loaded: LoadedPlan, roles: Iterable[str], production_port: tuple[str | None, int] | None) -> None:
     """Every process of these roles could be launched on its host now: its command, its working directory and its
     fixed ports (production's own port excepted: the take-down frees it). Else GateRefused naming each problem."""
@@ -173,11 +155,6 @@ async def launchable(loaded: LoadedPlan, roles: Iterable[str], production_port: 
             problems += await launch_problems(spec, fixed)
     if problems:
         raise GateRefused(f"before production is taken down: {'; '.join(problems)}")
-
-
-async def check_checkouts(pinned: list[tuple[LaunchSpec, RepoPin]]) -> dict[str, dict[str, str]]:
-    """Each pinned checkout at its commit and clean, on its own host: label -> {path, commit}."""
-    return {spec.label: check_checkout(spec.label, pin, *(await checkout(spec, pin.path))) for spec, pin in pinned}
 
 
 async def check_identities(processes: list[StartProcess]) -> dict[str, dict[str, str]]:

@@ -44,7 +44,7 @@ from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_cap, production_caps
 from fairwin.telemetry.gpu import GpuSource
-from fairwin.telemetry.hosts import window_gpus, window_hosts
+from fairwin.telemetry.watched_hosts import window_gpus, window_hosts
 from fairwin.window.admission import Admission, WindowOptions, admit, quiet
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, preflight_power

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.client.greedy_probe import diagnose
 from fairwin.client.prepare import PreparedPrompt, TokenizeClient, prepare, prompt_key
 from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.wave import Target, WaveResult, run_wave
@@ -26,15 +27,15 @@ from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
+from fairwin.production.live_check import compares_live
+from fairwin.production.runtime_checks import await_reported_config, check_reported_speculative, check_speculative
 from fairwin.profiles import CLIENT_ONLY
 from fairwin.records import append_records, write_record, write_records
 from fairwin.rows import PooledRow
 from fairwin.telemetry.gpu import HERE, GpuSource, PerHost, remote_source
+from fairwin.telemetry.host_condition import condition, not_idle_warning
 from fairwin.telemetry.sampler import events_by_repeat, sampling, summarize
 from fairwin.transport import api_headers, client_session
-from fairwin.window.diagnostics import diagnose
-from fairwin.window.host import condition, not_idle_warning
-from fairwin.window.live import compares_live
 from fairwin.window.preflight import check_counters
 from fairwin.window.processes import (
     StartProcess,
@@ -47,7 +48,6 @@ from fairwin.window.processes import (
     stop_all,
     stop_receipt,
 )
-from fairwin.window.runtime import await_reported_config, check_reported_speculative, check_speculative
 from fairwin.window.start_context import StartContext
 from fairwin.window.streams import append_streams
 from fairwin.window.warmup import warm_up_stream, warm_up_waves
@@ -343,7 +343,7 @@ async def _before_stop(ctx: StartContext, start: StartSpec, rows: list[PooledRow
 
 
 async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: Target, speculative: bool) -> int:
-    """The start's greedy diagnostics (window/diagnostics.py), after its waves and before its server stops."""
+    """The start's greedy diagnostics (client/greedy_probe.py), after its waves and before its server stops."""
     plan = ctx.loaded.plan
     settings = plan.diagnostics.greedy
     assert settings is not None  # only diagnosed starts get here

@@ -33,7 +33,12 @@ from fairwin.production.live import (
     read_member,
     stored,
 )
-from fairwin.window.runtime import SESSION_VARIABLES, check_live_env, check_live_observed, check_live_speculative
+from fairwin.production.runtime_checks import (
+    SESSION_VARIABLES,
+    check_live_env,
+    check_live_observed,
+    check_live_speculative,
+)
 
 
 def compares_live(loaded: LoadedPlan, role_name: str) -> bool:

@@ -33,14 +33,13 @@ from fairwin.custody.lock import (
 )
 from fairwin.errors import GateRefused
 from fairwin.formats import STAGE, RecordFormat
+from fairwin.launch.checkouts import check_checkout, pinned_checkouts
 from fairwin.launch.identity import checkout, digests
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import RepoPin
 from fairwin.records import Record, write_record
-from fairwin.window.processes import pinned_checkouts
-from fairwin.window.runtime import check_checkout
 
 
 class StagedCheckout(BaseModel):

@@ -18,6 +18,7 @@ from typing import Any
 
 from fairwin.archive import Snapshot, read_archive
 from fairwin.archive.window_rows import control_rows, window_noise
+from fairwin.client.greedy_probe import findings
 from fairwin.decision import (
     ArchiveNoise,
     ArchiveSnapshot,
@@ -43,9 +44,8 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
-from fairwin.window.clocks import HoldClocks
-from fairwin.window.diagnostics import findings
-from fairwin.window.observed import host_findings, pooled_profile, started_telemetry, unobserved_checks
+from fairwin.telemetry.hold_clocks import HoldClocks
+from fairwin.verdict.observed import host_findings, pooled_profile, started_telemetry, unobserved_checks
 
 
 def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
@@ -116,7 +116,7 @@ def decide_and_report(
     production_caps_by_host: dict[str, float | None] | None = None,
 ) -> Decision:
     """``stop_reason``: why a sequential window stopped before a look settled it; ``hold_clocks``: what the
-    window saw of the clocks outside its starts (window/clocks.py); ``unobserved``: what else went unobserved
+    window saw of the clocks outside its starts (telemetry/hold_clocks.py); ``unobserved``: what else went unobserved
     (:func:`unwatched_clocks`, :func:`unread_production`); ``production_caps_by_host``: each host's own
     configured cap."""
     pooled = read_jsonl(window.pooled, POOLED.readable)

@@ -26,7 +26,6 @@ from fairwin.launch.reported import reported_speculative
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.speculative import LLAMA_SYNTHETIC, stated_speculative
 from fairwin.plan.checks import Runtime
-from fairwin.plan.roles import RepoPin
 from fairwin.production.live import LiveMember
 from fairwin.redaction import fingerprinted, is_secret_name
 
@@ -255,23 +254,6 @@ def check_reported_speculative(
     if live is not None:
         check_live_speculative(spec.label, live, reported, runtime)
     return reported, "server log" if where.startswith("as the server") else "argv"
-
-
-def check_checkout(label: str, pin: RepoPin, head: str | None, changed: list[str]) -> dict[str, str]:
-    """The pinned checkout is at its commit with nothing tracked uncommitted; raises naming what is there."""
-    if head is None:
-        raise RuntimeCheckError(f"{label}: {pin.path} is not a git checkout there (or git is missing)")
-    if not head.startswith(pin.commit):
-        raise RuntimeCheckError(
-            f"{label}: {pin.path} is at {head[:12]}, not the pinned {pin.commit[:12]}; bring it "
-            "there first (`fairwin stage`, or git checkout on the host)"
-        )
-    if changed:
-        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        raise RuntimeCheckError(
-            f"{label}: {pin.path} is at {head[:12]} but has uncommitted changes ({', '.join(changed[:3])}{more})"
-        )
-    return {"path": pin.path, "commit": head}
 
 
 def check_identity(label: str, pins: Mapping[str, str], found: Mapping[str, str | None]) -> dict[str, str]:

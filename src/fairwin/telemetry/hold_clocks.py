@@ -26,7 +26,6 @@ from fairwin.files import scan_jsonl
 from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample, GpuSource
 from fairwin.telemetry.sampler import Sampler, dialbacks, gpu_key
-from fairwin.window.observed import start_receipts
 
 #: The hold's own samples, in the window's directory (fairwin.telemetry/1 rows).
 HOLD_TELEMETRY = "hold-telemetry.jsonl"
@@ -175,7 +174,7 @@ def between_starts_clocks(
     if sampler is None:
         return {}, {}
     hold, spans = held(journal), measured_spans(window.path / "starts")
-    caps = start_caps(start_receipts(window))
+    caps = start_caps(window.start_receipts())
     return (
         between_starts(sampler.samples, hold, spans, telemetry.invalidating_dialbacks),
         relocks(sampler.samples, hold, spans, caps, telemetry.cap_from),
