@@ -371,7 +371,7 @@ def test_a_gate_artifact_is_bound_to_what_a_remote_server_loads_by_its_pin_on_th
         GateInputs(qualification=carried, gates=[gate]),
         tmp_path / "out",
     )
-    assert summary["artifacts_on_hosts"] == {"rng: kernel.bin": ["role B on host h1: /opt/k2/kernel.bin"]}
+    assert summary.artifacts_on_hosts == {"rng: kernel.bin": ["role B on host h1: /opt/k2/kernel.bin"]}
 
 
 def test_a_foreign_admission_receipt_is_read_by_the_fields_the_plan_names_and_says_so(
@@ -401,7 +401,7 @@ def test_a_foreign_admission_receipt_is_read_by_the_fields_the_plan_names_and_sa
     loaded = load_plan(plan)
     mode = loaded.plan.all_modes()["controlled"]
     summary = run_gates(loaded, "controlled", mode, GateInputs(qualification=out), tmp_path / "out")
-    assert summary["qualification"]["admission"] == said
+    assert summary.qualification is not None and summary.qualification.admission == said
     theirs.write_text(json.dumps({**document, "status": "FAIL"}))
     assert "verdict is 'FAIL', not QUALIFIED" in carry(plan, theirs, q, tmp_path / "failed.json").stderr
     theirs.write_text(json.dumps({key: value for key, value in document.items() if key != "git"}))

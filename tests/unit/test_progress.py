@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from fairwin.cli._progress import LiveDisplay, window_display
+from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.plan.schedule import StartSpec
 from fairwin.window.progress import ProgressFeed
 
@@ -31,7 +32,13 @@ def test_the_open_event_carries_the_starts_their_estimates_and_the_waves_each_ru
     seen: list[dict[str, Any]] = []
     starts = [StartSpec(name="s1", kind="control", role="A"), StartSpec(name="s2", kind="candidate", role="B")]
     ProgressFeed("w1", seen.append).opened(
-        Path("/w"), "control-first", starts, {"measurement_end_s": 90.0, "per_start_s": {"s1": 40.0}}, 6
+        Path("/w"),
+        "control-first",
+        starts,
+        BudgetEstimate(
+            measurement_end_s=90.0, reserve_total_s=10.0, dry_bound_s=120.0, per_start_s={"s1": 40.0}, sources={}
+        ),
+        6,
     )
     (event,) = seen
     assert event["estimate_s"] == 90.0 and event["waves_per_start"] == 6 and event["path"] == "/w"

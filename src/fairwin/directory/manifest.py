@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.directory.environment import commit_of
+from fairwin.directory.gate_summary import GateSummary
 from fairwin.formats import WINDOW, RecordFormat
 from fairwin.records import Record
 from fairwin.rows import Kind, Order
@@ -78,7 +79,7 @@ class WindowManifest(Record):
     archive_key: dict[str, Any] | None = None  # production's commit, each cell's shape, each host's name
     archive_snapshot: dict[str, Any] | None = None
     power_warnings: list[str] = Field(default_factory=list)
-    gates: dict[str, Any] = Field(default_factory=dict)
+    gates: GateSummary | None = None  # None: opened before the gates' summary was kept
     coordinator: dict[str, Any] | None = None
     families: dict[str, FamilyPins] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)

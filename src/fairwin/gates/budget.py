@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from fairwin.decision.registry import RULES
+from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.errors import GateRefused
 from fairwin.gates.estimate import TimeEstimate
 from fairwin.plan.loading import LoadedPlan
@@ -84,7 +84,7 @@ def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
 
 
 def next_pair_refused(
-    estimate: dict[str, Any], pair: Sequence[StartSpec], ran: int, elapsed_s: float, budget: BudgetSettings
+    estimate: BudgetEstimate, pair: Sequence[StartSpec], ran: int, elapsed_s: float, budget: BudgetSettings
 ) -> str | None:
     """Why a sequential window that has run ``ran`` starts may not run its next pair (None: it fits): the pair
     must stay within ``max_starts`` and, measured against the time actually spent since the window opened, its
@@ -94,9 +94,8 @@ def next_pair_refused(
         return None
     if budget.max_starts is not None and ran + len(pair) > budget.max_starts:
         return f"the budget: {budget.max_starts} starts at most (max_starts)"
-    per_start = estimate.get("per_start_s", {})
-    pair_s = sum(float(per_start.get(start.name, 0.0)) for start in pair)
-    tail_s = float(estimate.get("close_reserve_s", 0.0))
+    pair_s = sum(estimate.per_start_s.get(start.name, 0.0) for start in pair)
+    tail_s = estimate.close_reserve_s
     names = " and ".join(start.name for start in pair)
     end_min, dry_min = (elapsed_s + pair_s) / 60.0, (elapsed_s + pair_s + tail_s) / 60.0
     if end_min > budget.measurement_limit_min:

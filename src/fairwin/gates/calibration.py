@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairwin.directory.budget_record import BudgetRecord
+from fairwin.directory.gate_summary import BudgetRecord
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.start_receipt import StartReceipt, WaveRow

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from fairwin.directory.gate_summary import BudgetEstimate, GateSummary, QualificationRef, ReceiptRef
 from fairwin.errors import GateRefused
 from fairwin.gates.budget import check_budget
 from fairwin.gates.calibration import calibrate
@@ -72,51 +72,57 @@ def identity_pins(loaded: LoadedPlan, mode: Mode) -> tuple[dict[str, list[str]],
 
 def run_gates(
     loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs, output_dir: Path, archive_starts: int = 0
-) -> dict[str, Any]:
+) -> GateSummary:
     """``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look)."""
-    summary: dict[str, Any] = {}
     expected = inputs.expected_commit or loaded.plan.window.expected_commit
+    expected_commit = None
     if expected is not None:
-        summary["expected_commit"] = require_commit(loaded.resolve(loaded.plan.qualification.repo), expected)
+        expected_commit = require_commit(loaded.resolve(loaded.plan.qualification.repo), expected)
+    head = qualification = gates = bound = None
     artifacts: dict[str, str] | None = None
     names: list[str] = []
     if inputs.qualification is not None or inputs.gates:
         repo = loaded.resolve(loaded.plan.qualification.repo)
         head = resolve(repo, "HEAD")
-        summary["head"] = head
         if inputs.qualification is not None:
             carried = require_carry(inputs.qualification, head, loaded.plan.qualification)
             artifacts = carried.artifacts
-            summary["qualification"] = {"path": str(inputs.qualification), "sha256": carried.sha256}
-            if "foreign" in carried.admission:  # the admission was another tool's: say how it was read
-                summary["qualification"]["admission"] = carried.admission["foreign"]
+            # An admission that was another tool's says how it was read.
+            how = carried.admission.get("foreign")
+            qualification = QualificationRef(path=str(inputs.qualification), sha256=carried.sha256, admission=how)
         receipts = [require_gate(path, head, artifacts) for path in inputs.gates]
         names = [receipt.name for receipt in receipts]
-        summary["gates"] = [{"path": str(p), "sha256": r.sha256} for p, r in zip(inputs.gates, receipts, strict=True)]
-        bound = bind_to_hosts(receipts, *identity_pins(loaded, mode))
-        if bound:
-            summary["artifacts_on_hosts"] = bound
+        gates = [ReceiptRef(path=str(p), sha256=r.sha256) for p, r in zip(inputs.gates, receipts, strict=True)]
+        bound = bind_to_hosts(receipts, *identity_pins(loaded, mode)) or None
     check_required(loaded, inputs, names)
+    rehearsal = None
     if inputs.rehearsal is not None:
         document = require_rehearsal(inputs.rehearsal, loaded)
-        summary["rehearsal"] = {"path": str(inputs.rehearsal), "sha256": document.sha256}
+        rehearsal = ReceiptRef(path=str(inputs.rehearsal), sha256=document.sha256)
     found = estimate(loaded, mode_name, mode, calibrate(output_dir), archive_starts)
     check_budget(loaded, found)
-    summary["budget"] = budget_record(found)
-    return summary
+    return GateSummary(
+        expected_commit=expected_commit,
+        head=head,
+        qualification=qualification,
+        gates=gates,
+        artifacts_on_hosts=bound,
+        rehearsal=rehearsal,
+        budget=budget_estimate(found),
+    )
 
 
-def budget_record(found: TimeEstimate) -> dict[str, Any]:
+def budget_estimate(found: TimeEstimate) -> BudgetEstimate:
     """At the rule's maximum; with a sequential rule's first look beside it."""
     first = found.first_stop
-    return {
-        "measurement_end_s": found.measurement_end_s,
-        "reserve_total_s": found.reserve_total_s,
-        "dry_bound_s": found.dry_bound_s,
-        "close_reserve_s": found.close_reserve_s,
-        "pair_reserve_measured": found.pair_reserve_measured,
-        "first_look": first,
-        "first_look_end_s": found.end_after(first),
-        "per_start_s": {cost.start: cost.total_s for cost in found.starts},
-        "sources": found.sources,
-    }
+    return BudgetEstimate(
+        measurement_end_s=found.measurement_end_s,
+        reserve_total_s=found.reserve_total_s,
+        dry_bound_s=found.dry_bound_s,
+        close_reserve_s=found.close_reserve_s,
+        pair_reserve_measured=found.pair_reserve_measured,
+        first_look=first,
+        first_look_end_s=found.end_after(first),
+        per_start_s={cost.start: cost.total_s for cost in found.starts},
+        sources=found.sources,
+    )

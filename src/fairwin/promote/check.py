@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict
 
 from fairwin.decision import Decision
+from fairwin.directory.gate_summary import GateSummary
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.status import WindowStatus
@@ -64,14 +65,14 @@ class Evidence:
     decision: Decision | None
 
     @property
-    def gates(self) -> dict[str, Any]:
+    def gates(self) -> GateSummary | None:
         return self.manifest.gates
 
     @property
     def commit(self) -> str | None:
         """The commit under test: the one the gates bound the window to, else the plan's work tree's."""
-        head = self.gates.get("head")
-        return head if isinstance(head, str) and head else self.manifest.commit
+        head = self.gates.head if self.gates is not None else None
+        return head or self.manifest.commit
 
 
 def _decided(found: Evidence, policy: PromotionPolicy) -> list[str]:
@@ -100,7 +101,7 @@ def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[s
     """The carry and every gate receipt, read again: sealed, at the window's commit, bound to each other."""
     reasons: list[str] = []
     head, gates = found.commit, found.gates
-    recorded = gates.get("qualification")
+    recorded = gates.qualification if gates is not None else None
     artifacts: dict[str, str] | None = None
     if recorded is None:
         if policy.require_qualification:
@@ -109,21 +110,21 @@ def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[s
         reasons.append("the window recorded no git commit, so its qualification cannot be bound to it")
     else:
         try:
-            carried = require_carry(Path(recorded["path"]), head, _qualification_rules(found))
+            carried = require_carry(Path(recorded.path), head, _qualification_rules(found))
             artifacts = carried.artifacts
-            if carried.sha256 != recorded.get("sha256"):
-                reasons.append(f"qualification {recorded['path']} is not the receipt the window was given")
+            if carried.sha256 != recorded.sha256:
+                reasons.append(f"qualification {recorded.path} is not the receipt the window was given")
         except FairwinError as exc:
             reasons.append(f"qualification: {exc}")
     passed = set()
-    for gate in gates.get("gates") or []:
+    for gate in (gates.gates if gates is not None else None) or []:
         try:
-            receipt = require_gate(Path(gate["path"]), head or "", artifacts)
+            receipt = require_gate(Path(gate.path), head or "", artifacts)
         except FairwinError as exc:
             reasons.append(f"gate receipt: {exc}")
             continue
-        if receipt.sha256 != gate.get("sha256"):
-            reasons.append(f"gate receipt {gate['path']} is not the one the window was given")
+        if receipt.sha256 != gate.sha256:
+            reasons.append(f"gate receipt {gate.path} is not the one the window was given")
         else:
             passed.add(receipt.name)
     reasons += [
@@ -135,18 +136,18 @@ def _qualification_and_gates(found: Evidence, policy: PromotionPolicy) -> list[s
 
 
 def _rehearsal(found: Evidence, policy: PromotionPolicy) -> list[str]:
-    recorded = found.gates.get("rehearsal")
+    recorded = found.gates.rehearsal if found.gates is not None else None
     if recorded is None:
         return ["no rehearsal was given to the window (--require-rehearsal DIR)"] if policy.require_rehearsal else []
     try:
-        document = read_receipt(Path(recorded["path"]) / "rehearsal.json", RehearsalRecord)
+        document = read_receipt(Path(recorded.path) / "rehearsal.json", RehearsalRecord)
     except FairwinError as exc:
         return [f"rehearsal: {exc}"]
-    reasons = [] if document.verdict == "PASS" else [f"rehearsal {recorded['path']} is {document.verdict}"]
+    reasons = [] if document.verdict == "PASS" else [f"rehearsal {recorded.path} is {document.verdict}"]
     if document.plan_sha256 != found.manifest.plan_sha256:
-        reasons.append(f"rehearsal {recorded['path']} was made for another plan (sha256 differs from the window's)")
-    if document.sha256 != recorded.get("sha256"):
-        reasons.append(f"rehearsal {recorded['path']} is not the receipt the window was given")
+        reasons.append(f"rehearsal {recorded.path} was made for another plan (sha256 differs from the window's)")
+    if document.sha256 != recorded.sha256:
+        reasons.append(f"rehearsal {recorded.path} is not the receipt the window was given")
     return reasons
 
 

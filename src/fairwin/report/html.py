@@ -115,7 +115,7 @@ def _receipts(window: Path, manifest: WindowManifest | None, status: WindowStatu
     if production.get("sha256"):
         digests.append(("production's declaration", production["sha256"]))
     parts = ["<h2>Receipts</h2>", _table(["what", "sha256"], [(name, value or "n/a") for name, value in digests])]
-    gates = manifest.gates if manifest else {}
+    gates = manifest.gates.model_dump(mode="json", exclude_none=True) if manifest and manifest.gates else {}
     parts.append("<h3>Gates</h3>")
     parts.append(
         _table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600]) for name, value in gates.items()])

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from fairwin.archive import ArchiveKey
 from fairwin.decision import DEFAULT_RULE, ArchiveNoise, AuditResult, RuleSpec
-from fairwin.directory.budget_record import BudgetRecord
+from fairwin.directory.gate_summary import BudgetRecord
 
 
 def _pct(value: float | None) -> str:

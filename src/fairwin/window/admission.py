@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Literal, TypedDict, Unpack
 
 from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.archive.window_rows import archive_location
@@ -27,6 +27,7 @@ from fairwin.custody.lock import (
     refuse_if_held,
     refuse_if_held_elsewhere,
 )
+from fairwin.directory.gate_summary import GateSummary
 from fairwin.errors import ArchiveError, GateRefused, LaunchError, RuntimeCheckError
 from fairwin.gates.sequence import GateInputs, run_gates
 from fairwin.launch.checkouts import check_checkouts, pinned_checkouts
@@ -77,7 +78,7 @@ class Admission:
     archive: ArchiveStore
     snapshot: Snapshot  # read once: the budget's first look, the warnings and the noise at decide see the same rows
     archive_starts: int
-    gate_summary: dict[str, Any]
+    gate_summary: GateSummary
     live: LiveProduction | None = None  # production as it runs, read after the gates and the hosts
     clocks: ClockWatch = field(default_factory=ClockWatch)  # unobserved clocks; the watchdog logs' marks
 
@@ -116,7 +117,7 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     await _hosts_reachable(loaded, mode_name)
     checked_out = await _checkouts_pinned(loaded, admitted.checked)
     if checked_out:
-        admitted.gate_summary["checkouts"] = checked_out  # into window.json, with the gates
+        admitted.gate_summary.checkouts = checked_out  # into window.json, with the gates
     production = Production(loaded, admitted.out) if loaded.plan.production is not None else None
     held = (production_host(loaded), host_port(production.base_url)[1]) if production is not None else None
     await launchable(loaded, roles, held)

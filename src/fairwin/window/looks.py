@@ -8,13 +8,14 @@ still fits it (gates/budget.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fairwin.decision import decide
 from fairwin.decision.document import Look, Stopping
 from fairwin.decision.sequential import archive_starts
+from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.directory.layout import WindowDir
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
@@ -66,21 +67,19 @@ def go_on_or_stop(
     look: Look,
     after: int,
     starts: Sequence[StartSpec],
-    budget: Mapping[str, Any],
+    budget: BudgetEstimate,
     elapsed_s: float,
     loaded: LoadedPlan,
 ) -> LookResult:
     """Stop when the look settled the verdict; else when the next pair would not fit the budget."""
     if look.verdict != "CONTINUE":
         return LookResult(look, "decided")
-    return LookResult(
-        look, next_pair_refused(dict(budget), starts[after : after + 2], after, elapsed_s, loaded.plan.budget)
-    )
+    return LookResult(look, next_pair_refused(budget, starts[after : after + 2], after, elapsed_s, loaded.plan.budget))
 
 
-def unspent_line(stopping: Stopping, verdict: str, starts: Sequence[StartSpec], budget: Mapping[str, Any]) -> str:
+def unspent_line(stopping: Stopping, verdict: str, starts: Sequence[StartSpec], budget: BudgetEstimate) -> str:
     """``decided WIN after 5 of at most 9 starts; 4 starts of hold (about 38 min) not spent``."""
-    per_start = budget.get("per_start_s", {})  # the starts the budget allowed (max_starts may stop short of the rule)
+    per_start = budget.per_start_s  # the starts the budget allowed (max_starts may stop short of the rule)
     unspent = [s.name for s in starts[stopping.starts_used :] if s.name in per_start]
     minutes = sum(float(per_start.get(name, 0.0)) for name in unspent) / 60.0
     saved = f"; {len(unspent)} starts of hold (about {minutes:.0f} min) not spent" if unspent else ""

@@ -25,7 +25,7 @@ from fairwin.custody.hold import Hold
 from fairwin.custody.lock import HardwareLocks, release, release_shared
 from fairwin.custody.team_hold import HOLD_STEP, RELEASE_STEP, TeamHold
 from fairwin.decision import Decision
-from fairwin.directory.budget_record import BudgetEstimate, BudgetRecord
+from fairwin.directory.gate_summary import BudgetRecord, GateSummary
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
 from fairwin.errors import ArchiveError, Interrupted, RestoreFailed
@@ -69,7 +69,7 @@ class Window(Opening, Closing):
     directory: WindowDir
     order: Order
     starts: list[StartSpec]
-    gate_summary: dict[str, Any]
+    gate_summary: GateSummary
     environment: dict[str, Any]
     archive_store: ArchiveStore
     archive_snapshot: Snapshot  # read once at open: the power warnings and the decision's noise both come from it
@@ -204,7 +204,7 @@ class Window(Opening, Closing):
             found,
             after,
             self.starts,
-            self.gate_summary.get("budget", {}),
+            self.gate_summary.budget,
             time.monotonic() - self.opened_at,
             self.loaded,
         )
@@ -229,9 +229,7 @@ class Window(Opening, Closing):
         )
         if self.decision.sequential is not None:
             self.say(
-                unspent_line(
-                    self.decision.sequential, self.decision.verdict, self.starts, self.gate_summary.get("budget", {})
-                )
+                unspent_line(self.decision.sequential, self.decision.verdict, self.starts, self.gate_summary.budget)
             )
 
     async def _held_gpus(self) -> GpuSource | None:
@@ -278,7 +276,7 @@ class Window(Opening, Closing):
 
     async def budget(self) -> None:
         record = BudgetRecord(
-            estimate=BudgetEstimate.model_validate(self.gate_summary["budget"]),
+            estimate=self.gate_summary.budget,
             actual_s=step_times(read_whole(self.directory.journal)),
         )
         write_record(self.directory.budget, record)

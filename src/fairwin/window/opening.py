@@ -17,6 +17,7 @@ from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.archive.window_rows import archive_key_record
 from fairwin.custody.chain import ChainRun
 from fairwin.custody.hold import Hold
+from fairwin.directory.gate_summary import GateSummary
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, PlanOverride, WindowManifest
 from fairwin.plan.loading import LoadedPlan
@@ -36,7 +37,7 @@ class Opening:
     directory: WindowDir
     order: Order
     starts: list[StartSpec]
-    gate_summary: dict[str, Any]
+    gate_summary: GateSummary
     environment: dict[str, Any]
     archive_store: ArchiveStore
     archive_snapshot: Snapshot
@@ -60,7 +61,7 @@ class Opening:
             self.directory.path,
             self.order,
             self.starts,
-            self.gate_summary.get("budget", {}),
+            self.gate_summary.budget,
             sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells),
         )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.

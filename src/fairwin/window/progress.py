@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict
 
+from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.formats import PROGRESS, RecordFormat
 from fairwin.plan.schedule import StartSpec
 from fairwin.records import Record
@@ -71,15 +72,15 @@ class ProgressFeed:
             log.warning("progress display dropped after it failed: %s", exc)
 
     def opened(
-        self, path: Path, order: str, starts: Sequence[StartSpec], budget: Mapping[str, Any], waves_per_start: int
+        self, path: Path, order: str, starts: Sequence[StartSpec], budget: BudgetEstimate, waves_per_start: int
     ) -> None:
         """The ``open`` event: what a display needs to show how far the window has come and what is left."""
-        estimates = budget.get("per_start_s", {})
+        estimates = budget.per_start_s
         self.emit(
             "open",
             path=str(path),
             order=order,
-            estimate_s=budget.get("measurement_end_s"),
+            estimate_s=budget.measurement_end_s,
             waves_per_start=waves_per_start,
             starts=[
                 {"name": s.name, "kind": s.kind, "role": s.role, "estimate_s": estimates.get(s.name)} for s in starts

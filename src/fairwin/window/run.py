@@ -34,6 +34,7 @@ from fairwin.custody.lock import (
 )
 from fairwin.decision import RuleSpec
 from fairwin.directory.environment import capture, commit_of
+from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.launch.runtime_cli import container_clis
@@ -70,7 +71,7 @@ async def open_admitted(
     """A new window directory for an admitted window, under the hardware's lock."""
     say = options.get("say", quiet)
     checked, out = admitted.checked, admitted.out
-    say(gate_line(checked.rule, admitted.gate_summary["budget"]))
+    say(gate_line(checked.rule, admitted.gate_summary.budget))
     environment = capture(loaded.base_dir)
     warnings = preflight_power(loaded, checked.rule, admitted.snapshot, mode_name)
     for warning in warnings:
@@ -165,14 +166,14 @@ def _node_caps(loaded: LoadedPlan, checked: Preflight, say: Callable[[str], None
     return found
 
 
-def gate_line(rule: RuleSpec, budget: dict[str, Any]) -> str:
+def gate_line(rule: RuleSpec, budget: BudgetEstimate) -> str:
     """'gates passed; estimated ...': the measurement's end, and a sequential rule's first look beside its maximum."""
-    most = f"{budget['measurement_end_s'] / 60:.1f} min of measurement"
-    if not rule.looks:
+    most = f"{budget.measurement_end_s / 60:.1f} min of measurement"
+    if not rule.looks or budget.first_look_end_s is None:
         return f"gates passed; estimated {most}"
     return (
-        f"gates passed; estimated {budget['first_look_end_s'] / 60:.1f} min to the first look (after "
-        f"{budget['first_look']} starts), at most {most} ({len(budget['per_start_s'])} starts)"
+        f"gates passed; estimated {budget.first_look_end_s / 60:.1f} min to the first look (after "
+        f"{budget.first_look} starts), at most {most} ({len(budget.per_start_s)} starts)"
     )
 
 
