@@ -308,7 +308,7 @@ async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | N
     if marker is None:
         return "no chain in progress: nothing to check"
     snapshot = Production(loaded, output_dir).snapshot()
-    commit = git_state(loaded.base_dir).get("commit")
+    commit = git_state(loaded.base_dir).commit
     problems = await continuation_problems(loaded, marker, snapshot=snapshot, commit=commit, capture=capture)
     if not problems:
         return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"

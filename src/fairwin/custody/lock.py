@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pydantic import ConfigDict, ValidationError
 
+from fairwin.directory.status import Coordinator
 from fairwin.errors import CorruptRecordError, GateRefused, OutputDirError
 from fairwin.files import first_problem
 from fairwin.formats import LOCK, RecordFormat
@@ -138,9 +139,9 @@ def lock_record(window_id: str, window_path: Path, who: str) -> LockRecord:
     )
 
 
-def coordinator_of(record: LockRecord) -> dict[str, Any]:
+def coordinator_of(record: LockRecord) -> Coordinator:
     """Who runs a window, for window.json and status.json: the coordinator's name, its machine and fairwin's pid."""
-    return {"name": record.coordinator, "host": record.host, "pid": record.pid}
+    return Coordinator(name=record.coordinator, host=record.host, pid=record.pid)
 
 
 def acquire(path: Path, window_id: str, window_path: Path, who: str) -> LockRecord:

@@ -7,7 +7,8 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from fairwin._version import __version__
 
@@ -17,28 +18,49 @@ def _git(directory: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def git_state(directory: Path) -> dict[str, Any]:
-    """The commit and whether the tree is dirty; {} outside a git work tree."""
+class GitState(BaseModel):
+    """The working directory's commit and whether its tracked files differ from it; empty outside a work tree."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    commit: str | None = None
+    dirty: bool | None = None
+
+
+class Environment(BaseModel):
+    """What a window ran on, as window.json keeps it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fairwin: str
+    python: str
+    implementation: str
+    platform: str
+    host: str
+    git: GitState = GitState()
+
+    @property
+    def commit(self) -> str | None:
+        """The git commit the window ran at; None outside a work tree."""
+        return self.git.commit
+
+
+def git_state(directory: Path) -> GitState:
+    """The commit and whether the tree is dirty; empty outside a git work tree."""
     try:
         commit = _git(directory, "rev-parse", "HEAD")
         dirty = _git(directory, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
-        return {}
-    return {"commit": commit, "dirty": bool(dirty)}
+        return GitState()
+    return GitState(commit=commit, dirty=bool(dirty))
 
 
-def commit_of(environment: dict[str, Any]) -> str | None:
-    """The git commit an environment (as :func:`capture` records it) ran at; None outside a work tree."""
-    found = (environment.get("git") or {}).get("commit")
-    return found if isinstance(found, str) else None
-
-
-def capture(directory: Path) -> dict[str, Any]:
-    return {
-        "fairwin": __version__,
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "host": socket.gethostname(),
-        "git": git_state(directory),
-    }
+def capture(directory: Path) -> Environment:
+    return Environment(
+        fairwin=__version__,
+        python=sys.version.split()[0],
+        implementation=platform.python_implementation(),
+        platform=platform.platform(),
+        host=socket.gethostname(),
+        git=git_state(directory),
+    )

@@ -20,7 +20,7 @@ from typing import Any
 
 from fairwin.directory.journal import Event, record
 from fairwin.directory.start_receipt import StartReceipt
-from fairwin.directory.status import WindowState, WindowStatus
+from fairwin.directory.status import Coordinator, WindowState, WindowStatus
 from fairwin.errors import InputError, OutputDirError
 from fairwin.records import read_record, write_record
 from fairwin.redaction import ScrubbingFormatter
@@ -35,11 +35,11 @@ def new_window_id(mode: str) -> str:
 class WindowDir:
     path: Path
     window_id: str
-    coordinator: dict[str, Any] | None = None  # who runs it (name, host, pid): in every status it writes
+    coordinator: Coordinator | None = None  # who runs it (name, host, pid): in every status it writes
 
     @classmethod
     def create(
-        cls, output_dir: Path, mode: str, window_id: str | None = None, coordinator: dict[str, Any] | None = None
+        cls, output_dir: Path, mode: str, window_id: str | None = None, coordinator: Coordinator | None = None
     ) -> WindowDir:
         window_id = window_id or new_window_id(mode)
         try:

@@ -1,8 +1,8 @@
 """``window.json``, the window's manifest: what is about to run, written at open before anything is measured.
 
 The window builds it (window/machine.py); the decision, the archive, the report, calibration
-and the promotion gate read it. Parts that other layers own (the gates' receipts, production's
-snapshot, the environment) are kept as those layers wrote them.
+and the promotion gate read it. Its parts are typed here (the gates' summary, who runs it,
+the environment), except production's snapshot and the archive's key, kept as those layers wrote them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fairwin.directory.environment import commit_of
+from fairwin.directory.environment import Environment
 from fairwin.directory.gate_summary import GateSummary
+from fairwin.directory.status import Coordinator
 from fairwin.formats import WINDOW, RecordFormat
 from fairwin.records import Record
 from fairwin.rows import Kind, Order
@@ -80,9 +81,9 @@ class WindowManifest(Record):
     archive_snapshot: dict[str, Any] | None = None
     power_warnings: list[str] = Field(default_factory=list)
     gates: GateSummary | None = None  # None: opened before the gates' summary was kept
-    coordinator: dict[str, Any] | None = None
+    coordinator: Coordinator | None = None
     families: dict[str, FamilyPins] = Field(default_factory=dict)
-    environment: dict[str, Any] = Field(default_factory=dict)
+    environment: Environment | None = None  # None: a window.json written without one
     production: dict[str, Any] | None = None  # the snapshot production was taken down as, and its reading
     chain: dict[str, Any] | None = None
     telemetry: ManifestTelemetry = Field(default_factory=ManifestTelemetry)
@@ -90,4 +91,4 @@ class WindowManifest(Record):
     @property
     def commit(self) -> str | None:
         """The git commit the window ran (its environment's)."""
-        return commit_of(self.environment)
+        return self.environment.commit if self.environment is not None else None

@@ -22,6 +22,16 @@ WindowState = Literal["running", "complete", "failed", "interrupted"]
 CustodyState = Literal["RESTORED", "RESTORE FAILED", "CHAINED"]
 
 
+class Coordinator(BaseModel):
+    """Who runs a window: the coordinator's name, the machine it runs on and fairwin's pid there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    host: str
+    pid: int
+
+
 class Restore(BaseModel):
     """Production given back (``up`` and its ``watch``), not given back (``reason``), or left to a chain."""
 
@@ -54,7 +64,7 @@ class WindowStatus(Record):
     window_id: str
     state: WindowState
     time: float
-    coordinator: dict[str, Any] | None = None
+    coordinator: Coordinator | None = None
     verdict: str | None = None
     decision_sha256: str | None = None
     error: str | None = None

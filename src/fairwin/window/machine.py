@@ -25,6 +25,7 @@ from fairwin.custody.hold import Hold
 from fairwin.custody.lock import HardwareLocks, release, release_shared
 from fairwin.custody.team_hold import HOLD_STEP, RELEASE_STEP, TeamHold
 from fairwin.decision import Decision
+from fairwin.directory.environment import Environment
 from fairwin.directory.gate_summary import BudgetRecord, GateSummary
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
@@ -70,7 +71,7 @@ class Window(Opening, Closing):
     order: Order
     starts: list[StartSpec]
     gate_summary: GateSummary
-    environment: dict[str, Any]
+    environment: Environment
     archive_store: ArchiveStore
     archive_snapshot: Snapshot  # read once at open: the power warnings and the decision's noise both come from it
     power_warnings: list[str]

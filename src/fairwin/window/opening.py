@@ -17,6 +17,7 @@ from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.archive.window_rows import archive_key_record
 from fairwin.custody.chain import ChainRun
 from fairwin.custody.hold import Hold
+from fairwin.directory.environment import Environment
 from fairwin.directory.gate_summary import GateSummary
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, PlanOverride, WindowManifest
@@ -38,7 +39,7 @@ class Opening:
     order: Order
     starts: list[StartSpec]
     gate_summary: GateSummary
-    environment: dict[str, Any]
+    environment: Environment
     archive_store: ArchiveStore
     archive_snapshot: Snapshot
     power_warnings: list[str]

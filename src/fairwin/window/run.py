@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Unpack
 
 from fairwin.custody.chain import (
     ChainRun,
@@ -33,7 +33,7 @@ from fairwin.custody.lock import (
     shared_locks,
 )
 from fairwin.decision import RuleSpec
-from fairwin.directory.environment import capture, commit_of
+from fairwin.directory.environment import Environment, capture
 from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
@@ -182,7 +182,7 @@ async def chain_for(
     checked: Preflight,
     hold: Hold | None,
     out: Path,
-    environment: dict[str, Any],
+    environment: Environment,
     options: WindowOptions,
 ) -> ChainRun | None:
     """This window's part in a chain, or a refusal: chaining needs production and a mode that may chain, and a
@@ -211,7 +211,7 @@ async def chain_for(
         )
     if wanted == "last" and found is None:
         raise InputError(f"--chain-last: no chain is in progress ({path}); run the window without it")
-    commit = commit_of(environment)
+    commit = environment.commit
     if found is not None:
         problems = await continuation_problems(
             loaded, found, snapshot=hold.snapshot, commit=commit, capture=options.get("chain_production")
