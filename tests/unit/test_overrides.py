@@ -116,7 +116,9 @@ def test_the_effective_plan_is_validated_recorded_and_digested(
     assert plan.read_text() == plan_text  # the file is never written
     with pytest.raises(PlanError, match=r"window.repeats: Input should be a valid integer.*\(got 'many'\)"):
         load_plan(plan, ["window.repeats=many"])
-    with pytest.raises(PlanError, match=r"roles.B.nonsense: Extra inputs are not permitted; remove this key"):
+    with pytest.raises(
+        PlanError, match=r"roles.B.nonsense: 'nonsense' is not a key here; remove it or fix its spelling"
+    ):
         load_plan(plan, ["roles.B.nonsense=1"])
 
 

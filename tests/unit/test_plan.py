@@ -36,9 +36,20 @@ def one_line_error(exc: pytest.ExceptionInfo[BaseException]) -> str:
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [
-        ('served_model = "tiny"', "", "roles.A.served_model: Field required; add this key"),
+        ('served_model = "tiny"', "", "roles.A.served_model: 'served_model' is required here; add this key"),
         ("repeats = 3", 'repeats = "three"', "window.repeats: Input should be a valid integer"),
-        ("repeats = 3", "repeats = 3\nrepeat = 4", "window.repeat: Extra inputs are not permitted; remove this key"),
+        (
+            "repeats = 3",
+            "repeats = 3\nrepeat = 4",
+            "window.repeat: 'repeat' is not a key here; did you mean 'repeats'?",
+        ),
+        ("max_tokens = 48", "max_tokens = 48\nzzzq = 1", "cells.short-b1.zzzq: 'zzzq' is not a key here; remove it"),
+        # A misspelt key is named with its neighbour, not the key it left missing.
+        (
+            'served_model = "tiny"',
+            'served_modle = "tiny"',
+            "roles.A.served_modle: 'served_modle' is not a key here; did you mean 'served_model'?",
+        ),
         ("prompt_tokens = 64", "prompt_tokens = -5", "cells.short-b1.prompt_tokens: Input should be greater than 0"),
         ('base_url = "http://127.0.0.1:{port}"', 'base_url = "127.0.0.1:80"', "must start with http://"),
         ('families = ["prose", "code"]', 'families = ["poetry"]', "names 'poetry', which is not declared"),

@@ -11,10 +11,12 @@ import json
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from fairwin.directory.manifest import WindowManifest
@@ -89,13 +91,42 @@ def _hint(error: ErrorDetails) -> str:
     return "fix this value"
 
 
+def _keys_at(location: Sequence[int | str]) -> list[str]:
+    """The keys the plan's model accepts beside the last part of ``location`` (a table's fields); [] if unknown.
+
+    Walked by hand through the models' annotations: pydantic names the offending key but not its neighbours."""
+    current: Any = Plan
+    for part in location[:-1]:
+        while get_origin(current) in (Union, UnionType):  # X | None: the model inside
+            current = next(a for a in get_args(current) if a is not type(None))
+        if get_origin(current) in (dict, list):
+            current = get_args(current)[-1]  # a named table (roles.A) or a list item: the value's model
+        elif isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
+            current = current.model_fields[str(part)].annotation
+        else:
+            return []
+    while get_origin(current) in (Union, UnionType):
+        current = next(a for a in get_args(current) if a is not type(None))
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [field.alias or name for name, field in current.model_fields.items()]
+    return []
+
+
 def _format_validation(path: Path, exc: ValidationError) -> str:
     errors = exc.errors()
-    first = errors[0]
+    # A misspelt key is both an unknown key and a missing one: name the unknown one, with its nearest neighbour.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     location = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    message = first["msg"].removeprefix("Value error, ")
+    message, hint = first["msg"].removeprefix("Value error, "), _hint(first)
+    if first["type"] == "missing" and first["loc"]:
+        message = f"{str(first['loc'][-1])!r} is required here"
+    if first["type"] == "extra_forbidden" and first["loc"]:
+        key = str(first["loc"][-1])
+        message = f"{key!r} is not a key here"
+        near = get_close_matches(key, _keys_at(first["loc"]), n=1)
+        hint = f"did you mean {near[0]!r}?" if near else "remove it or fix its spelling (docs/plan.md lists the keys)"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{path}: {location}: {message}; {_hint(first)}{more}"
+    return f"{path}: {location}: {message}; {hint}{more}"
 
 
 def _read_toml(path: Path) -> tuple[bytes, dict[str, Any]]:
