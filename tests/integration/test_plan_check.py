@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,29 @@ def test_plan_check_is_quiet_for_a_rule_that_meets_them(make_plan: PlanFactory) 
     noisy_archive(plan)
     done = fairwin("plan", "check", str(plan))
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_plan_with_its_own_role_names_is_told_how_to_make_a_mode_and_then_runs_it_without_mode(
+    make_plan: PlanFactory,
+) -> None:
+    sim_roles = tomllib.loads(make_plan().read_text())["roles"]
+    roles = {"base": sim_roles["A"], "spec": sim_roles["B"]}
+    plan = make_plan(roles=roles, name="own.toml")
+    checked = fairwin("plan", "check", str(plan))
+    assert checked.returncode == 0 and "modes (none)" in checked.stdout
+    assert "warning: no mode can run: declare [modes.NAME] with control and candidate roles" in checked.stderr
+    shown = fairwin("plan", "show", str(plan))
+    assert shown.returncode == 2
+    assert (
+        "mode 'controlled' needs role(s) A, B, which the plan does not declare; add [roles.A], or declare "
+        "[modes.NAME] with control and candidate among roles base, spec"
+    ) in shown.stderr
+    mine = {"control": "base", "candidate": "spec"}
+    plan = make_plan(roles=roles, modes={"mine": mine}, name="own.toml")
+    checked = fairwin("plan", "check", str(plan))
+    assert checked.returncode == 0 and "modes mine;" in checked.stdout and "warning" not in checked.stderr
+    shown = fairwin("plan", "show", str(plan))  # no --mode: the plan's only mode
+    assert shown.returncode == 0 and "mode mine: control base, candidate spec" in shown.stdout
+    plan = make_plan(roles=roles, modes={"mine": mine, "other": {"control": "spec", "candidate": "base"}})
+    shown = fairwin("plan", "show", str(plan))
+    assert shown.returncode == 2 and "the plan has modes mine, other; name one with --mode" in shown.stderr

@@ -111,10 +111,9 @@ POLICY_REFUSALS = {
     ),
     "another mode": ({"mode": "controlled"}, "ran in mode production-policy; the policy requires controlled"),
     "a gate never given": ({"require_gates": ["rng", "lint"]}, "gate lint: no PASS receipt was given to the window"),
-    "a metric not recorded": ({"require_metrics": ["no_such_metric"]}, "no_such_metric was not recorded"),
     "clock caps unobserved": ({"require_observed_clock_caps": True}, "clock caps were not observed"),
 }
-PER_CELL = ("a metric not recorded", "clock caps unobserved")  # one line for each deciding cell
+PER_CELL = ("clock caps unobserved",)  # one line for each deciding cell
 
 
 @pytest.mark.parametrize("case", sorted(POLICY_REFUSALS))
@@ -124,6 +123,17 @@ def test_each_policy_requirement_refuses_alone(promoted: dict[str, Any], case: s
     deciding = sum(c["decides"] for c in promoted["decision"]["cells"])
     assert code == ANSWER_IS_NO and len(reasons) == (deciding if case in PER_CELL else 1), reasons
     assert all(reason in r for r in reasons)
+
+
+def test_a_misspelt_metric_is_bad_input_naming_the_metrics(promoted: dict[str, Any]) -> None:
+    out = promoted["root"] / "misspelt.json"
+    misspelt = policy(promoted, require_metrics=["pooled_rate"])
+    done = fairwin("promote", "check", str(promoted["window"]), "--policy", str(misspelt), "--to", str(out))
+    assert done.returncode == 2 and not out.exists()
+    assert done.stderr.strip().endswith(
+        "promote.require_metrics: unknown metric(s) 'pooled_rate'; the metrics are "
+        "pooled_rate_tps, accepted_per_round, decode_tps, ms_per_round, ttft_s"
+    ), done.stderr
 
 
 def copied(promoted: dict[str, Any], name: str) -> Path:

@@ -21,7 +21,7 @@ def add_parsers(commands: Commands) -> None:
     check.set_defaults(func=plan_check)
     show = plan_commands.add_parser("show", help="print the starts, waves, seeds, prompt ids and estimated duration")
     plan_argument(show)
-    show.add_argument("--mode", default="controlled", help="mode to show (default: controlled)")
+    show.add_argument("--mode", help="mode to show (default: controlled, or the plan's only mode)")
     show.set_defaults(func=plan_show)
 
 
@@ -49,6 +49,12 @@ def plan_check(args: argparse.Namespace) -> int:
         f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
         f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
     )
+    if not modes:
+        stderr.print(
+            "warning: no mode can run: declare [modes.NAME] with control and candidate roles, or name the "
+            "roles A and B (mode controlled) or P and B (production-policy)",
+            markup=False,
+        )
     for warning in error_rate_check(loaded, get_rule(loaded.plan.window.rule)):
         stderr.print(f"warning: {warning}", markup=False)
     return 0
@@ -57,12 +63,13 @@ def plan_check(args: argparse.Namespace) -> int:
 def plan_show(args: argparse.Namespace) -> int:
     from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
+    from fairwin.plan.schedule import default_mode
     from fairwin.report.dryplan import render_dry_plan
     from fairwin.window.preflight import first_look_archive, hold_lines, power_check, preflight, read_plan_archive
 
     loaded = load_plan(args.plan, args.overrides)
     print_notices(loaded)
-    checked = preflight(loaded, args.mode)
+    checked = preflight(loaded, args.mode or default_mode(loaded))
     snapshot = read_plan_archive(loaded)
     budgets = estimates(
         loaded, loaded.output_dir(), first_look_archive(loaded, checked.rule, snapshot, checked.mode_name)

@@ -27,7 +27,7 @@ def add_parsers(commands: Commands) -> None:
         "run", help="run one window: control and candidate take turns, as many starts as the rule registers"
     )
     plan_argument(window)
-    window.add_argument("--mode", default="controlled", help="mode to run (default: controlled)")
+    window.add_argument("--mode", help="mode to run (default: controlled, or the plan's only mode)")
     window.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
     window.add_argument("-q", "--quiet", action="store_true", help="no progress lines or display")
     window.add_argument(
@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from fairwin.gates.power import audit_trials
     from fairwin.gates.sequence import GateInputs
     from fairwin.plan import load_plan
+    from fairwin.plan.schedule import default_mode
     from fairwin.report.console import print_decision
     from fairwin.window.run import WindowResult, run_window
 
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         capture = Path(args.chain_production) if args.chain_production else None
         return await run_window(
             loaded,
-            args.mode,
+            args.mode or default_mode(loaded),
             say=say,
             progress=listener,
             output_dir=output,

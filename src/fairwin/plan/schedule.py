@@ -38,6 +38,16 @@ class WaveSpec:
         return self.label or f"{self.cell}/r{self.repeat}/{self.family}"
 
 
+def default_mode(loaded: LoadedPlan) -> str:
+    """The mode a command runs without ``--mode``: ``controlled`` where the plan has it, else the plan's only mode."""
+    modes = loaded.plan.all_modes()
+    if "controlled" in modes or not modes:
+        return "controlled"  # with no mode at all, resolve_mode names what to declare
+    if len(modes) == 1:
+        return next(iter(modes))
+    raise PlanError(f"{loaded.path}: the plan has modes {', '.join(sorted(modes))}; name one with --mode")
+
+
 def resolve_mode(loaded: LoadedPlan, mode_name: str) -> Mode:
     modes = loaded.plan.all_modes()
     if mode_name in modes:
@@ -45,9 +55,14 @@ def resolve_mode(loaded: LoadedPlan, mode_name: str) -> Mode:
     if mode_name in REGISTERED_MODES:
         control, candidate = REGISTERED_MODES[mode_name]
         missing = [role for role in (control, candidate) if role not in loaded.plan.roles]
+        declared = (
+            f" or run one of the plan's modes ({', '.join(sorted(modes))}) with --mode"
+            if modes
+            else (f", or declare [modes.NAME] with control and candidate among roles {', '.join(loaded.plan.roles)}")
+        )
         raise PlanError(
             f"{loaded.path}: mode {mode_name!r} needs role(s) {', '.join(missing)}, which the plan does not "
-            f"declare; add [roles.{missing[0]}]"
+            f"declare; add [roles.{missing[0]}]{declared}"
         )
     known = ", ".join(sorted(modes)) or "(none)"
     raise PlanError(f"{loaded.path}: no mode {mode_name!r}; the plan's modes are: {known}")

@@ -12,6 +12,7 @@ from fairwin.errors import InputError, PlanError
 from fairwin.files import sha256_file
 from fairwin.plan.base import StrictModel
 from fairwin.plan.roles import SHA256_RE
+from fairwin.rows import METRICS
 
 
 class AcceptedRule(StrictModel):
@@ -39,6 +40,14 @@ class PromotionPolicy(StrictModel):
     require_greedy: bool = Field(True, description="Greedy diagnostics ran (a real divergence always refuses).")
     require_restored: bool = Field(True, description="Production restored and watched at the window's close.")
 
+    @field_validator("require_metrics")
+    @classmethod
+    def _known_metrics(cls, names: list[str]) -> list[str]:
+        unknown = [name for name in names if name not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {', '.join(map(repr, unknown))}; the metrics are {', '.join(METRICS)}")
+        return names
+
 
 def load_policy(path: Path) -> tuple[PromotionPolicy, str]:
     """The policy and its file's sha256; one line naming the file and the key on any problem."""
@@ -55,4 +64,4 @@ def load_policy(path: Path) -> tuple[PromotionPolicy, str]:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise PlanError(f"{path}: promote.{where}: {first['msg']}") from None
+        raise PlanError(f"{path}: promote.{where}: {first['msg'].removeprefix('Value error, ')}") from None

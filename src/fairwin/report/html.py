@@ -98,6 +98,8 @@ def _figures(window: Path, decision: Decision) -> list[str]:
     waves = read_records(files.waves, WaveRow) if files.waves.exists() else []
     parts += [
         "<h2>Each start: rate by wave over time</h2>",
+        "<p>Each wave's completion tokens over its seconds, to show drift within a start; the decision pools "
+        "each repeat's counters (the primary), not these.</p>",
         _image(plots.rate_over_time(waves, _wave_tokens(files.streams)), "rate over time"),
         "<h2>Noise next to the effect</h2>",
         _image(plots.noise(decision), "noise"),

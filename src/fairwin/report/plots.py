@@ -62,6 +62,12 @@ def _interval_axes(axes: Any, points: Sequence[tuple[str, list[float] | None]], 
     axes.set_title(title, fontsize=10)
 
 
+def _level(decision: Decision) -> str:
+    """The level the primary's interval was drawn at: a sequential window's last look's, else the rule's."""
+    level = decision.sequential.looks[-1].level if decision.sequential and decision.sequential.looks else None
+    return f"{(level if level is not None else decision.rule.confidence) * 100:.3g} %"
+
+
 def paired_repeats(cell: CellDecision, decision: Decision) -> bytes | None:
     """Left: each repeat's control bracket and candidate, joined. Right: the primary's interval."""
     estimate = cell.primary.estimate if cell.primary is not None else None
@@ -83,7 +89,7 @@ def paired_repeats(cell: CellDecision, decision: Decision) -> bytes | None:
         interval,
         [(cell.cell, effect)],
         decision.rule.bar_pct,
-        f"{cell.verdict}: {decision.rule.confidence:.0%} interval of {decision.rule.primary}",
+        f"{cell.verdict}: {_level(decision)} interval of {decision.rule.primary}",
     )
     return png(figure)
 
@@ -104,7 +110,8 @@ def rate_over_time(waves: Sequence[WaveRow], tokens: Mapping[tuple[str, str], fl
             times = [w.started_unix - t0 for w in mine]
             rates = [tokens[(start, w.wave)] / w.seconds for w in mine]
             ax.plot(times, rates, marker="o", markersize=3, label=f"{start} ({mine[0].role})")
-        ax.set_title(f"{cell}: rate by wave", fontsize=10)
+        # Each wave's own rate, to see drift within a start: the decision pools per repeat (the primary), not this.
+        ax.set_title(f"{cell}: completion tokens / wave seconds, by wave (not the primary metric)", fontsize=10)
         ax.set_ylabel("tok/s")
         ax.legend(fontsize=7, loc="best")
     axes[-1][0].set_xlabel("seconds since the window's first wave")
