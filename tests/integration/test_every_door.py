@@ -100,7 +100,7 @@ PATH_DOORS: dict[str, Door] = {
     "archive import": lambda t, x: ["archive", "import", str(x), "--archive", str(t.out / "archive.jsonl")],
     "archive append": lambda t, x: ["archive", "append", str(x), "--archive", str(t.out / "archive.jsonl")],
     "archive migrate": lambda t, x: ["archive", "migrate", "--archive", str(x)],
-    "archive export": lambda t, x: ["archive", "export", str(t.root), "--archive", str(x)],
+    "archive export": lambda t, x: ["archive", "export", "--to", str(t.root), "--archive", str(x)],
     "prompts --family": lambda t, x: ["prompts", "--family", f"mine={x}", "--out", str(t.out / "prompts")],
     "gate run --to": lambda t, x: [
         "gate",

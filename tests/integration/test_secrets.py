@@ -125,7 +125,7 @@ def test_no_canary_reaches_any_file_log_receipt_archive_row_or_output(
     for window in windows:
         if status(window)["state"] == "complete":
             ran("report", str(window))
-    ran("archive", "export", str(tmp_path / "archive-export.jsonl"))
+    ran("archive", "export", "--to", str(tmp_path / "archive-export.jsonl"))
     exported = {json.loads(line)["window_id"] for line in (tmp_path / "archive-export.jsonl").read_text().splitlines()}
     # Every complete window's controls, and the failed window's first start when it was a finished control (the
     # rule draws each window's order).

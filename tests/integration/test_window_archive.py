@@ -110,7 +110,7 @@ def test_a_window_decides_the_same_from_postgresql_and_from_the_same_rows_in_a_f
         assert not path.is_file() or password.encode() not in path.read_bytes(), path
     assert json.loads((window / "window.json").read_text())["archive"] == postgres_url.replace(password, "***")
     exported = tmp_path / "same-rows.jsonl"
-    assert fairwin("archive", "export", str(exported), "--archive", postgres_url).returncode == 0
+    assert fairwin("archive", "export", "--to", str(exported), "--archive", postgres_url).returncode == 0
     assert len(exported.read_text().splitlines()) == 2  # the window's two control starts
     from_database = fairwin("decide", str(window), "--archive", postgres_url, "--json")
     from_file = fairwin("decide", str(window), "--archive", str(exported), "--json")

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fairwin.cli._arguments import count, positive, window_directory
+from fairwin.cli._arguments import count, file_to_write, positive, window_directory
 from fairwin.cli._console import stderr, stdout
 from fairwin.directory.layout import WindowDir
 from fairwin.errors import InputError, UsageError
@@ -46,7 +46,7 @@ def add_parsers(commands: Commands) -> None:
     )
     into.set_defaults(func=archive_import)
     out = which.add_parser("export", help="write every row of the archive to a JSONL file")
-    out.add_argument("file", help="the JSONL file to write (atomically)")
+    file_to_write(out, "the JSONL file to write (atomically)", required=True, old_positional=True)
     out.add_argument("--archive", help=WHERE)
     out.set_defaults(func=archive_export)
     append = which.add_parser("append", help="append a window's control starts (a retry adds nothing twice)")
@@ -166,8 +166,8 @@ def archive_export(args: argparse.Namespace) -> int:
     store = open_archive(_location(args.archive))
     if not store.exists():
         raise InputError(f"{store.location}: no archive there to export")
-    count = export_rows(store.snapshot(), Path(args.file))
-    stdout.print(f"exported {count} rows of {store.location} to {args.file}", markup=False)
+    count = export_rows(store.snapshot(), args.to)
+    stdout.print(f"exported {count} rows of {store.location} to {args.to}", markup=False)
     return 0
 
 

@@ -52,12 +52,20 @@ def plan_group(commands: Commands, group: str, text: str, entries: Sequence[tupl
 
 
 def file_to_write(
-    parser: argparse.ArgumentParser, text: str, *, old: str | None = None, required: bool = False
+    parser: argparse.ArgumentParser,
+    text: str,
+    *,
+    old: str | None = None,
+    required: bool = False,
+    old_positional: bool = False,
 ) -> None:
-    """``--to FILE``: the file a command writes; ``old`` is the flag it was spelt as before (hidden)."""
+    """``--to FILE``: the file a command writes; ``old`` is the flag it was spelt as before, ``old_positional``
+    that it was a positional argument before (both hidden, both still read)."""
     parser.add_argument("--to", type=Path, metavar="FILE", help=text + (" (required)" if required else ""))
     if old is not None:
         parser.add_argument(old, dest="to", type=Path, help=argparse.SUPPRESS)
+    if old_positional:
+        parser.add_argument("to_positional", nargs="?", type=Path, help=argparse.SUPPRESS)
     if required:
         parser.set_defaults(requires_to=parser)
 
@@ -65,6 +73,11 @@ def file_to_write(
 def check_required(args: argparse.Namespace) -> None:
     """``--to`` may be spelt by its old name too, so argparse cannot require it; this does, after parsing."""
     command: argparse.ArgumentParser | None = getattr(args, "requires_to", None)
+    positional: Path | None = getattr(args, "to_positional", None)
+    if positional is not None:
+        if args.to is not None and args.to != positional:
+            (command or Parser()).error(f"two files to write: {positional} and --to {args.to}; give one")
+        args.to = positional
     if command is not None and args.to is None:
         command.error("the following arguments are required: --to")
 
