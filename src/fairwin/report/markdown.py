@@ -9,37 +9,17 @@ from typing import Any
 
 from fairwin.decision import CellDecision, Decision, MetricResult
 from fairwin.decision.decide import guard_reason
+from fairwin.report.decision_table import NO_VALUE, interval, markdown_table
 from fairwin.report.error_rates import audited_rates
 
 
 def _num(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
+    return NO_VALUE if value is None else f"{value:.{digits}f}"
 
 
 def _metric_cell(result: MetricResult | None) -> str:
-    if result is None or result.estimate is None:
-        return "n/a" if result is None else f"{result.verdict} (missing)"
-    e = result.estimate
-    return f"{result.verdict} {e.point_pct:+.2f} % [{e.ci_low_pct:+.2f}, {e.ci_high_pct:+.2f}]"
-
-
-def decision_table(decision: Decision) -> list[str]:
-    lines = [
-        "| cell | decides | verdict | control | candidate | primary % [interval] | guards | checklist_literal |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for cell in decision.cells:
-        p = cell.primary.estimate if cell.primary else None
-        guards = ", ".join(
-            f"{g.metric} {'FAIL' if g.failed else 'ok' if g.failed is False else 'n/a'}" for g in cell.guards
-        )
-        lines.append(
-            f"| {cell.cell} | {'yes' if cell.decides else 'reported'} | **{cell.verdict}** | "
-            f"{_num(p.control_mean if p else None)} | {_num(p.candidate_mean if p else None)} | "
-            f"{_metric_cell(cell.primary)} | {guards or 'n/a'} | "
-            f"{cell.checklist_literal.verdict if cell.checklist_literal else 'n/a'} |"
-        )
-    return lines
+    """A reported or checklist metric: its verdict and interval, or ``n/a`` when the rule has none."""
+    return NO_VALUE if result is None else f"{result.verdict} {interval(result)}"
 
 
 def cell_details(cell: CellDecision) -> list[str]:
@@ -67,7 +47,7 @@ def cell_details(cell: CellDecision) -> list[str]:
     if cell.noise is not None:
         spread = ", ".join(f"{s:.2f}" for s in cell.noise.off_off_spread_pct)
         archive = cell.noise.archive
-        day = "n/a" if archive is None or archive.launch_cv_pct is None else f"{archive.launch_cv_pct:.2f} %"
+        day = NO_VALUE if archive is None or archive.launch_cv_pct is None else f"{archive.launch_cv_pct:.2f} %"
         lines.append(
             f"- noise next to the {cell.noise.bar_pct:g} % bar: in-window spread of the first kind's starts per repeat "
             f"[{spread}] %; "
@@ -180,7 +160,7 @@ def render_summary(
         *looks_section(decision),
         "## Decision by cell",
         "",
-        *decision_table(decision),
+        *markdown_table(decision),
         "",
         *[line for cell in decision.cells for line in cell_details(cell)],
         "## Pooled rows (one per start, cell and repeat)",
@@ -241,7 +221,7 @@ def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
     ]
     for start in starts:
         sm = start.get("sm_mhz")
-        clocks = f"{sm['min']:.0f} / {sm['median']:.0f} / {sm['max']:.0f}" if sm else "n/a"
+        clocks = f"{sm['min']:.0f} / {sm['median']:.0f} / {sm['max']:.0f}" if sm else NO_VALUE
         cap = start.get("cap_mhz")
         events = (
             ", ".join(
