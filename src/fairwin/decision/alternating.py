@@ -72,7 +72,9 @@ def fit_launches(values: np.ndarray, candidate: np.ndarray) -> LaunchFit:
     return LaunchFit(float(coefficients[2]), factor, residual_var, float(df), repeat_var)
 
 
-class Alternating:
+class AlternatingProcedure:
+    """Kind ``alternating``: each start's mean a point of the drift-cancelling log-linear fit."""
+
     def __init__(self, rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> None:
         self.rule = rule
         self.archive = archive  # by metric, for this cell
@@ -122,3 +124,8 @@ class Alternating:
         design = design_matrix(np.asarray([kind == "candidate" for kind in kinds.values()]))
         factor = float(np.linalg.inv(design.T @ design)[2, 2])
         return launch_error(noise, factor, float(self.rule.start_count - design.shape[1]), self.rule.archive_df_share)
+
+
+class SequentialProcedure(AlternatingProcedure):
+    """Kind ``sequential``: at each look, the alternating fit over the starts run so far, at the look's level
+    (:func:`fairwin.decision.sequential.judge_looks` takes the looks)."""

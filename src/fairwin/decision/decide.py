@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fairwin.decision.alternating import Alternating
+from fairwin.decision.alternating import AlternatingProcedure, SequentialProcedure
 from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict, verdict_for
-from fairwin.decision.procedures import Procedure, TwoLevel, Win2
+from fairwin.decision.procedures import LaunchProcedure, Procedure, Win2Procedure
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
 from fairwin.decision.table import CellTable, arrange, off_off_spread_pct
@@ -18,9 +18,15 @@ from fairwin.rows import metric_source
 
 
 def procedure_for(rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> Procedure:
+    """The procedure named after the rule's kind."""
     if rule.kind == "win2":
-        return Win2(rule)
-    return TwoLevel(rule, archive) if rule.kind == "launch" else Alternating(rule, archive)
+        return Win2Procedure(rule)
+    kinds: dict[str, type[LaunchProcedure | AlternatingProcedure]] = {
+        "launch": LaunchProcedure,
+        "alternating": AlternatingProcedure,
+        "sequential": SequentialProcedure,
+    }
+    return kinds[rule.kind](rule, archive)
 
 
 def _metric(procedure: Procedure, table: CellTable, metric: str, rule: RuleSpec) -> MetricResult:

@@ -49,7 +49,9 @@ class Procedure(Protocol):
         """The SE this procedure's interval would have at ``noise`` (None: the noise does not say)."""
 
 
-class Win2:
+class Win2Procedure:
+    """Kind ``win2``: the runbook's paired repeats, each candidate repeat against its control bracket."""
+
     def __init__(self, rule: RuleSpec) -> None:
         self.rule = rule
 
@@ -126,7 +128,9 @@ def launch_error(
     )
 
 
-class TwoLevel:
+class LaunchProcedure:
+    """Kind ``launch``: win2's question with the launch as a unit of variance (launches, and repeats within one)."""
+
     #: var(candidate - control) in launch variances: one launch against the mean of two.
     VARIANCE_FACTOR = 1.5
     #: Degrees of freedom the window's own bracketing pair gives the launch variance.
