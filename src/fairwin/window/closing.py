@@ -1,7 +1,7 @@
 """A window's close, and how each of its steps is journaled: the part of the window that runs whatever happened.
 
-:class:`Closing` is mixed into :class:`~fairwin.window.machine.Window`, which holds the state
-it reads (declared here, so each side type-checks alone). Close writes the final status, gives
+:class:`Closing` is mixed into :class:`~fairwin.window.machine.Window`, which shares
+its state (:class:`~fairwin.window.state.WindowState`). Close writes the final status, gives
 production back when it is still owed (a failed start, Ctrl-C, SIGTERM), aborts a chain a
 failure ended, and is shielded from a second signal: only kill -9 stops it, and then
 ``fairwin recover`` finishes what the journal says is owed.
@@ -16,17 +16,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from fairwin.custody.chain import ChainRun
-from fairwin.custody.hold import Hold
-from fairwin.custody.team_hold import RELEASE_STEP, TeamHold
-from fairwin.decision import Decision
-from fairwin.directory.layout import WindowDir
+from fairwin.custody.team_hold import RELEASE_STEP
 from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.files import sha256_file
-from fairwin.rows import PooledRow
 from fairwin.verdict.stored import report_after_close
-from fairwin.window.progress import ProgressFeed
 from fairwin.window.shield import to_the_end
+from fairwin.window.state import WindowState
 
 
 @dataclass(frozen=True)
@@ -36,21 +31,12 @@ class Step:
     measuring: bool = False  # a start or a look: skipped once a sequential window has stopped
 
 
-class Closing:
+class Closing(WindowState):
     """The close and the journaling of steps; the window's state they read is the window's own."""
 
-    directory: WindowDir
-    say: Callable[[str], None]
-    feed: ProgressFeed
-    hold: Hold | None
-    chain: ChainRun | None
-    rows: list[PooledRow]
-    decision: Decision | None
-    archived: bool
-    archive_problem: str | None
-    restore_failure: RestoreFailed | None
-    team_hold: TeamHold | None
-    archive: Callable[[], Awaitable[dict[str, Any]]]  # the window's archive step
+    async def archive(self) -> dict[str, Any]:
+        """The window's archive step (the window's own); the close retries it."""
+        raise NotImplementedError
 
     async def _journaled(self, step: Step) -> None:
         self.directory.journal_event(step.name, "begin")

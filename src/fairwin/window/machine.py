@@ -12,44 +12,37 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.archive.window_rows import control_rows
-from fairwin.custody.chain import ChainedWindow, ChainRun
+from fairwin.custody.chain import ChainedWindow
 from fairwin.custody.hold import Hold
-from fairwin.custody.lock import HardwareLocks, release, release_shared
+from fairwin.custody.lock import release, release_shared
 from fairwin.custody.team_hold import HOLD_STEP, RELEASE_STEP, TeamHold
 from fairwin.decision import Decision
-from fairwin.directory.environment import Environment
-from fairwin.directory.gate_summary import BudgetRecord, GateSummary
+from fairwin.directory.gate_summary import BudgetRecord
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
 from fairwin.errors import ArchiveError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
-from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, diagnosed_starts
-from fairwin.production.live import LiveProduction
 from fairwin.production.live_check import compares_live
 from fairwin.records import write_record
-from fairwin.rows import Order, PooledRow
+from fairwin.rows import PooledRow
 from fairwin.telemetry import watchdog
 from fairwin.telemetry.gpu import GpuSource
-from fairwin.telemetry.hold_clocks import HOLD_TELEMETRY, ClockWatch, HoldClocks, between_starts_clocks
-from fairwin.telemetry.sampler import Sampler, sampling
+from fairwin.telemetry.hold_clocks import HOLD_TELEMETRY, HoldClocks, between_starts_clocks
+from fairwin.telemetry.sampler import sampling
 from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.verdict.observed import unread_production, unwatched_clocks
 from fairwin.verdict.stored import Deciding, decide_and_report
 from fairwin.window.closing import Closing, Step
 from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
 from fairwin.window.opening import Opening
-from fairwin.window.preflight import Preflight, planned_keys
-from fairwin.window.processes import Launcher
-from fairwin.window.progress import Listener, ProgressFeed
+from fairwin.window.preflight import planned_keys
+from fairwin.window.progress import ProgressFeed
 from fairwin.window.start import run_start
 from fairwin.window.start_context import StartContext
 
@@ -61,45 +54,11 @@ class WindowResult:
     rows: list[PooledRow] = field(default_factory=list)
 
 
-@dataclass
 class Window(Opening, Closing):
-    """One window of a plan and mode, past its gates, with a directory of its own; ``run`` runs its steps."""
+    """One window of a plan and mode, past its gates, with a directory of its own; ``run`` runs its steps.
 
-    loaded: LoadedPlan
-    checked: Preflight
-    directory: WindowDir
-    order: Order
-    starts: list[StartSpec]
-    gate_summary: GateSummary
-    environment: Environment
-    archive_store: ArchiveStore
-    archive_snapshot: Snapshot  # read once at open: the power warnings and the decision's noise both come from it
-    power_warnings: list[str]
-    launcher: Launcher
-    say: Callable[[str], None]
-    hold: Hold | None = None  # production's hardware, when the plan has a [production]
-    live: LiveProduction | None = None  # production as it ran before the take-down, where it was read
-    chain: ChainRun | None = None  # its part in a chain (--chain, --chain-last)
-    gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
-    production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
-    production_caps: dict[str, float | None] = field(default_factory=dict)  # each host's own configured cap
-    lock: Path | None = None  # the hardware's lock this window holds until its close
-    clocks: ClockWatch = field(default_factory=ClockWatch)  # admission's: unobserved clocks, watchdog marks
-    archive_starts: int = 0  # the fewest archived control starts of a deciding cell: a sequential rule's first look
-    shared_locks: list[HardwareLocks] = field(default_factory=list)  # other coordinators see this window's hold
-    listener: Listener | None = None  # follows the window's progress events (window/progress.py)
-    archived: bool = False
-    archive_problem: str | None = None  # why the archive step could not append, with the command that retries
-    restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
-    rows: list[PooledRow] = field(default_factory=list)
-    decision: Decision | None = None
-    stopped: str | None = None  # a sequential window: why it runs no more starts ("decided", or the budget's words)
-    opened_at: float = 0.0  # time.monotonic() at the open step: the budget's clock
-    # One context for every start: it carries the prompts the first start prepared.
-    context: StartContext = field(init=False)
-    feed: ProgressFeed = field(init=False)
-    hold_sampler: Sampler | None = field(init=False, default=None)  # the GPUs through the hold, where read
-    team_hold: TeamHold | None = field(init=False, default=None)  # the team's own hold ([custody]), where declared
+    Its state is :class:`~fairwin.window.state.WindowState`'s, declared once for this class and the open and
+    close it is made of."""
 
     def __post_init__(self) -> None:
         self.feed = ProgressFeed(self.directory.window_id, self.listener)

@@ -1,7 +1,7 @@
 """A window's open: the plan copied and ``window.json`` written, before anything is measured.
 
-:class:`Opening` is mixed into :class:`~fairwin.window.machine.Window`, which holds the state it
-reads (declared here). ``window.json`` (:class:`~fairwin.directory.manifest.WindowManifest`) says
+:class:`Opening` is mixed into :class:`~fairwin.window.machine.Window`, which shares its state
+(:class:`~fairwin.window.state.WindowState`). ``window.json`` (:class:`~fairwin.directory.manifest.WindowManifest`) says
 what is about to run and under which rule, gates, production and telemetry; the journal's ``open``
 row keeps production's declaration, which is what a recovery restores.
 """
@@ -10,47 +10,17 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from typing import Any
 
-from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.archive.window_rows import archive_key_record
-from fairwin.custody.chain import ChainRun
-from fairwin.custody.hold import Hold
-from fairwin.directory.environment import Environment
-from fairwin.directory.gate_summary import GateSummary
-from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, PlanOverride, WindowManifest
-from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import StartSpec, waves_for
+from fairwin.plan.schedule import waves_for
 from fairwin.records import write_record
-from fairwin.rows import Order
-from fairwin.telemetry.gpu import GpuSource
-from fairwin.window.preflight import Preflight
-from fairwin.window.progress import ProgressFeed
+from fairwin.window.state import WindowState
 
 
-class Opening:
+class Opening(WindowState):
     """The open step; the window's state it reads is the window's own."""
-
-    loaded: LoadedPlan
-    checked: Preflight
-    directory: WindowDir
-    order: Order
-    starts: list[StartSpec]
-    gate_summary: GateSummary
-    environment: Environment
-    archive_store: ArchiveStore
-    archive_snapshot: Snapshot
-    power_warnings: list[str]
-    say: Callable[[str], None]
-    feed: ProgressFeed
-    hold: Hold | None
-    chain: ChainRun | None
-    gpu: GpuSource | None
-    production_cap: tuple[float | None, str]
-    production_caps: dict[str, float | None]
-    opened_at: float
 
     async def open(self) -> dict[str, Any]:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
