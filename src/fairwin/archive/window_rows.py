@@ -17,15 +17,14 @@ from typing import Any
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
 from fairwin.decision import ArchiveNoise, RuleSpec
-from fairwin.directory.journal import read_whole, start_step
+from fairwin.directory.journal import start_step
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.start_receipt import StartReceipt
+from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import CorruptRecordError
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import snapshot as production_snapshot
-from fairwin.records import read_record, read_records
-from fairwin.rows import METRICS, DecisionRow
+from fairwin.rows import METRICS
 from fairwin.telemetry.gpu import HERE
 
 
@@ -85,22 +84,23 @@ def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dic
     }
 
 
-def control_rows(window: Path) -> list[ArchiveRow]:
-    """The archive rows of a window's finished control starts, from its directory alone."""
-    files = WindowDir.at(window)
-    manifest = read_record(files.manifest, WindowManifest)
+def control_rows(window: WindowDir, records: WindowRecords | None = None) -> list[ArchiveRow]:
+    """The archive rows of a window's finished control starts, from its directory alone (``records``: as the
+    caller already read them)."""
+    found = records if records is not None else WindowRecords.read(window)
+    manifest = found.manifest
     key = manifest.archive_key
     if key is None:
         raise CorruptRecordError(
-            f"{window}/window.json has no archive_key (written by an older fairwin); "
+            f"{window.path}/window.json has no archive_key (written by an older fairwin); "
             "its control starts cannot be keyed for the archive"
         )
-    pooled = read_records(files.pooled, DecisionRow) if files.pooled.exists() else []
-    ended = {e.step: e.time for e in read_whole(files.journal) if e.event == "end"}
+    pooled = found.pooled
+    ended = {e.step: e.time for e in found.journal if e.event == "end"}
     rows = []
     for start in (s for s in manifest.starts if s.kind == "control"):
-        receipt = files.start_receipt(start.start)
-        seen = _observed(read_record(receipt, StartReceipt), key["hosts"]) if receipt.exists() else None
+        receipt = found.receipt(start.start)
+        seen = _observed(receipt, key["hosts"]) if receipt is not None else None
         for cell, shape in key["cells"].items():
             mine = sorted((p for p in pooled if p.start == start.start and p.cell == cell), key=lambda p: p.repeat)
             if not mine or seen is None:

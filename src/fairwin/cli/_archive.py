@@ -181,7 +181,7 @@ def archive_append(args: argparse.Namespace) -> int:
     recorded = read_record(WindowDir.at(window).manifest, WindowManifest).archive or ""
     usable = recorded if recorded and (not is_database(recorded) or redact(recorded) == recorded) else None
     store = open_archive(_location(args.archive, usable))
-    appended = store.append(control_rows(window))
+    appended = store.append(control_rows(WindowDir.at(window)))
     stdout.print(
         f"appended {appended.added} control rows of {window.name} to {store.location}"
         + (f"; {appended.already} were there already" if appended.already else ""),

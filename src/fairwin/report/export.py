@@ -23,8 +23,9 @@ except ModuleNotFoundError as exc:  # an extra: only `fairwin export` reads it
     raise MissingExtraError("export", exc.name) from None
 
 from fairwin.decision import Decision
-from fairwin.files import read_jsonl, write_bytes_atomic
-from fairwin.formats import POOLED
+from fairwin.files import write_bytes_atomic
+from fairwin.records import read_records
+from fairwin.rows import PooledRow
 
 FORMATS = ("csv", "parquet")
 
@@ -75,7 +76,11 @@ def _write(table: pa.Table, path: Path, kind: str) -> None:
 
 def export(windows: Sequence[tuple[Path, Decision]], out_dir: Path, kinds: Sequence[str]) -> list[Path]:
     """``pooled.EXT`` and ``decisions.EXT`` for each kind (csv, parquet) in ``out_dir``; the paths written."""
-    pooled = [row for window, _ in windows for row in read_jsonl(WindowDir.at(window).pooled, POOLED.readable)]
+    pooled = [
+        row.model_dump(mode="json")
+        for window, _ in windows
+        for row in read_records(WindowDir.at(window).pooled, PooledRow)
+    ]
     decisions = [row for _, decision in windows for row in decision_rows(decision)]
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -11,6 +11,7 @@ from fairwin.decision import CellDecision, Decision, MetricResult
 from fairwin.decision.decide import guard_reason
 from fairwin.report.decision_table import NO_VALUE, interval, markdown_table
 from fairwin.report.error_rates import audited_rates
+from fairwin.rows import PooledRow
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -65,54 +66,54 @@ def cell_details(cell: CellDecision) -> list[str]:
     return lines
 
 
-def rows_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+def rows_table(rows: Sequence[PooledRow]) -> list[str]:
     lines = [
         "| start | kind | role | cell | repeat | rate tok/s | accepted/round | ms/round | TTFT s "
         "| client decode tok/s |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(rows, key=lambda r: (r["cell"], r["repeat"], r["start"])):
+    for r in sorted(rows, key=lambda r: (r.cell, r.repeat, r.start)):
         lines.append(
-            f"| {r['start']} | {r['kind']} | {r['role']} | {r['cell']} | {r['repeat']} | "
-            f"{_num(r['pooled_rate_tps'])} | "
-            f"{_num(r['accepted_per_round'], 3)} | {_num(r['ms_per_round'], 3)} | {_num(r['ttft_s'], 4)} | "
-            f"{_num(r['decode_tps'])} |"
+            f"| {r.start} | {r.kind} | {r.role} | {r.cell} | {r.repeat} | {_num(r.pooled_rate_tps)} | "
+            f"{_num(r.accepted_per_round, 3)} | {_num(r.ms_per_round, 3)} | {_num(r.ttft_s, 4)} | "
+            f"{_num(r.decode_tps)} |"
         )
     return lines
 
 
-def _fidelity_line(start: str, cell: str, group: Sequence[dict[str, Any]]) -> str:
+def _fidelity_line(start: str, cell: str, group: Sequence[PooledRow]) -> str:
     # Ratios of sums over the start's repeats, like the pooling itself; no server rate when no counters were read.
-    counted = all(r.get("decode_s") for r in group)
+    decode_s = [r.decode_s for r in group]
     server = (
-        sum(r["decode_steps"] + r["accepted_tokens"] for r in group) / sum(r["decode_s"] for r in group)
-        if counted
+        sum((r.decode_steps or 0.0) + (r.accepted_tokens or 0.0) for r in group) / sum(s for s in decode_s if s)
+        if all(decode_s)
         else None
     )
-    client_s = sum(r["client_decode_s"] for r in group)
-    client = sum(r["client_decode_tokens"] for r in group) / client_s if client_s > 0 else None
+    client_s = sum(r.client_decode_s for r in group)
+    client = sum(r.client_decode_tokens for r in group) / client_s if client_s > 0 else None
     ratio = None if client is None or server is None else client / server
-    own = [r.get("server_stream_decode_s") for r in group if r.get("client_streams")]
+    own = [r.server_stream_decode_s for r in group if r.client_streams]
     own_ratio = sum(o for o in own if o) / client_s if own and None not in own and client_s > 0 else None
-    streams = sum(r["streams"] for r in group)
-    kept = sum(r["client_streams"] for r in group) if all(r.get("client_streams") is not None for r in group) else None
-    problems = [f"repeat {r['repeat']}: {r['client_problem']}" for r in group if r.get("client_problem")]
+    streams = sum(r.streams for r in group)
+    kept_each = [r.client_streams for r in group]
+    kept = sum(k for k in kept_each if k is not None) if None not in kept_each else None
+    problems = [f"repeat {r.repeat}: {r.client_problem}" for r in group if r.client_problem]
     return (
-        f"| {start} | {cell} | {'n/a' if kept is None else kept} of {streams} | {_num(server)} | {_num(client)} | "
-        f"{_num(ratio, 3)} | {_num(own_ratio, 3)} | {'; '.join(problems) or '-'} |"
+        f"| {start} | {cell} | {NO_VALUE if kept is None else kept} of {streams} | {_num(server)} | "
+        f"{_num(client)} | {_num(ratio, 3)} | {_num(own_ratio, 3)} | {'; '.join(problems) or NO_VALUE} |"
     )
 
 
-def fidelity_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+def fidelity_table(rows: Sequence[PooledRow]) -> list[str]:
     """Client-observed decode rate next to the server's for the same streams, and what was not trusted."""
     lines = [
         "| start | cell | streams trusted | server rate tok/s | client decode tok/s | client / server counters "
         "| client / server per request | unobserved |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[PooledRow]] = {}
     for r in rows:
-        groups.setdefault((r["start"], r["cell"]), []).append(r)
+        groups.setdefault((r.start, r.cell), []).append(r)
     lines += [_fidelity_line(start, cell, group) for (start, cell), group in sorted(groups.items())]
     return lines
 
@@ -135,7 +136,7 @@ def render_summary(
     plan_path: Path,
     plan_sha256: str,
     decision: Decision,
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[PooledRow],
     held: Sequence[str] = (),
     telemetry: Sequence[dict[str, Any]] = (),
 ) -> str:

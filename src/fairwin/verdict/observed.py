@@ -7,26 +7,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fairwin.directory.layout import WindowDir
+from fairwin.directory.start_receipt import StartReceipt
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.live import LiveProduction
 from fairwin.telemetry.host_condition import not_idle_warning
 
 
-def pooled_profile(window: WindowDir) -> str | None:
+def pooled_profile(receipts: Sequence[StartReceipt]) -> str | None:
     """The server profile the window's starts pooled with (they all match: metrics/profile.py); None before any
     start read its server's /metrics."""
-    return next((r.counters for r in window.start_receipts() if r.counters is not None), None)
+    return next((r.counters for r in receipts if r.counters is not None), None)
 
 
-def started_telemetry(window: WindowDir) -> list[dict[str, Any]]:
+def started_telemetry(receipts: Sequence[StartReceipt]) -> list[dict[str, Any]]:
     """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
-    return [{"start": r.start, **r.telemetry} for r in window.start_receipts() if r.telemetry is not None]
+    return [{"start": r.start, **r.telemetry} for r in receipts if r.telemetry is not None]
 
 
-def unobserved_checks(window: WindowDir) -> list[str]:
+def unobserved_checks(receipts: Sequence[StartReceipt]) -> list[str]:
     """The checks the plan accepted without their input, from the starts' receipts."""
-    starts = [r.start for r in window.start_receipts() if r.speculative_source == "unobserved"]
+    starts = [r.start for r in receipts if r.speculative_source == "unobserved"]
     if not starts:
         return []
     return [
@@ -59,10 +59,10 @@ def unread_production(live: LiveProduction | None, compared: Sequence[str]) -> l
     ]
 
 
-def host_findings(window: WindowDir) -> list[str]:
+def host_findings(receipts: Sequence[StartReceipt]) -> list[str]:
     """What the host was doing around the starts, from their receipts: each start it was not idle before."""
     return [
         found
-        for r in window.start_receipts()
+        for r in receipts
         if r.host_before is not None and (found := not_idle_warning(r.start, r.host_before)) is not None
     ]

@@ -33,23 +33,18 @@ from fairwin.decision import (
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.status import WindowStatus
+from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.files import (
-    read_jsonl,
     sha256_file,
     write_text_atomic,
 )
-from fairwin.formats import POOLED
 from fairwin.plan.loading import LoadedPlan
 from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
 from fairwin.telemetry.hold_clocks import HoldClocks
 from fairwin.verdict.observed import host_findings, pooled_profile, started_telemetry, unobserved_checks
-
-
-def decision_rows(pooled: Sequence[dict[str, Any]]) -> list[DecisionRow]:
-    return [DecisionRow.model_validate(row) for row in pooled]
 
 
 def context_for(
@@ -86,10 +81,10 @@ class Deciding:
     production_cap_mhz: float | None
 
 
-def window_context(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) -> WindowContext:
+def window_context(loaded: LoadedPlan, window: WindowDir, deciding: Deciding, records: WindowRecords) -> WindowContext:
     """The context a window's rows are decided in: the archive's noise keyed as its own control starts (as
     ``planned`` where none of a cell finished). The decide step and a sequential rule's looks both read it."""
-    noise = window_noise(deciding.snapshot, control_rows(window.path), deciding.planned, deciding.rule)
+    noise = window_noise(deciding.snapshot, control_rows(window, records), deciding.planned, deciding.rule)
     return context_for(
         loaded, window, deciding.mode, deciding.order, noise, deciding.production_cap_mhz, deciding.snapshot
     )
@@ -119,8 +114,8 @@ def decide_and_report(
     window saw of the clocks outside its starts (telemetry/hold_clocks.py); ``unobserved``: what else went unobserved
     (:func:`unwatched_clocks`, :func:`unread_production`); ``production_caps_by_host``: each host's own
     configured cap."""
-    pooled = read_jsonl(window.pooled, POOLED.readable)
-    context = window_context(loaded, window, deciding)
+    records = WindowRecords.read(window)
+    context = window_context(loaded, window, deciding, records)
     seen = hold_clocks or HoldClocks()
     context = context.model_copy(
         update={
@@ -129,19 +124,18 @@ def decide_and_report(
             "between_starts_relocks": seen.relocks or None,
             "watchdog_events": seen.watchdog or None,
             "production_caps_by_host": production_caps_by_host or None,
-            "host_findings": host_findings(window),
-            "counters": pooled_profile(window),
-            "unobserved": [*unobserved_checks(window), *unobserved],
+            "host_findings": host_findings(records.receipts),
+            "counters": pooled_profile(records.receipts),
+            "unobserved": [*unobserved_checks(records.receipts), *unobserved],
             "accepted_unobserved": list(loaded.plan.runtime.accept_unobserved),
         }
     )
     write_record(window.context, context)
-    decision = decide(decision_rows(pooled), rule=deciding.rule, context=context).model_copy(
-        update={"inputs": seal(window)}
-    )
+    decision = decide(records.pooled, rule=deciding.rule, context=context).model_copy(update={"inputs": seal(window)})
     write_record(window.decision, decision)
     held = [*held, *(f"warning: {found}" for found in context.host_findings)]  # in summary.md and report.html
-    summary = render_summary(loaded.path, loaded.sha256, decision, pooled, held, started_telemetry(window))
+    telemetry = started_telemetry(records.receipts)
+    summary = render_summary(loaded.path, loaded.sha256, decision, records.pooled, held, telemetry)
     write_text_atomic(window.summary, summary)
     return decision
 
@@ -268,7 +262,7 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
     rows = _rows(window.pooled)
     chosen = list(rules) or [_rule_from(manifest)]
     snapshot = read_archive(archive) if archive is not None else None
-    own = control_rows(window.path) if snapshot is not None else []
+    own = control_rows(window) if snapshot is not None else []
     decisions = []
     for rule in chosen:
         ctx = context

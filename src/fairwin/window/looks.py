@@ -17,20 +17,20 @@ from fairwin.decision.document import Look, Stopping
 from fairwin.decision.sequential import archive_starts
 from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.window_records import WindowRecords
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
-from fairwin.records import read_records
-from fairwin.rows import DecisionRow
 from fairwin.verdict.stored import Deciding, window_context
 
 
 def look_now(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) -> Look | None:
     """A sequential window's look over the starts it has finished, computed as the decide step will replay it
     (the same rows and archive noise), or None when this number of starts is not one of its looks."""
-    rows = read_records(window.pooled, DecisionRow)
+    records = WindowRecords.read(window)  # each of the window's files read once for this look
+    rows = records.pooled
     ran = len({row.start for row in rows})
-    context = window_context(loaded, window, deciding)
+    context = window_context(loaded, window, deciding, records)
     if ran not in deciding.rule.looks_taken(archive_starts(deciding.rule, context)):
         return None
     stopping = decide(rows, rule=deciding.rule, context=context).sequential

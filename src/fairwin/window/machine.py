@@ -220,7 +220,7 @@ class Window(Opening, Closing):
         directory by the command the warning names, and the archive skips what it already holds."""
         self.archived = True
         try:
-            appended = self.archive_store.append(control_rows(self.directory.path))
+            appended = self.archive_store.append(control_rows(self.directory))
         except (ArchiveError, OSError) as exc:
             self.archive_problem = (
                 f"{exc}; nothing of the window is lost: append its control starts with "
