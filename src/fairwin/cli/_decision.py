@@ -124,8 +124,10 @@ def rules_show(args: argparse.Namespace) -> int:
 
 
 def rules_audit(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
     from fairwin.archive import cell_noise
-    from fairwin.decision import RULES, audit, get_rule
+    from fairwin.decision import RULES, AuditResult, RuleSpec, audit, get_rule
     from fairwin.report.tables import audit_table, beside_table
 
     rule = get_rule(args.rule)
@@ -151,14 +153,21 @@ def rules_audit(args: argparse.Namespace) -> int:
         "archive_starts": starts,
         "drift_pct": args.drift,
     }
-    null = audit(rule, effect_pct=0.0, **common)
-    powered = audit(rule, effect_pct=args.effect, **common) if args.effect else None
     # A sequential rule's starts vary: the fixed rules that ask its question are audited beside it, same noise.
     beside = [r for r in RULES.values() if rule.looks and not r.looks and r.primary == rule.primary]
-    compared = [
-        (r, audit(r, effect_pct=0.0, **common), audit(r, effect_pct=args.effect, **common) if args.effect else None)
-        for r in beside
-    ]
+    runs = (2 if args.effect else 1) * (1 + len(beside))
+    # Thousands of simulated windows a run: a bar on a terminal, so a minute of work is not a silent one.
+    columns = Progress.get_default_columns()
+    with Progress(*columns, console=stderr, transient=True, disable=not stderr.is_terminal) as bar:
+        task = bar.add_task(f"auditing {rule.id}", total=args.trials * runs)
+
+        def audited(which: RuleSpec, effect: float) -> AuditResult:
+            bar.update(task, description=f"auditing {which.id} at {effect:+g} %")
+            return audit(which, effect_pct=effect, on_trial=lambda: bar.advance(task), **common)
+
+        null = audited(rule, 0.0)
+        powered = audited(rule, args.effect) if args.effect else None
+        compared = [(r, audited(r, 0.0), audited(r, args.effect) if args.effect else None) for r in beside]
     if args.json:
         beside_json = [
             {"no_change": n.model_dump(mode="json"), "effect": e.model_dump(mode="json") if e else None}

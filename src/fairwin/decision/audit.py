@@ -13,12 +13,15 @@ effect, the WIN rate is the rule's power. Pure: same inputs, same numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import ConfigDict
 
 from fairwin.decision.decide import decide_cell, window_verdict
+from fairwin.decision.document import CellDecision
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext, archive_spreads
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
@@ -146,6 +149,41 @@ def _true_archive(rule: RuleSpec, starts: int, repeat_cv: float, launch_cv: floa
     return [_noise(m, starts, (spread, repeat_cv, None)) for m in (rule.primary, *rule.guards)]
 
 
+@dataclass(frozen=True)
+class _TrialNoise:
+    """What each trial draws its window from."""
+
+    repeats: int
+    repeat_cv_pct: float
+    launch_cv_pct: float
+    effect_pct: float
+    drift_pct: float
+    archive_starts: int
+
+
+def _trial(
+    rng: np.random.Generator,
+    rule: RuleSpec,
+    deciding: RuleSpec,
+    noise: _TrialNoise,
+    archive: list[ArchiveNoise] | None,
+) -> tuple[CellDecision, int]:
+    """One simulated window decided as a window is: its cell's decision and the starts it used. ``archive``: the
+    archive given its true spread, else one is drawn and estimated for this trial."""
+    order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
+    if archive is None:
+        archive = _archive(rng, rule, noise.archive_starts, noise.repeat_cv_pct, noise.launch_cv_pct, noise.repeats)
+    context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order, archive=archive)
+    rows = _rows(
+        rng, rule, noise.repeats, noise.repeat_cv_pct, noise.launch_cv_pct, noise.effect_pct, order, noise.drift_pct
+    )
+    if rule.kind == "sequential":
+        # The same stopping code a window runs; the rows of starts after the stopping look go unread.
+        (decision,), stopping = judge_looks(rows, deciding, context, decide_cell, window_verdict)
+        return decision, stopping.looks[-1].after
+    return decide_cell(rows, CELL, deciding, context), rule.start_count
+
+
 def audit(
     rule: RuleSpec,
     *,
@@ -158,6 +196,7 @@ def audit(
     archive_starts: int = 0,
     drift_pct: float = 0.0,
     archive_spread: ArchiveSpread = "estimated",
+    on_trial: Callable[[], None] | None = None,
 ) -> AuditResult:
     """``archive_starts`` > 1 lets a launch-aware rule use an archive of that many control starts at the point's
     noise: each window's own, drawn and estimated as a real archive is (``archive_spread = "estimated"``), or
@@ -165,6 +204,7 @@ def audit(
 
     ``drift_pct`` moves every metric's level by that many % from one start to the next (the slow fall
     measured on shared machines), compounding, with the launch and repeat noise relative to that level.
+    ``on_trial`` is called after each trial (a progress bar's advance; the audit itself does no I/O).
     """
     rng = np.random.default_rng(seed)
     true_archive = _true_archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct, repeats)
@@ -176,22 +216,13 @@ def audit(
     # checklist's literal primary are left undecided here (half of every trial's intervals). The rows
     # still carry them, so the random draws, and so every audited rate, are those of the whole rule.
     deciding = rule.model_copy(update={"reported": (), "checklist_primary": None})
+    noise = _TrialNoise(repeats, repeat_cv_pct, launch_cv_pct, effect_pct, drift_pct, archive_starts)
     for _ in range(trials):
-        order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
-        archive = (
-            true_archive
-            if archive_spread == "true"
-            else _archive(rng, rule, archive_starts, repeat_cv_pct, launch_cv_pct, repeats)
-        )
-        context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order, archive=archive)
-        rows = _rows(rng, rule, repeats, repeat_cv_pct, launch_cv_pct, effect_pct, order, drift_pct)
-        if rule.kind == "sequential":
-            # The same stopping code a window runs; the rows of starts after the stopping look go unread.
-            (decision,), stopping = judge_looks(rows, deciding, context, decide_cell, window_verdict)
-            used.append(stopping.looks[-1].after)
-        else:
-            decision = decide_cell(rows, CELL, deciding, context)
-            used.append(rule.start_count)
+        archive = true_archive if archive_spread == "true" else None
+        decision, starts = _trial(rng, rule, deciding, noise, archive)
+        used.append(starts)
+        if on_trial is not None:
+            on_trial()
         counts[decision.verdict] = counts.get(decision.verdict, 0) + 1
         if decision.verdict == "WIN":
             wins[used[-1]] = wins.get(used[-1], 0) + 1

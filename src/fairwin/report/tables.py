@@ -63,7 +63,9 @@ def beside_table(rows: Sequence[tuple[RuleSpec, AuditResult, AuditResult | None]
     if effect_pct:
         columns += [f"WIN at {effect_pct:+g} %", f"starts used at {effect_pct:+g} %"]
     for column in columns:
-        table.add_column(column, justify="left" if column in ("rule", "starts") else "right")
+        # A rule's id is never cut: the other columns wrap around it in a narrow terminal.
+        widest = max(len(rule.id) for rule, _, _ in rows) if column == "rule" else None
+        table.add_column(column, justify="left" if column in ("rule", "starts") else "right", min_width=widest)
     for rule, null, powered in rows:
         cells = [
             rule.id,
