@@ -33,7 +33,10 @@ def test_a_start_at_another_cap_with_a_thermal_dialback_makes_the_window_inconcl
         roles={
             "A": sim_role("--ms-per-round", "10", model="gpu-a", env={"FAKE_GPU_CAP": "1980"}),
             "B": sim_role(
-                "--ms-per-round", "10", model="gpu-b", env={"FAKE_GPU_CAP": "1755", "FAKE_GPU_THERMAL_AFTER_REQUESTS": "2"}
+                "--ms-per-round",
+                "10",
+                model="gpu-b",
+                env={"FAKE_GPU_CAP": "1755", "FAKE_GPU_THERMAL_AFTER_REQUESTS": "2"},
             ),
         },
         window={"repeats": 2, "warmup_waves_max": 1},

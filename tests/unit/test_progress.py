@@ -61,6 +61,21 @@ def test_the_live_bar_counts_waves_and_says_where_the_window_is() -> None:
     assert shown.progress.tasks[0].description == "complete: WIN"
 
 
+def test_a_sequential_windows_bar_runs_to_its_next_look_and_its_estimate_is_the_first_looks() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=160)
+    shown = LiveDisplay(console)
+    starts: list[dict[str, str]] = [{} for _ in range(9)]
+    opening = {"estimate_s": 404.0, "first_look_estimate_s": 75.0, "looks": [5, 7, 9]}
+    shown.listen({"event": "open", "waves_per_start": 12, "starts": starts, **opening})
+    assert shown.progress.tasks[0].total == 5 * 12  # not the rule's nine starts: it may stop after five
+    shown.listen({"event": "wave", "start": "s1", "kind": "control", "role": "A", "wave": "c/r1/prose"})
+    assert "of ~1:15 to the first look (at most ~6:44), ETA" in shown.progress.tasks[0].fields["times"]
+    shown.listen({"event": "look", "after": 5, "verdict": "CONTINUE"})
+    assert shown.progress.tasks[0].total == 7 * 12  # it went on: to the next look
+    shown.listen({"event": "look", "after": 7, "verdict": "WIN", "stop": "decided"})
+    assert shown.progress.tasks[0].total == 1  # it stopped: the bar ends where it did
+
+
 def test_without_a_terminal_the_lines_are_plain_and_quiet_means_none() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=False)

@@ -44,6 +44,10 @@ class LiveDisplay:
         self.task: TaskID = self.progress.add_task("opening the window", total=None, times="")
         self.started = time.monotonic()
         self.estimate_s: float | None = None
+        self.first_look_s: float | None = None
+        self.looks: list[int] = []
+        self.starts = 0
+        self.waves_per_start = 0
         self.where = ""
 
     def say(self, line: str) -> None:
@@ -53,8 +57,12 @@ class LiveDisplay:
         kind = event["event"]
         if kind == "open":
             self.estimate_s = event.get("estimate_s")
-            total = len(event.get("starts", [])) * int(event.get("waves_per_start", 0))
-            self.progress.update(self.task, total=total or None)
+            self.first_look_s = event.get("first_look_estimate_s")
+            self.looks = [int(n) for n in event.get("looks") or []]
+            self.starts, self.waves_per_start = len(event.get("starts", [])), int(event.get("waves_per_start", 0))
+            # A sequential window may stop at its first look: the bar runs to there, and grows at each look it
+            # goes on from, so its total and ETA never count starts the window may not run.
+            self.progress.update(self.task, total=self._waves_to(self._next_look(0)) or None)
         elif kind == "step" and event.get("state") == "begin":
             self.where = str(event["step"])
         elif kind == "wave":
@@ -64,14 +72,27 @@ class LiveDisplay:
             self.where = f"look after s{event['after']}: {event['verdict']}"
             if event.get("stop"):  # a sequential window that stopped early: the bar ends where it did
                 self.progress.update(self.task, total=self.progress.tasks[0].completed)
+            else:
+                self.progress.update(self.task, total=self._waves_to(self._next_look(int(event["after"]))))
         elif kind == "close":
             self.where = f"{event['state']}" + (f": {event['verdict']}" if event.get("verdict") else "")
         self.progress.update(self.task, description=self.where, times=self._times())
 
+    def _next_look(self, after: int) -> int:
+        """The starts the window runs at least: to its next look after ``after``, else all of them."""
+        return next((n for n in self.looks if n > after), self.starts)
+
+    def _waves_to(self, starts: int) -> int:
+        return starts * self.waves_per_start
+
     def _times(self) -> str:
         elapsed = time.monotonic() - self.started
         task = self.progress.tasks[0]
-        text = _minutes(elapsed) + (f" of ~{_minutes(self.estimate_s)} estimated" if self.estimate_s else "")
+        if self.first_look_s and self.estimate_s and self.looks:
+            estimated = f" of ~{_minutes(self.first_look_s)} to the first look (at most ~{_minutes(self.estimate_s)})"
+        else:
+            estimated = f" of ~{_minutes(self.estimate_s)} estimated" if self.estimate_s else ""
+        text = _minutes(elapsed) + estimated
         if task.total and task.completed:
             text += f", ETA {_minutes(elapsed / task.completed * (task.total - task.completed))}"
         return text

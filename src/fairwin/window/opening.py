@@ -34,6 +34,7 @@ class Opening(WindowState):
             self.starts,
             self.gate_summary.budget,
             sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells),
+            self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else (),
         )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
         production = self.hold.snapshot if self.hold is not None else None

@@ -4,7 +4,8 @@ The window emits plain JSON-ready dicts, one per moment a person watching would 
 to see:
 
 - ``open``: the window's starts (name, kind, role), the waves each start runs, and the
-  budget's estimate of the measurement (``estimate_s``) and of each start;
+  budget's estimate of the measurement (``estimate_s``) and of each start; a sequential rule's
+  looks (after how many starts) and the estimate to the first (``first_look_estimate_s``);
 - ``step``: a journaled step's ``begin``, ``end``, ``failed`` or ``interrupted``
   (``open``, ``production down``, ``start s2``, ``restore``, ``decide`` ...);
 - ``wave``: a measured wave done, with its start, cell, key and seconds;
@@ -72,15 +73,24 @@ class ProgressFeed:
             log.warning("progress display dropped after it failed: %s", exc)
 
     def opened(
-        self, path: Path, order: str, starts: Sequence[StartSpec], budget: BudgetEstimate, waves_per_start: int
+        self,
+        path: Path,
+        order: str,
+        starts: Sequence[StartSpec],
+        budget: BudgetEstimate,
+        waves_per_start: int,
+        looks: Sequence[int] = (),
     ) -> None:
-        """The ``open`` event: what a display needs to show how far the window has come and what is left."""
+        """The ``open`` event: what a display needs to show how far the window has come and what is left;
+        ``looks``: after how many starts a sequential rule looks (the window may stop at each)."""
         estimates = budget.per_start_s
         self.emit(
             "open",
             path=str(path),
             order=order,
             estimate_s=budget.measurement_end_s,
+            looks=list(looks) or None,
+            first_look_estimate_s=budget.first_look_end_s if looks else None,
             waves_per_start=waves_per_start,
             starts=[
                 {"name": s.name, "kind": s.kind, "role": s.role, "estimate_s": estimates.get(s.name)} for s in starts
