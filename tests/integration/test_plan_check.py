@@ -104,3 +104,25 @@ def test_a_plan_with_its_own_role_names_is_told_how_to_make_a_mode_and_then_runs
     plan = make_plan(roles=roles, modes={"mine": mine, "other": {"control": "spec", "candidate": "base"}})
     shown = fairwin("plan", "show", str(plan))
     assert shown.returncode == 2 and "the plan has modes mine, other; name one with --mode" in shown.stderr
+
+
+def test_plan_check_counts_every_prompt_a_cell_sends_and_names_each_short_one(
+    make_plan: PlanFactory, tmp_path: Path
+) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(["the a of"], trainers.WordLevelTrainer(special_tokens=["<unk>"]))
+    path = tmp_path / "tokenizer.json"
+    tokenizer.save(str(path))
+    plan = make_plan()
+    fine = fairwin("plan", "check", str(plan), "--tokenizer", str(path))
+    assert fine.returncode == 0, fine.stderr
+    assert "prompts: all " in fine.stdout and "long enough (shortest, in tokens: short-b1 64)" in fine.stdout
+    long = fairwin("plan", "check", str(plan), "--tokenizer", str(path), "--set", "cells.short-b1.prompt_tokens=20000")
+    assert long.returncode == 2
+    short = [line for line in long.stderr.splitlines() if line.startswith("cell short-b1: ")]
+    assert short and all("tokens, the cell wants 20000 (tolerance" in line for line in short)
+    assert f"of {len(short)} prompts are too short for their cell" in long.stderr.splitlines()[-1]
+    assert "rebuild those families from longer text (`fairwin prompts --min-chars N`)" in long.stderr

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin.cli._arguments import plan_argument
 from fairwin.cli._console import stderr, stdout
+from fairwin.errors import PlanError, UsageError
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
@@ -18,6 +21,10 @@ def add_parsers(commands: Commands) -> None:
     plan_commands = plan.add_subparsers(dest="plan_command", required=True, metavar="SUBCOMMAND")
     check = plan_commands.add_parser("check", help="validate a plan and every file it pins")
     plan_argument(check)
+    lengths = check.add_argument_group("prompt lengths (optional: count every prompt a cell sends)")
+    lengths.add_argument("--tokenizer", type=Path, metavar="FILE", help="a local tokenizer.json of the model")
+    lengths.add_argument("--tokenize-url", metavar="URL", help="or a running server's /tokenize (its base URL)")
+    lengths.add_argument("--model", default="", help="the model name --tokenize-url serves")
     check.set_defaults(func=plan_check)
     show = plan_commands.add_parser("show", help="print the starts, waves, seeds, prompt ids and estimated duration")
     plan_argument(show)
@@ -57,7 +64,27 @@ def plan_check(args: argparse.Namespace) -> int:
         )
     for warning in error_rate_check(loaded, get_rule(loaded.plan.window.rule)):
         stderr.print(f"warning: {warning}", markup=False)
+    if args.tokenizer is not None or args.tokenize_url:
+        _check_prompt_lengths(loaded, args)
     return 0
+
+
+def _check_prompt_lengths(loaded: LoadedPlan, args: argparse.Namespace) -> None:
+    from fairwin.client.prompt_lengths import check_prompt_lengths
+
+    if args.tokenizer is not None and args.tokenize_url:
+        raise UsageError("give --tokenizer or --tokenize-url, not both")
+    counting = check_prompt_lengths(loaded, tokenizer=args.tokenizer, tokenize_url=args.tokenize_url, model=args.model)
+    found = asyncio.run(counting)
+    for line in found.short:
+        stderr.print(line, markup=False)
+    if found.short:
+        raise PlanError(
+            f"{args.plan}: {len(found.short)} of {found.counted} prompts are too short for their cell (listed "
+            "above); rebuild those families from longer text (`fairwin prompts --min-chars N`) or lower prompt_tokens"
+        )
+    shortest = ", ".join(f"{cell} {tokens}" for cell, tokens in found.shortest.items())
+    stdout.print(f"prompts: all {found.counted} long enough (shortest, in tokens: {shortest})", markup=False)
 
 
 def plan_show(args: argparse.Namespace) -> int:

@@ -163,6 +163,8 @@ async def prepare(
     if tokens < target - tolerance:
         raise PromptError(
             f"cell {cell}: prompt {family}/{prompt.id} has only {tokens} tokens, the cell wants {target} "
-            f"(tolerance {tolerance}); use longer prompts (`fairwin prompts --tokens {target}`) or lower prompt_tokens"
+            f"(tolerance {tolerance}); cutting cannot lengthen a prompt: rebuild the family from longer text "
+            f"(`fairwin prompts --family {family}=SOURCE --min-chars {target * 6}`), or lower prompt_tokens; "
+            "`fairwin plan check --tokenizer FILE` finds every short prompt before a window"
         )
     return PreparedPrompt(cell=cell, family=family, id=prompt.id, target_tokens=target, tokens=tokens, text=text)
