@@ -166,7 +166,7 @@ def test_cut_to_tokens_with_a_local_tokenizer(tmp_path: Path) -> None:
     ("extra", "message"),
     [
         (["--tokens", "10"], "--tokens needs --tokenize-url URL"),
-        (["--tokenizer", "x.json"], "--tokens needs --tokenize-url URL"),
+        (["--tokenizer", "x.json"], "x.json: not a tokenizer.json"),  # alone it counts: the file must load
         (["--count", "500", "--min-chars", "100000"], "lower --count or --min-chars"),
         (["--tokens", "10", "--tokenizer", "missing.json"], "not a tokenizer.json"),
     ],
@@ -177,6 +177,37 @@ def test_bad_prompt_requests_are_one_line_errors(
     code = main(["prompts", "--family", "prose", "--out", str(tmp_path / "o"), *extra])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_one_large_file_makes_many_prompts_with_their_sizes_said_and_a_bad_family_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"paragraph {n}: " + "words of the team's own text " * 20 for n in range(100)))
+    tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(["words of the"], trainers.WordLevelTrainer(special_tokens=["<unk>"]))
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    out = tmp_path / "out"
+    given = ["--out", str(out), "--count", "8", "--min-chars", "6000", "--tokenizer", str(tmp_path / "tokenizer.json")]
+    assert main(["prompts", "--family", f"mine={corpus}", *given]) == 0
+    made = rows(out / "mine.jsonl")
+    assert len(made) == 8 and [p["source"] for p in made[:2]] == ["corpus#0", "corpus#1"]  # one file, split
+    assert all(6000 <= len(str(p["text"])) < 7000 for p in made)
+    assert all(p["tokens"] == len(tokenizer.encode(str(p["text"])).ids) for p in made)
+    said = capsys.readouterr().out
+    chars = sorted(len(str(p["text"])) for p in made)
+    tokens = sorted(int(str(p["tokens"])) for p in made)
+    assert f"# 8 prompts, {chars[0]} to {chars[-1]} characters (median {chars[4]}), " in said
+    assert f"{tokens[0]} to {tokens[-1]} tokens (median {tokens[4]}) -> {out / 'mine.jsonl'}" in said
+    # All or nothing: a family that cannot be built leaves no other family's files behind.
+    fresh = tmp_path / "fresh"
+    families = ["--family", f"mine={corpus}", "--family", f"theirs={tmp_path / 'none'}"]
+    code = main(["prompts", *families, "--out", str(fresh), "--count", "8", "--min-chars", "6000"])
+    assert code == 2 and "no such file or directory" in capsys.readouterr().err
+    assert not fresh.exists()
 
 
 def test_a_frozen_order_a_team_has_is_imported_pinned_and_never_rewritten(

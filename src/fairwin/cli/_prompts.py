@@ -32,7 +32,9 @@ def add_parsers(commands: Commands) -> None:
     parser.add_argument("--seed", type=int, default=42, help="seed of the frozen order")
     parser.add_argument("--plan-dir", default=".", help="paths in the printed plan snippet are relative to this")
     parser.add_argument("--tokens", type=count, help="also cut every prompt to exactly this many tokens")
-    parser.add_argument("--tokenize-url", help="count tokens with this server's /tokenize (e.g. http://127.0.0.1:8000)")
+    parser.add_argument(
+        "--tokenize-url", help="count every prompt's tokens with this server's /tokenize (e.g. http://127.0.0.1:8000)"
+    )
     parser.add_argument("--model", default="", help="model name for --tokenize-url")
     parser.add_argument("--tokenizer", help="count tokens with this local tokenizer.json instead of a server")
     parser.set_defaults(func=prompts)
@@ -52,12 +54,12 @@ def prompts(args: argparse.Namespace) -> int:
 
     if not args.family or not args.out:
         raise UsageError("fairwin prompts needs --family and --out (or `fairwin prompts import ORDERS.json ...`)")
-    if (args.tokens is None) != (args.tokenize_url is None and args.tokenizer is None):
-        raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE, and they need it")
+    if args.tokens is not None and args.tokenize_url is None and args.tokenizer is None:
+        raise UsageError("--tokens needs --tokenize-url URL (with --model) or --tokenizer FILE to count with")
     if args.tokenize_url and args.tokenizer:
         raise UsageError("give --tokenize-url or --tokenizer, not both")
     cut = None
-    if args.tokens is not None:
+    if args.tokenize_url or args.tokenizer:
         tokenizer = Path(args.tokenizer) if args.tokenizer else None
         cut = Tokenization(tokens=args.tokens, tokenize_url=args.tokenize_url, model=args.model, tokenizer=tokenizer)
     built = build_families(
@@ -65,7 +67,7 @@ def prompts(args: argparse.Namespace) -> int:
     )
     for family in asyncio.run(built):
         cut_note = f", each cut to {args.tokens} tokens" if args.tokens else ""
-        stdout.print(f"# {family.count} prompts{cut_note} -> {family.prompts_path}", markup=False)
+        stdout.print(f"# {family.sizes()}{cut_note} -> {family.prompts_path}", markup=False)
         stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
     return 0
 

@@ -100,6 +100,17 @@ class BuiltFamily:
     prompts_sha256: str
     order_sha256: str
     count: int
+    chars: tuple[int, ...] = ()  # each prompt's characters, in the file's order
+    tokens: tuple[int, ...] = ()  # each prompt's tokens, where a tokenizer counted them
+
+    def sizes(self) -> str:
+        """``12 prompts, 20011 to 24750 characters (median 21302); 4096 to 4096 tokens``."""
+        parts = [f"{self.count} prompts"]
+        for unit, values in (("characters", self.chars), ("tokens", self.tokens)):
+            if values:
+                ordered = sorted(values)
+                parts.append(f"{ordered[0]} to {ordered[-1]} {unit} (median {ordered[len(ordered) // 2]})")
+        return ", ".join(parts)
 
     def plan_snippet(self, base: Path) -> str:
         def rel(path: Path) -> str:
@@ -117,27 +128,31 @@ class BuiltFamily:
         )
 
 
-async def build_family(
+async def family_prompts(
     name: str,
     source: str | Path,
-    out_dir: Path,
     *,
     count: int,
     min_chars: int,
-    seed: int = 42,
     counter: TokenCounter | None = None,
     tokens: int | None = None,
-) -> BuiltFamily:
-    """Join texts until each prompt has ``min_chars``; write prompts JSONL and a seeded frozen order.
+) -> list[dict[str, str | int]]:
+    """Join texts until each prompt has ``min_chars`` (a user's text of twice that or more is first split at its
+    paragraphs, so one large file makes many prompts); nothing is written.
 
-    With ``counter`` and ``tokens``, every prompt is also cut to exactly ``tokens`` tokens
-    as that counter counts them (a server's /tokenize or a local tokenizer.json).
+    With ``counter``, each prompt's tokens are counted; with ``tokens`` too, every prompt is cut to exactly that
+    many as the counter counts them (a server's /tokenize or a local tokenizer.json).
     """
-    texts = _builtin_texts(str(source)) if str(source) in BUILTIN else _user_texts(Path(source))
+    if str(source) in BUILTIN:
+        texts = _builtin_texts(str(source))
+    else:
+        texts = (piece for text_id, text in _user_texts(Path(source)) for piece in _split(text_id, text, min_chars))
     prompts = []
     for prompt in _joined(name, texts, min_chars):
         if counter is not None and tokens is not None:
             await _cut(name, prompt, counter, tokens)
+        elif counter is not None:
+            prompt["tokens"] = await counter.count(str(prompt["text"]))
         prompts.append(prompt)
         if len(prompts) == count:
             break
@@ -146,7 +161,25 @@ async def build_family(
             f"family {name}: only {len(prompts)} prompts of >= {min_chars} characters could be made from "
             f"{source}; lower --count or --min-chars, or add text"
         )
-    return _write_family(name, out_dir, prompts, seed)
+    return prompts
+
+
+def _split(text_id: str, text: str, min_chars: int) -> Iterator[tuple[str, str]]:
+    """A text of at least twice ``min_chars`` as pieces of about ``min_chars``, cut between paragraphs (or lines,
+    where it has no blank lines); a shorter text whole."""
+    if len(text) < 2 * min_chars:
+        yield text_id, text
+        return
+    separator = "\n\n" if "\n\n" in text else "\n"
+    piece: list[str] = []
+    number = 0
+    for paragraph in text.split(separator):
+        piece.append(paragraph)
+        if sum(len(p) + len(separator) for p in piece) >= min_chars:
+            yield f"{text_id}#{number}", separator.join(piece)
+            number, piece = number + 1, []
+    if piece:
+        yield f"{text_id}#{number}", separator.join(piece)
 
 
 def _joined(name: str, texts: Iterator[tuple[str, str]], min_chars: int) -> Iterator[dict[str, str | int]]:
@@ -174,7 +207,7 @@ async def _cut(name: str, prompt: dict[str, str | int], counter: TokenCounter, t
         )
 
 
-def _write_family(name: str, out_dir: Path, prompts: list[dict[str, str | int]], seed: int) -> BuiltFamily:
+def write_family(name: str, out_dir: Path, prompts: list[dict[str, str | int]], seed: int) -> BuiltFamily:
     out_dir.mkdir(parents=True, exist_ok=True)
     prompts_path = out_dir / f"{name}.jsonl"
     order_path = out_dir / f"{name}.order.json"
@@ -189,14 +222,16 @@ def _write_family(name: str, out_dir: Path, prompts: list[dict[str, str | int]],
         prompts_sha256=sha256_file(prompts_path),
         order_sha256=sha256_file(order_path),
         count=len(prompts),
+        chars=tuple(len(str(p["text"])) for p in prompts),
+        tokens=tuple(int(p["tokens"]) for p in prompts if "tokens" in p),
     )
 
 
 @dataclass(frozen=True)
 class Tokenization:
-    """How ``fairwin prompts`` counts tokens, when it cuts prompts to a length: a server or a local file."""
+    """How ``fairwin prompts`` counts tokens (and cuts prompts to a length): a server or a local file."""
 
-    tokens: int
+    tokens: int | None  # None: count each prompt's tokens, cut none
     tokenize_url: str | None = None  # a server's base URL (its /tokenize)
     model: str = ""
     tokenizer: Path | None = None  # a local tokenizer.json
@@ -205,26 +240,21 @@ class Tokenization:
 async def build_families(
     specs: Sequence[str], out_dir: Path, *, count: int, min_chars: int, seed: int, cut: Tokenization | None
 ) -> list[BuiltFamily]:
-    """Each ``NAME`` or ``NAME=SOURCE`` of ``specs`` built into ``out_dir``, cut to ``cut.tokens`` when given."""
+    """Each ``NAME`` or ``NAME=SOURCE`` of ``specs`` built into ``out_dir``, counted (and cut to ``cut.tokens``)
+    when a tokenizer is given. All or nothing: every family is built before any file is written, so one that
+    cannot be built leaves no other family's files behind."""
     async with aiohttp.ClientSession() as session:
         counter: TokenCounter | None = None
         if cut is not None and cut.tokenize_url:
             counter = TokenizeClient(session, cut.tokenize_url.rstrip("/"), cut.model, "completions")
         elif cut is not None and cut.tokenizer is not None:
             counter = LocalTokenizer(cut.tokenizer)
-        built = []
+        made: list[tuple[str, list[dict[str, str | int]]]] = []
         for spec in specs:
             name, _, source = spec.partition("=")
-            built.append(
-                await build_family(
-                    name,
-                    source or name,
-                    out_dir,
-                    count=count,
-                    min_chars=min_chars,
-                    seed=seed,
-                    counter=counter,
-                    tokens=cut.tokens if cut else None,
-                )
+            tokens = cut.tokens if cut else None
+            prompts = await family_prompts(
+                name, source or name, count=count, min_chars=min_chars, counter=counter, tokens=tokens
             )
-        return built
+            made.append((name, prompts))
+    return [write_family(name, out_dir, prompts, seed) for name, prompts in made]
