@@ -45,8 +45,10 @@ def servers_with(marker: str) -> list[int]:
 OWN_SESSION = True
 
 
-def fairwin(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
+def fairwin(
+    *args: str, timeout: float = 300, cwd: Path | None = None, columns: int = 200
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": str(columns)}
     return subprocess.run(
         [sys.executable, "-m", "fairwin", *args],
         capture_output=True,

@@ -14,6 +14,23 @@ from fairwin.sim.model import tokenize
 from tests.integration.helpers import SimProcess
 
 
+def _unknownless_tokenizer() -> Path:
+    """A word-level tokenizer.json with no unknown token: it cannot encode a word it was not trained on."""
+    import tempfile
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordLevel())
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(["only these words"], trainers.WordLevelTrainer())
+    path = Path(tempfile.mkdtemp()) / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+UNKNOWNLESS = _unknownless_tokenizer()
+
+
 def rows(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -169,6 +186,7 @@ def test_cut_to_tokens_with_a_local_tokenizer(tmp_path: Path) -> None:
         (["--tokenizer", "x.json"], "x.json: not a tokenizer.json"),  # alone it counts: the file must load
         (["--count", "500", "--min-chars", "100000"], "lower --count or --min-chars"),
         (["--tokens", "10", "--tokenizer", "missing.json"], "not a tokenizer.json"),
+        (["--tokenizer", str(UNKNOWNLESS)], "this tokenizer cannot encode the prompts' text"),
     ],
 )
 def test_bad_prompt_requests_are_one_line_errors(

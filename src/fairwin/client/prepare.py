@@ -80,9 +80,13 @@ class LocalTokenizer:
             self._tokenizer = HFTokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises a bare Exception for a bad file
             raise InputError(f"{path}: not a tokenizer.json that `tokenizers` can load: {exc}") from None
+        self._path = path
 
     async def count(self, text: str) -> int:
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        try:
+            return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        except Exception as exc:  # likewise for a text it cannot encode (a word-level vocabulary without [UNK])
+            raise InputError(f"{self._path}: this tokenizer cannot encode the prompts' text: {exc}") from None
 
 
 class TokenizeClient:

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision import Decision
 from fairwin.directory.gate_summary import GateSummary
@@ -36,6 +36,15 @@ from fairwin.records import read_record
 from fairwin.verdict.stored import completed_decision
 
 
+class CheckOutcome(BaseModel):
+    """One check of the promotion gate, and whether it held."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    check: str
+    ok: bool
+
+
 class PromotionRecord(Receipt):
     """``fairwin.promotion/1`` (sealed): ALLOWED, or REFUSED with every reason, and each check's outcome."""
 
@@ -45,7 +54,8 @@ class PromotionRecord(Receipt):
     format: Literal["fairwin.promotion/1"] = "fairwin.promotion/1"
     verdict: Literal["ALLOWED", "REFUSED"]
     reasons: list[str]
-    checks: list[dict[str, Any]]  # each check's name and whether it held
+    checks: list[CheckOutcome]
+    accepted: list[str] = Field(default_factory=list)  # what went unjudged and the policy accepted, named
     window_id: str
     window_path: str
     decision_sha256: str | None
@@ -164,7 +174,7 @@ def _metrics_and_validity(found: Evidence, policy: PromotionPolicy) -> list[str]
         reasons += [
             f"{cell.cell}: guard {g.metric} {'FAILED' if g.failed else 'was not judged'}: {g.detail}"
             for g in cell.guards
-            if g.failed is not False
+            if g.failed or (g.failed is None and g.metric not in policy.accept_unjudged_guards)
         ]
         if policy.require_observed_clock_caps and not (cell.validity is not None and cell.validity.observed):
             reasons.append(f"{cell.cell}: its starts' clock caps were not observed (no GPU telemetry)")
@@ -219,6 +229,17 @@ def _chain_restored(found: Evidence) -> list[str]:
     ]
 
 
+def _accepted(found: Evidence, policy: PromotionPolicy) -> list[str]:
+    """The guards that went unjudged and the policy accepts so, each with why it went unjudged."""
+    cells = [c for c in found.decision.cells if c.decides] if found.decision is not None else []
+    return [
+        f"{cell.cell}: guard {g.metric} not judged ({g.detail}); accepted by accept_unjudged_guards"
+        for cell in cells
+        for g in cell.guards
+        if g.failed is None and g.metric in policy.accept_unjudged_guards
+    ]
+
+
 CHECKS: list[tuple[str, Callable[[Evidence, PromotionPolicy], list[str]]]] = [
     ("verdict, rule and mode", _decided),
     ("qualification and gates", _qualification_and_gates),
@@ -257,12 +278,13 @@ def check_promotion(
     checked = []
     for name, check in CHECKS:
         failed = check(found, policy)
-        checked.append({"check": name, "ok": not failed})
+        checked.append(CheckOutcome(check=name, ok=not failed))
         reasons += failed
     document = PromotionRecord(
         verdict="REFUSED" if reasons else "ALLOWED",
         reasons=reasons,
         checks=checked,
+        accepted=_accepted(found, policy),
         window_id=found.manifest.window_id,
         window_path=str(window),
         decision_sha256=found.status.decision_sha256,

@@ -36,11 +36,16 @@ class PromotionPolicy(StrictModel):
     require_metrics: list[str] = Field(
         default_factory=list, description="Metrics every deciding cell must have recorded (primary, guard, reported)."
     )
+    accept_unjudged_guards: list[str] = Field(
+        default_factory=list,
+        description="Guards whose going unjudged does not refuse (recorded in the receipt as accepted): "
+        "accepted_per_round where the control does not speculate, so has no rate to compare.",
+    )
     require_observed_clock_caps: bool = Field(False, description="Every deciding cell's clock caps observed.")
     require_greedy: bool = Field(True, description="Greedy diagnostics ran (a real divergence always refuses).")
     require_restored: bool = Field(True, description="Production restored and watched at the window's close.")
 
-    @field_validator("require_metrics")
+    @field_validator("require_metrics", "accept_unjudged_guards")
     @classmethod
     def _known_metrics(cls, names: list[str]) -> list[str]:
         unknown = [name for name in names if name not in METRICS]
