@@ -132,16 +132,16 @@ def _observed(receipt: StartReceipt, hosts: dict[str, str]) -> dict[str, Any]:
     """Where a start ran (its hosts), its GPUs (model and count) and each host's clock cap, from start.json."""
     head = receipt.host or HERE
     ran_on = {hosts.get(h or HERE, h or HERE) for h in (head, *(w.get("host") for w in receipt.workers or []))}
-    telemetry = receipt.telemetry or {}
+    telemetry = receipt.telemetry
     caps: dict[str, set[float | None]] = {}
-    for gpu, cap in (telemetry.get("cap_by_gpu") or {}).items():
+    for gpu, cap in (telemetry.cap_by_gpu if telemetry is not None else {}).items():
         host = gpu.split("/", 1)[0] if "/" in gpu else head
         caps.setdefault(hosts.get(host, host), set()).add(cap)
     if not caps:  # no GPU read: each host's cap from its log, where the plan reads caps there
-        for host, cap in (telemetry.get("cap_by_host") or {}).items():
+        for host, cap in (telemetry.cap_by_host if telemetry is not None else {}).items():
             caps.setdefault(hosts.get(host, host), set()).add(cap)
-    models = sorted(set((telemetry.get("names") or {}).values()))
-    gpus = telemetry.get("gpus") or []
+    models = sorted(set(telemetry.names.values())) if telemetry is not None else []
+    gpus = telemetry.gpus if telemetry is not None else []
     return {
         "hosts": sorted(ran_on),
         "gpu_model": "+".join(models) if models else None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.formats import START, WAVE, RecordFormat
 from fairwin.records import Record
@@ -17,6 +17,49 @@ from fairwin.rows import Kind
 
 #: Where a start's speculative config was read: what the server reported, its argv, or nowhere (accepted).
 SpeculativeSource = Literal["server log", "argv", "unobserved"]
+
+
+class Dialback(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time: float
+    gpu: int
+    host: str | None = None
+    kind: str  # thermal | power
+    reasons: list[str]
+
+
+class CapChange(BaseModel):
+    """The cap moved inside a start: on a GPU (its locked clock, at a sample's time) or in a host's log."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str
+    gpu: str | None = None
+    before_mhz: float
+    after_mhz: float
+    time: float | None = None
+
+
+class StartTelemetry(BaseModel):
+    """``start.json``'s ``telemetry``, summarized by telemetry/sampler.py: a start's GPUs, the cap it ran at
+    (or why none), its clocks and its dial-backs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    samples: int
+    failed_reads: int
+    gpus: list[str]
+    sm_mhz: dict[str, float] | None  # min, median, max over busy samples
+    cap_from: str
+    cap_mhz: float | None
+    cap_by_gpu: dict[str, float | None]
+    names: dict[str, str] = {}  # each GPU's model, by the same keys
+    cap_by_host: dict[str, float | None] = {}  # 'here' for fairwin's own host
+    cap_changes: list[CapChange] = []
+    dialbacks: list[Dialback]
+    problems: list[str]
 
 
 class StartReceipt(Record):
@@ -50,7 +93,7 @@ class StartReceipt(Record):
     counters_reason: str | None = None
     env_check: list[str] | None = None
     warmup: dict[str, Any] | None = None
-    telemetry: dict[str, Any] | None = None
+    telemetry: StartTelemetry | None = None
     greedy_streams: int | None = None
     host_after: dict[str, Any] | None = None
     pooled_rows: int | None = None

@@ -163,7 +163,7 @@ def _cap_of(caps: Mapping[str, float | None] | None, gpu: str) -> float | None:
 
 def start_caps(receipts: Iterable[StartReceipt]) -> dict[str, dict[str, float | None]]:
     """Each start's cap by GPU, from its receipt (none where it sampled nothing)."""
-    return {r.start: (r.telemetry or {}).get("cap_by_gpu") or {} for r in receipts}
+    return {r.start: r.telemetry.cap_by_gpu if r.telemetry is not None else {} for r in receipts}
 
 
 def between_starts_clocks(

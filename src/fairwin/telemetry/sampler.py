@@ -26,8 +26,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from fairwin.directory.start_receipt import CapChange, Dialback, StartTelemetry
 from fairwin.errors import InputError
 from fairwin.formats import TELEMETRY, RecordFormat
 from fairwin.records import Record, append_records
@@ -55,48 +56,6 @@ class TelemetryRow(Record):
     temperature_c: float | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
-
-
-class Dialback(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    time: float
-    gpu: int
-    host: str | None = None
-    kind: str  # thermal | power
-    reasons: list[str]
-
-
-class CapChange(BaseModel):
-    """The cap moved inside a start: on a GPU (its locked clock, at a sample's time) or in a host's log."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    host: str
-    gpu: str | None = None
-    before_mhz: float
-    after_mhz: float
-    time: float | None = None
-
-
-class StartTelemetry(BaseModel):
-    """A start's GPUs, summarized: the cap it ran at (or why none), its clocks and its dial-backs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    source: str
-    samples: int
-    failed_reads: int
-    gpus: list[str]
-    sm_mhz: dict[str, float] | None  # min, median, max over busy samples
-    cap_from: str
-    cap_mhz: float | None
-    cap_by_gpu: dict[str, float | None]
-    names: dict[str, str] = {}  # each GPU's model, by the same keys
-    cap_by_host: dict[str, float | None] = {}  # 'here' for fairwin's own host
-    cap_changes: list[CapChange] = []
-    dialbacks: list[Dialback]
-    problems: list[str]
 
 
 class Sampler:
@@ -265,7 +224,11 @@ def _caps_from_logs(
             problems.append(f"host {host}'s log has no line matching {pattern!r}")
             found[host] = None
             continue
-        moved = [CapChange(host=host, before_mhz=a, after_mhz=b) for a, b in itertools.pairwise(values) if a != b]
+        moved = [
+            CapChange(host=host, gpu=None, before_mhz=a, after_mhz=b, time=None)
+            for a, b in itertools.pairwise(values)
+            if a != b
+        ]
         changes += moved
         found[host] = None if moved else values[0]
     return found

@@ -21,7 +21,7 @@ def pooled_profile(receipts: Sequence[StartReceipt]) -> str | None:
 
 def started_telemetry(receipts: Sequence[StartReceipt]) -> list[dict[str, Any]]:
     """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
-    return [{"start": r.start, **r.telemetry} for r in receipts if r.telemetry is not None]
+    return [{"start": r.start, **r.telemetry.model_dump(mode="json")} for r in receipts if r.telemetry is not None]
 
 
 def unobserved_checks(receipts: Sequence[StartReceipt]) -> list[str]:

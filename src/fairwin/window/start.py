@@ -186,7 +186,7 @@ async def _measure(
         return rows
     logs = {spec.host or HERE: directory / server_log(spec) for spec in specs}
     seen = summarize(sampler, cap_from, logs, plan.telemetry.cap_log_pattern, specs[-1].host or HERE)
-    receipt.telemetry = seen.model_dump(mode="json")
+    receipt.telemetry = seen
     spans = [(r.spec.cell, r.spec.repeat, r.started_unix, r.seconds) for r in results]
     invalidating = set(plan.telemetry.invalidating_dialbacks)
     events = events_by_repeat([d for d in seen.dialbacks if d.kind in invalidating], spans)
