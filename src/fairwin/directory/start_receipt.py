@@ -19,6 +19,40 @@ from fairwin.rows import Kind
 SpeculativeSource = Literal["server log", "argv", "unobserved"]
 
 
+class BusyProcess(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pid: int
+    name: str
+    cpu_pct: float
+
+
+class HostCondition(BaseModel):
+    """The host around a start (telemetry/host_condition.py): CPU busy %, load, frequency, memory, and the busiest
+    processes; the busy share, the busiest and ``idle`` are null when nothing was sampled (``idle_check_s`` 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu_busy_pct: float | None
+    cpus: int | None
+    load_average: list[float]
+    cpu_mhz: list[int]
+    memory_available_gib: float
+    client_cpus: list[int]
+    busiest: list[BusyProcess] | None
+    idle: bool | None
+
+
+class StopSummary(BaseModel):
+    """How a start's server (or a worker) stopped: the signal it took, its exit status, the seconds it took."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    signal: str  # "none" (already exited), "SIGTERM" or "SIGKILL"
+    returncode: int | None
+    seconds: float
+
+
 class Dialback(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -83,7 +117,7 @@ class StartReceipt(Record):
     speculative: dict[str, Any] | None = None
     speculative_source: SpeculativeSource | None = None  # where the config was read
     # As the start ran.
-    host_before: dict[str, Any] | None = None
+    host_before: HostCondition | None = None
     identity: dict[str, str] | None = None
     workers: list[dict[str, Any]] | None = None  # each other member of a role across hosts
     healthy_after_s: float | None = None
@@ -95,9 +129,9 @@ class StartReceipt(Record):
     warmup: dict[str, Any] | None = None
     telemetry: StartTelemetry | None = None
     greedy_streams: int | None = None
-    host_after: dict[str, Any] | None = None
+    host_after: HostCondition | None = None
     pooled_rows: int | None = None
-    stop: dict[str, Any] | None = None
+    stop: StopSummary | None = None
 
     def worker(self, member: str) -> dict[str, Any]:
         """The worker's entry (made when it never got as far as launched)."""

@@ -88,7 +88,7 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
             if start.healthy_after_s is None or start.stop is None:
                 raise KeyError("healthy_after_s" if start.healthy_after_s is None else "stop")
             startup.append((key, start.healthy_after_s))
-            stop.append((key, float(start.stop["seconds"])))
+            stop.append((key, start.stop.seconds))
     with _fields_of(files.waves):
         for wave in read_records(files.waves, WaveRow):
             waves.append((cell_key(plan.cells[wave.cell]), wave.seconds))

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.start_receipt import StopSummary
 from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.checkouts import check_checkouts, role_specs
 from fairwin.launch.container import ContainerServer
@@ -252,5 +253,5 @@ async def stop_all(processes: list[StartProcess]) -> list[tuple[StartProcess, St
     return stopped
 
 
-def stop_receipt(record: StopRecord) -> dict[str, Any]:
-    return {"signal": record.signal, "returncode": record.returncode, "seconds": record.seconds}
+def stop_receipt(record: StopRecord) -> StopSummary:
+    return StopSummary(signal=record.signal, returncode=record.returncode, seconds=record.seconds)

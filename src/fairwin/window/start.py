@@ -328,7 +328,7 @@ async def _stop(ctx: StartContext, processes: list[StartProcess], receipt: Start
         if process is processes[-1]:  # the head
             receipt.stop = stop_receipt(record)
         else:
-            receipt.worker(process.spec.member)["stop"] = stop_receipt(record)
+            receipt.worker(process.spec.member)["stop"] = stop_receipt(record).model_dump(mode="json")
     if ctx.hold_sampler is not None:  # the GPUs the next start inherits: every gap is seen, however short
         await ctx.hold_sampler.read_now()
 
