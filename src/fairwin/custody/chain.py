@@ -35,7 +35,7 @@ from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
-from fairwin.production.placeholders import Placeholders, not_running
+from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
 from fairwin.production.state_records import SnapshotRecord
 from fairwin.records import Record, read_record, write_record
 from fairwin.rows import Order
@@ -75,7 +75,7 @@ class Marker(Record):
     commit: str | None
     coordinator: str
     time: float
-    placeholders: list[dict[str, Any]]
+    placeholders: list[RunningPlaceholder]
     placeholder_dir: str
 
     @property
@@ -148,7 +148,7 @@ class ChainRun:
     snapshot: dict[str, Any]
     commit: str | None
     coordinator: str
-    started: list[dict[str, Any]] = field(default_factory=list)
+    started: list[RunningPlaceholder] = field(default_factory=list)
     end: ChainEnd | None = None
     reason: str | None = None
     chain_id: str | None = None  # the chain's id, once known: continued, or started by this window's hold over
@@ -166,7 +166,7 @@ class ChainRun:
         stopped = await self.placeholders.stop(self.found.placeholders)
         return {"left_down_by": self.found.last.window_id, "placeholders": stopped}
 
-    async def start_placeholders(self) -> list[dict[str, Any]]:
+    async def start_placeholders(self) -> list[RunningPlaceholder]:
         """The placeholders started and proved (once): at the end of the window's last start, before its servers
         let go of the hardware; :meth:`hold_over` starts them where that start did not (a window that stopped
         early)."""
@@ -200,14 +200,14 @@ class ChainRun:
         write_record(self.marker_path, marker)
         self.chain_id = marker.chain_id
         hold.restored = Restore(
-            state="CHAINED", reason="production left down", placeholders=[p["name"] for p in self.started]
+            state="CHAINED", reason="production left down", placeholders=[p.name for p in self.started]
         )
         self.end = "CHAINED"
         started = "before the last start's servers stopped" if early else "at the chained close"
         return {
             "marker": str(self.marker_path),
             "chain_id": marker.chain_id,
-            "placeholders": self.started,
+            "placeholders": [p.stored() for p in self.started],
             "placeholders_started": started,
         }
 
@@ -244,7 +244,7 @@ class ChainRun:
 
     def line(self) -> str:
         if self.end == "CHAINED":
-            names = ", ".join(p["name"] for p in self.started) or "no placeholders"
+            names = ", ".join(p.name for p in self.started) or "no placeholders"
             return f"chain: CHAINED (window {self.position} of the chain; production left down, {names} holding it)"
         if self.end == "ENDED":
             return f"chain: ENDED (window {self.position}, the last; production restored, the marker cleared)"
@@ -296,9 +296,9 @@ async def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
     return lines
 
 
-def _placeholder(record: dict[str, Any]) -> str:
-    where = f" on host {record['host']}, tmux session {record.get('session')}" if record.get("host") else ""
-    return f"{record['name']} (pid {record['pid']}{where})"
+def _placeholder(record: RunningPlaceholder) -> str:
+    where = f" on host {record.host}, tmux session {record.session}" if record.host else ""
+    return f"{record.name} (pid {record.pid}{where})"
 
 
 async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | None, say: Callable[[str], None]) -> str:

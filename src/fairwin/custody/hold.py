@@ -26,6 +26,7 @@ from fairwin.launch.spec import WINDOW_LABEL, make_spec
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.control import Production
+from fairwin.production.placeholders import RunningPlaceholder
 from fairwin.production.proof import port_state
 from fairwin.production.watch import watch
 from fairwin.telemetry.gpu import HERE, GpuSource
@@ -55,7 +56,7 @@ class Hold:
     gpu: GpuSource | None = None  # where telemetry exists, the quiet proof also reads the GPUs' compute processes
     containers: list[RuntimeCli] = field(default_factory=list)  # the engines the window's containers run on
     hosts: dict[str, Host] = field(default_factory=dict)  # the hosts the window's servers run on, over SSH
-    tolerated: list[dict[str, Any]] = field(default_factory=list)  # placeholders already holding the hardware
+    tolerated: list[RunningPlaceholder] = field(default_factory=list)  # placeholders already holding the hardware
 
     @property
     def owed(self) -> bool:
@@ -93,7 +94,7 @@ class Hold:
         """The GPU process runs in a placeholder's process group on its host (a chain's placeholders start before
         the last servers stop, and the quiet proof after them must not count them)."""
         host = process.get("host")
-        holders = {int(p["pid"]) for p in self.tolerated if (p.get("host") or HERE) == (host or HERE)}
+        holders = {p.pid for p in self.tolerated if p.pid is not None and (p.host or HERE) == (host or HERE)}
         if not holders:
             return False
         pid = int(process["pid"])

@@ -18,6 +18,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from fairwin.errors import LaunchError, ProductionError
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
@@ -34,8 +36,26 @@ def _tmux(socket: str | None) -> str:
     return "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
 
 
-def _session(record: dict[str, Any]) -> str:
-    return f"={record.get('session') or SESSION_PREFIX + str(record.get('name'))}"  # "=": that session exactly
+class RunningPlaceholder(BaseModel):
+    """A placeholder as started (or found left running): its name, pid and command; on a host, its tmux session.
+    Kept in the chain's marker and the journal, so the next window (or an abort) can prove and stop it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    argv: list[str]
+    pid: int | None = None  # None: found by its declaration only, never seen running
+    host: str | None = None
+    session: str | None = None
+    tmux_socket: str | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """As the marker and the journal keep it: a placeholder here names no host, session or socket."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def _session(record: RunningPlaceholder) -> str:
+    return f"={record.session or SESSION_PREFIX + record.name}"  # "=": that session exactly
 
 
 class Placeholders:
@@ -47,10 +67,10 @@ class Placeholders:
         self.base_dir = loaded.base_dir
         self.state_dir = state_dir
 
-    async def start(self) -> list[dict[str, Any]]:
+    async def start(self) -> list[RunningPlaceholder]:
         """Start every placeholder and prove each running on its host; any that is not is stopped with the rest,
         and raised."""
-        started: list[dict[str, Any]] = []
+        started: list[RunningPlaceholder] = []
         try:
             for name, placeholder in self.declared.items():
                 if placeholder.host is not None:
@@ -64,7 +84,7 @@ class Placeholders:
                 pid = launch_detached(
                     placeholder.argv, env=env, cwd=self.base_dir, state_dir=self.state_dir, name=f"placeholder-{name}"
                 )
-                started.append({"name": name, "pid": pid, "argv": placeholder.argv})
+                started.append(RunningPlaceholder(name=name, pid=pid, argv=placeholder.argv))
             await asyncio.sleep(max((p.settle_s for p in self.declared.values()), default=0.0))
             if problems := await self.not_running(started):
                 raise ProductionError(f"placeholders are not holding the hardware: {'; '.join(problems)}")
@@ -73,7 +93,7 @@ class Placeholders:
             raise
         return started
 
-    async def _start_there(self, name: str, placeholder: Placeholder) -> dict[str, Any]:
+    async def _start_there(self, name: str, placeholder: Placeholder) -> RunningPlaceholder:
         """A detached tmux session on its host whose pane is the command; its record, with the pane's pid."""
         host = str(placeholder.host)
         tmux, session = _tmux(placeholder.tmux_socket), SESSION_PREFIX + name
@@ -95,14 +115,14 @@ class Placeholders:
             raise ProductionError(
                 f"placeholder {name} did not start in tmux on host {host} (exit {code}): {out[-200:]}"
             )
-        return {
-            "name": name,
-            "host": host,
-            "pid": int(pid),
-            "argv": placeholder.argv,
-            "session": session,
-            "tmux_socket": placeholder.tmux_socket,
-        }
+        return RunningPlaceholder(
+            name=name,
+            host=host,
+            pid=int(pid),
+            argv=placeholder.argv,
+            session=session,
+            tmux_socket=placeholder.tmux_socket,
+        )
 
     async def _shell(self, host: str, command: str) -> tuple[int, str]:
         if host not in self.hosts:
@@ -112,102 +132,110 @@ class Placeholders:
         except LaunchError as exc:
             raise ProductionError(str(exc)) from None
 
-    async def runs(self, record: dict[str, Any]) -> bool:
+    async def runs(self, record: RunningPlaceholder) -> bool:
         """The recorded placeholder still runs its command: here its pid; on a host its tmux session, whose
         pane's pid runs it."""
-        pid, argv, host = record.get("pid"), record.get("argv"), record.get("host")
-        if not isinstance(pid, int) or not isinstance(argv, list):
+        pid, argv, host = record.pid, record.argv, record.host
+        if pid is None:
             return False
         if host is None:
             return pid_alive(pid) and command_of(pid)[-len(argv) :] == [str(a) for a in argv]
-        tmux = _tmux(record.get("tmux_socket"))
+        tmux = _tmux(record.tmux_socket)
         code, out = await self._shell(str(host), f"{tmux} has-session -t {_session(record)} && cat /proc/{pid}/cmdline")
         running = [a for a in out.split("\0") if a]
         return code == 0 and running[-len(argv) :] == [str(a) for a in argv]
 
-    async def not_running(self, started: list[dict[str, Any]]) -> list[str]:
+    async def not_running(self, started: list[RunningPlaceholder]) -> list[str]:
         """Why each recorded placeholder is not holding the hardware (exited, its session gone, or its pid runs
         something else; its host unreachable)."""
         problems = []
         for record in started:
-            where = f" on host {record['host']}" if record.get("host") else ""
+            where = f" on host {record.host}" if record.host else ""
             try:
                 running = await self.runs(record)
             except ProductionError as exc:
-                problems.append(f"{record.get('name')}{where} could not be probed: {exc}")
+                problems.append(f"{record.name}{where} could not be probed: {exc}")
                 continue
             if not running:
-                problems.append(f"{record.get('name')} (pid {record.get('pid')}){where} is not running")
+                problems.append(f"{record.name} (pid {record.pid}){where} is not running")
         return problems
 
-    async def stop(self, started: list[dict[str, Any]]) -> list[str]:
+    async def stop(self, started: list[RunningPlaceholder]) -> list[str]:
         """Take down every recorded placeholder that still runs its command; what was done, one line each."""
         done = []
-        unique = {(record.get("name"), record.get("host"), record.get("pid")): record for record in started}
+        unique = {(record.name, record.host, record.pid): record for record in started}
         for record in unique.values():
-            pid, name = record.get("pid"), str(record.get("name"))
+            pid, name = record.pid, record.name
             try:
-                running = isinstance(pid, int) and await self.runs(record)
+                running = pid is not None and await self.runs(record)
             except ProductionError as exc:
                 done.append(f"{name}: not reached ({exc})")
                 continue
-            if not running or not isinstance(pid, int):
+            if not running or pid is None:
                 done.append(f"{name}: already gone")
                 continue
             grace = self.declared[name].stop_timeout_s if name in self.declared else 10.0
-            if record.get("host") is None:
+            if record.host is None:
                 done.append(f"{name}: stopped pid {pid} ({await stop_group(pid, pid, grace)})")
             else:
                 done.append(
-                    f"{name}: stopped pid {pid} on host {record['host']} ({await self._stop_there(record, grace)})"
+                    f"{name}: stopped pid {pid} on host {record.host} ({await self._stop_there(record, grace)})"
                 )
         return done
 
-    async def _stop_there(self, record: dict[str, Any], grace_s: float) -> str:
+    async def _stop_there(self, record: RunningPlaceholder, grace_s: float) -> str:
         """Its tmux session killed and its pane's group sent SIGTERM, SIGKILL after ``grace_s``."""
-        pid, tmux = int(record["pid"]), _tmux(record.get("tmux_socket"))
+        pid, tmux = record.pid, _tmux(record.tmux_socket)
+        assert pid is not None  # stop() stops only what it found running
         tenths = max(1, round(grace_s * 10))
         script = (
             f"{tmux} kill-session -t {_session(record)} 2>/dev/null; kill -TERM -- -{pid} 2>/dev/null; i=0; "
             f"while kill -0 {pid} 2>/dev/null && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done; "
             f"if kill -0 {pid} 2>/dev/null; then kill -KILL -- -{pid}; echo SIGKILL; else echo SIGTERM; fi"
         )
-        _, out = await self._shell(str(record["host"]), script)
+        _, out = await self._shell(str(record.host), script)
         return out.strip() or "SIGTERM"
 
-    async def stop_all(self, listed: list[dict[str, Any]]) -> list[str]:
+    async def stop_all(self, listed: list[RunningPlaceholder]) -> list[str]:
         """:meth:`stop` every placeholder listed and every one recorded only by its pid file or tmux session (a
         window that died while starting them leaves them so): what ends a chain, aborted or recovered."""
         return await self.stop([*listed, *(await self.recorded())])
 
-    async def recorded(self) -> list[dict[str, Any]]:
+    async def recorded(self) -> list[RunningPlaceholder]:
         """Every declared placeholder left by a window that died while starting them: here by its pid file in
         ``state_dir``, on a host by its tmux session (whether each still runs is :meth:`stop`'s to check)."""
         found = []
         for name, placeholder in self.declared.items():
-            record: dict[str, Any] = {"name": name, "argv": placeholder.argv}
             if placeholder.host is not None:
-                found += await self._recorded_there(record, placeholder)
+                found += await self._recorded_there(name, placeholder)
                 continue
             pid_file = self.state_dir / f"placeholder-{name}.pid"
             text = pid_file.read_text().strip() if pid_file.exists() else ""
             if text.isdigit():
-                found.append(record | {"pid": int(text)})
+                found.append(RunningPlaceholder(name=name, argv=placeholder.argv, pid=int(text)))
         return found
 
-    async def _recorded_there(self, record: dict[str, Any], placeholder: Placeholder) -> list[dict[str, Any]]:
+    async def _recorded_there(self, name: str, placeholder: Placeholder) -> list[RunningPlaceholder]:
         """The placeholder's tmux session on its host, if it exists: its record, with its pane's pid."""
-        tmux, session = _tmux(placeholder.tmux_socket), SESSION_PREFIX + str(record["name"])
+        tmux, session = _tmux(placeholder.tmux_socket), SESSION_PREFIX + name
         try:
             code, out = await self._shell(str(placeholder.host), f"{tmux} list-panes -t ={session} -F '#{{pane_pid}}'")
         except ProductionError:
             return []
         if code != 0 or not out.strip().isdigit():
             return []
-        where = {"host": placeholder.host, "session": session, "tmux_socket": placeholder.tmux_socket}
-        return [record | where | {"pid": int(out)}]
+        return [
+            RunningPlaceholder(
+                name=name,
+                argv=placeholder.argv,
+                pid=int(out),
+                host=placeholder.host,
+                session=session,
+                tmux_socket=placeholder.tmux_socket,
+            )
+        ]
 
 
-async def not_running(loaded: LoadedPlan, started: list[dict[str, Any]]) -> list[str]:
+async def not_running(loaded: LoadedPlan, started: list[RunningPlaceholder]) -> list[str]:
     """:meth:`Placeholders.not_running` of a marker's placeholders, each probed on its own host."""
     return await Placeholders(loaded, Path()).not_running(started)
