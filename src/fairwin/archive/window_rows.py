@@ -19,6 +19,7 @@ from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_locatio
 from fairwin.decision import ArchiveNoise, RuleSpec
 from fairwin.directory.journal import start_step
 from fairwin.directory.layout import WindowDir
+from fairwin.directory.manifest import CellShape, WindowArchiveKey
 from fairwin.directory.start_receipt import StartReceipt
 from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import CorruptRecordError
@@ -50,21 +51,21 @@ def host_names(loaded: LoadedPlan) -> dict[str, str]:
     return names
 
 
-def archive_key_record(loaded: LoadedPlan) -> dict[str, Any]:
+def archive_key_record(loaded: LoadedPlan) -> WindowArchiveKey:
     """window.json's ``archive_key``: what the window's rows are keyed by besides what its starts observe."""
-    return {
-        "production_commit": production_commit(loaded),
-        "hosts": host_names(loaded),
-        "cells": {
-            name: {
-                "prompt_tokens": cell.prompt_tokens,
-                "max_tokens": cell.max_tokens,
-                "concurrency": cell.concurrency,
-                "temperature": cell.temperature,
-            }
+    return WindowArchiveKey(
+        production_commit=production_commit(loaded),
+        hosts=host_names(loaded),
+        cells={
+            name: CellShape(
+                prompt_tokens=cell.prompt_tokens,
+                max_tokens=cell.max_tokens,
+                concurrency=cell.concurrency,
+                temperature=cell.temperature,
+            )
             for name, cell in loaded.plan.cells.items()
         },
-    }
+    )
 
 
 def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dict[str, Any]:
@@ -72,14 +73,13 @@ def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dic
     GPUs and their caps are seen only by the starts); for the warnings at open."""
     key = archive_key_record(loaded)
     role = loaded.plan.roles[control]
-    hosts = key["hosts"]
-    ran_on = sorted({hosts[h or HERE] for h in (role.host, *(w.host for w in role.workers))})
+    ran_on = sorted({key.hosts[h or HERE] for h in (role.host, *(w.host for w in role.workers))})
     return {
         "cell": cell,
         "role": control,
         "mode": mode,
-        "production_commit": key["production_commit"],
-        **key["cells"][cell],
+        "production_commit": key.production_commit,
+        **key.cells[cell].model_dump(),
         "hosts": tuple(ran_on),
     }
 
@@ -100,8 +100,8 @@ def control_rows(window: WindowDir, records: WindowRecords | None = None) -> lis
     rows = []
     for start in (s for s in manifest.starts if s.kind == "control"):
         receipt = found.receipt(start.start)
-        seen = _observed(receipt, key["hosts"]) if receipt is not None else None
-        for cell, shape in key["cells"].items():
+        seen = _observed(receipt, key.hosts) if receipt is not None else None
+        for cell, shape in key.cells.items():
             mine = sorted((p for p in pooled if p.start == start.start and p.cell == cell), key=lambda p: p.repeat)
             if not mine or seen is None:
                 continue
@@ -115,13 +115,13 @@ def control_rows(window: WindowDir, records: WindowRecords | None = None) -> lis
                     role=start.role,
                     start=start.start,
                     cell=cell,
-                    max_tokens=shape["max_tokens"],
+                    max_tokens=shape.max_tokens,
                     clock_cap_mhz=caps.pop() if len(caps) == 1 else None,
                     repeats=[ArchivedRepeat(repeat=p.repeat, **{k: getattr(p, k) for k in METRICS}) for p in mine],
-                    production_commit=key["production_commit"],
-                    prompt_tokens=shape["prompt_tokens"],
-                    concurrency=shape["concurrency"],
-                    temperature=shape["temperature"],
+                    production_commit=key.production_commit,
+                    prompt_tokens=shape.prompt_tokens,
+                    concurrency=shape.concurrency,
+                    temperature=shape.temperature,
                     **seen,
                 )
             )

@@ -19,6 +19,28 @@ from fairwin.records import Record
 from fairwin.rows import Kind, Order
 
 
+class CellShape(BaseModel):
+    """What a cell asks of every stream: two control starts are compared only at the same shape."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt_tokens: int | None
+    max_tokens: int
+    concurrency: int | None
+    temperature: float | None
+
+
+class WindowArchiveKey(BaseModel):
+    """window.json's ``archive_key``: what the window's control rows are keyed by besides what its starts observe
+    (production's commit, each host's name as the archive keys it, each cell's shape)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    production_commit: str | None
+    hosts: dict[str, str]
+    cells: dict[str, CellShape]
+
+
 class PlannedStart(BaseModel):
     """One start the rule registers, in run order (a sequential rule lists its maximum)."""
 
@@ -77,7 +99,7 @@ class WindowManifest(Record):
     rule_id: str
     rule_sha256: str
     archive: str | None = None  # where the window's control starts go: never a password (the store redacts it)
-    archive_key: dict[str, Any] | None = None  # production's commit, each cell's shape, each host's name
+    archive_key: WindowArchiveKey | None = None  # None: written by a fairwin before the archive keyed windows
     archive_snapshot: dict[str, Any] | None = None
     power_warnings: list[str] = Field(default_factory=list)
     gates: GateSummary | None = None  # None: opened before the gates' summary was kept
