@@ -15,6 +15,7 @@ from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from fairwin.archive.archive_row import ArchiveRow
+from fairwin.directory.manifest import ArchiveSnapshot
 from fairwin.files import canonical_json, sha256_bytes
 
 #: Names the archive for every command and window, before the plan's ``window.archive``.
@@ -46,9 +47,9 @@ class Snapshot:
     def count(self) -> int:
         return len(self.rows)
 
-    def record(self) -> dict[str, int | str]:
-        """What a window's context.json keeps of the snapshot it decided from."""
-        return {"rows": self.count, "sha256": self.digest}
+    def record(self) -> ArchiveSnapshot:
+        """What a window's window.json and context.json keep of the snapshot it decided from."""
+        return ArchiveSnapshot(rows=self.count, sha256=self.digest)
 
 
 def canonical(rows: list[ArchiveRow]) -> tuple[ArchiveRow, ...]:

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.decision.divergence import GreedyFindings
+from fairwin.directory.manifest import ArchiveSnapshot
 from fairwin.formats import CONTEXT, RecordFormat
 from fairwin.profiles import ProfileName
 from fairwin.records import Record
@@ -56,16 +57,6 @@ def archive_spreads(
     if level and dof > 0:
         repeat_cv = 100.0 * float(np.sqrt(np.sum(np.square(deviations)) / dof)) / level
     return launch_cv, repeat_cv, spread
-
-
-class ArchiveSnapshot(BaseModel):
-    """Which archive a window decided from: the one snapshot it read at open, by row count and digest (the same
-    rows give the same digest in every backend)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    rows: int
-    sha256: str
 
 
 class WindowContext(Record):

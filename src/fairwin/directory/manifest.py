@@ -19,6 +19,16 @@ from fairwin.records import Record
 from fairwin.rows import Kind, Order
 
 
+class ArchiveSnapshot(BaseModel):
+    """Which archive a window decided from: the one snapshot it read at open, by row count and digest (the same
+    rows give the same digest in every backend)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rows: int
+    sha256: str
+
+
 class CellShape(BaseModel):
     """What a cell asks of every stream: two control starts are compared only at the same shape."""
 
@@ -100,7 +110,7 @@ class WindowManifest(Record):
     rule_sha256: str
     archive: str | None = None  # where the window's control starts go: never a password (the store redacts it)
     archive_key: WindowArchiveKey | None = None  # None: written by a fairwin before the archive keyed windows
-    archive_snapshot: dict[str, Any] | None = None
+    archive_snapshot: ArchiveSnapshot | None = None
     power_warnings: list[str] = Field(default_factory=list)
     gates: GateSummary | None = None  # None: opened before the gates' summary was kept
     coordinator: Coordinator | None = None
