@@ -29,7 +29,7 @@ from fairwin.decision import RuleSpec
 from fairwin.decision.registry import get_rule
 from fairwin.directory.environment import git_state
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.status import Restore, WindowStatus
+from fairwin.directory.status import ChainRecord, Restore, WindowStatus
 from fairwin.errors import GateRefused, InputError, ProductionError, RestoreFailed
 from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
@@ -233,14 +233,15 @@ class ChainRun:
         if hold.restored is not None and hold.restored.restored:
             self.marker_path.unlink(missing_ok=True)
 
-    def record(self) -> dict[str, Any]:
-        """For status.json and the summary."""
+    def record(self, *, with_last: bool = False) -> ChainRecord:
+        """For status.json and the summary; window.json's says ``last`` too (``with_last``)."""
         chain_id = self.found.chain_id if self.found else self.chain_id
-        found = {"chain_id": chain_id} if chain_id else {}
-        record: dict[str, Any] = {**found, "position": self.position, "end": self.end, "marker": str(self.marker_path)}
+        given: dict[str, Any] = {"chain_id": chain_id} if chain_id else {}  # only the fields this record has
         if self.end == "ABORTED":
-            record |= {"decision": "REJECT", "reason": self.reason}
-        return record
+            given |= {"decision": "REJECT", "reason": self.reason}
+        if with_last:
+            given["last"] = self.last
+        return ChainRecord(position=self.position, end=self.end, marker=str(self.marker_path), **given)
 
     def line(self) -> str:
         if self.end == "CHAINED":

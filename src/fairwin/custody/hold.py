@@ -67,7 +67,7 @@ class Hold:
         self.taken = True  # set before acting: a take-down that fails halfway is given back too
         proved = await self.production.take_down()
         self.say(f"production down: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)")
-        return proved.record()
+        return proved.record().model_dump(mode="json")
 
     async def prove_quiet(self, when: str) -> dict[str, Any]:
         problems = await self.production.down_problems()
@@ -162,8 +162,10 @@ class Hold:
             return f"production: CHAINED: {self.restored.reason} for the chain's next window"
         if not self.restored.restored:
             return f"production: **{self.restored.state}**: {self.restored.reason or ''}"
-        up, held = self.restored.up or {}, self.restored.watch or {}
+        up, held = self.restored.up, self.restored.watch
+        if up is None or held is None:  # a restore is RESTORED only once both were recorded
+            return "production: RESTORED"
         return (
-            f"production: RESTORED ({up['how']}, healthy after {up['seconds']:.1f} s); watch held "
-            f"{held['seconds']:.1f} s, {held['answered']} of {held['requests']} requests answered"
+            f"production: RESTORED ({up.how}, healthy after {up.seconds:.1f} s); watch held "
+            f"{held.seconds:.1f} s, {held.answered} of {held.requests} requests answered"
         )

@@ -31,7 +31,7 @@ from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
 from fairwin.custody.team_hold import RELEASE_STEP, TeamHold, release_owed
 from fairwin.directory.journal import Launched, happened, opened_with, read_journal, servers
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.status import Restore, WindowStatus
+from fairwin.directory.status import RecoveryRecord, Restore, WindowStatus
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
 from fairwin.launch.remote_runs import stop_runs
 from fairwin.launch.runtime_cli import container_clis
@@ -120,7 +120,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         directory.set_status(
             "interrupted",
             error="fairwin died during the window; recovered by `fairwin recover`",
-            recovery={"stopped": result.stopped, "restore": restore},
+            recovery=RecoveryRecord(stopped=result.stopped, restore=result.production),
         )
     directory.journal_event("recover", "end", stopped=result.stopped, restore=restore)
     _release_shared(loaded, output_dir, directory.window_id, result.problems)

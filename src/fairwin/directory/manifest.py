@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.directory.environment import Environment
 from fairwin.directory.gate_summary import GateSummary
-from fairwin.directory.status import Coordinator
+from fairwin.directory.status import ChainRecord, Coordinator
 from fairwin.formats import WINDOW, RecordFormat
 from fairwin.records import Record
 from fairwin.rows import Kind, Order
@@ -117,7 +117,7 @@ class WindowManifest(Record):
     families: dict[str, FamilyPins] = Field(default_factory=dict)
     environment: Environment | None = None  # None: a window.json written without one
     production: dict[str, Any] | None = None  # the snapshot production was taken down as, and its reading
-    chain: dict[str, Any] | None = None
+    chain: ChainRecord | None = None
     telemetry: ManifestTelemetry = Field(default_factory=ManifestTelemetry)
 
     @property

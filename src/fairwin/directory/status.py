@@ -32,6 +32,55 @@ class Coordinator(BaseModel):
     pid: int
 
 
+class UpRecord(BaseModel):
+    """How production was brought up (or taken down) and proved: the action, what was done, the proof."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: str  # "up" | "down"
+    how: str  # "launched pid N" / "stopped pid N (SIGTERM)" / "ran: CMD" / "already down"
+    proof: str
+    seconds: float
+
+
+class WatchRecord(BaseModel):
+    """The watch after a restore: health checks and real requests over its seconds, and what went wrong."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ok: bool
+    seconds: float
+    health_checks: int
+    health_failures: int
+    requests: int
+    answered: int
+    problems: list[str]
+
+
+class ChainRecord(BaseModel):
+    """A window's part in a chain, in window.json (with ``last``) and status.json: the chain, its place in it,
+    how it ended; an aborted chain's decision and reason."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chain_id: str | None = None  # None until a window's hold over names the chain
+    position: int
+    end: Literal["CHAINED", "ENDED", "ABORTED"] | None
+    marker: str
+    decision: Literal["REJECT"] | None = None
+    reason: str | None = None
+    last: bool | None = None  # window.json's: the window was run with --chain-last
+
+
+class ArchiveProblem(BaseModel):
+    """Why a window's control starts were not appended to the archive, with the command that retries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    appended: Literal[False] = False
+    problem: str
+
+
 class Restore(BaseModel):
     """Production given back (``up`` and its ``watch``), not given back (``reason``), or left to a chain."""
 
@@ -39,8 +88,8 @@ class Restore(BaseModel):
 
     state: CustodyState
     reason: str | None = None
-    up: dict[str, Any] | None = None
-    watch: dict[str, Any] | None = None
+    up: UpRecord | None = None
+    watch: WatchRecord | None = None
     placeholders: list[str] | None = None  # CHAINED: the placeholders holding the hardware meanwhile
 
     @property
@@ -50,6 +99,15 @@ class Restore(BaseModel):
     def stored(self) -> dict[str, Any]:
         """As status.json and the journal keep it: only the fields this state has."""
         return self.model_dump(mode="json", exclude_none=True)
+
+
+class RecoveryRecord(BaseModel):
+    """What ``fairwin recover`` did for a window fairwin died in: the servers it stopped, production's restore."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stopped: list[str]
+    restore: Restore | None
 
 
 class WindowStatus(Record):
@@ -70,11 +128,10 @@ class WindowStatus(Record):
     error: str | None = None
     error_type: str | None = None
     restore: Restore | None = None
-    chain: dict[str, Any] | None = None
-    archive: dict[str, Any] | None = None
-    recovery: dict[str, Any] | None = None
+    chain: ChainRecord | None = None
+    archive: ArchiveProblem | None = None
+    recovery: RecoveryRecord | None = None
 
     @property
     def chain_id(self) -> str | None:
-        found = (self.chain or {}).get("chain_id")
-        return found if isinstance(found, str) and found else None
+        return self.chain.chain_id if self.chain is not None and self.chain.chain_id else None

@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.directory.status import UpRecord
 from fairwin.errors import InputError, ProductionError
 from fairwin.files import canonical_json, sha256_bytes
 from fairwin.launch.spec import LaunchSpec, make_spec
@@ -48,8 +49,8 @@ class Proved:
     proof: str
     seconds: float
 
-    def record(self) -> dict[str, Any]:
-        return {"action": self.action, "how": self.how, "proof": self.proof, "seconds": round(self.seconds, 3)}
+    def record(self) -> UpRecord:
+        return UpRecord(action=self.action, how=self.how, proof=self.proof, seconds=round(self.seconds, 3))
 
 
 def snapshot(loaded: LoadedPlan) -> dict[str, Any]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
+from fairwin.directory.status import WatchRecord
 from fairwin.production.control import Production
 
 HEALTH_EVERY_S = 1.0
@@ -34,16 +34,16 @@ class WatchResult:
     def ok(self) -> bool:
         return not self.problems
 
-    def record(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "seconds": round(self.seconds, 3),
-            "health_checks": self.health_checks,
-            "health_failures": self.health_failures,
-            "requests": self.requests,
-            "answered": self.answered,
-            "problems": self.problems,
-        }
+    def record(self) -> WatchRecord:
+        return WatchRecord(
+            ok=self.ok,
+            seconds=round(self.seconds, 3),
+            health_checks=self.health_checks,
+            health_failures=self.health_failures,
+            requests=self.requests,
+            answered=self.answered,
+            problems=self.problems,
+        )
 
     def summary(self) -> str:
         state = "held" if self.ok else f"FAILED ({'; '.join(self.problems)})"

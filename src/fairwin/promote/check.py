@@ -219,7 +219,7 @@ def _chain_restored(found: Evidence) -> list[str]:
             status = read_record(other, WindowStatus)
         except FairwinError:
             continue
-        if status.chain_id == chain_id and (status.chain or {}).get("end") == "ENDED":
+        if status.chain_id == chain_id and status.chain is not None and status.chain.end == "ENDED":
             if status.restore is not None and status.restore.restored:
                 return []
             return [f"chain {chain_id}'s last window {other.parent.name} did not restore production"]

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from fairwin.custody.team_hold import RELEASE_STEP
+from fairwin.directory.status import ArchiveProblem
 from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.files import sha256_file
 from fairwin.verdict.stored import report_after_close
@@ -81,7 +82,7 @@ class Closing(WindowState):
         if self.hold is not None:
             outcome["restore"] = self.hold.restored.stored() if self.hold.restored is not None else None
         if self.archive_problem is not None:
-            outcome["archive"] = {"appended": False, "problem": self.archive_problem}
+            outcome["archive"] = ArchiveProblem(problem=self.archive_problem)
         if self.chain is not None:
             outcome["chain"] = self.chain.record()
         if error is None:

@@ -71,7 +71,7 @@ class Opening(WindowState):
             },
             environment=self.environment,
             production=self.hold.snapshot if self.hold is not None else None,
-            chain=self.chain.record() | {"last": self.chain.last} if self.chain is not None else None,
+            chain=self.chain.record(with_last=True) if self.chain is not None else None,
             telemetry=ManifestTelemetry(
                 gpu=self.gpu.name if self.gpu is not None else None,
                 production_cap_mhz=self.production_cap[0],
