@@ -40,7 +40,7 @@ def production_commit(loaded: LoadedPlan) -> str | None:
     settings = loaded.plan.production
     if settings is None:
         return None
-    return settings.commit or f"snapshot:{production_snapshot(loaded)['sha256'][:16]}"
+    return settings.commit or f"snapshot:{production_snapshot(loaded).sha256[:16]}"
 
 
 def host_names(loaded: LoadedPlan) -> dict[str, str]:

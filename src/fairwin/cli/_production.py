@@ -95,6 +95,6 @@ def snapshot(args: argparse.Namespace) -> int:
     from fairwin.records import write_record
 
     captured = _production(args).snapshot()
-    write_record(args.to, SnapshotRecord.model_validate(captured))
-    stdout.print(f"production snapshot {captured['sha256']} written to {args.to}", markup=False)
+    write_record(args.to, SnapshotRecord.model_validate(captured.declared() | {"sha256": captured.sha256}))
+    stdout.print(f"production snapshot {captured.sha256} written to {args.to}", markup=False)
     return 0

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fairwin.custody.hold import Hold
 from fairwin.decision import RuleSpec
 from fairwin.decision.registry import get_rule
+from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.environment import git_state
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import ChainRecord, Restore, WindowStatus
@@ -71,7 +72,7 @@ class Marker(Record):
     format: Literal["fairwin.chain-marker/1"] = "fairwin.chain-marker/1"
     chain_id: str
     windows: list[ChainedWindow] = Field(min_length=1)
-    production: dict[str, Any]  # the snapshot production was taken down as, with its sha256
+    production: ProductionDeclaration  # production as it was taken down, with its sha256
     commit: str | None
     coordinator: str
     time: float
@@ -102,22 +103,27 @@ def chained_order(rule: RuleSpec, marker: Marker | None) -> Order | None:
 
 
 async def continuation_problems(
-    loaded: LoadedPlan, marker: Marker, *, snapshot: dict[str, Any], commit: str | None, capture: Path | None = None
+    loaded: LoadedPlan,
+    marker: Marker,
+    *,
+    snapshot: ProductionDeclaration,
+    commit: str | None,
+    capture: Path | None = None,
 ) -> list[str]:
     """Why the next window may not continue this chain: production's declaration, the commit under test, the
     previous window, the placeholders. Empty when it may."""
     problems = []
     if capture is not None:
         captured = read_record(capture, SnapshotRecord)
-        if captured.sha256 != snapshot["sha256"]:
+        if captured.sha256 != snapshot.sha256:
             problems.append(
                 f"{capture} is not production as the plan declares it now (sha256 "
-                f"{str(captured.sha256)[:12]} there, {snapshot['sha256'][:12]} now)"
+                f"{str(captured.sha256)[:12]} there, {snapshot.sha256[:12]} now)"
             )
-    elif marker.production.get("sha256") != snapshot["sha256"]:
-        then = str(marker.production.get("sha256"))[:12]
+    elif marker.production.sha256 != snapshot.sha256:
+        then = marker.production.sha256[:12]
         problems.append(
-            f"production's declaration changed since the chain left it down ({then} then, {snapshot['sha256'][:12]} "
+            f"production's declaration changed since the chain left it down ({then} then, {snapshot.sha256[:12]} "
             "now); capture it with `fairwin production snapshot PLAN --out FILE` and name it with --chain-production"
         )
     if marker.commit is not None and commit != marker.commit:
@@ -145,7 +151,7 @@ class ChainRun:
     placeholders: Placeholders
     last: bool  # --chain-last: this window ends the chain with the restore
     found: Marker | None  # the chain this window continues; None: it starts one
-    snapshot: dict[str, Any]
+    snapshot: ProductionDeclaration
     commit: str | None
     coordinator: str
     started: list[RunningPlaceholder] = field(default_factory=list)
@@ -266,7 +272,7 @@ async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str],
     restored = await hold.give_back()
     path.unlink(missing_ok=True)
     notes = []
-    if marker.production.get("sha256") != production.snapshot()["sha256"]:
+    if marker.production.sha256 != production.snapshot().sha256:
         notes.append("production was restored as the plan declares it now, which differs from the chain's snapshot")
     return {
         "chain_id": marker.chain_id,

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.status import Restore
 from fairwin.errors import InputError, LaunchError, ProductionError, RestoreFailed
 from fairwin.launch.remote_runs import live_runs
@@ -52,7 +53,7 @@ class Hold:
     say: Callable[[str], None]
     taken: bool = False
     restored: Restore | None = None
-    snapshot: dict[str, Any] = field(default_factory=dict)
+    snapshot: ProductionDeclaration | None = None
     gpu: GpuSource | None = None  # where telemetry exists, the quiet proof also reads the GPUs' compute processes
     containers: list[RuntimeCli] = field(default_factory=list)  # the engines the window's containers run on
     hosts: dict[str, Host] = field(default_factory=dict)  # the hosts the window's servers run on, over SSH

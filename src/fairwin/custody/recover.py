@@ -254,14 +254,14 @@ def _production_at_open(
         return None
     production = Production(at_open, output_dir)
     try:
-        now = production.snapshot()["sha256"]
+        now = production.snapshot().sha256
         recorded = (opened.get("production") or {}).get("sha256")
         if recorded is not None and recorded != now:
             notes.append(
                 f"production's declaration differs from the snapshot taken at open ({str(recorded)[:12]} then, "
                 f"{now[:12]} now: an env file changed?); restored as declared now"
             )
-        if loaded.plan.production is not None and Production(loaded, output_dir).snapshot()["sha256"] != now:
+        if loaded.plan.production is not None and Production(loaded, output_dir).snapshot().sha256 != now:
             notes.append("the plan's [production] changed since the window opened; restored as it was at open")
     except (InputError, OSError) as exc:  # the restore itself says whether production can still be launched
         notes.append(f"production's snapshot could not be compared with the one taken at open: {exc}")

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.environment import Environment
 from fairwin.directory.gate_summary import GateSummary
 from fairwin.directory.status import ChainRecord, Coordinator
@@ -116,7 +117,7 @@ class WindowManifest(Record):
     coordinator: Coordinator | None = None
     families: dict[str, FamilyPins] = Field(default_factory=dict)
     environment: Environment | None = None  # None: a window.json written without one
-    production: dict[str, Any] | None = None  # the snapshot production was taken down as, and its reading
+    production: ProductionDeclaration | None = None  # the snapshot production was taken down as, and its reading
     chain: ChainRecord | None = None
     telemetry: ManifestTelemetry = Field(default_factory=ManifestTelemetry)
 

@@ -119,7 +119,7 @@ def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple
     if not {"open", "production down", "quiet after", "restore"} <= actual.keys():
         return [], []  # a restore that failed measured nothing a later window may plan on
     with _fields_of(files.manifest):
-        key = str(production["sha256"])
+        key = production.sha256
     return ([(key, actual["production down"] - actual["open"])], [(key, actual["restore"] - actual["quiet after"])])
 
 

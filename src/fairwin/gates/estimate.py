@@ -230,7 +230,7 @@ def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[s
     budget, production = loaded.plan.budget, loaded.plan.production
     if production is None:
         return 0.0, budget.restore_s
-    key = snapshot(loaded)["sha256"]
+    key = snapshot(loaded).sha256
     takedown, restore = _median(found.takedown_s.get(key)), _median(found.restore_s.get(key))
     count = len(found.takedown_s.get(key, []))
     sources["production down"] = (

@@ -21,9 +21,9 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.status import UpRecord
 from fairwin.errors import InputError, ProductionError
-from fairwin.files import canonical_json, sha256_bytes
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
@@ -53,7 +53,7 @@ class Proved:
         return UpRecord(action=self.action, how=self.how, proof=self.proof, seconds=round(self.seconds, 3))
 
 
-def snapshot(loaded: LoadedPlan) -> dict[str, Any]:
+def snapshot(loaded: LoadedPlan) -> ProductionDeclaration:
     """The plan's production declaration (argv, env, env files' digests; or up/down) with its sha256."""
     settings = loaded.plan.production
     if settings is None:
@@ -74,7 +74,7 @@ def snapshot(loaded: LoadedPlan) -> dict[str, Any]:
             declared["container"] = role.container.model_dump(mode="json")
     else:
         declared = {"up": settings.up, "down": settings.down, "base_url": settings.base_url}
-    return {**declared, "sha256": sha256_bytes(canonical_json(declared).encode())}
+    return ProductionDeclaration.of(**declared)
 
 
 class Production:
@@ -109,7 +109,7 @@ class Production:
             remote = resolved(loaded.plan.hosts[host], loaded.base_dir)
             self.where = OverSsh(host, remote, settings.remote_dir)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> ProductionDeclaration:
         """Production's declaration as it is now, with its sha256: what a window restores, recorded at open."""
         return snapshot(self.loaded)
 

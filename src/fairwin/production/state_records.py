@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict
 
+from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.formats import PRODUCTION_LIVE, PRODUCTION_SNAPSHOT, PRODUCTION_STATE, RecordFormat
 from fairwin.records import Record
 
@@ -37,7 +38,7 @@ class ProductionState(Record):
     argv: list[str]  # the plan's words: {env:NAME} unresolved, *** after a secret flag
     host: str | None
     started_unix: float
-    snapshot: dict[str, Any]
+    snapshot: ProductionDeclaration
     # When its process started (clock ticks after boot): the pid is production while this holds, whatever its
     # command line became (a wrapper that execs its server). None: written before it was recorded.
     started_ticks: int | None = None

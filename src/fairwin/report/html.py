@@ -113,9 +113,9 @@ def _receipts(window: Path, manifest: WindowManifest | None, status: WindowStatu
         (f"rule {manifest.rule_id if manifest else None}", manifest.rule_sha256 if manifest else None),
         ("decision.json", status.decision_sha256 if status else None),
     ]
-    production = (manifest.production if manifest else None) or {}
-    if production.get("sha256"):
-        digests.append(("production's declaration", production["sha256"]))
+    production = manifest.production if manifest else None
+    if production is not None:
+        digests.append(("production's declaration", production.sha256))
     parts = ["<h2>Receipts</h2>", _table(["what", "sha256"], [(name, value or "n/a") for name, value in digests])]
     gates = manifest.gates.model_dump(mode="json", exclude_none=True) if manifest and manifest.gates else {}
     parts.append("<h3>Gates</h3>")

@@ -37,7 +37,8 @@ class Opening(WindowState):
             self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else (),
         )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
-        production = self.hold.snapshot if self.hold is not None else None
+        declared = self.hold.snapshot if self.hold is not None else None
+        production = declared.stored() if declared is not None else None
         return {"plan_sha256": self.loaded.sha256, "production": production}
 
     def _manifest(self) -> WindowManifest:

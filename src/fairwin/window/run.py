@@ -118,18 +118,18 @@ def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: C
     production = Production(loaded, admitted.out)
     roles = {admitted.checked.mode.control, admitted.checked.mode.candidate}
     gpus = window_gpus(loaded, roles, gpu)
-    hold = Hold(
+    declared = production.snapshot()
+    if admitted.live is not None:  # what production really ran, beside what the plan declares
+        declared = declared.model_copy(update={"live": admitted.live.record()})
+    return Hold(
         production,
         fixed_role_urls(loaded, roles),
         say,
-        snapshot=production.snapshot(),
+        snapshot=declared,
         gpu=gpus,
         containers=container_clis(loaded, roles),
         hosts={h: resolved(loaded.plan.hosts[h], loaded.base_dir) for h in window_hosts(loaded, roles) if h},
     )
-    if admitted.live is not None:  # what production really ran, beside what the plan declares
-        hold.snapshot["live"] = admitted.live.record()
-    return hold
 
 
 def _locked_directory(
@@ -212,9 +212,11 @@ async def chain_for(
     if wanted == "last" and found is None:
         raise InputError(f"--chain-last: no chain is in progress ({path}); run the window without it")
     commit = environment.commit
+    declared = hold.snapshot
+    assert declared is not None  # a window's hold is made with production's declaration (_hold)
     if found is not None:
         problems = await continuation_problems(
-            loaded, found, snapshot=hold.snapshot, commit=commit, capture=options.get("chain_production")
+            loaded, found, snapshot=declared, commit=commit, capture=options.get("chain_production")
         )
         if problems:
             raise GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
@@ -224,7 +226,7 @@ async def chain_for(
         placeholders=Placeholders(loaded, hold.production.state_dir),
         last=wanted == "last",
         found=found,
-        snapshot=hold.snapshot,
+        snapshot=declared,
         commit=commit,
         coordinator=coordinator(options.get("coordinator")),
     )
