@@ -16,7 +16,7 @@ def test_windows_that_win_alike_agree_and_their_intervals_overlap() -> None:
     found = compare([window("w1", [110.0, 111.0, 109.0]), window("w2", [110.5, 110.0, 111.0])])
     (cell,) = found.cells
     assert cell.verdicts == {"w1": "WIN", "w2": "WIN"} and cell.agree and cell.intervals_overlap
-    assert found.agree and [w["window_id"] for w in found.windows] == ["w1", "w2"]
+    assert found.agree and [w.window_id for w in found.windows] == ["w1", "w2"]
     point, low, high = cell.effects["w1"] or []
     assert low < point < high and round(point, 6) == round(100 * (110.0 / 100.0 - 1), 6)
 

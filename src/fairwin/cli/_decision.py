@@ -204,8 +204,8 @@ def compare(args: argparse.Namespace) -> int:
         from fairwin.files import write_bytes_atomic
         from fairwin.report.plots import across_windows
 
-        ids = [w["window_id"] for w in found.windows]
-        bar = max(float(w.get("bar_pct", 0.0)) for w in found.windows)
+        ids = [w.window_id for w in found.windows]
+        bar = max(w.bar_pct for w in found.windows)
         drawn = across_windows(ids, {c.cell: c.effects for c in found.cells}, bar)
         write_bytes_atomic(Path(args.plot), drawn)
         stderr.print(f"plot: {args.plot}", markup=False)

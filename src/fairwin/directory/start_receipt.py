@@ -19,6 +19,18 @@ from fairwin.rows import Kind
 SpeculativeSource = Literal["server log", "argv", "unobserved"]
 
 
+class WarmupOutcome(BaseModel):
+    """A start's uncounted warm-up waves: how many ran, the server rate of each, and whether it settled."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cell: str
+    waves: int
+    rates_tps: list[float]
+    tolerance_pct: float
+    steady: bool | None  # None: the plan runs no warm-up waves
+
+
 class BusyProcess(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -126,7 +138,7 @@ class StartReceipt(Record):
     counters: str | None = None  # the server profile pooled with (metrics/profile.py), and why that one
     counters_reason: str | None = None
     env_check: list[str] | None = None
-    warmup: dict[str, Any] | None = None
+    warmup: WarmupOutcome | None = None
     telemetry: StartTelemetry | None = None
     greedy_streams: int | None = None
     host_after: HostCondition | None = None

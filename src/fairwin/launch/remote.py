@@ -81,7 +81,6 @@ class RemoteServer:
     exited: int | None = None
     lost: str | None = None
     stop_record: StopRecord | None = None
-    reconnects: list[dict[str, Any]] = field(default_factory=list)
     note: Note | None = None
     dir: str = ""  # its run directory on the host
     _received: int = 0  # bytes of the host's log copied so far
@@ -219,9 +218,9 @@ class RemoteServer:
         if self.conn is not None:
             self.conn.close()
         self.conn = conn
-        record = {"host": self.host_name, "attempts": attempts, "seconds": round(time.monotonic() - t0, 3)}
-        self.reconnects.append(record)
-        if self.note is not None:
+        if self.note is not None:  # journaled: the one record of a reconnection
+            seconds = round(time.monotonic() - t0, 3)
+            record = {"host": self.host_name, "attempts": attempts, "seconds": seconds}
             self.note("reconnected", {**record, "member": self.spec.member, "pid": self.remote_pid})
         return True
 

@@ -10,7 +10,7 @@ windows measured different things (a drifted baseline, a changed build).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 from rich.markup import escape
@@ -31,6 +31,20 @@ class CellAcross(BaseModel):
     intervals_overlap: bool | None  # None when fewer than two windows measured the primary
 
 
+class ComparedWindow(BaseModel):
+    """One window of a comparison: which it is, how it ran, under which rule and bar, and its verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window_id: str
+    mode: str
+    order: str
+    rule_id: str
+    primary: str
+    bar_pct: float
+    verdict: str
+
+
 class Comparison(Record):
     """``fairwin.comparison/1``: ``fairwin compare --json``."""
 
@@ -38,22 +52,22 @@ class Comparison(Record):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: Literal["fairwin.comparison/1"] = "fairwin.comparison/1"
-    windows: list[dict[str, Any]]  # id, mode, order, rule, verdict
+    windows: list[ComparedWindow]
     cells: list[CellAcross]
     agree: bool
 
 
 def compare(decisions: Sequence[Decision]) -> Comparison:
     windows = [
-        {
-            "window_id": d.window_id,
-            "mode": d.mode,
-            "order": d.order,
-            "rule_id": d.rule_id,
-            "primary": d.rule.primary,
-            "bar_pct": d.rule.bar_pct,
-            "verdict": d.verdict,
-        }
+        ComparedWindow(
+            window_id=d.window_id,
+            mode=d.mode,
+            order=d.order,
+            rule_id=d.rule_id,
+            primary=d.rule.primary,
+            bar_pct=d.rule.bar_pct,
+            verdict=d.verdict,
+        )
         for d in decisions
     ]
     names = list(dict.fromkeys(c.cell for d in decisions for c in d.cells if c.decides))
@@ -80,14 +94,14 @@ def _across(name: str, decisions: Sequence[Decision]) -> CellAcross:
 
 def comparison_table(found: Comparison) -> Table:
     """One row per window, one column per decision cell: verdict and the primary's effect with its interval."""
-    primary = found.windows[0]["primary"] if found.windows else "primary"
+    primary = found.windows[0].primary if found.windows else "primary"
     table = Table(title=escape(f"{len(found.windows)} windows, {primary} effect % [interval]"))
     for column in ("window", "mode", "order", "verdict", *(c.cell for c in found.cells)):
         table.add_column(column)
     for window in found.windows:
-        wid = window["window_id"]
+        wid = window.window_id
         cells = [_cell_text(c.verdicts[wid], c.effects[wid]) for c in found.cells]
-        table.add_row(wid, window["mode"], window["order"], window["verdict"], *(escape(c) for c in cells))
+        table.add_row(wid, window.mode, window.order, window.verdict, *(escape(c) for c in cells))
     table.add_row("", "", "", "agree?", *(_agreement(c) for c in found.cells))
     return table
 

@@ -14,7 +14,6 @@ and the budget counts the maximum.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import aiohttp
 
@@ -22,6 +21,7 @@ from fairwin.client.prepare import prompt_key
 from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.client.wave import Target, endpoint_path, run_wave, salt
+from fairwin.directory.start_receipt import WarmupOutcome
 from fairwin.plan.schedule import waves_for
 from fairwin.pooling.pool import client_rate, decode_rate
 from fairwin.window.start_context import StartContext
@@ -65,7 +65,7 @@ def steady(rates: list[float], tolerance_pct: float) -> bool:
 
 async def warm_up_waves(
     ctx: StartContext, session: aiohttp.ClientSession, streams: StreamTransport, target: Target
-) -> dict[str, Any]:
+) -> WarmupOutcome:
     """Uncounted waves until the server's rate is steady; what happened, for the start receipt."""
     settings = ctx.loaded.plan.window
     cell_name = ctx.loaded.plan.first_decision_cell
@@ -95,15 +95,15 @@ async def warm_up_waves(
             rates.append(rate)
         if steady(rates, settings.warmup_tolerance_pct):
             break
-    outcome = {
-        "cell": cell_name,
-        "waves": len(rates),
-        "rates_tps": [round(r, 2) for r in rates],
-        "tolerance_pct": settings.warmup_tolerance_pct,
-        "steady": steady(rates, settings.warmup_tolerance_pct) if settings.warmup_waves_max else None,
-    }
+    outcome = WarmupOutcome(
+        cell=cell_name,
+        waves=len(rates),
+        rates_tps=[round(r, 2) for r in rates],
+        tolerance_pct=settings.warmup_tolerance_pct,
+        steady=steady(rates, settings.warmup_tolerance_pct) if settings.warmup_waves_max else None,
+    )
     if rates:
         trail = " -> ".join(f"{r:.0f}" for r in rates)
-        state = "steady" if outcome["steady"] else f"NOT steady within {settings.warmup_tolerance_pct:g} %"
+        state = "steady" if outcome.steady else f"NOT steady within {settings.warmup_tolerance_pct:g} %"
         ctx.say(f"  warm-up: {len(rates)} uncounted waves of {cell_name}, server rate {trail} tok/s ({state})")
     return outcome
