@@ -1,6 +1,7 @@
 """The shape of the house in numbers: files and lines per package, and the measures #26 tracks.
 
-    python tools/house_map.py            # module map, `dict[str, Any]`, `# fmt: skip`, long lines, cycles
+    python tools/house_map.py            # module map, `dict[str, Any]` (and as class fields), repeated module
+                                         # names, `# fmt: skip`, long lines, long functions, cycles
 
 An import cycle is a strongly connected group of modules (more than one) in the graph of every
 `import fairwin...` in src, those inside functions and under TYPE_CHECKING included: a lazy import
@@ -81,6 +82,29 @@ def _long_functions(paths: list[Path], limit: int = 60) -> list[str]:
     return found
 
 
+def _loose_fields(paths: list[Path]) -> list[str]:
+    """Fields of classes (models, dataclasses) annotated with ``dict[str, Any]``: data that left its type."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                found += [
+                    f"{path.relative_to(SRC)}:{item.lineno} {node.name}.{ast.unparse(item.target)}"
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign) and "dict[str, Any]" in ast.unparse(item.annotation)
+                ]
+    return found
+
+
+def _repeated_names(paths: list[Path]) -> dict[str, list[str]]:
+    """Module file names used more than once under src (``__init__`` aside)."""
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        if path.name != "__init__.py":
+            by_name[path.name].append(str(path.relative_to(SRC)))
+    return {name: where for name, where in sorted(by_name.items()) if len(where) > 1}
+
+
 def _count(pattern: str, paths: list[Path]) -> int:
     return sum(p.read_text().count(pattern) for p in paths)
 
@@ -103,6 +127,14 @@ def main() -> None:
         f"\ndict[str, Any] in src: {_count('dict[str, Any]', src)} in "
         f"{sum(1 for p in src if 'dict[str, Any]' in p.read_text())} files"
     )
+    loose = _loose_fields(src)
+    print(f"class fields typed dict[str, Any]: {len(loose)}")
+    for line in loose:
+        print("  " + line)
+    repeated = _repeated_names(src)
+    print(f"module names used twice: {len(repeated)}")
+    for name, where in repeated.items():
+        print(f"  {name}: {', '.join(where)}")
     print(f"# fmt: skip: {_count('# fmt: skip', src)} in src, {_count('# fmt: skip', tests)} in tests")
     print(f"src lines over 100 characters: {long_lines}")
     long_functions = _long_functions(src)

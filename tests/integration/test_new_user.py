@@ -27,10 +27,8 @@ def test_a_new_users_own_roles_and_corpus_from_plan_check_to_promotion(make_plan
     )
     tokenizer.save(str(tmp_path / "tokenizer.json"))
     counted = ["--tokenizer", str(tmp_path / "tokenizer.json")]
-    built = fairwin(
-        "prompts", "--family", f"ours={corpus}", "--out", str(tmp_path / "prompts"), "--count", "8",
-        "--min-chars", "3000", "--plan-dir", str(tmp_path), *counted,
-    )  # fmt: skip
+    out = ["--out", str(tmp_path / "prompts"), "--count", "8", "--min-chars", "3000", "--plan-dir", str(tmp_path)]
+    built = fairwin("prompts", "--family", f"ours={corpus}", *out, *counted)
     assert built.returncode == 0, built.stderr
     assert built.stdout.startswith("# 8 prompts, ") and " tokens (median " in built.stdout.splitlines()[0]
     pins = dict(

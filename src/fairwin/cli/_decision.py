@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fairwin.cli._arguments import count, finite, non_negative, positive, window_directory
 from fairwin.cli._console import stderr, stdout
@@ -13,6 +13,7 @@ from fairwin.errors import ANSWER_IS_NO, UsageError
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
+    from fairwin.decision import AuditResult, RuleSpec
 
 
 def add_parsers(commands: Commands) -> None:
@@ -124,10 +125,8 @@ def rules_show(args: argparse.Namespace) -> int:
 
 
 def rules_audit(args: argparse.Namespace) -> int:
-    from rich.progress import Progress
-
     from fairwin.archive import cell_noise
-    from fairwin.decision import RULES, AuditResult, RuleSpec, audit, get_rule
+    from fairwin.decision import get_rule
     from fairwin.report.tables import audit_table, beside_table
 
     rule = get_rule(args.rule)
@@ -153,21 +152,7 @@ def rules_audit(args: argparse.Namespace) -> int:
         "archive_starts": starts,
         "drift_pct": args.drift,
     }
-    # A sequential rule's starts vary: the fixed rules that ask its question are audited beside it, same noise.
-    beside = [r for r in RULES.values() if rule.looks and not r.looks and r.primary == rule.primary]
-    runs = (2 if args.effect else 1) * (1 + len(beside))
-    # Thousands of simulated windows a run: a bar on a terminal, so a minute of work is not a silent one.
-    columns = Progress.get_default_columns()
-    with Progress(*columns, console=stderr, transient=True, disable=not stderr.is_terminal) as bar:
-        task = bar.add_task(f"auditing {rule.id}", total=args.trials * runs)
-
-        def audited(which: RuleSpec, effect: float) -> AuditResult:
-            bar.update(task, description=f"auditing {which.id} at {effect:+g} %")
-            return audit(which, effect_pct=effect, on_trial=lambda: bar.advance(task), **common)
-
-        null = audited(rule, 0.0)
-        powered = audited(rule, args.effect) if args.effect else None
-        compared = [(r, audited(r, 0.0), audited(r, args.effect) if args.effect else None) for r in beside]
+    null, powered, compared = _audited(rule, args.effect, args.trials, common)
     if args.json:
         beside_json = [
             {"no_change": n.model_dump(mode="json"), "effect": e.model_dump(mode="json") if e else None}
@@ -189,6 +174,31 @@ def rules_audit(args: argparse.Namespace) -> int:
         markup=False,
     )
     return 0
+
+
+def _audited(
+    rule: RuleSpec, effect: float | None, trials: int, common: dict[str, Any]
+) -> tuple[AuditResult, AuditResult | None, list[tuple[RuleSpec, AuditResult, AuditResult | None]]]:
+    """The rule at no change (and at ``effect``), and the fixed rules that ask a sequential rule's question
+    beside it at the same noise; a progress bar on a terminal, as thousands of windows take a minute."""
+    from rich.progress import Progress
+
+    from fairwin.decision import RULES, audit
+
+    beside = [r for r in RULES.values() if rule.looks and not r.looks and r.primary == rule.primary]
+    runs = (2 if effect else 1) * (1 + len(beside))
+    columns = Progress.get_default_columns()
+    with Progress(*columns, console=stderr, transient=True, disable=not stderr.is_terminal) as bar:
+        task = bar.add_task(f"auditing {rule.id}", total=trials * runs)
+
+        def audited(which: RuleSpec, at: float) -> AuditResult:
+            bar.update(task, description=f"auditing {which.id} at {at:+g} %")
+            return audit(which, effect_pct=at, on_trial=lambda: bar.advance(task), **common)
+
+        null = audited(rule, 0.0)
+        powered = audited(rule, effect) if effect else None
+        compared = [(r, audited(r, 0.0), audited(r, effect) if effect else None) for r in beside]
+    return null, powered, compared
 
 
 def compare(args: argparse.Namespace) -> int:

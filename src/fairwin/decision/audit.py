@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -184,6 +184,25 @@ def _trial(
     return decide_cell(rows, CELL, deciding, context), rule.start_count
 
 
+@dataclass
+class _Tally:
+    """The trials so far: each verdict's count, each guard's failures, the starts each used, WINs by starts."""
+
+    guard_fails: dict[str, int]
+    counts: dict[str, int] = field(default_factory=dict)
+    used: list[int] = field(default_factory=list)
+    wins: dict[int, int] = field(default_factory=dict)
+
+    def add(self, decision: CellDecision, starts: int) -> None:
+        self.used.append(starts)
+        self.counts[decision.verdict] = self.counts.get(decision.verdict, 0) + 1
+        if decision.verdict == "WIN":
+            self.wins[starts] = self.wins.get(starts, 0) + 1
+        for guard in decision.guards:
+            if guard.failed:
+                self.guard_fails[guard.metric] += 1
+
+
 def audit(
     rule: RuleSpec,
     *,
@@ -208,28 +227,17 @@ def audit(
     """
     rng = np.random.default_rng(seed)
     true_archive = _true_archive(rule, archive_starts, repeat_cv_pct, launch_cv_pct, repeats)
-    counts: dict[str, int] = {}
-    guard_fails = dict.fromkeys(rule.guards, 0)
-    used: list[int] = []
-    wins: dict[int, int] = {}
+    tally = _Tally(dict.fromkeys(rule.guards, 0))
     # A cell's verdict reads only the primary, the guards and validity: reported metrics and the
     # checklist's literal primary are left undecided here (half of every trial's intervals). The rows
     # still carry them, so the random draws, and so every audited rate, are those of the whole rule.
     deciding = rule.model_copy(update={"reported": (), "checklist_primary": None})
     noise = _TrialNoise(repeats, repeat_cv_pct, launch_cv_pct, effect_pct, drift_pct, archive_starts)
     for _ in range(trials):
-        archive = true_archive if archive_spread == "true" else None
-        decision, starts = _trial(rng, rule, deciding, noise, archive)
-        used.append(starts)
+        tally.add(*_trial(rng, rule, deciding, noise, true_archive if archive_spread == "true" else None))
         if on_trial is not None:
             on_trial()
-        counts[decision.verdict] = counts.get(decision.verdict, 0) + 1
-        if decision.verdict == "WIN":
-            wins[used[-1]] = wins.get(used[-1], 0) + 1
-        for guard in decision.guards:
-            if guard.failed:
-                guard_fails[guard.metric] += 1
-    rates = {verdict: n / trials for verdict, n in sorted(counts.items())}
+    rates = {verdict: n / trials for verdict, n in sorted(tally.counts.items())}
     null = effect_pct == 0
     return AuditResult(
         rule_id=rule.id,
@@ -244,14 +252,14 @@ def audit(
         trials=trials,
         seed=seed,
         rates=rates,
-        guard_failure_rates={g: n / trials for g, n in guard_fails.items()},
+        guard_failure_rates={g: n / trials for g, n in tally.guard_fails.items()},
         false_win=rates.get("WIN", 0.0) if null else None,
         false_loss=rates.get("LOSS", 0.0) if null else None,
         power=None if null else rates.get("WIN", 0.0),
         mc_error=math.sqrt(0.25 / trials),
-        starts_mean=float(np.mean(used)),
-        starts_median=float(np.median(used)),
-        starts_p90=float(np.percentile(used, 90)),
+        starts_mean=float(np.mean(tally.used)),
+        starts_median=float(np.median(tally.used)),
+        starts_p90=float(np.percentile(tally.used, 90)),
         max_starts=rule.start_count,
-        win_after={k: n / trials for k, n in sorted(wins.items())},
+        win_after={k: n / trials for k, n in sorted(tally.wins.items())},
     )

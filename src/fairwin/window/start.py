@@ -279,13 +279,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             receipt.container = head.handle.described()
             ctx.say(f"  healthy after {healthy:.1f} s")
             target = await _choose_profile(ctx, session, target, receipt)
-            live = _live(ctx, start.role)
-            await await_reported_config(spec, head.log)
-            receipt.speculative, receipt.speculative_source = check_reported_speculative(
-                spec, head.log, plan.roles[start.role].speculative, plan.runtime, live.member("head") if live else None
-            )
-            if plan.runtime.check_env:
-                receipt.env_check = await check_envs(processes, live)
+            await _runtime_checks(ctx, start, processes, receipt)
             if not ctx.prepared:
                 await _prepare_prompts(ctx, session, target)
             measured = await _measure(ctx, session, streams, target, receipt, processes)
@@ -305,6 +299,21 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 await _stop(ctx, processes, receipt)
         finally:
             write_record(ctx.window.start_receipt(start.name), receipt)
+
+
+async def _runtime_checks(
+    ctx: StartContext, start: StartSpec, processes: list[StartProcess], receipt: StartReceipt
+) -> None:
+    """The running server's speculative config (what it reports), and every process's environment, against the
+    declaration and, where the role derives from it, production as it ran."""
+    plan, head = ctx.loaded.plan, processes[-1]
+    live = _live(ctx, start.role)
+    await await_reported_config(head.spec, head.log)
+    receipt.speculative, receipt.speculative_source = check_reported_speculative(
+        head.spec, head.log, plan.roles[start.role].speculative, plan.runtime, live.member("head") if live else None
+    )
+    if plan.runtime.check_env:
+        receipt.env_check = await check_envs(processes, live)
 
 
 async def _choose_profile(
