@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict
 
 from fairwin.errors import CorruptRecordError, GateRefused
 from fairwin.formats import CARRY, RecordFormat
@@ -111,8 +111,18 @@ def protected(path: str, rules: Qualification) -> bool:
     return not any(fnmatch.fnmatchcase(path, glob) for glob in rules.measurement_layer)
 
 
-def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str, Any], list[str]]:
-    results: dict[str, Any] = {}
+class UnitCheck(BaseModel):
+    """One declared unit (``path::name``) at the qualified commit and at HEAD: its AST's sha256 at each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    qualified_sha256: str | None  # None: the unit is missing there
+    head_sha256: str | None
+    identical: bool
+
+
+def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str, UnitCheck], list[str]]:
+    results: dict[str, UnitCheck] = {}
     problems: list[str] = []
     for unit in units:
         path, _, name = unit.partition("::")
@@ -123,7 +133,7 @@ def _check_units(repo: Path, q: str, h: str, units: list[str]) -> tuple[dict[str
         at_q, at_h = dumps
         digests = [None if d is None else hashlib.sha256(d.encode()).hexdigest() for d in dumps]
         identical = at_q is not None and at_q == at_h
-        results[unit] = {"qualified_sha256": digests[0], "head_sha256": digests[1], "identical": identical}
+        results[unit] = UnitCheck(qualified_sha256=digests[0], head_sha256=digests[1], identical=identical)
         if at_q is None or at_h is None:
             problems.append(f"unit {unit} is missing at {'Q' if at_q is None else 'HEAD'}")
         elif not identical:
@@ -147,7 +157,7 @@ class CarryRecord(Receipt):
     rules: dict[str, Any]  # the [qualification] the carry was judged under
     files_compared: int
     files_differing: list[str]
-    units: dict[str, dict[str, Any]]
+    units: dict[str, UnitCheck]
 
 
 def _admitted_commit(repo: Path, receipt_path: Path, commit: str) -> str:
