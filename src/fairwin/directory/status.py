@@ -77,7 +77,7 @@ class ArchiveProblem(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    appended: Literal[False] = False
+    appended: Literal[False]  # required, so a sparse status.json always says it
     problem: str
 
 

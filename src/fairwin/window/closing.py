@@ -82,7 +82,7 @@ class Closing(WindowState):
         if self.hold is not None:
             outcome["restore"] = self.hold.restored.stored() if self.hold.restored is not None else None
         if self.archive_problem is not None:
-            outcome["archive"] = ArchiveProblem(problem=self.archive_problem)
+            outcome["archive"] = ArchiveProblem(appended=False, problem=self.archive_problem)
         if self.chain is not None:
             outcome["chain"] = self.chain.record()
         if error is None:
