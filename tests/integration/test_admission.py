@@ -118,6 +118,7 @@ def test_open_window_refuses_what_run_window_refuses(make_plan: PlanFactory, tmp
     assert not windows.exists() or not [p for p in windows.iterdir() if p.is_dir()]  # nothing opened
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_a_second_window_on_the_same_machine_is_refused_whatever_its_output_directory(
     make_plan: PlanFactory, tmp_path: Path
 ) -> None:

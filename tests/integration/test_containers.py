@@ -186,6 +186,7 @@ def container_production(
     )
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_a_p_container_is_compared_with_a_container_production_beyond_the_runbooks_three_differences(
     make_plan: PlanFactory, container_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -235,6 +236,7 @@ def test_a_p_container_is_compared_with_a_container_production_beyond_the_runboo
     assert container_engine.names("fairwin.window") == []
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_containers_on_a_remote_host_run_a_window_and_recover_removes_one_fairwin_left(
     make_plan: PlanFactory, container_engine: Engine, ssh_hosts: SshHosts
 ) -> None:
@@ -266,6 +268,7 @@ def test_containers_on_a_remote_host_run_a_window_and_recover_removes_one_fairwi
     assert container_engine.names() == []
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_a_production_role_that_is_a_container_is_brought_up_taken_down_and_restored_through_its_runtime(
     make_plan: PlanFactory, container_engine: Engine
 ) -> None:

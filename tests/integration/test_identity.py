@@ -103,6 +103,7 @@ def test_a_sim_whose_port_is_held_says_so_in_one_line() -> None:
     assert f"fairwin: error: cannot listen on 127.0.0.1:{squatter.port}: Address already in use" in done.stderr
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_a_role_process_that_exits_while_its_server_answers_fails_the_start(make_plan: PlanFactory) -> None:
     # A wrapper that backgrounds its server and exits: the server still answers (it is in the role's process
     # group), but the process fairwin launched is gone, so nothing from the start is trusted or pooled.
@@ -140,6 +141,7 @@ def _wrapped(model: str, port: int | str = "{port}") -> dict[str, object]:
     return role
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_speculation_set_only_in_a_wrapper_script_is_read_from_the_server_and_compared(
     make_plan: PlanFactory,
 ) -> None:
@@ -160,6 +162,7 @@ def test_speculation_set_only_in_a_wrapper_script_is_read_from_the_server_and_co
     assert processes_with("wrapped-c") == []
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_a_config_that_cannot_be_observed_is_refused_unless_the_plan_accepts_it(make_plan: PlanFactory) -> None:
     # A server that reports nothing at start-up (its log is silent), started by a wrapper: nothing to compare.
     silent = sim_role(model="silent")

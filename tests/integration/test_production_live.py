@@ -79,6 +79,7 @@ def down_after() -> Iterator[list[Path]]:
         fairwin("production", "down", str(plan))
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_a_role_derived_from_a_production_that_drifted_is_refused_before_the_take_down_naming_the_live_value(
     make_plan: PlanFactory, down_after: list[Path]
 ) -> None:
@@ -227,6 +228,7 @@ def test_a_container_production_is_read_through_its_runtimes_inspect(
         asyncio.run(read_member("head", (None, None), LiveProcess(container="other"), None))
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_productions_config_is_read_from_its_servers_log_not_its_wrappers_argv(
     make_plan: PlanFactory, down_after: list[Path]
 ) -> None:

@@ -91,6 +91,7 @@ class Resources(HTMLParser):
             self.text.append(data)
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_and_rule(
     two_windows: FinishedWindows, tmp_path: Path
 ) -> None:

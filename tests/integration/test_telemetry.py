@@ -148,6 +148,7 @@ def test_a_relock_mid_start_and_a_dialback_between_starts_are_both_seen(
     assert (window / "hold-telemetry.jsonl").stat().st_size > 0
 
 
+@pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_caps_from_the_logs_of_two_hosts_without_any_gpu_source_name_the_host_at_another_cap(
     make_plan: PlanFactory, ssh_hosts: SshHosts
 ) -> None:
