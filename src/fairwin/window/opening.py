@@ -14,7 +14,6 @@ from typing import Any
 
 from fairwin.archive.window_rows import archive_key_record
 from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, PlanOverride, WindowManifest
-from fairwin.plan.schedule import waves_for
 from fairwin.records import write_record
 from fairwin.window.state import WindowState
 
@@ -33,7 +32,7 @@ class Opening(WindowState):
             self.order,
             self.starts,
             self.gate_summary.budget,
-            sum(len(waves_for(self.loaded, cell)) for cell in self.loaded.plan.cells),
+            sum(len(waves) for waves in self.context.schedule.values()),
             self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else (),
         )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.

@@ -23,7 +23,7 @@ from fairwin.directory.journal import start_step
 from fairwin.directory.start_receipt import StartReceipt, WaveRow
 from fairwin.launch.spec import LaunchSpec
 from fairwin.metrics.profile import choose_profile
-from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
+from fairwin.plan.schedule import StartSpec, WaveSpec
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
@@ -59,7 +59,7 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
     rows: list[PreparedPrompt] = []
     for cell_name, cell in plan.cells.items():
         tokenizer = TokenizeClient(session, target.url, target.model, cell.endpoint, target.profile.tokenize)
-        needed = {(w.family, p.id): p for w in waves_for(ctx.loaded, cell_name) for p in w.prompts}
+        needed = {(w.family, p.id): p for w in ctx.schedule[cell_name] for p in w.prompts}
         by_id: dict[str, PreparedPrompt] = {}
         for (family, _), prompt in needed.items():
             ready = await prepare(
@@ -177,7 +177,7 @@ async def _measure(
             await warm_up_stream(ctx, streams, target)
             receipt.warmup = await warm_up_waves(ctx, session, streams, target)
             for cell_name in plan.cells:
-                waves = waves_for(ctx.loaded, cell_name)
+                waves = ctx.schedule[cell_name]
                 cell_results = await _run_waves(ctx, session, streams, target, processes, cell_name, waves)
                 rows.extend(_pool(ctx, target, cell_name, cell_results))
                 results += cell_results

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fairwin.client.prepare import PreparedPrompt
 from fairwin.directory.layout import WindowDir
 from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.schedule import WaveSpec, waves_for
 from fairwin.production.live import LiveProduction
 from fairwin.profiles import ServerProfile
 from fairwin.telemetry.gpu import GpuSource
@@ -37,3 +38,8 @@ class StartContext:
     profile: ServerProfile | None = None
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)
     prepared: dict[str, dict[str, PreparedPrompt]] = field(default_factory=dict)
+    # Each cell's waves, the same for every start of the window: computed once, here.
+    schedule: dict[str, list[WaveSpec]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.schedule = {cell: waves_for(self.loaded, cell) for cell in self.loaded.plan.cells}

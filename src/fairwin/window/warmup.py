@@ -22,7 +22,6 @@ from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.stream import StreamRecord, request_body, run_stream_recorded
 from fairwin.client.wave import Target, endpoint_path, run_wave, salt
 from fairwin.directory.start_receipt import WarmupOutcome
-from fairwin.plan.schedule import waves_for
 from fairwin.pooling.pool import client_rate, decode_rate
 from fairwin.window.start_context import StartContext
 from fairwin.window.streams import append_streams
@@ -33,7 +32,7 @@ async def warm_up_stream(ctx: StartContext, streams: StreamTransport, target: Ta
     plan = ctx.loaded.plan
     cell_name = ctx.loaded.plan.first_decision_cell
     cell = plan.cells[cell_name]
-    first = waves_for(ctx.loaded, cell_name)[0]
+    first = ctx.schedule[cell_name][0]
     ready = ctx.prepared[cell_name][prompt_key(first.family, first.prompts[0].id)]
     record = StreamRecord(
         start=target.start,
@@ -69,7 +68,7 @@ async def warm_up_waves(
     """Uncounted waves until the server's rate is steady; what happened, for the start receipt."""
     settings = ctx.loaded.plan.window
     cell_name = ctx.loaded.plan.first_decision_cell
-    first = waves_for(ctx.loaded, cell_name)[0]
+    first = ctx.schedule[cell_name][0]
     rates: list[float] = []
     for number in range(1, settings.warmup_waves_max + 1):
         spec = dataclasses.replace(first, repeat=0, label=f"warmup{number}/{first.family}")
