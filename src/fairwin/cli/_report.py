@@ -28,11 +28,12 @@ def add_parsers(commands: Commands) -> None:
 
 
 def report_html(args: argparse.Namespace) -> int:
+    from fairwin.directory.layout import WindowDir
     from fairwin.report.html import write_report
     from fairwin.verdict.stored import completed_decision
 
-    window = Path(args.window)
-    written = write_report(window, completed_decision(window), args.to)
+    window = WindowDir.at(args.window)
+    written = write_report(window, completed_decision(window.path), args.to)
     stdout.print(f"report: {written}", markup=False)
     return 0
 

@@ -88,10 +88,8 @@ def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:
     return tokens
 
 
-def _figures(window: Path, decision: Decision) -> list[str]:
+def _figures(files: WindowDir, decision: Decision) -> list[str]:
     from fairwin.report import plots  # matplotlib is loaded only when a page is drawn (about 0.8 s)
-
-    files = WindowDir.at(window)
 
     parts = ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
     parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
@@ -107,7 +105,7 @@ def _figures(window: Path, decision: Decision) -> list[str]:
     return parts
 
 
-def _receipts(window: Path, manifest: WindowManifest | None, status: WindowStatus | None) -> list[str]:
+def _receipts(files: WindowDir, manifest: WindowManifest | None, status: WindowStatus | None) -> list[str]:
     digests = [
         ("plan", manifest.plan_sha256 if manifest else None),
         (f"rule {manifest.rule_id if manifest else None}", manifest.rule_sha256 if manifest else None),
@@ -125,7 +123,7 @@ def _receipts(window: Path, manifest: WindowManifest | None, status: WindowStatu
     restore = status.restore.stored() if status and status.restore else None
     parts.append("<h3>Production</h3>")
     parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
-    journal = WindowDir.at(window).journal
+    journal = files.journal
     if journal.exists():
         rows = read_journal(journal)[0]  # format-checked; a torn row is left out of the view
         opened = next((r.time for r in rows if r.event == "begin"), None)
@@ -138,9 +136,8 @@ def _receipts(window: Path, manifest: WindowManifest | None, status: WindowStatu
     return parts
 
 
-def render_html(window: Path, decision: Decision) -> str:
+def render_html(files: WindowDir, decision: Decision) -> str:
     """The whole page for a window directory whose decision is ``decision``."""
-    files = WindowDir.at(window)
     manifest = read_record(files.manifest, WindowManifest) if files.manifest.exists() else None
     status = read_record(files.status, WindowStatus) if files.status.exists() else None
     summary = files.summary.read_text() if files.summary.exists() else ""
@@ -152,17 +149,17 @@ def render_html(window: Path, decision: Decision) -> str:
         f"<h1>{title}</h1>",
         f"<p class='verdict {html.escape(decision.verdict)}'>{html.escape(verdict_sentence(decision))}</p>",
         f"<p>{html.escape(audited_rates(decision))}</p>",
-        *_figures(window, decision),
+        *_figures(files, decision),
         "<h2>The summary (summary.md)</h2>",
         rendered,
-        *_receipts(window, manifest, status),
+        *_receipts(files, manifest, status),
         "</body></html>",
     ]
     return "\n".join(parts)
 
 
-def write_report(window: Path, decision: Decision, path: Path | None = None) -> Path:
+def write_report(window: WindowDir, decision: Decision, path: Path | None = None) -> Path:
     """Write report.html (atomically) into the window, or to ``path``; returns where."""
-    target = path if path is not None else WindowDir.at(window).report_page
+    target = path if path is not None else window.report_page
     write_text_atomic(target, render_html(window, decision))
     return target

@@ -144,7 +144,7 @@ def report_after_close(window: WindowDir, decision: Decision, say: Callable[[str
     """report.html, once the status and the journal are final (its receipts show them). The window's result is
     already whole on disk: a report that cannot be drawn is a warning with the command that redraws it."""
     try:
-        write_report(window.path, decision)
+        write_report(window, decision)
     except Exception as exc:
         say(
             f"warning: report.html could not be written ({type(exc).__name__}: {exc}); "
