@@ -131,7 +131,7 @@ def control_rows(window: WindowDir, records: WindowRecords | None = None) -> lis
 def _observed(receipt: StartReceipt, hosts: dict[str, str]) -> dict[str, Any]:
     """Where a start ran (its hosts), its GPUs (model and count) and each host's clock cap, from start.json."""
     head = receipt.host or HERE
-    ran_on = {hosts.get(h or HERE, h or HERE) for h in (head, *(w.get("host") for w in receipt.workers or []))}
+    ran_on = {hosts.get(h or HERE, h or HERE) for h in (head, *(w.host for w in receipt.workers or []))}
     telemetry = receipt.telemetry
     caps: dict[str, set[float | None]] = {}
     for gpu, cap in (telemetry.cap_by_gpu if telemetry is not None else {}).items():

@@ -108,6 +108,22 @@ class StartTelemetry(BaseModel):
     problems: list[str]
 
 
+class WorkerReceipt(BaseModel):
+    """A worker of a role across hosts, as its start launched it: only what happened to it is set (a worker that
+    never launched names its member alone, and its stop when there was one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    member: str
+    host: str | None = None
+    argv: list[str] | None = None
+    pid: int | None = None
+    ready_after_s: float | None = None
+    container: dict[str, Any] | None = None  # a container worker's, as the head's ``container``
+    identity: dict[str, str] | None = None  # its pinned files' sha256, checked on its host before the launch
+    stop: StopSummary | None = None
+
+
 class StartReceipt(Record):
     """``fairwin.start/1``: what was launched, where, and how the start went (docs/formats.md)."""
 
@@ -131,7 +147,7 @@ class StartReceipt(Record):
     # As the start ran.
     host_before: HostCondition | None = None
     identity: dict[str, str] | None = None
-    workers: list[dict[str, Any]] | None = None  # each other member of a role across hosts
+    workers: list[WorkerReceipt] | None = None  # each other member of a role across hosts
     healthy_after_s: float | None = None
     scheduling: dict[str, object] | None = None
     container: dict[str, Any] | None = None  # a container role's: name, image id, env (secrets as digests), mounts
@@ -145,13 +161,13 @@ class StartReceipt(Record):
     pooled_rows: int | None = None
     stop: StopSummary | None = None
 
-    def worker(self, member: str) -> dict[str, Any]:
-        """The worker's entry (made when it never got as far as launched)."""
+    def worker(self, member: str) -> WorkerReceipt:
+        """The worker's entry (made, naming only the member, when it never got as far as launched)."""
         if self.workers is None:
             self.workers = []
-        found = next((entry for entry in self.workers if entry.get("member") == member), None)
+        found = next((entry for entry in self.workers if entry.member == member), None)
         if found is None:
-            found = {"member": member}
+            found = WorkerReceipt(member=member)
             self.workers.append(found)
         return found
 

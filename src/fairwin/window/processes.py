@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import aiohttp
 
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.start_receipt import StopSummary
+from fairwin.directory.start_receipt import StopSummary, WorkerReceipt
 from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.checkouts import check_checkouts, role_specs
 from fairwin.launch.container import ContainerServer
@@ -170,7 +170,7 @@ async def check_identities(processes: list[StartProcess]) -> dict[str, dict[str,
     return checked
 
 
-async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]) -> list[dict[str, Any]]:
+async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]) -> list[WorkerReceipt]:
     """Launch each process in order, journaled before and after; wait each worker ready before the next.
     Returns the workers' receipts (the head's health is the caller's to wait for)."""
     receipts = []
@@ -189,15 +189,16 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
             address = spec.remote.address if spec.remote is not None else "127.0.0.1"
             ready_s = await wait_ready(process.handle, process.ready, process.log, spec.label, address)
             await process.prove_ours()
+            box = process.handle.described()
             receipts.append(
-                {
-                    "member": spec.member,
-                    "host": spec.host,
-                    "argv": spec.shown_argv,
-                    "pid": process.handle.pid,
-                    "ready_after_s": round(ready_s, 3),
-                    **({"container": box} if (box := process.handle.described()) is not None else {}),
-                }
+                WorkerReceipt(
+                    member=spec.member,
+                    host=spec.host,
+                    argv=spec.shown_argv,
+                    pid=process.handle.pid,
+                    ready_after_s=round(ready_s, 3),
+                    **({"container": box} if box is not None else {}),  # set only where the worker is one
+                )
             )
     return receipts
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Any
 
 import aiohttp
 
@@ -269,7 +268,9 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}{workers}")
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
         for worker in await launch_all(ctx.window, start_step(start.name), processes):
-            receipt.worker(worker["member"]).update(worker, **_pins(identity, worker["member"]))
+            if worker.member in identity:
+                worker.identity = identity[worker.member]
+            receipt.workers = [*(receipt.workers or []), worker]
         headers = api_headers(plan.roles[start.role].api_key_env, f"roles.{start.role}.api_key_env")
         streams = StreamTransport(headers, plan.window.request_timeout_s)
         async with client_session(timeout, headers) as session, streams:
@@ -337,7 +338,7 @@ async def _stop(ctx: StartContext, processes: list[StartProcess], receipt: Start
         if process is processes[-1]:  # the head
             receipt.stop = stop_receipt(record)
         else:
-            receipt.worker(process.spec.member)["stop"] = stop_receipt(record).model_dump(mode="json")
+            receipt.worker(process.spec.member).stop = stop_receipt(record)
     if ctx.hold_sampler is not None:  # the GPUs the next start inherits: every gap is seen, however short
         await ctx.hold_sampler.read_now()
 
@@ -373,7 +374,3 @@ async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: T
 def _live(ctx: StartContext, role: str) -> LiveProduction | None:
     """Production's reading, where this role is compared with it."""
     return ctx.live if ctx.live is not None and compares_live(ctx.loaded, role) else None
-
-
-def _pins(identity: dict[str, dict[str, str]], member: str) -> dict[str, Any]:
-    return {"identity": identity[member]} if member in identity else {}
