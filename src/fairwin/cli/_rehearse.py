@@ -39,8 +39,8 @@ def rehearse(args: argparse.Namespace) -> int:
     print_notices(loaded)
     document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env, args.eos)
     for probe in document.probes:
-        state = "ok" if probe["ok"] else probe["reading"]
-        stdout.print(f"  {probe['name']:<24} HTTP {probe.get('status')}  {state}", markup=False)
+        state = "ok" if probe.ok else probe.reading
+        stdout.print(f"  {probe.name:<24} HTTP {probe.status}  {state}", markup=False)
     if document.verdict != "PASS":
         confirmed = (
             "" if document.cause_confirmed else " (cause not confirmed: a control probe did not fail as expected)"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from fairwin.client.completions import PATH as GREEDY_PATH
 from fairwin.client.completions import parse, request
@@ -245,31 +246,61 @@ def _stream_facts(text: str) -> dict[str, Any]:
     return {"finish_reason": finish, "stop_reason": stop, "usage": usage, "done": done, "stream_error": error}
 
 
-async def send(session: aiohttp.ClientSession, url: str, probe: Probe) -> dict[str, Any]:
+class ProbeResult(BaseModel):
+    """One probe as sent and answered: only what happened is set (a probe no server answered has its error; a
+    stream its finish and usage), and only that is stored in rehearsal.json."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    path: str
+    request_sha256: str
+    status: int | None = None  # the effective status: a stream's error event's code over its HTTP 200
+    http_status: int | None = None
+    error: str | None = None
+    response_sha256: str | None = None
+    error_body: str | None = None
+    logprobs_problem: str | None = None
+    finish_reason: str | None = None
+    stop_reason: Any = None  # the server's own (a token id or a string)
+    usage: dict[str, Any] | None = None  # the server's usage object, as it sent it
+    done: bool | None = None
+    reading: str | None = None  # the judgement: None when the probe did what it should
+    ok: bool | None = None
+
+    @model_serializer(mode="wrap")
+    def _only_what_happened(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
+
+
+async def send(session: aiohttp.ClientSession, url: str, probe: Probe) -> tuple[ProbeResult, str]:
+    """The probe's result, and the body as answered (kept beside the receipt, in responses.jsonl, never in it)."""
     request = canonical_json({"method": probe.method, "path": probe.path, "body": probe.body})
-    result: dict[str, Any] = {"name": probe.name, "path": probe.path, "request_sha256": _digest(request)}
+    result = ProbeResult(name=probe.name, path=probe.path, request_sha256=_digest(request))
     try:
         async with session.request(probe.method, url + probe.path, json=probe.body) as response:
             text = await response.text()
-            result["status"] = response.status
+            status = response.status
     except (TimeoutError, aiohttp.ClientError) as exc:
-        result.update(status=None, error=str(exc) or type(exc).__name__, response_sha256=None, reply="")
-        return result
-    result.update(response_sha256=_digest(text), reply=text, http_status=result["status"])
-    if result["status"] >= 300:
-        result["error_body"] = text[:2000]
+        result.status, result.error, result.response_sha256 = None, str(exc) or type(exc).__name__, None
+        return result, ""
+    result.status, result.response_sha256, result.http_status = status, _digest(text), status
+    if status >= 300:
+        result.error_body = text[:2000]
     elif probe.expect_logprobs:
-        result["logprobs_problem"] = _logprobs_problem(text, probe.name)
+        result.logprobs_problem = _logprobs_problem(text, probe.name)
     elif probe.stream:
         facts = _stream_facts(text)
         error = facts.pop("stream_error")
-        result.update(facts)
+        for key, value in facts.items():
+            setattr(result, key, value)
         if error is not None:
             # The effective status is the error event's code: a 200 that carries a refusal is a refusal.
             code = error.get("code")
-            result["status"] = code if isinstance(code, int) and 100 <= code <= 599 else 500
-            result["error_body"] = json.dumps({"error": error})[:2000]
-    return result
+            result.status = code if isinstance(code, int) and 100 <= code <= 599 else 500
+            result.error_body = json.dumps({"error": error})[:2000]
+    return result, text
 
 
 def _logprobs_problem(text: str, name: str) -> str | None:
@@ -281,9 +312,9 @@ def _logprobs_problem(text: str, name: str) -> str | None:
     return None if tokens and len(top) == len(tokens) else f"{name}: the answer's logprobs have no top tokens"
 
 
-def judge(probe: Probe, result: dict[str, Any]) -> str | None:
+def judge(probe: Probe, result: ProbeResult) -> str | None:
     """None when the probe did what it should; else the reading of its failure."""
-    status = result.get("status")
+    status = result.status
     if probe.expect_status is not None:
         if status == probe.expect_status:
             return None
@@ -296,16 +327,16 @@ def judge(probe: Probe, result: dict[str, Any]) -> str | None:
         return READING_NO_ANSWER
     if status >= 400:
         return READING_4XX
-    if probe.expect_logprobs and result.get("logprobs_problem"):
-        return f"4xx-like: {result['logprobs_problem']}"
-    if probe.expect_finish is not None and result.get("finish_reason") != probe.expect_finish:
+    if probe.expect_logprobs and result.logprobs_problem:
+        return f"4xx-like: {result.logprobs_problem}"
+    if probe.expect_finish is not None and result.finish_reason != probe.expect_finish:
         return (
-            f"4xx-like: the terminator probe ended with finish_reason {result.get('finish_reason')!r}, not "
+            f"4xx-like: the terminator probe ended with finish_reason {result.finish_reason!r}, not "
             f"{probe.expect_finish!r}: the server did not end on the forced token (is --eos the model's "
             "end-of-sequence id?)"
         )
     if probe.stream:
-        usage = result.get("usage") or {}
+        usage = result.usage or {}
         if probe.expect_prompt_tokens is not None:
             low, high = probe.expect_prompt_tokens
             if not low <= int(usage.get("prompt_tokens") or 0) <= high:
@@ -313,7 +344,7 @@ def judge(probe: Probe, result: dict[str, Any]) -> str | None:
                     f"4xx-like: the server counted {usage.get('prompt_tokens')} prompt tokens of the cell's "
                     f"real prompt, not {low} to {high}"
                 )
-        if not result.get("done") or usage.get("completion_tokens") != probe.expect_tokens:
+        if not result.done or usage.get("completion_tokens") != probe.expect_tokens:
             return (
                 f"4xx-like: the stream did not end with [DONE] and exactly {probe.expect_tokens} tokens "
                 f"(got {usage.get('completion_tokens')}); the server ignores ignore_eos or include_usage"

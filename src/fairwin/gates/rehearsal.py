@@ -20,7 +20,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import aiohttp
 from pydantic import ConfigDict
@@ -29,7 +29,7 @@ from fairwin.errors import GateRefused, InputError
 from fairwin.files import write_text_atomic
 from fairwin.formats import REHEARSAL, RecordFormat
 from fairwin.gates.binding import bind, moved, rehearsal_parts
-from fairwin.gates.probes import judge, probes_for, real_prompts, send
+from fairwin.gates.probes import ProbeResult, judge, probes_for, real_prompts, send
 from fairwin.gates.receipt import Receipt, read_receipt, write_receipt
 from fairwin.metrics.profile import choose_profile
 from fairwin.plan.loading import LoadedPlan
@@ -54,7 +54,7 @@ class RehearsalRecord(Receipt):
     created_unix: float
     headers_sent: list[str]  # names only: values may be secrets
     failures: list[str]
-    probes: list[dict[str, Any]]
+    probes: list[ProbeResult]
 
 
 async def rehearse(
@@ -64,7 +64,8 @@ async def rehearse(
         raise InputError(f"{out} already exists; a rehearsal never overwrites one")
     base = url.rstrip("/")
     timeout = aiohttp.ClientTimeout(total=loaded.plan.window.request_timeout_s)
-    results = []
+    results: list[ProbeResult] = []
+    replies: list[str] = []
     async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
         # The profile production's /metrics exports (or the one the plan names, proved there), then the prompts
         # cut: before anything is written, so a refusal leaves no half-made rehearsal behind.
@@ -78,22 +79,23 @@ async def rehearse(
             raise InputError(f"cannot create {out}: {exc.strerror}") from None
         probes = probes_for(loaded, model, eos, real, profile)
         for probe in probes:  # back to back, no idle wait
-            results.append(await send(session, base, probe))
+            result, reply = await send(session, base, probe)
+            results.append(result)
+            replies.append(reply)
     # The requests as sent (their bodies; never a header) beside the replies.
     lines = [
-        {"name": r["name"], "request": probe.body, "status": r.get("status"), "reply": r.pop("reply")}
-        for probe, r in zip(probes, results, strict=True)
+        {"name": r.name, "request": probe.body, "status": r.status, "reply": reply}
+        for probe, r, reply in zip(probes, results, replies, strict=True)
     ]
-    replies = "".join(json.dumps(line) + "\n" for line in lines)
-    write_text_atomic(out / "responses.jsonl", replies, mode=0o600)
+    write_text_atomic(out / "responses.jsonl", "".join(json.dumps(line) + "\n" for line in lines), mode=0o600)
     failures = []
     for probe, result in zip(probes, results, strict=True):
-        result["reading"] = judge(probe, result)
-        result["ok"] = result["reading"] is None
-        if not result["ok"]:
-            failures.append(f"{probe.name}: {result['reading']}")
+        result.reading = judge(probe, result)
+        result.ok = result.reading is None
+        if not result.ok:
+            failures.append(f"{probe.name}: {result.reading}")
     controls = [r for p, r in zip(probes, results, strict=True) if p.expect_status is not None]
-    cause_confirmed = bool(controls) and all(r["ok"] for r in controls)
+    cause_confirmed = bool(controls) and all(r.ok for r in controls)
     document = RehearsalRecord(
         verdict="PASS" if not failures and cause_confirmed else "FAIL",
         cause_confirmed=cause_confirmed,
