@@ -219,7 +219,8 @@ def test_a_container_production_is_read_through_its_runtimes_inspect(
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     head = asyncio.run(read_member("head", (None, None), LiveProcess(container="vllm-head"), None))
     assert head.found_by == "container vllm-head (docker)" and head.env["VLLM_DSV41_ADAPTIVE_K"] == "1"
-    assert head.env["HF_TOKEN"].startswith("sha256:") and "hf_secret_value" not in json.dumps(head.record())
+    assert head.env["HF_TOKEN"].startswith("sha256:")
+    assert "hf_secret_value" not in json.dumps(head.model_dump(mode="json"))
     # What its server logged (on stderr, as vLLM logs) wins over its argv's 5: an entrypoint may rewrite it.
     assert head.speculative == {"method": "mtp", "num_speculative_tokens": 3}
     assert head.speculative_source == "server log"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -101,7 +100,6 @@ def test_the_speculative_config_must_be_productions_field_by_field() -> None:
 
 
 def test_productions_config_is_what_its_server_logged_and_one_never_observed_is_refused_unless_accepted() -> None:
-    from dataclasses import replace
 
     from fairwin.production.live import live_member
 
@@ -122,7 +120,8 @@ def test_productions_config_is_what_its_server_logged_and_one_never_observed_is_
         check_live_speculative("role P", unseen, {}, Runtime())  # {} == {} would have passed, comparing nothing
     check_live_speculative("role P", unseen, {}, Runtime(accept_unobserved=["speculative"]))
     stated = live_member("head", None, "pid 7", {}, ["vllm", "--speculative-config", '{"method": "ngram"}'], None, "")
-    assert stated.speculative_source == "argv" and replace(stated, argv=[]).speculative == {"method": "ngram"}
+    assert stated.speculative_source == "argv"
+    assert stated.model_copy(update={"argv": []}).speculative == {"method": "ngram"}
 
 
 def test_what_changed_since_the_last_reading_is_named_per_process() -> None:
@@ -130,7 +129,7 @@ def test_what_changed_since_the_last_reading_is_named_per_process() -> None:
     now = LiveProduction(
         (
             member({"A": "1", "B": "3", "C": "4"}, argv=["vllm", "--x"]),
-            dataclasses.replace(member({}), member="worker 1"),
+            member({}).model_copy(update={"member": "worker 1"}),
         ),
         2.0,
     )

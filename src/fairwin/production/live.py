@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
-from fairwin.production.state_records import LiveRecord
+from fairwin.production.state_records import LiveMember, LiveRecord
 from fairwin.production.where import LAUNCH_MARK
 from fairwin.records import read_record, write_record
 from fairwin.redaction import fingerprinted, redact_argv
@@ -37,38 +36,6 @@ from fairwin.redaction import fingerprinted, redact_argv
 _MARKER_NAME = "FAIRWIN-CMDLINE"
 _MARKER = f"\0{_MARKER_NAME}\0"
 _PS = "ps -eo pid=,etimes=,args="
-
-
-@dataclass(frozen=True)
-class LiveMember:
-    """One running process of production: where it was found and what it runs."""
-
-    member: str  # "head", or "worker N"
-    host: str | None
-    found_by: str  # "pid 41 (fairwin launched it)", "match 'vllm serve': pid 41", "container vllm (docker)"
-    argv: list[str]
-    env: dict[str, str]  # fingerprinted
-    speculative: dict[str, Any]
-    mounts: list[dict[str, str]] | None = None  # a container's, as its runtime reports them
-    speculative_source: SpeculativeSource = "argv"  # where its config was read; "unobserved": nowhere
-    image_id: str | None = None  # a container's image
-
-    @property
-    def label(self) -> str:
-        return f"production's {self.member}" + (f" on host {self.host}" if self.host else "")
-
-    def record(self) -> dict[str, Any]:
-        found: dict[str, Any] = {
-            "member": self.member,
-            "host": self.host,
-            "found_by": self.found_by,
-            "argv": self.argv,
-            "env": self.env,
-            "speculative": self.speculative,
-            "speculative_source": self.speculative_source,
-        }
-        found |= {"mounts": self.mounts} if self.mounts is not None else {}
-        return found | ({"image_id": self.image_id} if self.image_id is not None else {})
 
 
 @dataclass(frozen=True)
@@ -86,8 +53,8 @@ class LiveProduction:
 
     def as_record(self) -> LiveRecord:
         """``fairwin.production-live/1``: kept as ``live.json`` and, as :meth:`record`, in window.json."""
-        members = [m.record() for m in self.members]
-        digest = sha256_bytes(json.dumps(members, sort_keys=True).encode())
+        members = list(self.members)
+        digest = sha256_bytes(json.dumps([m.model_dump(mode="json") for m in members], sort_keys=True).encode())
         extra = {"from_snapshot": self.from_snapshot} if self.from_snapshot else {}
         return LiveRecord(
             read_unix=round(self.read_unix, 3), members=members, sha256=digest, changed_since_last=self.changed, **extra
@@ -97,22 +64,8 @@ class LiveProduction:
         return self.as_record().stored()
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any], source: str) -> LiveProduction:
-        members = tuple(
-            LiveMember(
-                m["member"],
-                m.get("host"),
-                m["found_by"],
-                list(m["argv"]),
-                dict(m["env"]),
-                dict(m.get("speculative") or {}),
-                m.get("mounts"),
-                m.get("speculative_source", "argv"),
-                m.get("image_id"),
-            )
-            for m in record["members"]
-        )
-        return cls(members, float(record["read_unix"]), from_snapshot=source)
+    def from_record(cls, record: LiveRecord, source: str) -> LiveProduction:
+        return cls(tuple(record.members), record.read_unix, from_snapshot=source)
 
 
 # -- reading on a host ---------------------------------------------------------------------------
@@ -228,7 +181,15 @@ def live_member(
         source = "unobserved"
     mounts, image = container if container is not None else (None, None)
     return LiveMember(
-        member, host, found_by, redact_argv(argv), fingerprinted(env), speculative or {}, mounts, source, image
+        member=member,
+        host=host,
+        found_by=found_by,
+        argv=redact_argv(argv),
+        env=fingerprinted(env),
+        speculative=speculative or {},
+        mounts=mounts,
+        speculative_source=source,
+        image_id=image,
     )
 
 
@@ -242,7 +203,7 @@ def stored(state_dir: Path) -> LiveProduction | None:
         return None
     try:
         record = read_record(path, LiveRecord)
-        return LiveProduction.from_record(record.stored(), f"{path} (read {_when(record.read_unix)})")
+        return LiveProduction.from_record(record, f"{path} (read {_when(record.read_unix)})")
     except (InputError, KeyError, TypeError, ValueError) as exc:
         raise ProductionError(f"{path}: not a reading of production fairwin can use ({exc}); remove it") from None
 

@@ -25,7 +25,6 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
 from fairwin.production.control import Production
 from fairwin.production.live import (
-    LiveMember,
     LiveProduction,
     changes,
     keep,
@@ -39,6 +38,7 @@ from fairwin.production.runtime_checks import (
     check_live_observed,
     check_live_speculative,
 )
+from fairwin.production.state_records import LiveMember
 
 
 def compares_live(loaded: LoadedPlan, role_name: str) -> bool:

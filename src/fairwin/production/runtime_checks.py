@@ -26,7 +26,7 @@ from fairwin.launch.reported import reported_speculative
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.speculative import LLAMA_SYNTHETIC, stated_speculative
 from fairwin.plan.checks import Runtime
-from fairwin.production.live import LiveMember
+from fairwin.production.state_records import LiveMember
 from fairwin.redaction import fingerprinted, is_secret_name
 
 STANDARD = "standard"
