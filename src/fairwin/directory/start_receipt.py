@@ -108,6 +108,22 @@ class StartTelemetry(BaseModel):
     problems: list[str]
 
 
+class ContainerReceipt(BaseModel):
+    """A container role's (or worker's) container as its runtime reported it after the run: secrets in its env
+    as digests, as in production's reading."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runtime: str  # docker | podman
+    name: str
+    id: str  # the first 12 hex digits
+    image: str
+    image_id: str
+    env: dict[str, str]
+    mounts: list[dict[str, str]]  # each: source, destination, mode
+    labels: dict[str, str]
+
+
 class WorkerReceipt(BaseModel):
     """A worker of a role across hosts, as its start launched it: only what happened to it is set (a worker that
     never launched names its member alone, and its stop when there was one)."""
@@ -119,7 +135,7 @@ class WorkerReceipt(BaseModel):
     argv: list[str] | None = None
     pid: int | None = None
     ready_after_s: float | None = None
-    container: dict[str, Any] | None = None  # a container worker's, as the head's ``container``
+    container: ContainerReceipt | None = None  # a container worker's, as the head's
     identity: dict[str, str] | None = None  # its pinned files' sha256, checked on its host before the launch
     stop: StopSummary | None = None
 
@@ -150,7 +166,7 @@ class StartReceipt(Record):
     workers: list[WorkerReceipt] | None = None  # each other member of a role across hosts
     healthy_after_s: float | None = None
     scheduling: dict[str, object] | None = None
-    container: dict[str, Any] | None = None  # a container role's: name, image id, env (secrets as digests), mounts
+    container: ContainerReceipt | None = None  # a container role's
     counters: str | None = None  # the server profile pooled with (metrics/profile.py), and why that one
     counters_reason: str | None = None
     env_check: list[str] | None = None

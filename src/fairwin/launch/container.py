@@ -18,10 +18,10 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
+from fairwin.directory.start_receipt import ContainerReceipt
 from fairwin.errors import LaunchError, ProductionError, ServerExitedError
 from fairwin.launch.inspect import Inspected, image_env, parse_inspect
 from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord, health_answer, last_log_line, refuse_when_late
@@ -101,7 +101,7 @@ class ContainerServer:
     def report_to(self, note: Note) -> None:
         del note  # nothing happens to it that the start does not see itself
 
-    def described(self) -> dict[str, Any] | None:
+    def described(self) -> ContainerReceipt | None:
         return self.inspected.receipt(self.cli.runtime) if self.inspected is not None else None
 
     async def start(self) -> None:

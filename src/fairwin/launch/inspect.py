@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from fairwin.directory.start_receipt import ContainerReceipt
 from fairwin.errors import ProductionError
 from fairwin.redaction import fingerprinted
 
@@ -32,18 +33,18 @@ class Inspected:
     exit_code: int | None
     labels: dict[str, str] = field(default_factory=dict)
 
-    def receipt(self, runtime: str) -> dict[str, Any]:
+    def receipt(self, runtime: str) -> ContainerReceipt:
         """What a start's receipt records: secrets in its env as digests, as in production's reading."""
-        return {
-            "runtime": runtime,
-            "name": self.name,
-            "id": self.container_id[:12],
-            "image": self.image,
-            "image_id": self.image_id,
-            "env": fingerprinted(self.env),
-            "mounts": self.mounts,
-            "labels": self.labels,
-        }
+        return ContainerReceipt(
+            runtime=runtime,
+            name=self.name,
+            id=self.container_id[:12],
+            image=self.image,
+            image_id=self.image_id,
+            env=fingerprinted(self.env),
+            mounts=self.mounts,
+            labels=self.labels,
+        )
 
 
 def image_id(raw: str) -> str:

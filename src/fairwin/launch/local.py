@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import aiohttp
 
+from fairwin.directory.start_receipt import ContainerReceipt
 from fairwin.errors import HealthTimeoutError, LaunchError, ServerExitedError
 from fairwin.launch.spec import LaunchSpec
 from fairwin.redaction import scrub, scrub_file
@@ -147,7 +148,7 @@ class LocalServer:
     def report_to(self, note: Note) -> None:
         del note  # nothing happens to it that the start does not see itself
 
-    def described(self) -> dict[str, Any] | None:
+    def described(self) -> ContainerReceipt | None:
         return None  # a plain process: its receipt is its argv and pid
 
     def exit_code(self) -> int | None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import aiohttp
 
+from fairwin.directory.start_receipt import ContainerReceipt
 from fairwin.errors import HostUnreachable, LaunchError, MissingExtraError, ServerExitedError
 
 try:
@@ -107,7 +108,7 @@ class RemoteServer:
     def expected_env(self) -> dict[str, str]:
         return self.expected
 
-    def described(self) -> dict[str, Any] | None:
+    def described(self) -> ContainerReceipt | None:
         return None
 
     def report_to(self, note: Note) -> None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import aiohttp
 
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.start_receipt import StopSummary, WorkerReceipt
+from fairwin.directory.start_receipt import ContainerReceipt, StopSummary, WorkerReceipt
 from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.checkouts import check_checkouts, role_specs
 from fairwin.launch.container import ContainerServer
@@ -71,7 +71,7 @@ class ServerHandle(Protocol):
     def problem(self) -> str | None:
         """Why the process can no longer be trusted though it may still run (a lost SSH connection)."""
 
-    def described(self) -> dict[str, Any] | None:
+    def described(self) -> ContainerReceipt | None:
         """What its runtime says it runs (a container's name, image, env and mounts); None for a plain process."""
 
     def report_to(self, note: Note) -> None:
@@ -214,7 +214,7 @@ async def check_envs(processes: list[StartProcess], live: LiveProduction | None 
         if member is not None and running is not None:
             check_live_env(spec.label, member, running, spec.allowed_env_differences)
             box = process.handle.described()
-            mounts, image = (box["mounts"], box["image_id"]) if box is not None else (None, None)
+            mounts, image = (box.mounts, box.image_id) if box is not None else (None, None)
             check_live_container(spec, member, mounts, image)
             found.append(f"matches {member.label} beyond its allowed differences")
         notes += [f"{spec.label}: {note}" for note in found] if spec.member != "head" else found
