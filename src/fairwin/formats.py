@@ -50,7 +50,7 @@ JOURNAL = RecordFormat("fairwin.journal", 1, model="fairwin.directory.journal:Jo
 PRODUCTION_SNAPSHOT = RecordFormat(
     "fairwin.production-snapshot", 1, model="fairwin.production.state_records:SnapshotRecord"
 )
-PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1, model="fairwin.production.state_records:LiveRecord")
+PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1, model="fairwin.directory.declaration:LiveRecord")
 PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1, model="fairwin.production.state_records:ProductionState")
 # The hardware's lock: which window holds production's hardware, and who runs it.
 LOCK = RecordFormat("fairwin.lock", 1, model="fairwin.custody.lock:LockRecord")

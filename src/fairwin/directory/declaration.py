@@ -9,11 +9,55 @@ adds ``live``, production as it really ran, read before the take-down (``fairwin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
+from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.files import canonical_json, sha256_bytes
+from fairwin.formats import PRODUCTION_LIVE, RecordFormat
+from fairwin.records import Record
+
+
+class LiveMember(BaseModel):
+    """One running process of production, as read before a take-down: where it was found and what it runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    member: str  # "head", or "worker N"
+    host: str | None = None
+    found_by: str  # "pid 41 (fairwin launched it)", "match 'vllm serve': pid 41", "container vllm (docker)"
+    argv: list[str]
+    env: dict[str, str]  # fingerprinted
+    speculative: dict[str, Any] = {}  # the engine's own speculative config, as it reported or was given it
+    mounts: list[dict[str, str]] | None = None  # a container's, as its runtime reports them
+    speculative_source: SpeculativeSource = "argv"  # where its config was read; "unobserved": nowhere
+    image_id: str | None = None  # a container's image
+
+    @property
+    def label(self) -> str:
+        return f"production's {self.member}" + (f" on host {self.host}" if self.host else "")
+
+    @model_serializer(mode="wrap")
+    def _as_read(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A container's mounts and image only where it is one: the members' digest is over exactly this.
+        dumped: dict[str, Any] = handler(self)
+        return {k: v for k, v in dumped.items() if k not in ("mounts", "image_id") or v is not None}
+
+
+class LiveRecord(Record):
+    """``fairwin.production-live/1``: every process of production as read before a take-down."""
+
+    record_format: ClassVar[RecordFormat] = PRODUCTION_LIVE
+    sparse: ClassVar[bool] = True  # ``from_snapshot`` only where a stored reading stood in
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fairwin.production-live/1"] = "fairwin.production-live/1"
+    read_unix: float
+    members: list[LiveMember]
+    sha256: str
+    changed_since_last: list[str]
+    from_snapshot: str | None = None
 
 
 class ProductionDeclaration(BaseModel):
@@ -31,7 +75,7 @@ class ProductionDeclaration(BaseModel):
     host: str | None = None
     container: dict[str, Any] | None = None  # the role's [container] table as the plan states it
     sha256: str
-    live: dict[str, Any] | None = None  # fairwin.production-live/1, as the window read it
+    live: LiveRecord | None = None  # production as it ran, read before the window took it down
 
     @classmethod
     def of(cls, **declared: Any) -> ProductionDeclaration:

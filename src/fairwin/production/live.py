@@ -14,8 +14,8 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from fairwin.directory.declaration import LiveMember, LiveRecord
 from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.errors import FairwinError, InputError, ProductionError
 from fairwin.files import sha256_bytes
@@ -27,7 +27,6 @@ from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
-from fairwin.production.state_records import LiveMember, LiveRecord
 from fairwin.production.where import LAUNCH_MARK
 from fairwin.records import read_record, write_record
 from fairwin.redaction import fingerprinted, redact_argv
@@ -52,16 +51,13 @@ class LiveProduction:
         return next((m for m in self.members if m.member == name), None)
 
     def as_record(self) -> LiveRecord:
-        """``fairwin.production-live/1``: kept as ``live.json`` and, as :meth:`record`, in window.json."""
+        """``fairwin.production-live/1``: kept as ``live.json`` and in window.json's ``production.live``."""
         members = list(self.members)
         digest = sha256_bytes(json.dumps([m.model_dump(mode="json") for m in members], sort_keys=True).encode())
         extra = {"from_snapshot": self.from_snapshot} if self.from_snapshot else {}
         return LiveRecord(
             read_unix=round(self.read_unix, 3), members=members, sha256=digest, changed_since_last=self.changed, **extra
         )
-
-    def record(self) -> dict[str, Any]:
-        return self.as_record().stored()
 
     @classmethod
     def from_record(cls, record: LiveRecord, source: str) -> LiveProduction:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from fairwin.directory.declaration import LiveMember
 from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
 from fairwin.launch.container import expected_env
 from fairwin.launch.inspect import image_env
@@ -38,7 +39,6 @@ from fairwin.production.runtime_checks import (
     check_live_observed,
     check_live_speculative,
 )
-from fairwin.production.state_records import LiveMember
 
 
 def compares_live(loaded: LoadedPlan, role_name: str) -> bool:

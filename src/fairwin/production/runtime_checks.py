@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fairwin.directory.declaration import LiveMember
 from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.errors import GateRefused, RuntimeCheckError
 from fairwin.launch.reported import reported_speculative
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.speculative import LLAMA_SYNTHETIC, stated_speculative
 from fairwin.plan.checks import Runtime
-from fairwin.production.state_records import LiveMember
 from fairwin.redaction import fingerprinted, is_secret_name
 
 STANDARD = "standard"

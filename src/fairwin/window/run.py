@@ -120,7 +120,7 @@ def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: C
     gpus = window_gpus(loaded, roles, gpu)
     declared = production.snapshot()
     if admitted.live is not None:  # what production really ran, beside what the plan declares
-        declared = declared.model_copy(update={"live": admitted.live.record()})
+        declared = declared.model_copy(update={"live": admitted.live.as_record()})
     return Hold(
         production,
         fixed_role_urls(loaded, roles),
