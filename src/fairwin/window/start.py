@@ -19,7 +19,7 @@ from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.wave import Target, WaveResult, run_wave
 from fairwin.decision.registry import get_rule
 from fairwin.directory.journal import start_step
-from fairwin.directory.start_receipt import StartReceipt, WaveRow
+from fairwin.directory.start_receipt import StartReceipt, WaveRow, WorkerReceipt
 from fairwin.launch.spec import LaunchSpec
 from fairwin.metrics.profile import choose_profile
 from fairwin.plan.schedule import StartSpec, WaveSpec
@@ -267,10 +267,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         workers = f" after {len(processes) - 1} worker(s)" if len(processes) > 1 else ""
         ctx.say(f"{start.name} ({start.kind}, role {start.role}): launching {spec.argv[0]}{workers}")
         # Journaled before and after: a fairwin killed here leaves what `fairwin recover` needs to stop it.
-        for worker in await launch_all(ctx.window, start_step(start.name), processes):
-            if worker.member in identity:
-                worker.identity = identity[worker.member]
-            receipt.workers = [*(receipt.workers or []), worker]
+        if launched := await launch_all(ctx.window, start_step(start.name), processes):
+            receipt.workers = [_pinned(worker, identity) for worker in launched]
         headers = api_headers(plan.roles[start.role].api_key_env, f"roles.{start.role}.api_key_env")
         streams = StreamTransport(headers, plan.window.request_timeout_s)
         async with client_session(timeout, headers) as session, streams:
@@ -300,6 +298,11 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
                 await _stop(ctx, processes, receipt)
         finally:
             write_record(ctx.window.start_receipt(start.name), receipt)
+
+
+def _pinned(worker: WorkerReceipt, identity: dict[str, dict[str, str]]) -> WorkerReceipt:
+    """The worker's receipt with its pinned files' digests, where it pins any (else it says nothing of them)."""
+    return worker.model_copy(update={"identity": identity[worker.member]}) if worker.member in identity else worker
 
 
 async def _runtime_checks(
