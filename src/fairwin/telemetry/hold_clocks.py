@@ -22,6 +22,7 @@ from pathlib import Path
 from fairwin.directory.journal import JournalRow
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.start_receipt import StartReceipt
+from fairwin.directory.window_records import WindowRecords
 from fairwin.files import scan_jsonl
 from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample, GpuSource
@@ -167,14 +168,15 @@ def start_caps(receipts: Iterable[StartReceipt]) -> dict[str, dict[str, float | 
 
 
 def between_starts_clocks(
-    sampler: Sampler | None, window: WindowDir, journal: Iterable[JournalRow], telemetry: TelemetrySettings
+    sampler: Sampler | None, window: WindowDir, records: WindowRecords, telemetry: TelemetrySettings
 ) -> tuple[dict[str, int], dict[str, list[str]]]:
     """The hold sampler's invalidating dial-backs and changes of cap outside the starts' own sampling, by gap
-    (none without a sampler): the hold and the starts' spans read once for both."""
+    (none without a sampler): the hold and the starts' spans read once for both; the journal and the start
+    receipts are the decide step's own reading (``records``)."""
     if sampler is None:
         return {}, {}
-    hold, spans = held(journal), measured_spans(window.path / "starts")
-    caps = start_caps(window.start_receipts())
+    hold, spans = held(records.journal), measured_spans(window.path / "starts")
+    caps = start_caps(records.receipts)
     return (
         between_starts(sampler.samples, hold, spans, telemetry.invalidating_dialbacks),
         relocks(sampler.samples, hold, spans, caps, telemetry.cap_from),

@@ -104,17 +104,17 @@ def decide_and_report(
     window: WindowDir,
     deciding: Deciding,
     *,
+    records: WindowRecords,
     held: Sequence[str] = (),
     stop_reason: str | None = None,
     hold_clocks: HoldClocks | None = None,
     unobserved: Sequence[str] = (),
     production_caps_by_host: dict[str, float | None] | None = None,
 ) -> Decision:
-    """``stop_reason``: why a sequential window stopped before a look settled it; ``hold_clocks``: what the
-    window saw of the clocks outside its starts (telemetry/hold_clocks.py); ``unobserved``: what else went unobserved
-    (:func:`unwatched_clocks`, :func:`unread_production`); ``production_caps_by_host``: each host's own
-    configured cap."""
-    records = WindowRecords.read(window)
+    """``records``: the window's files as the decide step read them, once; ``stop_reason``: why a sequential
+    window stopped before a look settled it; ``hold_clocks``: what the window saw of the clocks outside its starts
+    (telemetry/hold_clocks.py); ``unobserved``: what else went unobserved (:func:`unwatched_clocks`,
+    :func:`unread_production`); ``production_caps_by_host``: each host's own configured cap."""
     context = window_context(loaded, window, deciding, records)
     seen = hold_clocks or HoldClocks()
     context = context.model_copy(

@@ -25,6 +25,7 @@ from fairwin.decision import Decision
 from fairwin.directory.gate_summary import BudgetRecord
 from fairwin.directory.journal import look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
+from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import ArchiveError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
 from fairwin.plan.schedule import StartSpec, diagnosed_starts
@@ -174,14 +175,16 @@ class Window(Opening, Closing):
         return result.record()
 
     async def decide(self) -> None:
+        records = WindowRecords.read(self.directory)  # each of the window's files read once for the decision
         self.decision = decide_and_report(
             self.loaded,
             self.directory,
             self._deciding(),
+            records=records,
             held=self._held_lines(),
             production_caps_by_host=self.production_caps,
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
-            hold_clocks=await self._hold_clocks(),
+            hold_clocks=await self._hold_clocks(records),
             unobserved=[
                 *unwatched_clocks(self.loaded, self.clocks.unwatched),
                 *unread_production(self.live, self._compared_with_production()),
@@ -204,10 +207,10 @@ class Window(Opening, Closing):
         mode = self.checked.mode
         return sorted(r for r in {mode.control, mode.candidate} if compares_live(self.loaded, r))
 
-    async def _hold_clocks(self) -> HoldClocks:
+    async def _hold_clocks(self, records: WindowRecords) -> HoldClocks:
         """The dial-backs and re-locks the hold's sampler saw between starts, and what each watchdog logged."""
-        journal, telemetry = read_whole(self.directory.journal), self.loaded.plan.telemetry
-        dialbacks, relocks = between_starts_clocks(self.hold_sampler, self.directory, journal, telemetry)
+        telemetry = self.loaded.plan.telemetry
+        dialbacks, relocks = between_starts_clocks(self.hold_sampler, self.directory, records, telemetry)
         return HoldClocks(
             dialbacks=dialbacks,
             relocks=relocks,
