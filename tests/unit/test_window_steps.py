@@ -13,9 +13,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from fairwin.directory.start_receipt import StopRecord
 from fairwin.errors import ServerExitedError
 from fairwin.files import read_jsonl
-from fairwin.launch.local import Note, StopRecord
+from fairwin.launch.local import Note
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.sim.app import build_app
@@ -93,7 +94,7 @@ class ThreadSim:
         self.loop.call_soon_threadsafe(self.loop.stop)
         if self.thread:
             self.thread.join(5)
-        return StopRecord("SIGTERM", 0, 0.0)
+        return StopRecord(signal="SIGTERM", returncode=0, seconds=0.0)
 
 
 def launcher_recording(events: list[str], fail_role: str | None = None):  # type: ignore[no-untyped-def]

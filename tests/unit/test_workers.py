@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from fairwin.directory.journal import JournalRow, servers
+from fairwin.directory.start_receipt import StopRecord
 from fairwin.errors import HealthTimeoutError, PlanError, ServerExitedError
-from fairwin.launch.local import Note, StopRecord
+from fairwin.launch.local import Note
 from fairwin.launch.readiness import LogWatch, wait_ready
 from fairwin.launch.spec import make_spec, worker_specs
 from fairwin.plan.hosts import Host
@@ -105,7 +106,7 @@ class Fake:
         self.log.append(self.name)
         if self.name == "worker 2":
             raise OSError("host w2 unreachable")
-        return StopRecord("SIGTERM", 0, 0.0)
+        return StopRecord(signal="SIGTERM", returncode=0, seconds=0.0)
 
 
 def test_readiness_fails_fast_on_an_exit_or_a_lost_connection_and_names_what_is_missing(tmp_path: Path) -> None:

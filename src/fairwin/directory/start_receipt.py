@@ -55,7 +55,7 @@ class HostCondition(BaseModel):
     idle: bool | None
 
 
-class StopSummary(BaseModel):
+class StopRecord(BaseModel):
     """How a start's server (or a worker) stopped: the signal it took, its exit status, the seconds it took."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -137,7 +137,7 @@ class WorkerReceipt(BaseModel):
     ready_after_s: float | None = None
     container: ContainerReceipt | None = None  # a container worker's, as the head's
     identity: dict[str, str] | None = None  # its pinned files' sha256, checked on its host before the launch
-    stop: StopSummary | None = None
+    stop: StopRecord | None = None
 
 
 class StartReceipt(Record):
@@ -175,7 +175,7 @@ class StartReceipt(Record):
     greedy_streams: int | None = None
     host_after: HostCondition | None = None
     pooled_rows: int | None = None
-    stop: StopSummary | None = None
+    stop: StopRecord | None = None
 
     def worker(self, member: str) -> WorkerReceipt:
         """The worker's entry (made, naming only the member, when it never got as far as launched)."""

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import aiohttp
 
-from fairwin.directory.start_receipt import ContainerReceipt
+from fairwin.directory.start_receipt import ContainerReceipt, StopRecord
 from fairwin.errors import LaunchError, ProductionError, ServerExitedError
 from fairwin.launch.inspect import Inspected, image_env, parse_inspect
-from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord, health_answer, last_log_line, refuse_when_late
+from fairwin.launch.local import HEALTH_POLL_S, Note, health_answer, last_log_line, refuse_when_late
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec
 from fairwin.redaction import scrub, scrub_file
@@ -219,7 +219,7 @@ class ContainerServer:
         code = final.exit_code if final is not None else before
         if sent == "SIGTERM" and code == KILLED:
             sent = "SIGKILL"
-        self.stop_record = StopRecord(sent, code, time.monotonic() - t0)
+        self.stop_record = StopRecord(signal=sent, returncode=code, seconds=time.monotonic() - t0)
         removed, _, err = await self.cli.run("rm", "-f", self.name)
         await self._close()
         if removed != 0 and "no such container" not in err.lower() and "no container" not in err.lower():

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from fairwin.directory.start_receipt import ContainerReceipt
+from fairwin.directory.start_receipt import ContainerReceipt, StopRecord
 from fairwin.errors import HealthTimeoutError, LaunchError, ServerExitedError
 from fairwin.launch.spec import LaunchSpec
 from fairwin.redaction import scrub, scrub_file
@@ -67,13 +67,6 @@ def refuse_when_late(spec: LaunchSpec, started: float, last: str, log_path: Path
             f"{spec.label}: {spec.health_url} not healthy after {spec.startup_timeout_s:g} s ({last}); check "
             f"base_url/port or raise startup_timeout_s (log: {log_path})"
         )
-
-
-@dataclass
-class StopRecord:
-    signal: str  # "none" (already exited), "SIGTERM" or "SIGKILL"
-    returncode: int | None
-    seconds: float
 
 
 @dataclass
@@ -182,7 +175,7 @@ class LocalServer:
         t0 = time.monotonic()
         process = self.process
         if process is None:
-            self.stop_record = StopRecord("none", None, 0.0)
+            self.stop_record = StopRecord(signal="none", returncode=None, seconds=0.0)
             return self.stop_record
         sent = "none"
         if process.poll() is None:
@@ -201,7 +194,7 @@ class LocalServer:
                 sent = "SIGKILL"
         # Workers that ignored SIGTERM after their leader exited must not outlive the start.
         signal_group(process.pid, signal.SIGKILL)
-        self.stop_record = StopRecord(sent, process.returncode, time.monotonic() - t0)
+        self.stop_record = StopRecord(signal=sent, returncode=process.returncode, seconds=time.monotonic() - t0)
         scrub_file(self.log_path)  # the server wrote its log itself: a secret it printed is hidden now it stopped
         return self.stop_record
 

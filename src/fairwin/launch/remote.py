@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 
-from fairwin.directory.start_receipt import ContainerReceipt
+from fairwin.directory.start_receipt import ContainerReceipt, StopRecord
 from fairwin.errors import HostUnreachable, LaunchError, MissingExtraError, ServerExitedError
 
 try:
@@ -38,7 +38,7 @@ try:
 except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a host is used
     raise MissingExtraError("ssh", exc.name) from None
 
-from fairwin.launch.local import HEALTH_POLL_S, Note, StopRecord, health_answer, refuse_when_late
+from fairwin.launch.local import HEALTH_POLL_S, Note, health_answer, refuse_when_late
 from fairwin.launch.process_scripts import PROCESS_RUNNING
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.ssh import connect, parse_env, stop_remote_group
@@ -259,7 +259,7 @@ class RemoteServer:
         self._stopping = True
         t0 = time.monotonic()
         if self.group is None:
-            self.stop_record = StopRecord("none", None, 0.0)
+            self.stop_record = StopRecord(signal="none", returncode=None, seconds=0.0)
             await self._close()
             return self.stop_record
         sent = await self._stop_group(self.group)
@@ -269,7 +269,7 @@ class RemoteServer:
         assert self.conn is not None  # _stop_group connected
         with contextlib.suppress(asyncssh.Error, OSError):  # a directory left behind names a dead group: harmless
             await self.conn.run(f"rm -rf {self.dir}", check=False)
-        self.stop_record = StopRecord(sent, self.exited, time.monotonic() - t0)
+        self.stop_record = StopRecord(signal=sent, returncode=self.exited, seconds=time.monotonic() - t0)
         await self._close()
         return self.stop_record
 

@@ -19,14 +19,14 @@ from typing import Protocol
 import aiohttp
 
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.start_receipt import ContainerReceipt, StopSummary, WorkerReceipt
+from fairwin.directory.start_receipt import ContainerReceipt, StopRecord, WorkerReceipt
 from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.checkouts import check_checkouts, role_specs
 from fairwin.launch.container import ContainerServer
 from fairwin.launch.identity import digests
 from fairwin.launch.launchable import launch_problems
 from fairwin.launch.listeners import check_free, check_ours, listen_ports
-from fairwin.launch.local import LocalServer, Note, StopRecord
+from fairwin.launch.local import LocalServer, Note
 from fairwin.launch.readiness import wait_ready
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
@@ -248,11 +248,7 @@ async def stop_all(processes: list[StartProcess]) -> list[tuple[StartProcess, St
             stopped.append((process, await process.handle.stop()))
         except Exception as exc:
             failure = failure or exc
-            stopped.append((process, StopRecord("failed", None, 0.0)))
+            stopped.append((process, StopRecord(signal="failed", returncode=None, seconds=0.0)))
     if failure is not None:
         raise failure
     return stopped
-
-
-def stop_receipt(record: StopRecord) -> StopSummary:
-    return StopSummary(signal=record.signal, returncode=record.returncode, seconds=record.seconds)

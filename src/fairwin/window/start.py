@@ -45,7 +45,6 @@ from fairwin.window.processes import (
     server_log,
     start_processes,
     stop_all,
-    stop_receipt,
 )
 from fairwin.window.start_context import StartContext
 from fairwin.window.streams import append_streams
@@ -339,9 +338,9 @@ async def _stop(ctx: StartContext, processes: list[StartProcess], receipt: Start
     """Every process of the start stopped, each stop in its receipt; then the GPUs read as they are let go."""
     for process, record in await stop_all(processes):
         if process is processes[-1]:  # the head
-            receipt.stop = stop_receipt(record)
+            receipt.stop = record
         else:
-            receipt.worker(process.spec.member).stop = stop_receipt(record)
+            receipt.worker(process.spec.member).stop = record
     if ctx.hold_sampler is not None:  # the GPUs the next start inherits: every gap is seen, however short
         await ctx.hold_sampler.read_now()
 
