@@ -12,11 +12,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from fairwin.errors import CorruptRecordError
 from fairwin.files import append_jsonl, first_problem, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 from fairwin.formats import RecordFormat
+
+
+class SparseModel(BaseModel):
+    """A part of a record that is stored with only the fields given or assigned to it, wherever it is held
+    (a probe that no server answered has no reply fields; a production here names no host). A sparse
+    :class:`Record` does the same for itself, at its own dump."""
+
+    @model_serializer(mode="wrap")
+    def _only_set_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
 
 
 class Record(BaseModel):

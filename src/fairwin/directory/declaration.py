@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.files import canonical_json, sha256_bytes
 from fairwin.formats import PRODUCTION_LIVE, RecordFormat
-from fairwin.records import Record
+from fairwin.records import Record, SparseModel
 
 
 class LiveMember(BaseModel):
@@ -60,8 +60,9 @@ class LiveRecord(Record):
     from_snapshot: str | None = None
 
 
-class ProductionDeclaration(BaseModel):
-    """One declaration of either kind; only the fields it has are set, and only those are digested."""
+class ProductionDeclaration(SparseModel):
+    """One declaration of either kind; only the fields it has are set, and only those are stored (wherever it is
+    held: window.json, the marker, production.json) and digested."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -81,13 +82,6 @@ class ProductionDeclaration(BaseModel):
     def of(cls, **declared: Any) -> ProductionDeclaration:
         """A declaration named by the sha256 of exactly the fields given."""
         return cls(**declared, sha256=sha256_bytes(canonical_json(declared).encode()))
-
-    @model_serializer(mode="wrap")
-    def _only_its_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Whatever holds it (window.json, the marker, production.json): only the fields this declaration has,
-        # so a stored one reads back with exactly its fields and a production here gains no null host.
-        dumped: dict[str, Any] = handler(self)
-        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
 
     def declared(self) -> dict[str, Any]:
         """The fields the declaration has, as digested (``sha256`` and ``live`` are not part of it)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict
 
 from fairwin.client.completions import PATH as GREEDY_PATH
 from fairwin.client.completions import parse, request
@@ -26,6 +26,7 @@ from fairwin.files import canonical_json
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import waves_for
 from fairwin.profiles import PROFILES, VLLM, ServerProfile
+from fairwin.records import SparseModel
 
 MAX_PROBE_TOKENS = 8
 #: A server's count of a prompt may exceed the prompt's own tokens by its BOS (and a chat template's few).
@@ -246,7 +247,7 @@ def _stream_facts(text: str) -> dict[str, Any]:
     return {"finish_reason": finish, "stop_reason": stop, "usage": usage, "done": done, "stream_error": error}
 
 
-class ProbeResult(BaseModel):
+class ProbeResult(SparseModel):
     """One probe as sent and answered: only what happened is set (a probe no server answered has its error; a
     stream its finish and usage), and only that is stored in rehearsal.json."""
 
@@ -267,11 +268,6 @@ class ProbeResult(BaseModel):
     done: bool | None = None
     reading: str | None = None  # the judgement: None when the probe did what it should
     ok: bool | None = None
-
-    @model_serializer(mode="wrap")
-    def _only_what_happened(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped: dict[str, Any] = handler(self)
-        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
 
 
 async def send(session: aiohttp.ClientSession, url: str, probe: Probe) -> tuple[ProbeResult, str]:
