@@ -160,14 +160,24 @@ async def cut_to_tokens(tokenizer: TokenCounter, text: str, target: int) -> tupl
     return text[:low], await tokenizer.count(text[:low])
 
 
+def length_problem(cell: str, family: str, prompt: Prompt, tokens: int, target: int, tolerance: int) -> str | None:
+    """Why a prompt, cut to at most ``target`` tokens, is too short for its cell (None: long enough). The one rule
+    for a window's starts and for ``plan check --tokenizer``."""
+    if tokens >= target - tolerance:
+        return None
+    return (
+        f"cell {cell}: prompt {family}/{prompt.id} has only {tokens} tokens, the cell wants {target} "
+        f"(tolerance {tolerance})"
+    )
+
+
 async def prepare(
     tokenizer: TokenCounter, cell: str, family: str, prompt: Prompt, target: int, tolerance: int
 ) -> PreparedPrompt:
     text, tokens = await cut_to_tokens(tokenizer, prompt.text, target)
-    if tokens < target - tolerance:
+    if problem := length_problem(cell, family, prompt, tokens, target, tolerance):
         raise PromptError(
-            f"cell {cell}: prompt {family}/{prompt.id} has only {tokens} tokens, the cell wants {target} "
-            f"(tolerance {tolerance}); cutting cannot lengthen a prompt: rebuild the family from longer text "
+            f"{problem}; cutting cannot lengthen a prompt: rebuild the family from longer text "
             f"(`fairwin prompts --family {family}=SOURCE --min-chars {target * 6}`), or lower prompt_tokens; "
             "`fairwin plan check --tokenizer FILE` finds every short prompt before a window"
         )

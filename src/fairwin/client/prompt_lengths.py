@@ -13,9 +13,9 @@ from pathlib import Path
 
 import aiohttp
 
-from fairwin.client.prepare import LocalTokenizer, TokenCounter, TokenizeClient, cut_to_tokens
+from fairwin.client.prepare import LocalTokenizer, TokenCounter, TokenizeClient, cut_to_tokens, length_problem
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import waves_for
+from fairwin.plan.schedule import prompts_sent, waves_for
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class PromptLengths:
 
     counted: int
     shortest: dict[str, int]  # cell -> the fewest tokens any of its prompts has once cut
-    short: list[str]  # "cell short-b1: prose/p07 has 3120 tokens, the cell wants 4096 (tolerance 16)"
+    short: list[str]  # "cell short-b1: prompt prose/p07 has only 3120 tokens, the cell wants 4096 (tolerance 16)"
 
 
 async def check_prompt_lengths(
@@ -40,14 +40,11 @@ async def check_prompt_lengths(
                 if tokenizer is not None
                 else TokenizeClient(session, (tokenize_url or "").rstrip("/"), model, cell.endpoint)
             )
-            needed = {(w.family, p.id): p for w in waves_for(loaded, name) for p in w.prompts}
-            for (family, prompt_id), prompt in sorted(needed.items()):
+            for (family, _), prompt in sorted(prompts_sent(waves_for(loaded, name)).items()):
                 _, tokens = await cut_to_tokens(counter, prompt.text, cell.prompt_tokens)
                 counted += 1
                 shortest[name] = min(shortest.get(name, tokens), tokens)
-                if tokens < cell.prompt_tokens - cell.prompt_tokens_tolerance:
-                    short.append(
-                        f"cell {name}: {family}/{prompt_id} has {tokens} tokens, the cell wants {cell.prompt_tokens} "
-                        f"(tolerance {cell.prompt_tokens_tolerance})"
-                    )
+                target, tolerance = cell.prompt_tokens, cell.prompt_tokens_tolerance
+                if problem := length_problem(name, family, prompt, tokens, target, tolerance):
+                    short.append(problem)
         return PromptLengths(counted=counted, shortest=shortest, short=short)

@@ -75,6 +75,11 @@ def starts_for(mode: Mode, order: str = "control-first", count: int = BRACKET_ST
     ]
 
 
+def prompts_sent(waves: Sequence[WaveSpec]) -> dict[tuple[str, str], Prompt]:
+    """Each prompt these waves send, once: (family, prompt id) -> prompt (ids are unique within a family only)."""
+    return {(wave.family, prompt.id): prompt for wave in waves for prompt in wave.prompts}
+
+
 def waves_for(loaded: LoadedPlan, cell_name: str) -> list[WaveSpec]:
     """Repeats x families; repeat r takes the r-th slice of each family's frozen order."""
     plan = loaded.plan

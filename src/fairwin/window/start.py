@@ -22,7 +22,7 @@ from fairwin.directory.journal import start_step
 from fairwin.directory.start_receipt import StartReceipt, WaveRow, WorkerReceipt
 from fairwin.launch.spec import LaunchSpec
 from fairwin.metrics.profile import choose_profile
-from fairwin.plan.schedule import StartSpec, WaveSpec
+from fairwin.plan.schedule import StartSpec, WaveSpec, prompts_sent
 from fairwin.pooling.fidelity import judge_wave
 from fairwin.pooling.pool import pool_repeat
 from fairwin.production.live import LiveProduction
@@ -57,7 +57,7 @@ async def _prepare_prompts(ctx: StartContext, session: aiohttp.ClientSession, ta
     rows: list[PreparedPrompt] = []
     for cell_name, cell in plan.cells.items():
         tokenizer = TokenizeClient(session, target.url, target.model, cell.endpoint, target.profile.tokenize)
-        needed = {(w.family, p.id): p for w in ctx.schedule[cell_name] for p in w.prompts}
+        needed = prompts_sent(ctx.schedule[cell_name])
         by_id: dict[str, PreparedPrompt] = {}
         for (family, _), prompt in needed.items():
             ready = await prepare(
