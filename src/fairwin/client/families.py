@@ -172,12 +172,13 @@ def _split(text_id: str, text: str, min_chars: int) -> Iterator[tuple[str, str]]
         return
     separator = "\n\n" if "\n\n" in text else "\n"
     piece: list[str] = []
-    number = 0
+    number = size = 0
     for paragraph in text.split(separator):
         piece.append(paragraph)
-        if sum(len(p) + len(separator) for p in piece) >= min_chars:
+        size += len(paragraph) + len(separator)
+        if size >= min_chars:
             yield f"{text_id}#{number}", separator.join(piece)
-            number, piece = number + 1, []
+            number, piece, size = number + 1, [], 0
     if piece:
         yield f"{text_id}#{number}", separator.join(piece)
 

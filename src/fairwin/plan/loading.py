@@ -91,22 +91,27 @@ def _hint(error: ErrorDetails) -> str:
     return "fix this value"
 
 
+def _optional_inside(annotation: Any) -> Any:
+    """``X | None`` -> ``X``; any other annotation as it is."""
+    while get_origin(annotation) in (Union, UnionType):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    return annotation
+
+
 def _keys_at(location: Sequence[int | str]) -> list[str]:
     """The keys the plan's model accepts beside the last part of ``location`` (a table's fields); [] if unknown.
 
     Walked by hand through the models' annotations: pydantic names the offending key but not its neighbours."""
     current: Any = Plan
     for part in location[:-1]:
-        while get_origin(current) in (Union, UnionType):  # X | None: the model inside
-            current = next(a for a in get_args(current) if a is not type(None))
+        current = _optional_inside(current)
         if get_origin(current) in (dict, list):
             current = get_args(current)[-1]  # a named table (roles.A) or a list item: the value's model
         elif isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
             current = current.model_fields[str(part)].annotation
         else:
             return []
-    while get_origin(current) in (Union, UnionType):
-        current = next(a for a in get_args(current) if a is not type(None))
+    current = _optional_inside(current)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return [field.alias or name for name, field in current.model_fields.items()]
     return []

@@ -59,6 +59,11 @@ class CellRow:
     guards: tuple[str, ...]  # "decode_tps ok", "ttft_s FAIL", "accepted_per_round not judged"
     checklist: str
 
+    @property
+    def primary_text(self) -> str:
+        """The point and its interval on one line."""
+        return " ".join(part for part in self.primary if part)
+
     @classmethod
     def of(cls, cell: CellDecision) -> CellRow:
         estimate = cell.primary.estimate if cell.primary is not None else None
@@ -111,7 +116,7 @@ def console_table(decision: Decision, width: int) -> Table:
             styled(row.verdict),
             row.control,
             row.candidate,
-            " ".join(part for part in row.primary if part),
+            row.primary_text,
             " ".join(row.guards) or NO_VALUE,
             row.checklist,
         )
@@ -128,7 +133,7 @@ def markdown_table(decision: Decision) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows(decision):
-        primary, guards = " ".join(part for part in row.primary if part), ", ".join(row.guards) or NO_VALUE
+        primary, guards = row.primary_text, ", ".join(row.guards) or NO_VALUE
         lines.append(
             f"| {row.cell} | {'yes' if row.decides else 'reported'} | **{row.verdict}** | {row.control} | "
             f"{row.candidate} | {primary} | {guards} | {row.checklist} |"
