@@ -53,7 +53,7 @@ PRODUCTION_SNAPSHOT = RecordFormat(
 PRODUCTION_LIVE = RecordFormat("fairwin.production-live", 1, model="fairwin.directory.declaration:LiveRecord")
 PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1, model="fairwin.production.state_records:ProductionState")
 # The hardware's lock: which window holds production's hardware, and who runs it.
-LOCK = RecordFormat("fairwin.lock", 1, model="fairwin.custody.lock:LockRecord")
+LOCK = RecordFormat("fairwin.lock", 1, model="fairwin.directory.lock_record:LockRecord")
 CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1, model="fairwin.custody.chain:Marker")
 # Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
 DECISIONS = RecordFormat("fairwin.decisions", 1, model="fairwin.decision.document:DecisionsPrinted")

@@ -29,14 +29,14 @@ def noisy_archive(plan: Path) -> None:
             role=role,
             start=("s1", "s3")[i % 2],
             cell="short-b1",
-            max_tokens=key["max_tokens"],
+            max_tokens=key.max_tokens,
             clock_cap_mhz=None,
             repeats=[ArchivedRepeat(repeat=r, pooled_rate_tps=m * f) for r, f in enumerate((0.99, 1.0, 1.01), 1)],
-            production_commit=key["production_commit"],
-            prompt_tokens=key["prompt_tokens"],
-            concurrency=key["concurrency"],
-            temperature=key["temperature"],
-            hosts=list(key["hosts"]),
+            production_commit=key.production_commit,
+            prompt_tokens=key.prompt_tokens,
+            concurrency=key.concurrency,
+            temperature=key.temperature,
+            hosts=list(key.hosts or ()),
         )
         for i, m in enumerate(means)
         for role in ("A", "other")

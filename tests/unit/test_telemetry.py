@@ -13,7 +13,7 @@ import pytest
 
 from fairwin.directory.journal import JournalRow
 from fairwin.errors import InputError
-from fairwin.telemetry.gpu import GpuSample, parse_compute_apps, parse_query
+from fairwin.telemetry.gpu import ComputeProcess, GpuSample, parse_compute_apps, parse_query
 from fairwin.telemetry.hold_clocks import between_starts, held, relocks
 from fairwin.telemetry.sampler import Dialback, Sampler, events_by_repeat, summarize
 from tests.conftest import PlanFactory
@@ -48,7 +48,7 @@ def test_a_line_of_the_wrong_shape_is_one_clear_error() -> None:
 
 def test_compute_processes() -> None:
     apps = parse_compute_apps("GPU-a, 4242, python3, 40960\nGPU-b, 4243, vllm, [N/A]\n")
-    assert apps == [
+    assert [p.model_dump(exclude={"host"}) for p in apps] == [
         {"gpu_uuid": "GPU-a", "pid": 4242, "name": "python3", "used_mib": 40960.0},
         {"gpu_uuid": "GPU-b", "pid": 4243, "name": "vllm", "used_mib": None},
     ]
@@ -60,7 +60,7 @@ class Replay:
     def sample(self) -> list[GpuSample]:
         raise AssertionError("not sampled in these tests")
 
-    def compute_processes(self) -> list[dict[str, object]]:
+    def compute_processes(self) -> list[ComputeProcess]:
         return []
 
 

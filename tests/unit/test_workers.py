@@ -17,7 +17,7 @@ from fairwin.launch.spec import make_spec, worker_specs
 from fairwin.plan.hosts import Host
 from fairwin.plan.loading import load_plan
 from fairwin.plan.roles import Ready, Role
-from fairwin.telemetry.gpu import GpuSample, PerHost
+from fairwin.telemetry.gpu import ComputeProcess, GpuSample, PerHost
 from fairwin.telemetry.sampler import Sampler, summarize
 from fairwin.window.processes import StartProcess, stop_all
 from tests.conftest import PlanFactory, sim_role
@@ -170,13 +170,13 @@ class OneGpu:
     def sample(self) -> list[GpuSample]:
         return [sample(0, self.mhz)]
 
-    def compute_processes(self) -> list[dict[str, Any]]:
-        return [{"gpu_uuid": "GPU-same", "pid": 5, "name": "python", "used_mib": 10.0}]
+    def compute_processes(self) -> list[ComputeProcess]:
+        return [ComputeProcess(gpu_uuid="GPU-same", pid=5, name="python", used_mib=10.0)]
 
 
 def test_the_gpus_of_every_host_are_told_apart_and_must_agree_on_the_cap(tmp_path: Path) -> None:
     both = PerHost({"head": OneGpu(1500), "w1": OneGpu(1410)})
-    assert [p["host"] for p in both.compute_processes()] == ["head", "w1"]
+    assert [p.host for p in both.compute_processes()] == ["head", "w1"]
     sampler = Sampler(both, tmp_path / "t.jsonl", 1.0)
     sampler.samples = both.sample()
     seen = summarize(sampler, "locked")

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import ConfigDict, model_validator
 
 from fairwin.formats import ARCHIVE, RecordFormat
-from fairwin.records import Record
+from fairwin.records import Record, SparseModel
 from fairwin.rows import MetricValues
 
 
@@ -110,3 +110,25 @@ class ArchiveKey:
         fields["hosts"] = list(self.hosts) if self.hosts is not None else None
         fields["clock_caps_mhz"] = dict(self.clock_caps_mhz) if self.clock_caps_mhz is not None else None
         return fields
+
+
+class PlannedKey(SparseModel):
+    """A cell's archive key as far as it is known before any start ran (the GPUs and their caps are seen only by
+    the starts): only the fields set are matched, so an unknown GPU matches any row's, where an ``ArchiveKey``'s
+    ``None`` matches only an unknown one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cell: str
+    role: str | None = None
+    mode: str | None = None
+    production_commit: str | None = None
+    prompt_tokens: int | None = None
+    max_tokens: int | None = None
+    concurrency: int | None = None
+    temperature: float | None = None
+    hosts: tuple[str, ...] | None = None
+
+    def match(self) -> dict[str, object]:
+        """The fields the archive's rows must equal (an ``ArchiveKey``'s own name for each)."""
+        return {name: getattr(self, name) for name in sorted(self.model_fields_set)}

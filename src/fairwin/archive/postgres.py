@@ -35,6 +35,7 @@ except ModuleNotFoundError as exc:  # an extra: the JSONL archive needs nothing
 
 from fairwin.archive.archive_row import ArchiveRow
 from fairwin.archive.store import Appended, Snapshot, canonical, redact
+from fairwin.directory.lock_record import LockRecord
 from fairwin.errors import ArchiveError
 from fairwin.formats import ARCHIVE
 
@@ -94,7 +95,7 @@ _LOCK = "SELECT pg_advisory_xact_lock(hashtext('fairwin archive schema'))"
 class _Held(Exception):
     """Control flow inside take_hardware: raised in its transaction, it rolls every key taken back."""
 
-    def __init__(self, record: dict[str, Any]) -> None:
+    def __init__(self, record: LockRecord | None) -> None:
         self.record = record
 
 
@@ -175,8 +176,9 @@ class PostgresArchive:
 
     # -- the hardware's locks ----------------------------------------------------------------------
 
-    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None:
-        """Every key for ``window_id``, or none: None when taken, else the record of a window holding one."""
+    def take_hardware(self, keys: list[str], record: LockRecord) -> LockRecord | None:
+        """Every key for the window ``record`` names, or none: None when taken, else the record of a window
+        holding one."""
         try:
             with self._connect() as connection, connection.transaction():
                 self._check_schema(connection)
@@ -184,25 +186,27 @@ class PostgresArchive:
                     taken = connection.execute(
                         "INSERT INTO fairwin_hardware_locks (hardware, window_id, record) VALUES (%s, %s, %s) "
                         "ON CONFLICT DO NOTHING RETURNING hardware",
-                        (key, window_id, Jsonb(record)),
+                        (key, record.window_id, Jsonb(record.stored())),
                     ).fetchone()
                     if taken is None:  # held: the transaction rolls back every key taken before this one
                         held = connection.execute(
                             "SELECT record FROM fairwin_hardware_locks WHERE hardware = %s", (key,)
                         ).fetchone()
-                        raise _Held(dict(held[0]) if held else {"hardware": key})
+                        if held is None:  # released meanwhile: this transaction cannot take it now
+                            raise _Held(None)
+                        raise _Held(LockRecord.shared(held[0], self.location))
         except _Held as held:
-            return held.record
+            return held.record if held.record is not None else self.take_hardware(keys, record)
         return None
 
-    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None:
+    def hardware_holder(self, keys: list[str]) -> LockRecord | None:
         """The record of a window holding any of ``keys``, or None."""
         with self._connect() as connection:
             self._check_schema(connection)
             held = connection.execute(
                 "SELECT record FROM fairwin_hardware_locks WHERE hardware = ANY(%s) LIMIT 1", (keys,)
             ).fetchone()
-        return dict(held[0]) if held else None
+        return LockRecord.shared(held[0], self.location) if held else None
 
     def release_hardware(self, window_id: str) -> None:
         """Every lock ``window_id`` holds (never another window's)."""

@@ -11,11 +11,12 @@ WINDOW`` can retry an append that failed (the archive skips what it already hold
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
+from fairwin.archive.archive_row import PlannedKey
 from fairwin.decision import ArchiveNoise, RuleSpec
 from fairwin.directory.journal import start_step
 from fairwin.directory.layout import WindowDir
@@ -68,20 +69,24 @@ def archive_key_record(loaded: LoadedPlan) -> WindowArchiveKey:
     )
 
 
-def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> dict[str, Any]:
-    """The key a window of this plan will have for ``cell``, as far as it is known before any start ran (the
-    GPUs and their caps are seen only by the starts); for the warnings at open."""
+def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> PlannedKey:
+    """The key a window of this plan will have for ``cell``, as far as it is known before any start ran; for the
+    warnings at open, and for a cell none of whose control starts finished."""
     key = archive_key_record(loaded)
     role = loaded.plan.roles[control]
     ran_on = sorted({key.hosts[h or HERE] for h in (role.host, *(w.host for w in role.workers))})
-    return {
-        "cell": cell,
-        "role": control,
-        "mode": mode,
-        "production_commit": key.production_commit,
-        **key.cells[cell].model_dump(),
-        "hosts": tuple(ran_on),
-    }
+    shape = key.cells[cell]
+    return PlannedKey(
+        cell=cell,
+        role=control,
+        mode=mode,
+        production_commit=key.production_commit,
+        prompt_tokens=shape.prompt_tokens,
+        max_tokens=shape.max_tokens,
+        concurrency=shape.concurrency,
+        temperature=shape.temperature,
+        hosts=tuple(ran_on),
+    )
 
 
 def control_rows(window: WindowDir, records: WindowRecords | None = None) -> list[ArchiveRow]:
@@ -151,13 +156,13 @@ def _observed(receipt: StartReceipt, hosts: dict[str, str]) -> dict[str, Any]:
 
 
 def window_noise(
-    snapshot: Snapshot, own: Sequence[ArchiveRow], planned: dict[str, dict[str, Any]], rule: RuleSpec
+    snapshot: Snapshot, own: Sequence[ArchiveRow], planned: Mapping[str, PlannedKey], rule: RuleSpec
 ) -> list[ArchiveNoise]:
     """The archive's noise for each cell and metric the rule reads: the rows keyed exactly as this window's first
     control start of that cell (``own``), or as ``planned`` (per cell) where no control start of it finished."""
     result = []
     for cell, match in planned.items():
         mine = next((row for row in own if row.cell == cell), None)
-        chosen = select(snapshot.rows, mine.key().__dict__ if mine is not None else match)
+        chosen = select(snapshot.rows, mine.key().__dict__ if mine is not None else match.match())
         result += [noise(chosen, cell, metric, snapshot.problems) for metric in (rule.primary, *rule.guards)]
     return result

@@ -30,7 +30,7 @@ from fairwin.production.control import Production
 from fairwin.production.placeholders import RunningPlaceholder
 from fairwin.production.proof import port_state
 from fairwin.production.watch import watch
-from fairwin.telemetry.gpu import HERE, GpuSource
+from fairwin.telemetry.gpu import HERE, ComputeProcess, GpuSource
 from fairwin.transport import client_session
 
 
@@ -89,16 +89,16 @@ class Hold:
         except (InputError, OSError) as exc:
             return [f"the GPUs' compute processes could not be read: {exc}"]
         found = [p for p in found if not await self._a_placeholder(p)]
-        return [f"pid {p['pid']} ({p['name'] or 'unnamed'}) computes on GPU {p['gpu_uuid']}" for p in found]
+        return [f"pid {p.pid} ({p.name or 'unnamed'}) computes on GPU {p.gpu_uuid}" for p in found]
 
-    async def _a_placeholder(self, process: dict[str, Any]) -> bool:
+    async def _a_placeholder(self, process: ComputeProcess) -> bool:
         """The GPU process runs in a placeholder's process group on its host (a chain's placeholders start before
         the last servers stop, and the quiet proof after them must not count them)."""
-        host = process.get("host")
+        host = process.host
         holders = {p.pid for p in self.tolerated if p.pid is not None and (p.host or HERE) == (host or HERE)}
         if not holders:
             return False
-        pid = int(process["pid"])
+        pid = process.pid
         if host in (None, HERE):
             try:
                 return pid in holders or os.getpgid(pid) in holders

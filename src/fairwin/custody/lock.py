@@ -25,18 +25,15 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from pydantic import ConfigDict, ValidationError
-
+from fairwin.directory.lock_record import LockRecord
 from fairwin.directory.status import Coordinator
 from fairwin.errors import CorruptRecordError, GateRefused, OutputDirError
-from fairwin.files import first_problem
-from fairwin.formats import LOCK, RecordFormat
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.proof import pid_alive
-from fairwin.records import Record, read_record
+from fairwin.records import read_record
 from fairwin.telemetry.cap import production_host
 from fairwin.telemetry.watched_hosts import window_hosts
 
@@ -52,30 +49,6 @@ def lock_path(loaded: LoadedPlan, output_dir: Path) -> Path:
 
 def coordinator(given: str | None = None) -> str:
     return given or os.environ.get("FAIRWIN_COORDINATOR") or getpass.getuser()
-
-
-class LockRecord(Record):
-    """``fairwin.lock/1``: the window that holds production's hardware, and who runs it where. The lock file, the
-    file on production's host and a PostgreSQL archive's locks all keep this record."""
-
-    record_format: ClassVar[RecordFormat] = LOCK
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    format: Literal["fairwin.lock/1"] = "fairwin.lock/1"
-    window_id: str
-    window_path: str
-    host: str
-    pid: int
-    coordinator: str
-    started_unix: float
-
-    @classmethod
-    def shared(cls, record: dict[str, Any], where: str) -> LockRecord:
-        """A record a shared lock (PostgreSQL, production's host) gave back."""
-        try:
-            return cls.model_validate(record)
-        except ValidationError as exc:
-            raise CorruptRecordError(f"the hardware's lock in {where}: {first_problem(exc)}") from None
 
 
 @dataclass(frozen=True)
@@ -177,9 +150,9 @@ def release(path: Path, window_id: str) -> None:
 class HardwareLocks(Protocol):
     """An archive that also holds the hardware's locks across coordinators (PostgreSQL)."""
 
-    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None: ...
+    def take_hardware(self, keys: list[str], record: LockRecord) -> LockRecord | None: ...
 
-    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None: ...
+    def hardware_holder(self, keys: list[str]) -> LockRecord | None: ...
 
     def release_hardware(self, window_id: str) -> None: ...
 
@@ -199,9 +172,9 @@ def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
     return host_keys(loaded.plan.hosts[name] if name is not None else None for name in names)
 
 
-def _shared_refusal(record: dict[str, Any], store: HardwareLocks) -> HardwareHeld:
+def _shared_refusal(record: LockRecord, store: HardwareLocks) -> HardwareHeld:
     where = getattr(store, "location", "a shared lock")
-    held = Holder(Path(), LockRecord.shared(record, where))
+    held = Holder(Path(), record)
     kind = "the shared archive's locks" if "://" in where else "the lock file"
     kind = "this machine's locks" if isinstance(store, MachineLocks) else kind
     if not held.alive:  # on this machine, and its fairwin is gone
@@ -238,17 +211,19 @@ class MachineLocks:
     def _file(self, key: str) -> Path:
         return self.directory / (re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_") + ".lock")
 
-    def _read(self, key: str) -> dict[str, Any] | None:
+    def _read(self, key: str) -> LockRecord | None:
+        path = self._file(key)
         try:
-            found = json.loads(self._file(key).read_text())
+            text = path.read_text()
         except FileNotFoundError:
             return None
-        except (OSError, json.JSONDecodeError):
-            return {"window_id": "unknown", "coordinator": f"unreadable {self._file(key)}"}
-        return found if isinstance(found, dict) else None
+        except OSError as exc:
+            raise CorruptRecordError(f"the hardware's lock {path}: {exc.strerror}") from None
+        return LockRecord.shared(text, str(path))
 
-    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None:
-        """Every key for ``window_id``, or none: None when taken, else the record of the window holding one."""
+    def take_hardware(self, keys: list[str], record: LockRecord) -> LockRecord | None:
+        """Every key for the window ``record`` names, or none: None when taken, else the record of the window
+        holding one."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(PermissionError):  # shared by every user here, as /tmp is
@@ -264,19 +239,21 @@ class MachineLocks:
                 fd = os.open(self._file(key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
                 held = self._read(key)
-                if held is not None and held.get("window_id") == window_id:
+                if held is not None and held.window_id == record.window_id:
                     continue
                 for mine in taken:
                     self._file(mine).unlink(missing_ok=True)
-                return held or {"window_id": "unknown", "coordinator": "unknown"}
+                if held is None:  # released between the two calls: this window's turn once more
+                    return self.take_hardware(keys, record)
+                return held
             with os.fdopen(fd, "w") as handle:
-                handle.write(json.dumps(record) + "\n")
+                handle.write(json.dumps(record.stored()) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
             taken.append(key)
         return None
 
-    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None:
+    def hardware_holder(self, keys: list[str]) -> LockRecord | None:
         return next((held for key in keys if (held := self._read(key)) is not None), None)
 
     def release_hardware(self, window_id: str) -> None:
@@ -313,7 +290,7 @@ def acquire_shared(locks: list[HardwareLocks], keys: list[str], record: LockReco
     """Take ``keys`` in every shared lock for the window ``record`` names, all or none; refuse naming the holder."""
     taken: list[HardwareLocks] = []
     for store in locks:
-        held = store.take_hardware(keys, record.window_id, record.stored())
+        held = store.take_hardware(keys, record)
         if held is not None:
             release_shared(taken, record.window_id)
             raise _shared_refusal(held, store)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
 
+from fairwin.directory.lock_record import LockRecord
 from fairwin.errors import ArchiveError, LaunchError
 from fairwin.plan.hosts import Host
 
@@ -37,30 +37,27 @@ class SshHardwareLock:
             raise ArchiveError(f"the hardware's lock {self.location}: {exc}") from None
         return (done.exit_status if done.exit_status is not None else -1), str(done.stdout or "")
 
-    def _read(self) -> dict[str, Any] | None:
+    def _read(self) -> LockRecord | None:
         code, out = self._run(f"cat -- {shlex.quote(self.path)} 2>/dev/null")
         if code != 0 or not out.strip():
             return None
-        try:
-            found = json.loads(out)
-        except json.JSONDecodeError:
-            return {"window_id": "unknown", "host": self.name, "coordinator": f"unreadable {self.location}"}
-        return found if isinstance(found, dict) else None
+        return LockRecord.shared(out, self.location)
 
-    def take_hardware(self, keys: list[str], window_id: str, record: dict[str, Any]) -> dict[str, Any] | None:
+    def take_hardware(self, keys: list[str], record: LockRecord) -> LockRecord | None:
         """The lock for ``window_id`` (``keys`` are the archive's; one file holds the whole host): None when
         taken, else the record of the window that holds it."""
         path = shlex.quote(self.path)
-        text = shlex.quote(json.dumps(record))
+        text = shlex.quote(json.dumps(record.stored()))
         code, _ = self._run(f"mkdir -p -- \"$(dirname -- {path})\" && (set -C; printf '%s\\n' {text} > {path})")
         if code == 0:
             return None
-        return self._read() or {"window_id": "unknown", "host": self.name, "coordinator": "unknown"}
+        held = self._read()
+        return held if held is not None else self.take_hardware(keys, record)  # released meanwhile: once more
 
-    def hardware_holder(self, keys: list[str]) -> dict[str, Any] | None:
+    def hardware_holder(self, keys: list[str]) -> LockRecord | None:
         return self._read()
 
     def release_hardware(self, window_id: str) -> None:
         held = self._read()
-        if held is not None and held.get("window_id") == window_id:
+        if held is not None and held.window_id == window_id:
             self._run(f"rm -f -- {shlex.quote(self.path)}")

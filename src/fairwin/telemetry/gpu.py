@@ -14,7 +14,7 @@ import io
 import subprocess
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -138,20 +138,30 @@ def parse_query(text: str, when: float) -> list[GpuSample]:
     return samples
 
 
-def parse_compute_apps(text: str) -> list[dict[str, Any]]:
+class ComputeProcess(BaseModel):
+    """A process computing on a GPU, as nvidia-smi or NVML lists it (the host: where PerHost read it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu_uuid: str
+    pid: int
+    name: str = ""
+    used_mib: float | None = None
+    host: str | None = None
+
+
+def parse_compute_apps(text: str) -> list[ComputeProcess]:
     """``nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits``."""
-    found = []
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) >= 3 and row[1].strip().isdigit():
-            found.append(
-                {
-                    "gpu_uuid": row[0].strip(),
-                    "pid": int(row[1]),
-                    "name": row[2].strip(),
-                    "used_mib": _number(row[3]) if len(row) > 3 else None,
-                }
-            )
-    return found
+    return [
+        ComputeProcess(
+            gpu_uuid=row[0].strip(),
+            pid=int(row[1]),
+            name=row[2].strip(),
+            used_mib=_number(row[3]) if len(row) > 3 else None,
+        )
+        for row in csv.reader(io.StringIO(text))
+        if len(row) >= 3 and row[1].strip().isdigit()
+    ]
 
 
 class GpuSource(Protocol):
@@ -159,7 +169,7 @@ class GpuSource(Protocol):
 
     def sample(self) -> list[GpuSample]: ...
 
-    def compute_processes(self) -> list[dict[str, Any]]: ...
+    def compute_processes(self) -> list[ComputeProcess]: ...
 
 
 Runner = Callable[[list[str]], str]  # runs a command, returns its stdout, raises InputError when it fails
@@ -199,7 +209,7 @@ class NvidiaSmi:
             return self.sample()
         return parse_query(text, time.time())
 
-    def compute_processes(self) -> list[dict[str, Any]]:
+    def compute_processes(self) -> list[ComputeProcess]:
         text = self._run("--query-compute-apps=gpu_uuid,pid,process_name,used_memory", "--format=csv,noheader,nounits")
         return parse_compute_apps(text)
 
@@ -231,5 +241,9 @@ class PerHost:
     def sample(self) -> list[GpuSample]:
         return [s.model_copy(update={"host": host}) for host, source in self.sources.items() for s in source.sample()]
 
-    def compute_processes(self) -> list[dict[str, Any]]:
-        return [{**p, "host": host} for host, source in self.sources.items() for p in source.compute_processes()]
+    def compute_processes(self) -> list[ComputeProcess]:
+        return [
+            p.model_copy(update={"host": host})
+            for host, source in self.sources.items()
+            for p in source.compute_processes()
+        ]

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pynvml
 
-from fairwin.telemetry.gpu import GpuSample
+from fairwin.telemetry.gpu import ComputeProcess, GpuSample
 
 T = TypeVar("T")
 
@@ -73,19 +73,13 @@ class Nvml:
             )
         return samples
 
-    def compute_processes(self) -> list[dict[str, Any]]:
+    def compute_processes(self) -> list[ComputeProcess]:
         found = []
         for index in range(self.count):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
             for process in _read(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
                 used = getattr(process, "usedGpuMemory", None)
-                found.append(
-                    {
-                        "gpu_uuid": uuid,
-                        "pid": int(process.pid),
-                        "name": "",
-                        "used_mib": used / 2**20 if isinstance(used, int) else None,
-                    }
-                )
+                mib = used / 2**20 if isinstance(used, int) else None
+                found.append(ComputeProcess(gpu_uuid=uuid, pid=int(process.pid), used_mib=mib))
         return found

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fairwin.archive import Snapshot, read_archive
+from fairwin.archive.archive_row import PlannedKey
 from fairwin.archive.window_rows import control_rows, window_noise
 from fairwin.client.greedy_probe import findings
 from fairwin.decision import (
@@ -77,7 +78,7 @@ class Deciding:
     order: str
     rule: RuleSpec
     snapshot: Snapshot  # the archive as read once at open, before this window was added
-    planned: dict[str, dict[str, Any]]  # each cell's archive key as known at open (for a cell no control finished)
+    planned: dict[str, PlannedKey]  # each cell's archive key as known at open (for a cell no control finished)
     production_cap_mhz: float | None
 
 
@@ -267,7 +268,7 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
     for rule in chosen:
         ctx = context
         if snapshot is not None:
-            noise = window_noise(snapshot, own, {cell: {"cell": cell} for cell in context.cells}, rule)
+            noise = window_noise(snapshot, own, {cell: PlannedKey(cell=cell) for cell in context.cells}, rule)
             taken = ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest)
             ctx = context.model_copy(update={"archive": noise, "archive_snapshot": taken})
         # The same sealed files: the recomputation carries their digests, as the record does.

@@ -10,9 +10,9 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fairwin.archive import Snapshot, open_archive
+from fairwin.archive.archive_row import PlannedKey
 from fairwin.archive.window_rows import archive_location, planned_match, window_noise
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
 from fairwin.decision.sequential import fewest_archived_starts
@@ -73,11 +73,11 @@ def check_counters(profile: ServerProfile, rule: RuleSpec, why: str) -> None:
     )
 
 
-def planned_keys(loaded: LoadedPlan, mode_name: str | None) -> dict[str, dict[str, Any]]:
+def planned_keys(loaded: LoadedPlan, mode_name: str | None) -> dict[str, PlannedKey]:
     """Each cell's archive key as far as it is known before a start ran (any mode's cells when none is named)."""
     mode = loaded.plan.all_modes().get(mode_name) if mode_name is not None else None
     if mode is None:
-        return {cell: {"cell": cell} for cell in loaded.plan.cells}
+        return {cell: PlannedKey(cell=cell) for cell in loaded.plan.cells}
     assert mode_name is not None
     return {cell: planned_match(loaded, mode_name, mode.control, cell) for cell in loaded.plan.cells}
 
