@@ -30,6 +30,16 @@ class SparseModel(BaseModel):
         return {key: value for key, value in dumped.items() if key in self.model_fields_set}
 
 
+class CompactModel(BaseModel):
+    """A part of a record stored without the fields it has no value for (a restore that was not given back has
+    no watch; a placeholder here names no host), wherever it is held."""
+
+    @model_serializer(mode="wrap")
+    def _without_nones(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if value is not None}
+
+
 class Record(BaseModel):
     """A stored or printed record: a model whose ``format`` is its format's id."""
 

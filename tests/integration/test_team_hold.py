@@ -91,13 +91,13 @@ def test_a_release_that_fails_is_recorded_as_owed_and_a_hold_that_cannot_run_ref
     failing = 'custody.release_command=["sh", "-c", "echo lease expired >&2; exit 2"]'
     loaded = load_plan(make_plan(), ['custody.hold_command=["true"]', failing])
     team = TeamHold(loaded, "w1", tmp_path)
-    assert asyncio.run(team.take())["exit"] == 0 and team.owed
+    assert asyncio.run(team.take()).exit == 0 and team.owed
     released = asyncio.run(team.release())
-    assert released["released"] is False and released["exit"] == 2 and not team.owed  # tried once; recover retries
-    assert released["error"].endswith("exited 2: lease expired")
+    assert released.released is False and released.exit == 2 and not team.owed  # tried once; recover retries
+    assert released.error is not None and released.error.endswith("exited 2: lease expired")
     rows = [
         JournalRow(time=0, step="team hold", event="end"),
-        JournalRow.model_validate({"time": 1, "step": "team release", "event": "end", **released}),
+        JournalRow.model_validate({"time": 1, "step": "team release", "event": "end", **released.model_dump()}),
     ]
     assert release_owed(rows) and not release_owed(
         [*rows, JournalRow(time=2, step="team release", event="end", released=True)]

@@ -68,13 +68,14 @@ def abort(args: argparse.Namespace) -> int:
     if aborted is None:
         stdout.print("no chain in progress: nothing to abort", markup=False)
         return 0
-    restore, stopped = aborted["restore"], "; ".join(aborted["placeholders"]) or "none"
+    restore, stopped = aborted.restore, "; ".join(aborted.placeholders) or "none"
+    how = restore.up.how if restore.up is not None else "no record of how"
     stdout.print(
-        f"ABORTED {aborted['chain_id']} (decision REJECT): placeholders {stopped}; production "
-        f"{restore['state']} ({restore['up']['how']}); the marker cleared",
+        f"ABORTED {aborted.chain_id} (decision REJECT): placeholders {stopped}; production "
+        f"{restore.state} ({how}); the marker cleared",
         markup=False,
     )
-    for note in aborted["notes"]:
+    for note in aborted.notes:
         stdout.print(f"note: {note}", markup=False)
     return 0
 

@@ -143,6 +143,51 @@ async def continuation_problems(
     return problems
 
 
+class TakenOver(BaseModel):
+    """The take-down step of a window continuing a chain: who left production down, the placeholders stopped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    left_down_by: str
+    placeholders: list[str]
+
+
+class HeldOver(BaseModel):
+    """The chain hold step, instead of the restore: the marker written, the placeholders holding the hardware."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    marker: str
+    chain_id: str
+    placeholders: list[RunningPlaceholder]
+    placeholders_started: str  # "before the last start's servers stopped", or "at the chained close"
+
+
+class MarkerFate(BaseModel):
+    """The chain end step: the marker cleared, or kept for ``fairwin chain abort`` (production not restored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    marker: Literal["kept", "cleared"]
+
+
+class Stopped(BaseModel):
+    """The chain abort step: each placeholder taken down, one line each."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    placeholders: list[str]
+
+
+class ChainAborted(Stopped):
+    """``fairwin chain abort``: the chain and its windows, the placeholders stopped, production's restore."""
+
+    chain_id: str
+    windows: list[str]
+    restore: Restore
+    notes: list[str]
+
+
 @dataclass
 class ChainRun:
     """One window's part in a chain: taking over from the previous window, holding over to the next, or aborting."""
@@ -163,14 +208,14 @@ class ChainRun:
     def position(self) -> int:
         return len(self.found.windows) + 1 if self.found is not None else 1
 
-    async def take_over(self, hold: Hold) -> dict[str, Any]:
+    async def take_over(self, hold: Hold) -> TakenOver:
         """The chain left production down: prove it still is, then take the placeholders down."""
         assert self.found is not None
         hold.taken = True  # from here a failure gives production back
         if problems := await hold.production.down_problems():
             raise ProductionError(f"the chain left production down, but it is not: {'; '.join(problems)}")
         stopped = await self.placeholders.stop(self.found.placeholders)
-        return {"left_down_by": self.found.last.window_id, "placeholders": stopped}
+        return TakenOver(left_down_by=self.found.last.window_id, placeholders=stopped)
 
     async def start_placeholders(self) -> list[RunningPlaceholder]:
         """The placeholders started and proved (once): at the end of the window's last start, before its servers
@@ -180,7 +225,7 @@ class ChainRun:
             self.started.extend(await self.placeholders.start())  # in place: the hold tolerates this very list
         return self.started
 
-    async def hold_over(self, hold: Hold, window: ChainedWindow) -> dict[str, Any]:
+    async def hold_over(self, hold: Hold, window: ChainedWindow) -> HeldOver:
         """Instead of the restore: placeholders started (unless the last start did) and proved still running,
         production proved down, the marker written."""
         early = bool(self.started)
@@ -210,29 +255,29 @@ class ChainRun:
         )
         self.end = "CHAINED"
         started = "before the last start's servers stopped" if early else "at the chained close"
-        return {
-            "marker": str(self.marker_path),
-            "chain_id": marker.chain_id,
-            "placeholders": [p.stored() for p in self.started],
-            "placeholders_started": started,
-        }
+        return HeldOver(
+            marker=str(self.marker_path),
+            chain_id=marker.chain_id,
+            placeholders=self.started,
+            placeholders_started=started,
+        )
 
-    async def finish(self, hold: Hold) -> dict[str, Any]:
+    async def finish(self, hold: Hold) -> MarkerFate:
         """After the last window's restore: the chain is over when the watch held; else the marker stays, for
         ``fairwin chain abort`` once production is fixed."""
         if hold.restored is None or not hold.restored.restored:
             self.reason = "production was not restored; the marker is kept for `fairwin chain abort`"
-            return {"marker": "kept"}
+            return MarkerFate(marker="kept")
         self.marker_path.unlink(missing_ok=True)
         self.end = "ENDED"
-        return {"marker": "cleared"}
+        return MarkerFate(marker="cleared")
 
-    async def abort(self, reason: str) -> dict[str, Any]:
+    async def abort(self, reason: str) -> Stopped:
         """A failure inside the chain: every placeholder down (the previous window's and this one's) before
         production is given back; the marker is cleared once it is (:meth:`cleared`)."""
         self.end, self.reason = "ABORTED", reason
         listed = [*(self.found.placeholders if self.found else []), *self.started]
-        return {"placeholders": await self.placeholders.stop_all(listed)}
+        return Stopped(placeholders=await self.placeholders.stop_all(listed))
 
     def cleared(self, hold: Hold) -> None:
         """Clear the marker of an aborted chain once production is back (a failed restore keeps it)."""
@@ -258,7 +303,7 @@ class ChainRun:
         return f"chain: {self.end or 'running'}"
 
 
-async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str], None]) -> dict[str, Any] | None:
+async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str], None]) -> ChainAborted | None:
     """``fairwin chain abort``: placeholders down, production restored and watched, the marker cleared (only once
     the watch held: a failed restore raises RestoreFailed and keeps the marker). None when no chain is marked."""
     path = marker_path(loaded, output_dir)
@@ -274,13 +319,13 @@ async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str],
     notes = []
     if marker.production.sha256 != production.snapshot().sha256:
         notes.append("production was restored as the plan declares it now, which differs from the chain's snapshot")
-    return {
-        "chain_id": marker.chain_id,
-        "windows": [w.window_id for w in marker.windows],
-        "placeholders": stopped,
-        "restore": restored,
-        "notes": notes,
-    }
+    return ChainAborted(
+        chain_id=marker.chain_id,
+        windows=[w.window_id for w in marker.windows],
+        placeholders=stopped,
+        restore=restored,
+        notes=notes,
+    )
 
 
 async def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
@@ -324,5 +369,5 @@ async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | N
         aborted = await abort_chain(loaded, output_dir, say)
     except RestoreFailed as exc:
         raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; {exc}") from None
-    state = aborted["restore"]["state"] if aborted else "not owed"
+    state = aborted.restore.state if aborted else "not owed"
     raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; production {state}")

@@ -13,12 +13,12 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict
 
 from fairwin.directory.declaration import ProductionDeclaration
-from fairwin.directory.status import Restore
+from fairwin.directory.status import Restore, UpRecord
 from fairwin.errors import InputError, LaunchError, ProductionError, RestoreFailed
 from fairwin.launch.remote_runs import live_runs
 from fairwin.launch.runtime_cli import RuntimeCli
@@ -46,6 +46,15 @@ def fixed_role_urls(loaded: LoadedPlan, roles: set[str]) -> list[str]:
     )
 
 
+class QuietProof(BaseModel):
+    """The quiet step's journaled end: when the hardware was proved quiet, and the ports that refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    quiet: str  # "before s1", "after s5"
+    ports_refusing: list[str]
+
+
 @dataclass
 class Hold:
     production: Production
@@ -64,13 +73,13 @@ class Hold:
         """Production was taken down (or its take-down began) and has not been given back."""
         return self.taken and self.restored is None
 
-    async def take_down(self) -> dict[str, Any]:
+    async def take_down(self) -> UpRecord:
         self.taken = True  # set before acting: a take-down that fails halfway is given back too
         proved = await self.production.take_down()
         self.say(f"production down: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)")
-        return proved.record().model_dump(mode="json")
+        return proved.record()
 
-    async def prove_quiet(self, when: str) -> dict[str, Any]:
+    async def prove_quiet(self, when: str) -> QuietProof:
         problems = await self.production.down_problems()
         problems += [f"{url} accepts connections" for url in self.quiet_urls if port_state(url) == "open"]
         problems += await self._gpu_problems()
@@ -78,7 +87,7 @@ class Hold:
         problems += await self._remote_run_problems()
         if problems:
             raise ProductionError(f"the hardware is not quiet {when}: {'; '.join(problems)}")
-        return {"quiet": when, "ports_refusing": [self.production.base_url, *self.quiet_urls]}
+        return QuietProof(quiet=when, ports_refusing=[self.production.base_url, *self.quiet_urls])
 
     async def _gpu_problems(self) -> list[str]:
         """Compute processes on the GPUs: between starts nothing may run there (none read: none reported)."""
@@ -133,7 +142,7 @@ class Hold:
                 problems.append(str(exc))
         return problems
 
-    async def give_back(self) -> dict[str, Any]:
+    async def give_back(self) -> Restore:
         """Restore production and watch it; RestoreFailed (after recording why) when it does not hold."""
         timeout = aiohttp.ClientTimeout(total=None)
         async with client_session(timeout, self.production.headers) as session:
@@ -153,7 +162,7 @@ class Hold:
         self.say(f"production {restored.state}: {proved.how} ({proved.seconds:.1f} s); {watched.summary()}")
         if not watched.ok:
             raise RestoreFailed(f"RESTORE FAILED: production came up but the {watched.summary()}")
-        return restored.stored()
+        return restored
 
     def line(self) -> str:
         """The restore, in one line, for the summary."""

@@ -114,7 +114,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
             await _give_back(production, loaded, output_dir, chain, result)
     if release_owed(events):
         await _release_team_hold(loaded, directory, result.problems)
-    restore = result.production.stored() if result.production is not None else None
+    restore = result.production.model_dump(mode="json") if result.production is not None else None
     state = _state(directory)
     if state == "running":
         directory.set_status(
@@ -144,9 +144,9 @@ async def _release_team_hold(loaded: LoadedPlan, directory: WindowDir, problems:
     team = TeamHold(_plan_at_open(loaded, directory, problems), directory.window_id, directory.path, held=True)
     directory.journal_event(RELEASE_STEP, "begin")
     record = await team.release()
-    directory.journal_event(RELEASE_STEP, "end", **record)
-    if not record["released"]:
-        problems.append(f"{record['error']}; release it by hand, or run `fairwin recover` again")
+    directory.journal_event(RELEASE_STEP, "end", **record.model_dump(mode="json"))
+    if not record.released:
+        problems.append(f"{record.error}; release it by hand, or run `fairwin recover` again")
 
 
 async def _remove_containers(

@@ -13,7 +13,8 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import ConfigDict
 
 from fairwin.directory.journal import JournalRow
 from fairwin.errors import GateRefused, LaunchError
@@ -21,11 +22,25 @@ from fairwin.launch.shell import run_to_exit
 from fairwin.plan.custody import CustodySettings
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
+from fairwin.records import SparseModel
 
 HOLD_STEP = "team hold"
 RELEASE_STEP = "team release"
 #: The lines of a command's output kept in the journal and said when it fails.
 OUTPUT_LINES = 5
+
+
+class TeamCommand(SparseModel):
+    """The team hold or release step's journaled end: the command, its exit status (None: it did not run to its
+    end) and last lines; a release says whether it released, and why not."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    argv: list[str]
+    exit: int | None
+    output: list[str]
+    released: bool | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -37,8 +52,8 @@ class Ran:
     code: int | None
     output: list[str]
 
-    def record(self) -> dict[str, Any]:
-        return {"argv": self.argv, "exit": self.code, "output": self.output}
+    def record(self) -> TeamCommand:
+        return TeamCommand(argv=self.argv, exit=self.code, output=self.output)
 
     def failure(self, what: str) -> str:
         shown = " | ".join(self.output) or "no output"
@@ -66,7 +81,7 @@ class TeamHold:
         """Taken, with a release to run, and not yet tried (one that failed is left to recover)."""
         return self.held and bool(self.settings.release_command) and not self.tried_release
 
-    async def take(self) -> dict[str, Any]:
+    async def take(self) -> TeamCommand:
         """The hold; GateRefused with its output when it exits non-zero (production not touched yet)."""
         ran = await self._run(self.settings.hold_command)
         if ran.code != 0:
@@ -74,14 +89,16 @@ class TeamHold:
         self.held = True
         return ran.record()
 
-    async def release(self) -> dict[str, Any]:
+    async def release(self) -> TeamCommand:
         """The release; its failure is returned in the record (``released: false``), never raised: the
         window's measurement and production's restore stand, and recover runs it again."""
         self.tried_release = True
         ran = await self._run(self.settings.release_command)
         self.released = ran.code == 0
-        return {**ran.record(), "released": self.released} | (
-            {} if self.released else {"error": ran.failure("release")}
+        if self.released:
+            return TeamCommand(argv=ran.argv, exit=ran.code, output=ran.output, released=True)
+        return TeamCommand(
+            argv=ran.argv, exit=ran.code, output=ran.output, released=False, error=ran.failure("release")
         )
 
     async def _run(self, argv: list[str]) -> Ran:

@@ -8,12 +8,12 @@ promotion gate, so they are one type, here.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.formats import STATUS, RecordFormat
-from fairwin.records import Record
+from fairwin.records import CompactModel, Record
 
 #: A window's state in status.json: only ``complete`` is a result.
 WindowState = Literal["running", "complete", "failed", "interrupted"]
@@ -81,7 +81,7 @@ class ArchiveProblem(BaseModel):
     problem: str
 
 
-class Restore(BaseModel):
+class Restore(CompactModel):
     """Production given back (``up`` and its ``watch``), not given back (``reason``), or left to a chain."""
 
     model_config = ConfigDict(extra="forbid")
@@ -95,10 +95,6 @@ class Restore(BaseModel):
     @property
     def restored(self) -> bool:
         return self.state == "RESTORED"
-
-    def stored(self) -> dict[str, Any]:
-        """As status.json and the journal keep it: only the fields this state has."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 class RecoveryRecord(BaseModel):

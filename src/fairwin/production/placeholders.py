@@ -16,9 +16,8 @@ import asyncio
 import os
 import shlex
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from fairwin.errors import LaunchError, ProductionError
 from fairwin.launch.listeners import held_here
@@ -28,6 +27,7 @@ from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.detached import command_of, launch_detached
 from fairwin.production.proof import pid_alive, stop_group
+from fairwin.records import CompactModel
 
 SESSION_PREFIX = "fairwin-hold-"
 
@@ -36,7 +36,7 @@ def _tmux(socket: str | None) -> str:
     return "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
 
 
-class RunningPlaceholder(BaseModel):
+class RunningPlaceholder(CompactModel):
     """A placeholder as started (or found left running): its name, pid and command; on a host, its tmux session.
     Kept in the chain's marker and the journal, so the next window (or an abort) can prove and stop it."""
 
@@ -48,10 +48,6 @@ class RunningPlaceholder(BaseModel):
     host: str | None = None
     session: str | None = None
     tmux_socket: str | None = None
-
-    def stored(self) -> dict[str, Any]:
-        """As the marker and the journal keep it: a placeholder here names no host, session or socket."""
-        return self.model_dump(mode="json", exclude_none=True)
 
 
 def _session(record: RunningPlaceholder) -> str:

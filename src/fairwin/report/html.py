@@ -120,7 +120,7 @@ def _receipts(files: WindowDir, manifest: WindowManifest | None, status: WindowS
     parts.append(
         _table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600]) for name, value in gates.items()])
     )
-    restore = status.restore.stored() if status and status.restore else None
+    restore = status.restore.model_dump(mode="json") if status and status.restore else None
     parts.append("<h3>Production</h3>")
     parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
     journal = files.journal

@@ -16,26 +16,40 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from fairwin.custody.team_hold import RELEASE_STEP
+from pydantic import BaseModel, ConfigDict
+
+from fairwin.custody.team_hold import RELEASE_STEP, TeamCommand
 from fairwin.directory.status import ArchiveProblem
 from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.files import sha256_file
+from fairwin.records import SparseModel
 from fairwin.verdict.stored import report_after_close
 from fairwin.window.shield import to_the_end
 from fairwin.window.state import WindowState
 
 
+class ArchiveEnd(SparseModel):
+    """The archive step's journaled end: the rows appended (and those the archive held already), or why not."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    appended: bool
+    added: int | None = None
+    already: int | None = None
+    error: str | None = None
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
-    action: Callable[[], Awaitable[dict[str, Any] | None]]  # what it returns is journaled with its end
+    action: Callable[[], Awaitable[BaseModel | None]]  # what it returns is journaled with its end
     measuring: bool = False  # a start or a look: skipped once a sequential window has stopped
 
 
 class Closing(WindowState):
     """The close and the journaling of steps; the window's state they read is the window's own."""
 
-    async def archive(self) -> dict[str, Any]:
+    async def archive(self) -> ArchiveEnd:
         """The window's archive step (the window's own); the close retries it."""
         raise NotImplementedError
 
@@ -52,7 +66,7 @@ class Closing(WindowState):
             self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
             self.feed.emit("step", step=step.name, state="failed", error=str(exc))
             raise
-        self.directory.journal_event(step.name, "end", **(details or {}))
+        self.directory.journal_event(step.name, "end", **(details.model_dump(mode="json") if details else {}))
         self.feed.emit("step", step=step.name, state="end")
 
     async def _close_shielded(self, error: BaseException | None) -> None:
@@ -80,7 +94,7 @@ class Closing(WindowState):
                 await self.archive()
         outcome: dict[str, Any] = {}
         if self.hold is not None:
-            outcome["restore"] = self.hold.restored.stored() if self.hold.restored is not None else None
+            outcome["restore"] = self.hold.restored
         if self.archive_problem is not None:
             outcome["archive"] = ArchiveProblem(appended=False, problem=self.archive_problem)
         if self.chain is not None:
@@ -140,12 +154,12 @@ class Closing(WindowState):
         if self.hold is not None and self.hold.restored is not None and self.hold.restored.state == "CHAINED":
             self.hold.restored = None  # left down for a chain that no longer is: production is owed again
 
-    async def release_team_hold(self) -> dict[str, Any]:
+    async def release_team_hold(self) -> TeamCommand:
         """The team's release step: a failure is said, journaled as not released, and left to recover."""
         assert self.team_hold is not None
         record = await self.team_hold.release()
-        if not record["released"]:
-            self.say(f"warning: {record['error']}; release it by hand, or `fairwin recover PLAN` runs it again")
+        if not record.released:
+            self.say(f"warning: {record.error}; release it by hand, or `fairwin recover PLAN` runs it again")
         return record
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import ConfigDict
 
 from fairwin.decision import decide
-from fairwin.decision.document import Look, Stopping
+from fairwin.decision.document import Look, LookVerdict, Stopping
 from fairwin.decision.sequential import archive_starts
 from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.directory.layout import WindowDir
@@ -21,6 +22,7 @@ from fairwin.directory.window_records import WindowRecords
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
+from fairwin.records import SparseModel
 from fairwin.verdict.stored import Deciding, window_context
 
 
@@ -38,6 +40,20 @@ def look_now(loaded: LoadedPlan, window: WindowDir, deciding: Deciding) -> Look 
     return stopping.looks[-1]
 
 
+class LookEnd(SparseModel):
+    """The look step's journaled end: what the look found and why the window stops (``stopped``, None: it goes
+    on); or, where no look was taken after this start, why not."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    verdict: LookVerdict | None = None
+    cells: dict[str, LookVerdict] | None = None
+    level: float | None = None
+    stopped: str | None = None
+    taken: bool | None = None
+    why: str | None = None
+
+
 @dataclass(frozen=True)
 class LookResult:
     """What a look found, and why the window runs no more starts (None: it goes on)."""
@@ -53,14 +69,9 @@ class LookResult:
         line = f"look after s{after}: {self.look.verdict}" + (f", {words}" if words else "")
         return line + (f"; stopped: {self.stopped}" if self.stopped not in (None, "decided") else "")
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> LookEnd:
         """The look step's journaled end."""
-        return {
-            "verdict": self.look.verdict,
-            "cells": self.look.cells,
-            "level": self.look.level,
-            "stopped": self.stopped,
-        }
+        return LookEnd(verdict=self.look.verdict, cells=self.look.cells, level=self.look.level, stopped=self.stopped)
 
 
 def go_on_or_stop(

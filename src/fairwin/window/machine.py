@@ -14,7 +14,6 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 from fairwin.archive.window_rows import control_rows
 from fairwin.custody.chain import ChainedWindow
@@ -39,8 +38,8 @@ from fairwin.telemetry.sampler import sampling
 from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.verdict.observed import unread_production, unwatched_clocks
 from fairwin.verdict.stored import Deciding, decide_and_report
-from fairwin.window.closing import Closing, Step
-from fairwin.window.looks import go_on_or_stop, look_now, unspent_line
+from fairwin.window.closing import ArchiveEnd, Closing, Step
+from fairwin.window.looks import LookEnd, go_on_or_stop, look_now, unspent_line
 from fairwin.window.opening import Opening
 from fairwin.window.preflight import planned_keys
 from fairwin.window.progress import ProgressFeed
@@ -151,16 +150,13 @@ class Window(Opening, Closing):
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
 
-    async def look(self, after: int) -> dict[str, Any]:
+    async def look(self, after: int) -> LookEnd:
         """A sequential rule's look after ``after`` starts: stop when it settles the verdict, or when the next
         pair of starts would not fit the budget; else go on. Journaled, said, and sent as a progress event."""
         found = look_now(self.loaded, self.directory, self._deciding())
         if found is None:
-            return {
-                "taken": False,
-                "why": f"{self.checked.rule.id} takes its first look later (too few archived "
-                "control starts for a look after 3)",
-            }
+            first = "too few archived control starts for a look after 3"
+            return LookEnd(taken=False, why=f"{self.checked.rule.id} takes its first look later ({first})")
         result = go_on_or_stop(
             found,
             after,
@@ -217,7 +213,7 @@ class Window(Opening, Closing):
             watchdog=await watchdog.events(self.loaded, dict(self.clocks.watchdog_marks)),
         )
 
-    async def archive(self) -> dict[str, Any]:
+    async def archive(self) -> ArchiveEnd:
         """Every finished control start into the control archive (also from a window that failed later). An
         archive that cannot be written loses nothing and fails nothing: the rows are rebuilt from the window's
         directory by the command the warning names, and the archive skips what it already holds."""
@@ -230,12 +226,12 @@ class Window(Opening, Closing):
                 f"`fairwin archive append {self.directory.path}`"
             )
             self.say(f"warning: the control archive was not appended: {self.archive_problem}")
-            return {"appended": False, "error": str(exc)}
+            return ArchiveEnd(appended=False, error=str(exc))
         self.say(
             f"archived {appended.added} control rows in {self.archive_store.location}"
             + (f" ({appended.already} were there already)" if appended.already else "")
         )
-        return {"appended": True, "added": appended.added, "already": appended.already}
+        return ArchiveEnd(appended=True, added=appended.added, already=appended.already)
 
     async def budget(self) -> None:
         record = BudgetRecord(

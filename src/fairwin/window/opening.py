@@ -10,18 +10,30 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from fairwin.archive.window_rows import archive_key_record
+from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.manifest import FamilyPins, ManifestTelemetry, PlannedStart, PlanOverride, WindowManifest
 from fairwin.records import write_record
 from fairwin.window.state import WindowState
 
 
+class OpenEnd(BaseModel):
+    """The open step's journaled end: the plan's sha256 and production's declaration as the window opened (what
+    a recovery restores)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    plan_sha256: str
+    production: ProductionDeclaration | None
+
+
 class Opening(WindowState):
     """The open step; the window's state it reads is the window's own."""
 
-    async def open(self) -> dict[str, Any]:
+    async def open(self) -> OpenEnd:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
         self.opened_at = time.monotonic()
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
@@ -36,9 +48,7 @@ class Opening(WindowState):
             self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else (),
         )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
-        declared = self.hold.snapshot if self.hold is not None else None
-        production = declared.stored() if declared is not None else None
-        return {"plan_sha256": self.loaded.sha256, "production": production}
+        return OpenEnd(plan_sha256=self.loaded.sha256, production=self.hold.snapshot if self.hold else None)
 
     def _manifest(self) -> WindowManifest:
         """window.json: what is about to run, and under which rule, gates, production and telemetry."""

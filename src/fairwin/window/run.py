@@ -246,4 +246,4 @@ async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: 
         error.with_context(aftermath=f"chain ABORTED, decision REJECT; {exc}")
         return
     if aborted is not None:
-        error.with_context(aftermath=f"chain ABORTED, decision REJECT; production {aborted['restore']['state']}")
+        error.with_context(aftermath=f"chain ABORTED, decision REJECT; production {aborted.restore.state}")
