@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, JsonValue, ValidationError, model_validator
 
 from fairwin.archive.archive_row import ArchivedRepeat, ArchiveRow
 from fairwin.archive.noise import KEY_FIELDS
@@ -58,7 +58,7 @@ class ArchiveMap(StrictModel):
 
     control: ControlRows | None = Field(None, description="Which rows are control starts (default: every row).")
     fields: dict[str, str] = Field(default_factory=dict, description="Archive field -> the foreign row's field.")
-    values: dict[str, Any] = Field(default_factory=dict, description="Archive field -> one value for every row.")
+    values: dict[str, JsonValue] = Field(default_factory=dict, description="Archive field -> one value for every row.")
     repeats: RepeatsMap
 
     @model_validator(mode="after")

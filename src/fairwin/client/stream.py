@@ -21,7 +21,7 @@ import time
 from typing import Any, ClassVar, Literal
 
 import orjson
-from pydantic import ConfigDict, PrivateAttr
+from pydantic import ConfigDict, JsonValue, PrivateAttr
 
 from fairwin.client.runqueue import RunqueueClock
 from fairwin.client.sse_transport import StreamTransport
@@ -60,7 +60,7 @@ class StreamRecord(Record):
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: dict[str, JsonValue] | None = None
     ok: bool = False
     error: str | None = None
     # Delivery, from the chunk timeline (the whole timeline is in starts/sN/chunks.jsonl).
@@ -70,7 +70,7 @@ class StreamRecord(Record):
     done_gap_s: float | None = None
     # The server's own timing of this request, as it sent it (vLLM: the usage chunk's `metrics`;
     # llama.cpp: the last chunk's `timings`).
-    server_timing: dict[str, Any] | None = None
+    server_timing: dict[str, JsonValue] | None = None
     # Seconds the client's event loop waited for a CPU while this stream ran (Linux schedstat).
     client_runqueue_wait_s: float | None = None
     # Whether the client's timing of this stream can be trusted, and why not (fidelity.judge_stream).

@@ -19,7 +19,6 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -29,7 +28,7 @@ from fairwin.custody.chain import Marker, marker_path, read_marker
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
 from fairwin.custody.team_hold import RELEASE_STEP, TeamHold, release_owed
-from fairwin.directory.journal import Launched, happened, opened_with, read_journal, servers
+from fairwin.directory.journal import Launched, happened, production_at_open, read_journal, servers
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import RecoveryRecord, Restore, WindowStatus
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
@@ -109,7 +108,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     _scrub_logs(loaded, directory, result.problems)
     chain = read_marker(marker_path(loaded, output_dir)) if loaded.plan.production is not None else None
     if chain is not None or (happened(events, "production down", "begin") and not happened(events, "restore", "end")):
-        production = _production_at_open(loaded, directory, opened_with(events), output_dir, result.problems)
+        production = _production_at_open(loaded, directory, production_at_open(events), output_dir, result.problems)
         if production is not None:
             await _give_back(production, loaded, output_dir, chain, result)
     if release_owed(events):
@@ -244,10 +243,11 @@ async def _give_back(
 
 
 def _production_at_open(
-    loaded: LoadedPlan, directory: WindowDir, opened: dict[str, Any], output_dir: Path, notes: list[str]
+    loaded: LoadedPlan, directory: WindowDir, recorded: str | None, output_dir: Path, notes: list[str]
 ) -> Production | None:
     """Production as declared when the window opened: from the window's copy of the plan, checked against
-    the snapshot journaled at open. The plan as it is now stands in only when that copy cannot be read."""
+    the snapshot journaled at open (``recorded``, its sha256). The plan as it is now stands in only when that
+    copy cannot be read."""
     at_open = _plan_at_open(loaded, directory, notes)
     if at_open.plan.production is None:
         notes.append("the plan declared no [production] when the window opened; nothing to restore")
@@ -255,10 +255,9 @@ def _production_at_open(
     production = Production(at_open, output_dir)
     try:
         now = production.snapshot().sha256
-        recorded = (opened.get("production") or {}).get("sha256")
         if recorded is not None and recorded != now:
             notes.append(
-                f"production's declaration differs from the snapshot taken at open ({str(recorded)[:12]} then, "
+                f"production's declaration differs from the snapshot taken at open ({recorded[:12]} then, "
                 f"{now[:12]} now: an env file changed?); restored as declared now"
             )
         if loaded.plan.production is not None and Production(loaded, output_dir).snapshot().sha256 != now:

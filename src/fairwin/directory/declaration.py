@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.files import canonical_json, sha256_bytes
@@ -29,7 +29,7 @@ class LiveMember(BaseModel):
     found_by: str  # "pid 41 (fairwin launched it)", "match 'vllm serve': pid 41", "container vllm (docker)"
     argv: list[str]
     env: dict[str, str]  # fingerprinted
-    speculative: dict[str, Any] = {}  # the engine's own speculative config, as it reported or was given it
+    speculative: dict[str, JsonValue] = {}  # the engine's own speculative config, as it reported or was given it
     mounts: list[dict[str, str]] | None = None  # a container's, as its runtime reports them
     speculative_source: SpeculativeSource = "argv"  # where its config was read; "unobserved": nowhere
     image_id: str | None = None  # a container's image
@@ -74,7 +74,7 @@ class ProductionDeclaration(SparseModel):
     down: list[str] | None = None
     base_url: str | None = None
     host: str | None = None
-    container: dict[str, Any] | None = None  # the role's [container] table as the plan states it
+    container: dict[str, JsonValue] | None = None  # the role's [container] table as the plan states it
     sha256: str
     live: LiveRecord | None = None  # production as it ran, read before the window took it down
 
@@ -86,7 +86,3 @@ class ProductionDeclaration(SparseModel):
     def declared(self) -> dict[str, Any]:
         """The fields the declaration has, as digested (``sha256`` and ``live`` are not part of it)."""
         return self.model_dump(mode="json", exclude={"sha256", "live"})
-
-    def stored(self) -> dict[str, Any]:
-        """As the journal keeps it: its own fields, its sha256, its reading."""
-        return self.model_dump(mode="json")

@@ -171,12 +171,15 @@ def servers(events: list[JournalRow]) -> list[Launched]:
     return list(found.values())
 
 
-def opened_with(events: list[JournalRow]) -> dict[str, Any]:
-    """What the ``open`` step recorded at its end: the plan's sha256 and production's snapshot."""
+def production_at_open(events: list[JournalRow]) -> str | None:
+    """The sha256 of production's declaration as the ``open`` step journaled it at its end; None where the window
+    declared no production, or its journal has no such end."""
     for event in events:
         if event.step == "open" and event.event == "end":
-            return event.details
-    return {}
+            production = event.details.get("production")
+            found = production.get("sha256") if isinstance(production, dict) else None
+            return found if isinstance(found, str) else None
+    return None
 
 
 def step_times(events: list[JournalRow]) -> dict[str, float]:

@@ -7,9 +7,9 @@ record: a field is on disk only once the start set it, and readers ask which are
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from fairwin.formats import START, WAVE, RecordFormat
 from fairwin.records import Record
@@ -158,7 +158,7 @@ class StartReceipt(Record):
     env_files: dict[str, str] = Field(default_factory=dict)  # each env file's path and sha256, never its contents
     base_url: str | None = None
     model: str | None = None
-    speculative: dict[str, Any] | None = None
+    speculative: dict[str, JsonValue] | None = None
     speculative_source: SpeculativeSource | None = None  # where the config was read
     # As the start ran.
     host_before: HostCondition | None = None

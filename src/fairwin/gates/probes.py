@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from pydantic import ConfigDict
+from pydantic import ConfigDict, JsonValue
 
 from fairwin.client.completions import PATH as GREEDY_PATH
 from fairwin.client.completions import parse, request
@@ -41,7 +41,7 @@ class Probe:
     name: str
     method: str
     path: str
-    body: dict[str, Any] | None
+    body: dict[str, JsonValue] | None
     stream: bool = False
     expect_status: int | None = None  # control probes only
     expect_tokens: int | None = None
@@ -264,7 +264,7 @@ class ProbeResult(SparseModel):
     logprobs_problem: str | None = None
     finish_reason: str | None = None
     stop_reason: Any = None  # the server's own (a token id or a string)
-    usage: dict[str, Any] | None = None  # the server's usage object, as it sent it
+    usage: dict[str, JsonValue] | None = None  # the server's usage object, as it sent it
     done: bool | None = None
     reading: str | None = None  # the judgement: None when the probe did what it should
     ok: bool | None = None
@@ -335,7 +335,8 @@ def judge(probe: Probe, result: ProbeResult) -> str | None:
         usage = result.usage or {}
         if probe.expect_prompt_tokens is not None:
             low, high = probe.expect_prompt_tokens
-            if not low <= int(usage.get("prompt_tokens") or 0) <= high:
+            counted = usage.get("prompt_tokens")
+            if not isinstance(counted, int) or not low <= counted <= high:
                 return (
                     f"4xx-like: the server counted {usage.get('prompt_tokens')} prompt tokens of the cell's "
                     f"real prompt, not {low} to {high}"

@@ -14,7 +14,7 @@ import fnmatch
 import hashlib
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -154,7 +154,7 @@ class CarryRecord(Receipt):
     head: str
     admission: dict[str, str]  # the admission receipt's path and sha256
     artifacts: dict[str, str]
-    rules: dict[str, Any]  # the [qualification] the carry was judged under
+    rules: Qualification  # the [qualification] the carry was judged under
     files_compared: int
     files_differing: list[str]
     units: dict[str, UnitCheck]
@@ -199,7 +199,7 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
             **({"foreign": foreign} if foreign else {}),
         },
         artifacts=admission.artifacts,
-        rules=rules.model_dump(mode="json"),
+        rules=rules,
         files_compared=len(compared),
         files_differing=differing,
         units=units,
@@ -232,7 +232,7 @@ def require_carry(path: Path, head: str, rules: Qualification | None) -> CarryRe
     return carried
 
 
-def looser_than(used: dict[str, Any], plan: Qualification) -> list[str]:
+def looser_than(used: Qualification, plan: Qualification) -> list[str]:
     """What a carry's rules (``used``) left out that the plan's hold: a carried file, prefix or unit it did not
     compare, or a glob it let change that the plan's measurement layer does not."""
     found = []
@@ -241,9 +241,9 @@ def looser_than(used: dict[str, Any], plan: Qualification) -> list[str]:
         ("carried_prefixes", "carried prefix"),
         ("carried_units", "carried unit"),
     ):
-        missing = sorted(set(getattr(plan, key)) - set(used.get(key) or []))
+        missing = sorted(set(getattr(plan, key)) - set(getattr(used, key)))
         found += [f"it did not hold {what} {name}" for name in missing]
-    wider = sorted(set(used.get("measurement_layer") or []) - set(plan.measurement_layer))
+    wider = sorted(set(used.measurement_layer) - set(plan.measurement_layer))
     found += [f"it let {glob} change, which the plan's measurement layer does not" for glob in wider]
     return found
 

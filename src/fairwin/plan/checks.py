@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from fairwin.plan.base import StrictModel
 
@@ -83,7 +83,7 @@ class ControlProbe(StrictModel):
     """A request that must come back with ``expect_status``: proof the rehearsal sees that failure."""
 
     name: str
-    body: dict[str, Any] = Field(description="Merged into the warm-up request's body.")
+    body: dict[str, JsonValue] = Field(description="Merged into the warm-up request's body.")
     expect_status: int = Field(ge=100, le=599)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain_settings import ChainSettings
@@ -74,7 +74,7 @@ class Cell(StrictModel):
     max_tokens: int = Field(512, ge=2)
     endpoint: Literal["completions", "chat"] = "completions"
     decision: bool = Field(True, description="False: measured and reported, never deciding.")
-    extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body: dict[str, JsonValue] = Field(default_factory=dict)
 
     @field_validator("extra_body")
     @classmethod

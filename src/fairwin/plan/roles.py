@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from fairwin.plan.base import StrictModel
 from fairwin.plan.container_settings import Container
@@ -137,7 +137,7 @@ class Role(StrictModel):
     allowed_env_differences: list[str] = Field(
         default_factory=list, description="Keys whose effective value may differ from the base role's."
     )
-    speculative: dict[str, Any] | None = Field(
+    speculative: dict[str, JsonValue] | None = Field(
         None, description="The declared speculative config; {} means none. Checked at every start."
     )
     compare_live: bool | None = Field(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from fairwin.decision import CellDecision, Decision, MetricResult
 from fairwin.decision.decide import guard_reason
+from fairwin.directory.start_receipt import StartTelemetry
 from fairwin.report.decision_table import NO_VALUE, interval, markdown_table
 from fairwin.report.error_rates import audited_rates
 from fairwin.rows import PooledRow
@@ -138,10 +138,10 @@ def render_summary(
     decision: Decision,
     rows: Sequence[PooledRow],
     held: Sequence[str] = (),
-    telemetry: Sequence[dict[str, Any]] = (),
+    telemetry: Sequence[tuple[str, StartTelemetry]] = (),
 ) -> str:
     """The window's summary; ``held`` are lines about the hardware (production's restore, the chain),
-    ``telemetry`` each start's GPU summary (start.json's ``telemetry`` with its ``start``)."""
+    ``telemetry`` each start's GPU summary (start.json's ``telemetry``, by start)."""
     rule = decision.rule
     rates = audited_rates(decision)
     parts = [
@@ -210,7 +210,7 @@ def looks_section(decision: Decision) -> list[str]:
     return [*lines, ""]
 
 
-def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
+def telemetry_section(starts: Sequence[tuple[str, StartTelemetry]]) -> list[str]:
     """Per start: the cap it ran at, its SM clock (min, median, max over busy samples), its dial-backs."""
     if not starts:
         return []
@@ -220,23 +220,23 @@ def telemetry_section(starts: Sequence[dict[str, Any]]) -> list[str]:
         "| start | source | samples | cap MHz | SM MHz min / median / max | dial-backs |",
         "|---|---|---|---|---|---|",
     ]
-    for start in starts:
-        sm = start.get("sm_mhz")
+    for name, start in starts:
+        sm = start.sm_mhz
         clocks = f"{sm['min']:.0f} / {sm['median']:.0f} / {sm['max']:.0f}" if sm else NO_VALUE
-        cap = start.get("cap_mhz")
+        cap = start.cap_mhz
         events = (
             ", ".join(
-                f"{d['kind']} on GPU {d['gpu']} at {time.strftime('%H:%M:%S', time.gmtime(d['time']))} UTC "
-                f"({', '.join(d['reasons'])})"
-                for d in start.get("dialbacks", [])
+                f"{d.kind} on GPU {d.gpu} at {time.strftime('%H:%M:%S', time.gmtime(d.time))} UTC "
+                f"({', '.join(d.reasons)})"
+                for d in start.dialbacks
             )
             or "none"
         )
         lines.append(
-            f"| {start['start']} | {start['source']} | {start['samples']} | "
+            f"| {name} | {start.source} | {start.samples} | "
             f"{'n/a' if cap is None else f'{cap:g}'} | {clocks} | {events} |"
         )
-        lines += [f"|  |  |  |  |  | {problem} |" for problem in start.get("problems", [])]
+        lines += [f"|  |  |  |  |  | {problem} |" for problem in start.problems]
     return [*lines, ""]
 
 

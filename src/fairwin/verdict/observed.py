@@ -5,9 +5,8 @@ step puts these into the decision's context; summary.md and report.html show the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from fairwin.directory.start_receipt import StartReceipt
+from fairwin.directory.start_receipt import StartReceipt, StartTelemetry
 from fairwin.plan.loading import LoadedPlan
 from fairwin.production.live import LiveProduction
 from fairwin.telemetry.host_condition import not_idle_warning
@@ -19,9 +18,9 @@ def pooled_profile(receipts: Sequence[StartReceipt]) -> str | None:
     return next((r.counters for r in receipts if r.counters is not None), None)
 
 
-def started_telemetry(receipts: Sequence[StartReceipt]) -> list[dict[str, Any]]:
+def started_telemetry(receipts: Sequence[StartReceipt]) -> list[tuple[str, StartTelemetry]]:
     """Each start's GPU summary, from its start.json, in start order (none where nothing was sampled)."""
-    return [{"start": r.start, **r.telemetry.model_dump(mode="json")} for r in receipts if r.telemetry is not None]
+    return [(r.start, r.telemetry) for r in receipts if r.telemetry is not None]
 
 
 def unobserved_checks(receipts: Sequence[StartReceipt]) -> list[str]:
