@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from pydantic import JsonValue
 
 ProfileName = Literal["vllm", "llamacpp", "none"]
 #: What a plan may ask for: a profile by name, or the one the first start's server exports.
@@ -52,10 +54,10 @@ class ServerProfile:
     #: A series only this engine exports: what ``auto`` recognises it by.
     signature: str = ""
     #: Fields added to every request fairwin sends this server.
-    request_fields: Mapping[str, Any] = field(default_factory=dict)
+    request_fields: Mapping[str, JsonValue] = field(default_factory=dict)
     tokenize: TokenizeStyle = "vllm"
 
-    def body_fields(self, cell_extra: Mapping[str, Any]) -> dict[str, Any]:
+    def body_fields(self, cell_extra: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
         """What a request adds to the standard body: this profile's fields, then the cell's own (which win)."""
         return {**self.request_fields, **cell_extra}
 

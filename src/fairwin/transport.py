@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 import aiohttp
+from pydantic import JsonValue
 
 from fairwin.errors import HTTPStatusError, TransportError
 from fairwin.redaction import secret_from_env
@@ -65,7 +66,7 @@ async def get_text(session: aiohttp.ClientSession, url: str, *, what: str) -> st
         raise transport_error(what, url, exc) from None
 
 
-async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str, Any], *, what: str) -> Any:
+async def post_json(session: aiohttp.ClientSession, url: str, payload: dict[str, JsonValue], *, what: str) -> Any:
     try:
         async with session.post(url, json=payload) as response:
             body = await response.text()

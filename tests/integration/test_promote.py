@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fairwin.decision.divergence import Divergence
+from fairwin.directory.layout import WindowDir
 from fairwin.errors import ANSWER_IS_NO
 from fairwin.launch.spec import free_port
 from fairwin.promote.check import CHECKS, gather
@@ -180,7 +181,7 @@ def test_a_receipt_changed_after_the_window_is_refused(promoted: dict[str, Any])
 
 def evidence_reasons(promoted: dict[str, Any], **decision_changes: Any) -> list[str]:
     """The checks on the window's own evidence with its decision changed as a window could have decided."""
-    found, _ = gather(promoted["window"])
+    found, _ = gather(WindowDir.at(promoted["window"]))
     assert found.decision is not None
     found.decision = found.decision.model_copy(update=decision_changes)
     rules = [{"id": found.decision.rule_id, "sha256": found.decision.rule_sha256}]
@@ -191,7 +192,7 @@ def evidence_reasons(promoted: dict[str, Any], **decision_changes: Any) -> list[
 def test_a_verdict_other_than_win_a_failed_guard_or_a_real_greedy_divergence_is_refused(
     promoted: dict[str, Any],
 ) -> None:
-    found, _ = gather(promoted["window"])
+    found, _ = gather(WindowDir.at(promoted["window"]))
     assert found.decision is not None and found.decision.greedy is not None
     assert evidence_reasons(promoted, verdict="NEUTRAL") == ["the verdict is NEUTRAL, not WIN"]
     cell = found.decision.cells[0]

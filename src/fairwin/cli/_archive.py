@@ -177,13 +177,13 @@ def archive_append(args: argparse.Namespace) -> int:
     from fairwin.directory.manifest import WindowManifest
     from fairwin.records import read_record
 
-    window = Path(args.window)
-    recorded = read_record(WindowDir.at(window).manifest, WindowManifest).archive or ""
+    window: WindowDir = args.window
+    recorded = read_record(window.manifest, WindowManifest).archive or ""
     usable = recorded if recorded and (not is_database(recorded) or redact(recorded) == recorded) else None
     store = open_archive(_location(args.archive, usable))
-    appended = store.append(control_rows(WindowDir.at(window)))
+    appended = store.append(control_rows(window))
     stdout.print(
-        f"appended {appended.added} control rows of {window.name} to {store.location}"
+        f"appended {appended.added} control rows of {window.window_id} to {store.location}"
         + (f"; {appended.already} were there already" if appended.already else ""),
         markup=False,
     )

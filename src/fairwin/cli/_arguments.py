@@ -89,10 +89,10 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
-def window_directory(text: str) -> Path:
+def window_directory(text: str) -> WindowDir:
     """A window directory (the one holding window.json): refused at parse time, as the library refuses it."""
     try:
-        return WindowDir.existing(text).path
+        return WindowDir.existing(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

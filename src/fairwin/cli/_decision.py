@@ -92,7 +92,7 @@ def decide(args: argparse.Namespace) -> int:
     elif args.window:
         if args.mode or args.clock_cap_mhz is not None or args.reported:
             raise UsageError("--mode, --clock-cap-mhz and --reported are for --pooled; a window records its own")
-        recomputed = decide_window(Path(args.window), rules, args.archive)
+        recomputed = decide_window(args.window, rules, args.archive)
         decisions, notes = recomputed.decisions, recomputed.notes
     else:
         raise UsageError("give a WINDOW directory, or --pooled FILE --mode MODE")

@@ -30,8 +30,7 @@ def promote_check(args: argparse.Namespace) -> int:
 
     policy_path = Path(args.policy)
     policy, digest = load_policy(policy_path)
-    window = Path(args.window)
-    receipt = check_promotion(window, policy, policy_path, digest, args.to)
+    receipt = check_promotion(args.window, policy, policy_path, digest, args.to)
     stdout.print(receipt.verdict, markup=False)
     for reason in receipt.reasons:
         stdout.print(f"  - {reason}", markup=False, soft_wrap=True)

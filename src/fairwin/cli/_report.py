@@ -12,6 +12,7 @@ from fairwin.errors import UsageError
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
+    from fairwin.directory.layout import WindowDir
 
 
 def add_parsers(commands: Commands) -> None:
@@ -28,12 +29,11 @@ def add_parsers(commands: Commands) -> None:
 
 
 def report_html(args: argparse.Namespace) -> int:
-    from fairwin.directory.layout import WindowDir
     from fairwin.report.html import write_report
     from fairwin.verdict.stored import completed_decision
 
-    window = WindowDir.at(args.window)
-    written = write_report(window, completed_decision(window.path), args.to)
+    window: WindowDir = args.window
+    written = write_report(window, completed_decision(window), args.to)
     stdout.print(f"report: {written}", markup=False)
     return 0
 
@@ -42,9 +42,10 @@ def export_tables(args: argparse.Namespace) -> int:
     from fairwin.report.export import FORMATS, export
     from fairwin.verdict.stored import completed_decision
 
-    if len(set(args.windows)) < len(args.windows):
+    named: list[WindowDir] = args.windows
+    if len({w.path.resolve() for w in named}) < len(named):
         raise UsageError("a window is named twice; name each once")
-    windows = [(Path(w), completed_decision(w)) for w in args.windows]
+    windows = [(w.path, completed_decision(w)) for w in named]
     kinds = FORMATS if args.format == "both" else (args.format,)
     for path in export(windows, Path(args.out), kinds):
         stdout.print(f"wrote {path}", markup=False)

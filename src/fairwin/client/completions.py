@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import JsonValue
+
 from fairwin.errors import InputError
 
 PATH = "/v1/completions"
 
 
-def request(model: str, text: str, max_tokens: int, cache_salt: str) -> dict[str, Any]:
+def request(model: str, text: str, max_tokens: int, cache_salt: str) -> dict[str, JsonValue]:
     """The diagnostics' request shape (the rehearsal tries it too): one answer, temperature 0, EOS ignored,
     the top two logprobs of every position."""
     return {

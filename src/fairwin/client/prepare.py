@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 import aiohttp
-from pydantic import ConfigDict
+from pydantic import ConfigDict, JsonValue
 
 from fairwin.errors import InputError, PromptError
 from fairwin.formats import PREPARED_PROMPT, RecordFormat
@@ -41,7 +41,7 @@ class PreparedPrompt(Record):
     text: str
 
 
-def _tokenize_payload(model: str, endpoint: str, text: str) -> dict[str, Any]:
+def _tokenize_payload(model: str, endpoint: str, text: str) -> dict[str, JsonValue]:
     """vLLM's /tokenize body: a completion's prompt, or a chat's messages with the generation prompt."""
     if endpoint == "chat":
         return {
@@ -123,7 +123,7 @@ class TokenizeClient:
                 raise PromptError(f"/tokenize at {self._url} answered without {wanted}: {reply!r:.120}") from None
         return self._cache[text]
 
-    async def _payload(self, text: str) -> dict[str, Any]:
+    async def _payload(self, text: str) -> dict[str, JsonValue]:
         if self._style == "vllm":
             return _tokenize_payload(self._model, self._endpoint, text)
         if self._endpoint != "chat":

@@ -110,9 +110,9 @@ class StreamRecord(Record):
 
 
 def request_body(
-    record: StreamRecord, model: str, prompt: str, temperature: float, top_p: float, extra: dict[str, Any]
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
+    record: StreamRecord, model: str, prompt: str, temperature: float, top_p: float, extra: dict[str, JsonValue]
+) -> dict[str, JsonValue]:
+    body: dict[str, JsonValue] = {
         "model": model,
         "max_tokens": record.max_tokens,
         "temperature": temperature,
@@ -277,7 +277,9 @@ def check_complete(record: StreamRecord) -> None:
         raise StreamError("stream carried no text at all")
 
 
-async def run_stream(transport: StreamTransport, url: str, record: StreamRecord, body: dict[str, Any]) -> StreamRecord:
+async def run_stream(
+    transport: StreamTransport, url: str, record: StreamRecord, body: dict[str, JsonValue]
+) -> StreamRecord:
     """Send one streaming request; fill ``record`` in place, raising on any failure."""
     what = f"{record.start} {record.wave} stream {record.stream}"
     payload = orjson.dumps(body)
@@ -306,7 +308,7 @@ async def run_stream(transport: StreamTransport, url: str, record: StreamRecord,
 
 
 async def run_stream_recorded(
-    transport: StreamTransport, url: str, record: StreamRecord, body: dict[str, Any]
+    transport: StreamTransport, url: str, record: StreamRecord, body: dict[str, JsonValue]
 ) -> StreamRecord:
     """Like :func:`run_stream`, but a failure is kept on the record as evidence and re-raised."""
     try:

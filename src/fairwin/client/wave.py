@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 import aiohttp
+from pydantic import JsonValue
 
 from fairwin.client.prepare import PreparedPrompt, prompt_key
 from fairwin.client.sse_transport import StreamTransport
@@ -135,7 +136,7 @@ async def run_wave(
     records, bodies = _streams(target, window_id, cell, spec, prepared)
     gate = asyncio.Semaphore(cell.concurrency)
 
-    async def one(record: StreamRecord, body: dict[str, object]) -> StreamRecord:
+    async def one(record: StreamRecord, body: dict[str, JsonValue]) -> StreamRecord:
         async with gate:
             return await run_stream_recorded(streams, url, record, body)
 
@@ -158,7 +159,7 @@ async def run_wave(
 
 def _streams(
     target: Target, window_id: str, cell: Cell, spec: WaveSpec, prepared: dict[str, PreparedPrompt]
-) -> tuple[list[StreamRecord], list[dict[str, object]]]:
+) -> tuple[list[StreamRecord], list[dict[str, JsonValue]]]:
     """Each stream's record (salted apart from every other stream) and its request body."""
     records: list[StreamRecord] = []
     bodies = []

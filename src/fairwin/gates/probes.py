@@ -58,7 +58,7 @@ def _stream_body(
     max_tokens: int,
     salt: str,
     text: str = PROBE_TEXT,
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     cell = loaded.plan.cells[cell_name]
     record = StreamRecord(
         start="rehearsal",
@@ -109,7 +109,7 @@ def _reading_probes(loaded: LoadedPlan, profile: ServerProfile, model: str) -> l
     if profile.reads_counters:  # a client-only window never reads /metrics
         probes.append(Probe("metrics", "GET", "/metrics", None))
     for endpoint in sorted({cell.endpoint for cell in plan.cells.values()}):
-        body: dict[str, Any] = {"model": model}
+        body: dict[str, JsonValue] = {"model": model}
         if profile.tokenize == "llamacpp":  # a chat is rendered by /apply-template first (client/prepare.py)
             body = {"content": PROBE_TEXT, "add_special": True}
         elif endpoint == "chat":
@@ -137,11 +137,11 @@ class _Shapes:
     def warm(self) -> str:
         return self.loaded.plan.first_decision_cell
 
-    def priced(self, body: dict[str, Any]) -> dict[str, Any]:
+    def priced(self, body: dict[str, JsonValue]) -> dict[str, JsonValue]:
         priority = self.loaded.plan.rehearsal.priority
         return body if priority is False else {**body, "priority": priority}
 
-    def _body(self, cell: str, tokens: int, salt: str, text: str = PROBE_TEXT) -> dict[str, Any]:
+    def _body(self, cell: str, tokens: int, salt: str, text: str = PROBE_TEXT) -> dict[str, JsonValue]:
         return _stream_body(self.loaded, self.profile, cell, self.model, tokens, f"{self.stamp}.{salt}", text)
 
     def warmup(self) -> Probe:
@@ -181,7 +181,11 @@ class _Shapes:
         speculative decoding is on, which is what the default control probe proves."""
         if token is None:
             return []
-        body = {**self._body(self.warm, self.tokens, "eos"), "ignore_eos": False, "allowed_token_ids": [token]}
+        body: dict[str, JsonValue] = {
+            **self._body(self.warm, self.tokens, "eos"),
+            "ignore_eos": False,
+            "allowed_token_ids": [token],
+        }
         path = endpoint_path(self.loaded.plan.cells[self.warm])
         return [Probe("eos", "POST", path, self.priced(body), True, expect_tokens=1, expect_finish="stop")]
 

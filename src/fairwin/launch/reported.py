@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from pydantic import JsonValue
+
 NON_DEFAULT = "non-default args: "
 _SIM_TOKENS = re.compile(r"'spec_tokens': (\d+)")
 _VLLM_KEY = "'speculative_config': "
@@ -33,7 +35,7 @@ def _literal_at(text: str, start: int) -> Any:
     raise ValueError("unbalanced")
 
 
-def reported_speculative(log_text: str) -> dict[str, Any] | None:
+def reported_speculative(log_text: str) -> dict[str, JsonValue] | None:
     """The speculative config from the server's last ``non-default args`` line: {} when it names none (the server
     does not speculate); None when the log has no such line or it cannot be read (nothing was observed)."""
     lines = [line for line in log_text.splitlines() if NON_DEFAULT in line]
@@ -52,4 +54,8 @@ def reported_speculative(log_text: str) -> dict[str, Any] | None:
         return None
     if found is None:
         return {}
-    return found if isinstance(found, dict) else None
+    if not isinstance(found, dict):
+        return None
+    # As JSON holds it (a Python literal's tuples become lists): compared with a plan's lists, stored in start.json.
+    as_json: dict[str, JsonValue] = json.loads(json.dumps(found, default=str))
+    return as_json

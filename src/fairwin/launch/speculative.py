@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+
+from pydantic import JsonValue
 
 from fairwin.errors import PlanError
 
@@ -41,7 +42,7 @@ def _llama_name(flag: str) -> str | None:
     return flag[2:] if flag.startswith(LLAMA_NGRAM_PREFIX) else None
 
 
-def stated_speculative(argv: Sequence[str]) -> dict[str, Any] | None:
+def stated_speculative(argv: Sequence[str]) -> dict[str, JsonValue] | None:
     """The speculative config the launch arguments state; None where they state none (a wrapper script, or a
     server started plainly, may still speculate: only the server's own report tells)."""
     flags = {arg.partition("=")[0] for arg in argv}
@@ -52,10 +53,10 @@ def stated_speculative(argv: Sequence[str]) -> dict[str, Any] | None:
     return None
 
 
-def llama_speculative(argv: Sequence[str]) -> dict[str, Any]:
+def llama_speculative(argv: Sequence[str]) -> dict[str, JsonValue]:
     """llama-server's speculative options as a config: ``method`` (its ``--spec-type``), then each option by its
     long name without dashes, as given; {} where ``--spec-type none`` and nothing else asks for a draft."""
-    found: dict[str, Any] = {}
+    found: dict[str, JsonValue] = {}
     for index, arg in enumerate(argv):
         flag, eq, inline = arg.partition("=")
         if flag in LLAMA_SWITCHES:
@@ -71,7 +72,7 @@ def llama_speculative(argv: Sequence[str]) -> dict[str, Any]:
     return {"method": method or "draft", **found} if method or found else {}
 
 
-def effective_speculative(argv: Sequence[str]) -> dict[str, Any]:
+def effective_speculative(argv: Sequence[str]) -> dict[str, JsonValue]:
     """The speculative config the launch arguments ask for; {} for none."""
     for index, arg in enumerate(argv):
         name, eq, inline = arg.partition("=")

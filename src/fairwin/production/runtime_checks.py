@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from fairwin.directory.declaration import LiveMember
 from fairwin.directory.start_receipt import SpeculativeSource
 from fairwin.errors import GateRefused, RuntimeCheckError
@@ -171,7 +173,7 @@ def check_live_speculative(label: str, live: LiveMember, effective: Mapping[str,
 
 def check_speculative(
     role_name: str, declared: Mapping[str, Any] | None, argv: Sequence[str], standard: bool
-) -> dict[str, Any]:
+) -> dict[str, JsonValue]:
     """Refuse a role whose launch arguments ask for another speculative config than the declared one, or not the
     standard verification when it is required (before anything starts: GateRefused). Arguments that state none
     are left to the start, which reads what the server reports."""
@@ -233,7 +235,7 @@ def check_reported_speculative(
     declared: Mapping[str, Any] | None,
     runtime: Runtime,
     live: LiveMember | None,
-) -> tuple[dict[str, Any] | None, SpeculativeSource]:
+) -> tuple[dict[str, JsonValue] | None, SpeculativeSource]:
     """The speculative config a started server runs, from what it reports (its ``non-default args`` log line),
     else from what its argv states, checked against the declaration, standard verification and production's
     (``live``): (config, where it was read). One that cannot be observed is refused by name, unless the plan

@@ -250,9 +250,8 @@ CHECKS: list[tuple[str, Callable[[Evidence, PromotionPolicy], list[str]]]] = [
 ]
 
 
-def gather(window: Path) -> tuple[Evidence, list[str]]:
+def gather(files: WindowDir) -> tuple[Evidence, list[str]]:
     """The window's records, and why it cannot be promoted at all (not complete, its decision unsealed)."""
-    files = WindowDir.at(window)
     status = read_record(files.status, WindowStatus)
     manifest = read_record(files.manifest, WindowManifest)
     decision, reasons = None, []
@@ -260,17 +259,17 @@ def gather(window: Path) -> tuple[Evidence, list[str]]:
         reasons.append(f"the window is {status.state}, not complete")
     else:
         try:
-            decision = completed_decision(window)
+            decision = completed_decision(files)
         except FairwinError as exc:
             reasons.append(f"its decision cannot be trusted: {exc}")
     sealed = decision.inputs if decision is not None else None
     if sealed is not None and sha256_file(files.manifest) != sealed.manifest_sha256:
-        reasons.append(f"{window / 'window.json'} changed since the decision sealed it")
-    return Evidence(window, status, manifest, decision), reasons
+        reasons.append(f"{files.manifest} changed since the decision sealed it")
+    return Evidence(files.path, status, manifest, decision), reasons
 
 
 def check_promotion(
-    window: Path, policy: PromotionPolicy, policy_path: Path, policy_sha256: str, out: Path | None = None
+    window: WindowDir, policy: PromotionPolicy, policy_path: Path, policy_sha256: str, out: Path | None = None
 ) -> PromotionRecord:
     """Every check, then the sealed ``fairwin.promotion/1`` receipt (written to ``out``, default
     WINDOW/promotion.json); its ``verdict`` is ALLOWED or REFUSED with every reason."""
@@ -286,11 +285,11 @@ def check_promotion(
         checks=checked,
         accepted=_accepted(found, policy),
         window_id=found.manifest.window_id,
-        window_path=str(window),
+        window_path=str(window.path),
         decision_sha256=found.status.decision_sha256,
         commit=found.commit,
         policy_path=str(policy_path),
         policy_sha256=policy_sha256,
         created_unix=time.time(),
     )
-    return write_receipt(out if out is not None else WindowDir.at(window).promotion, document)
+    return write_receipt(out if out is not None else window.promotion, document)

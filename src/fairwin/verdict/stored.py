@@ -239,7 +239,9 @@ def _compared(recorded: Decision, recomputed: Decision) -> str:
     )
 
 
-def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Path | str | None = None) -> Recomputed:
+def decide_window(
+    path: WindowDir | Path | str, rules: Sequence[RuleSpec] = (), archive: Path | str | None = None
+) -> Recomputed:
     """Recompute a complete window's decision; with ``archive`` (a path or URL), against that archive's noise as
     it is now, keyed as the window's own control starts.
 
@@ -247,7 +249,7 @@ def decide_window(path: Path | str, rules: Sequence[RuleSpec] = (), archive: Pat
     The rows and context are checked against the digests sealed in ``decision.json``; with the
     window's own rule and archive, the recomputation is compared with the recorded decision.
     """
-    window = WindowDir.existing(path)
+    window = path if isinstance(path, WindowDir) else WindowDir.existing(path)
     path = window.path
     status = read_record(window.status, WindowStatus)
     if status.state != "complete":
@@ -289,9 +291,9 @@ def _rule_from(manifest: WindowManifest) -> RuleSpec:
     return rule
 
 
-def completed_decision(path: Path | str) -> Decision:
+def completed_decision(path: WindowDir | Path | str) -> Decision:
     """A complete window's recorded decision, checked against the digest its status sealed (for comparisons)."""
-    window = WindowDir.existing(path)
+    window = path if isinstance(path, WindowDir) else WindowDir.existing(path)
     status = read_record(window.status, WindowStatus)
     if status.state != "complete":
         why = f" ({status.error})" if status.error else ""
