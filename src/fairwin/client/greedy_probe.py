@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -20,12 +19,11 @@ from fairwin.client.completions import PATH, parse, request
 from fairwin.client.prepare import PreparedPrompt
 from fairwin.client.wave import Target, salt, server_counters
 from fairwin.decision.divergence import GreedyFindings, GreedyStream, compare_greedy
+from fairwin.directory.layout import GREEDY, WindowDir
 from fairwin.metrics.scrape import delta
 from fairwin.plan.diagnostics import GreedySettings
 from fairwin.records import read_records, write_records
 from fairwin.transport import post_json
-
-FILE = "greedy.jsonl"
 
 
 async def diagnose(
@@ -35,13 +33,13 @@ async def diagnose(
     settings: GreedySettings,
     prepared: dict[str, dict[str, PreparedPrompt]],
     cells: Sequence[str],
-    directory: Path,
+    window: WindowDir,
     speculative: bool,
 ) -> int:
     """Run the start's greedy streams and store them; how many were stored. A speculative start's rows say
     whether it really speculated meanwhile (its draft counter moved): some servers turn speculation off
     for requests that ask for logprobs, and then the comparison says nothing about speculative decoding."""
-    rows: list[dict[str, Any]] = []
+    rows: list[GreedyStream] = []
     url = f"{target.base_url}{PATH}"
     before = await server_counters(session, target)
     for cell in cells:
@@ -52,27 +50,27 @@ async def diagnose(
             answer = await post_json(session, url, body, what=f"greedy diagnostics of {target.start}")
             tokens, top = parse(answer, f"greedy diagnostics of {target.start}, {cell} {key}")
             rows.append(
-                {
-                    "start": target.start,
-                    "kind": target.kind,
-                    "role": target.role,
-                    "cell": cell,
-                    "prompt": key,
-                    "tokens": tokens,
-                    "top": top,
-                }
+                GreedyStream(
+                    start=target.start,
+                    kind=target.kind,
+                    role=target.role,
+                    cell=cell,
+                    prompt=key,
+                    tokens=tokens,
+                    top=top,
+                )
             )
     speculated = None
     if speculative and target.profile.reads_counters and target.profile.drafts:
         drafts = delta(before, await server_counters(session, target)).get(target.profile.drafts, 0.0)
         speculated = drafts > 0
-    write_records(directory / FILE, [GreedyStream.model_validate({**row, "speculated": speculated}) for row in rows])
+    write_records(window.greedy(target.start), [row.model_copy(update={"speculated": speculated}) for row in rows])
     return len(rows)
 
 
-def findings(window: Path, settings: GreedySettings, base_dir: Path) -> GreedyFindings | None:
+def findings(window: WindowDir, settings: GreedySettings, base_dir: Path) -> GreedyFindings | None:
     """Every diagnosed start's streams, in start order, compared (decision/divergence.py); None if none ran."""
-    files = sorted(window.glob(f"starts/*/{FILE}"), key=lambda p: int(p.parent.name[1:]))
+    files = window.start_files(GREEDY)
     if not files:
         return None
     streams = [stream for path in files for stream in read_records(path, GreedyStream)]

@@ -132,7 +132,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
 def _plan_at_open(loaded: LoadedPlan, directory: WindowDir, notes: list[str]) -> LoadedPlan:
     """The plan as the window ran it (its copy, with its overrides); the plan as it is now where it cannot be read."""
     try:  # the same place: env files resolve as they did
-        return dataclasses.replace(loaded, plan=parse_window_plan(directory.path))
+        return dataclasses.replace(loaded, plan=parse_window_plan(directory))
     except InputError as exc:
         notes.append(f"the window's plan copy could not be read ({exc}); recovered as the plan says now")
         return loaded

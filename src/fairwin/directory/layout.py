@@ -25,6 +25,9 @@ from fairwin.errors import InputError, OutputDirError
 from fairwin.records import read_record, write_record
 from fairwin.redaction import ScrubbingFormatter
 
+#: A diagnosed start's greedy streams, in its directory.
+GREEDY = "greedy.jsonl"
+
 
 def new_window_id(mode: str) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -140,8 +143,15 @@ class WindowDir:
 
     def start_receipt_paths(self) -> list[Path]:
         """Every start's receipt there is, in start order (s2 before s10)."""
-        paths = (self.path / "starts").glob("*/start.json")
-        return sorted(paths, key=lambda path: int(path.parent.name[1:]))
+        return self.start_files("start.json")
+
+    def start_files(self, name: str) -> list[Path]:
+        """Every start's file of this name there is (``greedy.jsonl``: a diagnosed start's), in start order."""
+        return sorted((self.path / "starts").glob(f"*/{name}"), key=lambda path: int(path.parent.name[1:]))
+
+    def greedy(self, start: str) -> Path:
+        """The start's greedy diagnostics (``fairwin.greedy/1``), one row per stream."""
+        return self.start_dir(start) / GREEDY
 
     def start_receipts(self) -> list[StartReceipt]:
         """Every start's receipt, read, in start order."""

@@ -54,12 +54,14 @@ def calibrate(output_dir: Path) -> Calibration:
     found = Calibration()
     if not output_dir.is_dir():
         return found
-    for window in sorted(p for p in output_dir.iterdir() if WindowDir.at(p).status.exists()):
+    for window in sorted((WindowDir.at(p) for p in output_dir.iterdir()), key=lambda w: w.path):
+        if not window.status.exists():
+            continue
         try:
             _calibrate_from(window, found)
         except (OSError, ValueError, KeyError, TypeError, PlanError, InputError) as exc:
             # Not this gate's to judge: the window calibrates nothing, and the estimate says so.
-            found.unreadable.append(f"{window.name}: {exc}")
+            found.unreadable.append(f"{window.window_id}: {exc}")
     return found
 
 
@@ -74,12 +76,11 @@ def _fields_of(path: Path) -> Iterator[None]:
         raise CorruptRecordError(f"{path}: {exc}") from None
 
 
-def _calibrate_from(window: Path, found: Calibration) -> None:
-    files = WindowDir.at(window)
+def _calibrate_from(files: WindowDir, found: Calibration) -> None:
     status = read_record(files.status, WindowStatus)
     if status.state != "complete":
         return
-    plan = parse_window_plan(window)
+    plan = parse_window_plan(files)
     startup, stop, waves = [], [], []
     for start_file in files.start_receipt_paths():
         with _fields_of(start_file):
@@ -94,8 +95,8 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
             waves.append((cell_key(plan.cells[wave.cell]), wave.seconds))
     for what, found_in, name in ((startup, "starts", "starts/*/start.json"), (waves, "waves", "waves.jsonl")):
         if not what:
-            raise CorruptRecordError(f"{window / name}: no {found_in}, though the window is complete")
-    takedown, restore = _production_costs(window)
+            raise CorruptRecordError(f"{files.path / name}: no {found_in}, though the window is complete")
+    takedown, restore = _production_costs(files)
     # Only a window read whole counts: nothing is added from one that fails halfway.
     for table, pairs in (
         (found.startup_s, startup),
@@ -108,10 +109,9 @@ def _calibrate_from(window: Path, found: Calibration) -> None:
             table.setdefault(key, []).append(seconds)
 
 
-def _production_costs(window: Path) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+def _production_costs(files: WindowDir) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """(production's sha256, seconds) of the take-down and of the restore with its watch, from the journal's
     step times in budget.json; nothing for a window without production or from before budget.json."""
-    files = WindowDir.at(window)
     production = read_record(files.manifest, WindowManifest).production
     if not production or not files.budget.exists():
         return [], []

@@ -19,6 +19,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
 from fairwin.errors import PinMismatchError, PlanError
 from fairwin.files import canonical_json, sha256_bytes, sha256_file
@@ -165,11 +166,11 @@ def parse_plan(path: Path, overrides: Sequence[Override] = ()) -> tuple[bytes, P
     return raw, _validated(path, data)
 
 
-def parse_window_plan(window: Path) -> Plan:
+def parse_window_plan(window: WindowDir) -> Plan:
     """The plan a window ran: its copy of the plan file with the overrides its window.json recorded."""
-    manifest = read_record(window / "window.json", WindowManifest)
+    manifest = read_record(window.manifest, WindowManifest)
     changes = [Override.recorded(c.key, c.value, c.variable) for c in manifest.plan_overrides]
-    return parse_plan(window / "plan.toml", changes)[1]
+    return parse_plan(window.plan_copy, changes)[1]
 
 
 def read_prompts(path: Path, key: str) -> dict[str, Prompt]:

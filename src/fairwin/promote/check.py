@@ -103,7 +103,7 @@ def _decided(found: Evidence, policy: PromotionPolicy) -> list[str]:
 
 def _qualification_rules(found: Evidence) -> Qualification:
     """The [qualification] of the plan the window ran (its copy): what the carry must have held."""
-    plan = parse_window_plan(found.path)
+    plan = parse_window_plan(WindowDir.at(found.path))
     return plan.qualification
 
 

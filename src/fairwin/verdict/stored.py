@@ -66,7 +66,7 @@ def context_for(
         order="candidate-first" if order == "candidate-first" else "control-first",
         archive=archive,
         archive_snapshot=ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest),
-        greedy=findings(window.path, greedy, loaded.base_dir) if (greedy := loaded.plan.diagnostics.greedy) else None,
+        greedy=findings(window, greedy, loaded.base_dir) if (greedy := loaded.plan.diagnostics.greedy) else None,
     )
 
 

@@ -368,7 +368,7 @@ async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: T
         settings,
         ctx.prepared,
         cells,
-        ctx.window.start_dir(target.start),
+        ctx.window,
         speculative,
     )
 
