@@ -112,7 +112,9 @@ def test_a_relock_mid_start_and_a_dialback_between_starts_are_both_seen(
     monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GPU_IDLE_THERMAL", "1")  # the stand-in nvidia-smi runs with fairwin's environment
     loading = {"FAKE_GPU_CAP": "1980", "FAKE_GPU_IDLE_FIRST_READS": "1"}  # idle (and hot) while a server loads
-    relock = {**loading, "FAKE_GPU_RELOCK_AFTER_S": "3.5", "FAKE_GPU_RELOCK_MHZ": "1755"}
+    # The watchdog re-locks once s2's server has finished its two warm-up requests and its first measured one: its
+    # own sampler has read the cap before, and its last wave and last read come after, however slow the machine.
+    relock = {**loading, "FAKE_GPU_RELOCK_AFTER_REQUESTS": "2", "FAKE_GPU_RELOCK_MHZ": "1755"}
     plan = production_plan(
         make_plan,
         "gpu-relock",
