@@ -7,8 +7,11 @@ in one line, never trusted. The server a role runs there is launch/remote.py's.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import math
 import shlex
+import threading
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -129,21 +132,94 @@ async def run_once(name: str, host: Host, command: str, timeout_s: float | None 
 
 
 def runner(name: str, host: Host, timeout_s: float = 10.0) -> Callable[[list[str]], str]:
-    """A blocking command runner on the host (for the GPU sampler's thread): its stdout, or InputError."""
+    """A blocking command runner on the host (for the GPU sampler's thread): its stdout, or InputError. Every
+    runner of one host shares one connection, kept open (:class:`HostSession`)."""
+    key = (name, host.model_dump_json())
+    with _SESSIONS_GUARD:
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = _SESSIONS[key] = HostSession(name, host)
+    return lambda argv: session.run(argv, timeout_s)
 
-    async def run(argv: list[str]) -> str:
-        try:
-            done = await run_once(name, host, shlex.join(argv), timeout_s)
-        except LaunchError as exc:
-            raise InputError(str(exc)) from None
-        if done.exit_status != 0:
-            raise InputError(
-                f"{shlex.join(argv)} on host {name} exited {done.exit_status}: "
-                f"{str(done.stderr or done.stdout).strip()[:200]}"
-            )
-        return str(done.stdout or "")
 
-    return lambda argv: blocking(run(argv))
+class HostSession:
+    """Commands on one host over one SSH connection kept open between them, for callers without an event loop.
+
+    A sampler reads nvidia-smi every interval: a login for each read cost a key exchange (and a line in the host's
+    auth log) per sample, several a second across a window's hosts. The connection is made at the first command;
+    one lost since the last is made again, once. Its event loop runs on a thread of its own, so any thread may
+    call :meth:`run`, and several at once. Written here because asyncssh keeps no connection between callers on
+    other threads; ended when fairwin exits (:func:`close_sessions`)."""
+
+    def __init__(self, name: str, host: Host) -> None:
+        self.name, self.host = name, host
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"ssh {name}", daemon=True)
+        self._thread.start()
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._connecting = asyncio.Lock()  # used on the session's own loop only
+
+    def run(self, argv: list[str], timeout_s: float) -> str:
+        return asyncio.run_coroutine_threadsafe(self._command(shlex.join(argv), timeout_s), self._loop).result()
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        async with self._connecting:
+            if self._conn is None:
+                try:
+                    self._conn = await connect(self.name, self.host)
+                except LaunchError as exc:
+                    raise InputError(str(exc)) from None
+            return self._conn
+
+    async def _command(self, command: str, timeout_s: float) -> str:
+        for attempt in (1, 2):
+            conn = await self._connection()
+            try:
+                done = await asyncio.wait_for(conn.run(command, check=False), timeout_s)
+            except TimeoutError:
+                raise InputError(f"{command!r} on host {self.name} took over {timeout_s:g} s") from None
+            except (asyncssh.Error, OSError) as exc:  # lost since the last command: log in once more
+                self._drop(conn)
+                if attempt == 2:
+                    raise InputError(f"{command!r} on host {self.name}: the connection was lost ({exc})") from None
+                continue
+            if done.exit_status != 0:
+                raise InputError(
+                    f"{command} on host {self.name} exited {done.exit_status}: "
+                    f"{str(done.stderr or done.stdout).strip()[:200]}"
+                )
+            return str(done.stdout or "")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _drop(self, conn: asyncssh.SSHClientConnection) -> None:
+        conn.close()
+        if self._conn is conn:
+            self._conn = None
+
+    def close(self) -> None:
+        async def ending() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                await self._conn.wait_closed()
+
+        with contextlib.suppress(Exception):  # fairwin is exiting: a connection that will not close is let go
+            asyncio.run_coroutine_threadsafe(ending(), self._loop).result(timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+
+_SESSIONS: dict[tuple[str, str], HostSession] = {}
+_SESSIONS_GUARD = threading.Lock()
+
+
+@atexit.register
+def close_sessions() -> None:
+    """Every host's kept connection closed (at exit; a test may call it)."""
+    with _SESSIONS_GUARD:
+        sessions = list(_SESSIONS.values())
+        _SESSIONS.clear()
+    for session in sessions:
+        session.close()
 
 
 def blocking(work: Coroutine[Any, Any, T]) -> T:
