@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from fairwin._version import __version__
 from fairwin.errors import (
     ArchiveError,
     CorruptRecordError,
@@ -54,6 +53,7 @@ from fairwin.errors import (
 )
 
 if TYPE_CHECKING:
+    from fairwin._version import __version__
     from fairwin.archive import read_archive
     from fairwin.archive.archive_row import ArchiveRow
     from fairwin.archive.store import Snapshot
@@ -82,6 +82,7 @@ if TYPE_CHECKING:
 
 #: Public name -> "module:attribute" it is loaded from.
 _LAZY = {
+    "__version__": "fairwin._version:__version__",  # read from the package metadata when asked for
     "LoadedPlan": "fairwin.plan:LoadedPlan",
     "Plan": "fairwin.plan:Plan",
     "load_plan": "fairwin.plan:load_plan",

@@ -18,7 +18,6 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from fairwin._version import __version__
 from fairwin.cli import (
     _archive,
     _chain,
@@ -55,13 +54,23 @@ GROUPS = (
 )
 
 
+class _Version(argparse.Action):
+    """``--version``, read from the package metadata only when asked for (every command builds the parser)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from fairwin._version import __version__
+
+        sys.stdout.write(f"fairwin {__version__}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="fairwin",
         description="Decide fairly whether a serving change wins: windows where control and candidate take turns, "
         "the server's own counters pooled per repeat, and a registered decision rule.",
     )
-    parser.add_argument("--version", action="version", version=f"fairwin {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show fairwin's version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log HTTP errors and details to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from fairwin.cli._arguments import count, file_to_write, positive, window_directory
 from fairwin.cli._console import stderr, stdout
-from fairwin.directory.layout import WindowDir
 from fairwin.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
+    from fairwin.directory.layout import WindowDir
 
 
 DEFAULT_ARCHIVE = "windows/control-archive.jsonl"

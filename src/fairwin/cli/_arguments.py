@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from fairwin.directory.layout import WindowDir
 from fairwin.errors import InputError
 
 if TYPE_CHECKING:  # argparse's subparsers type is subscriptable only for type checkers
+    from fairwin.directory.layout import WindowDir
+
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 Handler = Callable[[argparse.Namespace], int]
@@ -91,6 +92,8 @@ class Parser(argparse.ArgumentParser):
 
 def window_directory(text: str) -> WindowDir:
     """A window directory (the one holding window.json): refused at parse time, as the library refuses it."""
+    from fairwin.directory.layout import WindowDir
+
     try:
         return WindowDir.existing(text)
     except InputError as exc:

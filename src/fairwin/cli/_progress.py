@@ -14,13 +14,14 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
-from fairwin.telemetry.host_condition import HOST_FINDING
-from fairwin.window.progress import Listener
+if TYPE_CHECKING:  # every command builds the parser: what only a running window needs is imported there
+    from rich.progress import TaskID
+
+    from fairwin.window.progress import Listener
 
 Say = Callable[[str], None]
 
@@ -33,6 +34,8 @@ class LiveDisplay:
     """One bar over every wave of the window, its text kept up to date from the progress events."""
 
     def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -106,6 +109,7 @@ def _json_line(event: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def window_display(console: Console, *, quiet: bool, as_json: bool) -> Iterator[tuple[Say, Listener | None]]:
     """(say, listener) for ``run_window``: what the window's lines and progress events go to."""
+    from fairwin.telemetry.host_condition import HOST_FINDING
 
     def plain(line: str) -> None:
         # --quiet hides the progress, never a finding about the host the window measured on.

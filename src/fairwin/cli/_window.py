@@ -16,10 +16,10 @@ from fairwin.cli._console import stderr, stdout
 from fairwin.cli._plan import print_notices
 from fairwin.cli._progress import Say, window_display
 from fairwin.errors import UsageError
-from fairwin.window.progress import Listener
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
+    from fairwin.window.progress import Listener
 
 
 def add_parsers(commands: Commands) -> None:
