@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.errors import InputError
 from fairwin.launch.remote import RemoteServer
 from fairwin.launch.spec import make_spec
 from fairwin.launch.ssh import parse_env
@@ -110,3 +111,5 @@ def test_a_hosts_read_only_commands_share_one_connection_and_a_lost_one_is_made_
     assert len(made) == 2 and made[0].closed and made[1].ran == 7
     ssh.close_sessions()
     assert made[1].closed
+    with pytest.raises(InputError, match="its connection was closed as fairwin ended"):
+        read(["nvidia-smi", "-L"])  # refused at once, not sent to a loop that no longer runs

@@ -158,8 +158,11 @@ class HostSession:
         self._thread.start()
         self._conn: asyncssh.SSHClientConnection | None = None
         self._connecting = asyncio.Lock()  # used on the session's own loop only
+        self.closed = False
 
     def run(self, argv: list[str], timeout_s: float) -> str:
+        if self.closed:  # its loop no longer runs: a command sent to it would never be answered
+            raise InputError(f"{shlex.join(argv)} on host {self.name}: its connection was closed as fairwin ended")
         return asyncio.run_coroutine_threadsafe(self._command(shlex.join(argv), timeout_s), self._loop).result()
 
     async def _connection(self) -> asyncssh.SSHClientConnection:
@@ -197,6 +200,8 @@ class HostSession:
             self._conn = None
 
     def close(self) -> None:
+        self.closed = True
+
         async def ending() -> None:
             if self._conn is not None:
                 self._conn.close()
@@ -206,6 +211,8 @@ class HostSession:
             asyncio.run_coroutine_threadsafe(ending(), self._loop).result(timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 _SESSIONS: dict[tuple[str, str], HostSession] = {}
