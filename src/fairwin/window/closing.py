@@ -66,7 +66,8 @@ class Closing(WindowState):
             self.directory.journal_event(step.name, "failed", error=str(exc), error_type=type(exc).__name__)
             self.feed.emit("step", step=step.name, state="failed", error=str(exc))
             raise
-        self.directory.journal_event(step.name, "end", **(details.model_dump(mode="json") if details else {}))
+        ended = details.model_dump(mode="json") if details is not None else {}
+        self.directory.journal_event(step.name, "end", **ended)
         self.feed.emit("step", step=step.name, state="end")
 
     async def _close_shielded(self, error: BaseException | None) -> None:
