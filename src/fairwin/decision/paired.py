@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy import special
 
 Verdict = Literal["WIN", "LOSS", "NEUTRAL", "NO-CHANGE", "INCONCLUSIVE"]
 
@@ -19,8 +18,11 @@ def t_quantile(q: float, df: float) -> float:
     """Student's t quantile, remembered: an audit asks for the same few thousands of times.
 
     ``scipy.special.stdtrit`` is what ``scipy.stats.t.ppf`` computes (bit for bit), without importing
-    ``scipy.stats``, which is most of ``fairwin decide``'s start-up time.
+    ``scipy.stats``, which is most of ``fairwin decide``'s start-up time; ``scipy.special`` itself is imported at
+    the first quantile, not by every command that imports the decision's types (a tenth of a second each).
     """
+    from scipy import special
+
     return float(special.stdtrit(df, q))
 
 
@@ -109,7 +111,7 @@ def _paired_interval(deltas: np.ndarray[Any, np.dtype[np.float64]], confidence: 
     variance = np.mean((deltas - np.mean(deltas, keepdims=True)) ** 2) * (n / (n - 1))
     se = np.sqrt(variance / n)
     tail = (1 - confidence) / 2
-    return float(special.stdtrit(n - 1, tail) * se + mean), float(special.stdtrit(n - 1, 1 - tail) * se + mean)
+    return t_quantile(tail, n - 1) * float(se) + float(mean), t_quantile(1 - tail, n - 1) * float(se) + float(mean)
 
 
 def paired_t(metric: str, control: Sequence[float], candidate: Sequence[float], confidence: float) -> Estimate:
