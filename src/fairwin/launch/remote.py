@@ -183,18 +183,33 @@ class RemoteServer:
             if watch.exit_status is None:
                 return "lost: the connection closed"
             await asyncio.sleep(WATCH_S)  # the tail's last lines
-            return str(watch.stdout or "").strip()
+            status = str(watch.stdout or "").strip()
         finally:
             tail.close()
             with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
                 await asyncio.wait_for(pump, 5.0)
+        await self._catch_up()
+        return status
 
     async def _copy(self, stream: Any) -> None:
-        with self.log_path.open("ab") as log, contextlib.suppress(asyncssh.Error, OSError):
+        with contextlib.suppress(asyncssh.Error, OSError):
             async for chunk in stream:
-                self._received += len(chunk)
-                log.write(scrub_bytes(chunk))
-                log.flush()
+                self._append(chunk)
+
+    async def _catch_up(self) -> None:
+        """The rest of the host's log, read once the server has ended: on a busy host the follow's ``tail`` may
+        not have started, or not sent its last lines, before it was closed (a worker that printed why it exited
+        and was gone at once left an empty copy)."""
+        assert self.conn is not None
+        with contextlib.suppress(asyncssh.Error, OSError):
+            rest = await self.conn.run(f"tail -c +{self._received + 1} {self.dir}/log 2>/dev/null", encoding=None)
+            if isinstance(rest.stdout, bytes) and rest.stdout:
+                self._append(rest.stdout)
+
+    def _append(self, chunk: bytes) -> None:
+        self._received += len(chunk)
+        with self.log_path.open("ab") as log:
+            log.write(scrub_bytes(chunk))
 
     async def _reconnect(self, why: str) -> bool:
         """A new connection within the host's ``reconnect_s``, with backoff; reported. False (and the server
