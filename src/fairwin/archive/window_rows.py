@@ -75,16 +75,12 @@ def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> Pla
     key = archive_key_record(loaded)
     role = loaded.plan.roles[control]
     ran_on = sorted({key.hosts[h or HERE] for h in (role.host, *(w.host for w in role.workers))})
-    shape = key.cells[cell]
     return PlannedKey(
         cell=cell,
         role=control,
         mode=mode,
         production_commit=key.production_commit,
-        prompt_tokens=shape.prompt_tokens,
-        max_tokens=shape.max_tokens,
-        concurrency=shape.concurrency,
-        temperature=shape.temperature,
+        **key.cells[cell].model_dump(),  # the cell's shape, field for field
         hosts=tuple(ran_on),
     )
 

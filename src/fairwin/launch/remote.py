@@ -26,7 +26,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import aiohttp
 
@@ -192,9 +192,9 @@ class RemoteServer:
         return status
 
     async def _copy(self, stream: Any) -> None:
-        with contextlib.suppress(asyncssh.Error, OSError):
+        with self.log_path.open("ab") as log, contextlib.suppress(asyncssh.Error, OSError):
             async for chunk in stream:
-                self._append(chunk)
+                self._write(log, chunk)
 
     async def _catch_up(self) -> None:
         """The rest of the host's log, read once the server has ended: on a busy host the follow's ``tail`` may
@@ -204,12 +204,14 @@ class RemoteServer:
         with contextlib.suppress(asyncssh.Error, OSError):
             rest = await self.conn.run(f"tail -c +{self._received + 1} {self.dir}/log 2>/dev/null", encoding=None)
             if isinstance(rest.stdout, bytes) and rest.stdout:
-                self._append(rest.stdout)
+                with self.log_path.open("ab") as log:
+                    self._write(log, rest.stdout)
 
-    def _append(self, chunk: bytes) -> None:
+    def _write(self, log: BinaryIO, chunk: bytes) -> None:
+        """A chunk of the host's log into its copy, scrubbed, and counted (the next tail starts after it)."""
         self._received += len(chunk)
-        with self.log_path.open("ab") as log:
-            log.write(scrub_bytes(chunk))
+        log.write(scrub_bytes(chunk))
+        log.flush()
 
     async def _reconnect(self, why: str) -> bool:
         """A new connection within the host's ``reconnect_s``, with backoff; reported. False (and the server
