@@ -109,6 +109,10 @@ def ssh_hosts(tmp_path: Path) -> Iterator[SshHosts]:
             f"AuthorizedKeysFile {state / 'authorized_keys'}\nStrictModes no\nUsePAM no\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
             "PubkeyAuthentication yes\nLogLevel INFO\n"
+            # A command over SSH runs in the login shell, and bash sources ~/.bashrc when sshd started it at
+            # shell level 1: a machine's rc file (pyenv's init here: 0.1 s of CPU and a dozen processes)
+            # would run at every command the tests send. Level 2 skips it; what fairwin sends runs as it is.
+            "SetEnv SHLVL=1\n"
         )
         log = state / f"{name}.log"  # a file, not a pipe nobody reads: INFO logs every login
         with log.open("wb") as out:
