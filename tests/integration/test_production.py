@@ -22,7 +22,8 @@ from tests.integration.helpers import fairwin, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run, wait_for_step
 
 
-@pytest.mark.parametrize("python", ["{python}", "{env:FW_PRODUCTION_PYTHON}"])
+# make test-fast runs the {python} case; the {env:NAME} one (the demo's argv) in make test.
+@pytest.mark.parametrize("python", ["{python}", pytest.param("{env:FW_PRODUCTION_PYTHON}", marks=pytest.mark.slow)])
 def test_production_commands_prove_up_and_down(
     make_plan: PlanFactory, stop_production: list[Path], monkeypatch: pytest.MonkeyPatch, python: str
 ) -> None:
