@@ -46,10 +46,11 @@ def engine() -> Engine:
 
 
 def vllm_argv(*extra: str, max_model_len: int = 8192) -> list[str]:
-    # --enforce-eager: about 20 s to start instead of about 50 s; the tests measure fairwin, not the engine.
-    # --distributed-executor-backend uni, with VLLM_ENABLE_V1_MULTIPROCESSING=0 (vllm_role's env): the engine
-    # and its one worker run in the API server's process, which imports torch and vLLM once instead of three
-    # times: healthy after about 23 s instead of 36 s here, on each of the suite's fifteen starts.
+    # --enforce-eager: no torch.compile at start-up; the tests measure fairwin, not the engine.
+    # --distributed-executor-backend uni: the one worker runs in the engine core's process, which imports torch
+    # and vLLM twice instead of three times. vLLM 0.32's OpenAI server still runs its engine core as a process of
+    # its own (spawned: its CPU platform forces spawn, VLLM_ENABLE_V1_MULTIPROCESSING notwithstanding), and
+    # those two imports are nearly all of a start-up: healthy after 13.6 to 13.8 s (start receipts, 2026-12-04).
     # --enable-per-request-metrics: every stream's own server decode time, to hold the client's against.
     return [
         "{env:FAIRWIN_ENGINE_PYTHON}",
