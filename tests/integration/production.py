@@ -72,16 +72,18 @@ def start_run(plan: Path, *flags: str, kill_at: str | None = None) -> subprocess
     )
 
 
-def wait_for_step(plan: Path, step: str, process: subprocess.Popen[str], timeout: float = 60) -> Path:
-    """The running window's directory, once its journal shows ``step`` begun."""
+def wait_for_step(
+    plan: Path, step: str, process: subprocess.Popen[str], timeout: float = 60, event: str = "begin"
+) -> Path:
+    """The running window's directory, once its journal shows ``step``'s ``event`` (begun, by default)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for journal in (plan.parent / "windows").glob("*/journal.jsonl"):
-            if any(e.get("step") == step and e.get("event") == "begin" for e in scan_jsonl(journal)[0]):
+            if any(e.get("step") == step and e.get("event") == event for e in scan_jsonl(journal)[0]):
                 return journal.parent
         assert process.poll() is None, process.communicate()
         time.sleep(0.02)
-    raise AssertionError(f"step {step} never began")
+    raise AssertionError(f"step {step} never reached {event}")
 
 
 def killed_inside(plan: Path, process: subprocess.Popen[str], kill_at: str, timeout: float = 60) -> Path:
