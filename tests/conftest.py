@@ -139,6 +139,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         out.write(json.dumps(row) + "\n")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # make test-fast runs no test marked alone (it would need a pytest session of its own, one that collects
+    # everything to find it): so a test that needs the machine to itself is a slow one too.
+    lone = [item.nodeid for item in items if item.get_closest_marker("alone") and not item.get_closest_marker("slow")]
+    if lone:
+        raise pytest.UsageError(f"marked alone but not slow (make test-fast would not run them): {', '.join(lone)}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Each window states its rule's audited error rates; 100 simulated windows instead of 1,000 save one to two
     # seconds a window, and the statement names its trials. A test of the audit itself passes its own --trials.
