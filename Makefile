@@ -36,7 +36,7 @@ help:
 	@echo "make demo       run the demo window on vLLM for CPU (sets everything up first)"
 	@echo "                ENGINE=llamacpp: on llama.cpp's llama-server instead (built for this CPU once)"
 	@echo "make test       lint, type-check and run every test, end-to-end included"
-	@echo "make test-fast  lint, type-check, unit and the fast integration tests (no engine; under 3 minutes)"
+	@echo "make test-fast  lint, type-check, unit and the fast integration tests (no engine; about 2 minutes on 2 cores)"
 	@echo "make setup      create $(VENV) with fairwin and its dev tools"
 	@echo "make engine     install vLLM for CPU and build the tiny model (once)"
 	@echo "make engine-llamacpp  build llama-server from source and write the tiny GGUF (once)"
