@@ -200,9 +200,8 @@ class RemoteServer:
         """The rest of the host's log, read once the server has ended: on a busy host the follow's ``tail`` may
         not have started, or not sent its last lines, before it was closed (a worker that printed why it exited
         and was gone at once left an empty copy)."""
-        assert self.conn is not None
         with contextlib.suppress(asyncssh.Error, OSError):
-            rest = await self.conn.run(f"tail -c +{self._received + 1} {self.dir}/log 2>/dev/null", encoding=None)
+            rest = await self._run(f"tail -c +{self._received + 1} {self.dir}/log 2>/dev/null")
             if isinstance(rest.stdout, bytes) and rest.stdout:
                 with self.log_path.open("ab") as log:
                     self._write(log, rest.stdout)
