@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import random
 import socket
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 from fairwin.files import scan_jsonl
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 MAP = """\
 [control]
@@ -91,8 +94,8 @@ def archive_rows(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 @pytest.mark.slow
-def test_a_runbook_archive_imports_through_a_map_and_feeds_the_first_look(
-    make_plan: PlanFactory, tmp_path: Path
+def test_a_runbook_archive_imports_through_a_map_and_feeds_the_default_rules_first_look_on_gpus(
+    make_plan: PlanFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     theirs = runbook_archive(tmp_path / "control-archive.jsonl")
     mapping = tmp_path / "map.toml"
@@ -110,16 +113,25 @@ def test_a_runbook_archive_imports_through_a_map_and_feeds_the_first_look(
     assert first["clock_cap_mhz"] == 2300 and first["clock_caps_mhz"] == {socket.gethostname(): 2300}
     assert first["time"] == datetime.datetime(2026, 11, 1, 3, 1, tzinfo=datetime.UTC).timestamp()  # naive: UTC
     assert [r["repeat"] for r in first["repeats"]] == [1, 2, 3]
-    # A window keyed as those starts (its cap read from its servers' logs: no GPU here) looks after 3.
-    role = sim_role("--ms-per-round", "2", model="cap-2300")
+    # A window of the runbook's kind under the default rule: a GPU source on the host (the stand-in nvidia-smi, whose
+    # model the imported rows never name), caps read from the servers' `clock cap`-style lines, production's cap
+    # from the host's environment file. It matches the imported starts and decides at its look after 3.
+    monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")
+    role = sim_role("--ms-per-round", "2", model="cap-2300", env={"FAKE_GPU_CAP": "2300"})
     plan = make_plan(
         roles={"A": role, "B": {**role, "argv": [*role["argv"], "--spec-tokens", "4", "--acceptance", "0.8,0.6"]}},
-        window={"rule": "win2-seq-v1", "repeats": 3, "archive": str(ours)},
+        window={"rule": None, "repeats": 3, "archive": str(ours)},
     )
-    caps_from_log = '[telemetry]\ngpu = "none"\ncap_from = "log"\ncap_log_pattern = \'serving cap-(\\d+) on\'\n'
+    (plan.parent / "gpu.env").write_text("GPU_CLOCK_CAP=2300\n")
+    caps_from_log = (
+        "[telemetry]\ninterval_s = 0.2\ncap_from = \"log\"\ncap_log_pattern = 'serving cap-(\\d+) on'\n"
+        'production_cap_file = "gpu.env"\n'
+    )
     plan.write_text(plan.read_text() + "\n" + caps_from_log)
     ran = fairwin("run", str(plan), "--mode", "controlled")
     assert ran.returncode == 0, ran.stderr
+    assert "GPU telemetry: nvidia-smi" in ran.stderr
+    assert "to the first look (after 3 starts)" in ran.stderr  # the gate's promise, kept below
     window = only_window(plan)
     looks = [e for e in scan_jsonl(window / "journal.jsonl")[0] if e["step"] == "look after s3" and e["event"] == "end"]
     assert looks and looks[0].get("taken", True) is not False, looks
@@ -129,6 +141,10 @@ def test_a_runbook_archive_imports_through_a_map_and_feeds_the_first_look(
     assert archive["starts"] == 10 and archive["windows"] == 10 and archive["launch_cv_pct"] is not None
     summary = (window / "summary.md").read_text()
     assert f"archive day-to-day spread {archive['launch_cv_pct']:.2f} % over 10 control starts in 10 windows" in summary
+    # The window's own control starts are archived at the cap their logs said, on the host they ran on.
+    own = [r for r in archive_rows(ours) if r["window_id"] == window.name]
+    assert own and {json.dumps(r["clock_caps_mhz"]) for r in own} == {json.dumps({socket.gethostname(): 2300.0})}
+    assert {r["clock_cap_mhz"] for r in own} == {2300.0} and {r["gpu_model"] for r in own} != {None}
 
 
 def test_a_row_that_does_not_map_is_named_and_nothing_is_imported(tmp_path: Path) -> None:

@@ -45,7 +45,9 @@ def test_a_look_reads_each_of_the_windows_files_once(make_plan: PlanFactory, tmp
     # The sequential default's looks, over this window's three starts and the archive it wrote.
     rule = get_rule("win2-seq-v2")
     snapshot = read_archive(Path(loaded.output_dir()) / "control-archive.jsonl")
-    deciding = Deciding("controlled", result.decision.order, rule, snapshot, planned_keys(loaded, "controlled"), None)
+    deciding = Deciding(
+        "controlled", result.decision.order, rule, snapshot, planned_keys(loaded, "controlled", None), None
+    )
     _counting.append(Counter())
     try:
         look_now(loaded, window, deciding)

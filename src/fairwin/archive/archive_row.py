@@ -113,9 +113,9 @@ class ArchiveKey:
 
 
 class PlannedKey(SparseModel):
-    """A cell's archive key as far as it is known before any start ran (the GPUs and their caps are seen only by
-    the starts): only the fields set are matched, so an unknown GPU matches any row's, where an ``ArchiveKey``'s
-    ``None`` matches only an unknown one."""
+    """A cell's archive key as the window plans it, before any start ran: the one match that the gates, the
+    looks and the decision all count archive rows with. Only the fields set are matched; ``None`` matches only
+    an unknown (a row keyed null)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -128,7 +128,28 @@ class PlannedKey(SparseModel):
     concurrency: int | None = None
     temperature: float | None = None
     hosts: tuple[str, ...] | None = None
+    clock_cap_mhz: float | None = None  # production's cap: every start must run at it
 
     def match(self) -> dict[str, object]:
-        """The fields the archive's rows must equal (an ``ArchiveKey``'s own name for each)."""
+        """The fields the archive's rows must equal (a row's own name for each)."""
         return {name: getattr(self, name) for name in sorted(self.model_fields_set)}
+
+    def mismatch(self, row: ArchiveRow) -> str | None:
+        """The first field on which ``row`` differs from this key, said as ``field: row's value, not ours``;
+        None when it matches."""
+        for name, wanted in self.match().items():
+            found = tuple(row.hosts) if name == "hosts" and row.hosts is not None else getattr(row, name)
+            if found != wanted:
+                return f"{name} {_shown(found)}, not {_shown(wanted)}"
+        return None
+
+    def matches(self, row: ArchiveRow) -> bool:
+        return self.mismatch(row) is None
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -11,11 +11,11 @@ WINDOW`` can retry an append that failed (the archive skips what it already hold
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise, select
+from fairwin.archive import ArchivedRepeat, ArchiveRow, Snapshot, chosen_location, noise
 from fairwin.archive.archive_row import PlannedKey
 from fairwin.decision import ArchiveNoise, RuleSpec
 from fairwin.directory.journal import start_step
@@ -25,6 +25,7 @@ from fairwin.directory.start_receipt import StartReceipt
 from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import CorruptRecordError
 from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.models import Plan
 from fairwin.production.control import snapshot as production_snapshot
 from fairwin.rows import METRICS
 from fairwin.telemetry.gpu import HERE
@@ -69,20 +70,32 @@ def archive_key_record(loaded: LoadedPlan) -> WindowArchiveKey:
     )
 
 
-def planned_match(loaded: LoadedPlan, mode: str, control: str, cell: str) -> PlannedKey:
-    """The key a window of this plan will have for ``cell``, as far as it is known before any start ran; for the
-    warnings at open, and for a cell none of whose control starts finished."""
-    key = archive_key_record(loaded)
-    role = loaded.plan.roles[control]
-    ran_on = sorted({key.hosts[h or HERE] for h in (role.host, *(w.host for w in role.workers))})
-    return PlannedKey(
-        cell=cell,
-        role=control,
-        mode=mode,
-        production_commit=key.production_commit,
+def planned_match(
+    loaded: LoadedPlan, mode: str, control: str, cell: str, production_cap_mhz: float | None = None
+) -> PlannedKey:
+    """The key a window of this plan matches archived control starts of ``cell`` on, before any start ran:
+    ``window.archive_key``'s fields (the cell always), the clock cap being production's (every start must run at
+    it). The gates, every look and the decision count the rows this key selects, and nothing else."""
+    return match_in(loaded.plan, archive_key_record(loaded), mode, control, cell, production_cap_mhz)
+
+
+def match_in(
+    plan: Plan, key: WindowArchiveKey, mode: str, control: str, cell: str, production_cap_mhz: float | None
+) -> PlannedKey:
+    """:func:`planned_match` from a plan and the archive key recorded for it (a window's own, when it is decided
+    again from its directory)."""
+    role = plan.roles[control]
+    known: dict[str, object] = {
+        "role": control,
+        "mode": mode,
+        "production_commit": key.production_commit,
         **key.cells[cell].model_dump(),  # the cell's shape, field for field
-        hosts=tuple(ran_on),
-    )
+        "hosts": tuple(
+            sorted({key.hosts.get(h or HERE, h or HERE) for h in (role.host, *(w.host for w in role.workers))})
+        ),
+        "clock_cap_mhz": production_cap_mhz,
+    }
+    return PlannedKey(cell=cell, **{name: known[name] for name in plan.window.archive_key if name != "cell"})
 
 
 def control_rows(window: WindowDir, records: WindowRecords | None = None) -> list[ArchiveRow]:
@@ -130,35 +143,27 @@ def control_rows(window: WindowDir, records: WindowRecords | None = None) -> lis
 
 
 def _observed(receipt: StartReceipt, hosts: dict[str, str]) -> dict[str, Any]:
-    """Where a start ran (its hosts), its GPUs (model and count) and each host's clock cap, from start.json."""
+    """Where a start ran (its hosts), its GPUs (model and count) and each host's clock cap, from start.json: the cap
+    from wherever the plan reads caps (the GPUs, or each host's server log under ``cap_from = "log"``)."""
     head = receipt.host or HERE
     ran_on = {hosts.get(h or HERE, h or HERE) for h in (head, *(w.host for w in receipt.workers or []))}
     telemetry = receipt.telemetry
-    caps: dict[str, set[float | None]] = {}
-    for gpu, cap in (telemetry.cap_by_gpu if telemetry is not None else {}).items():
-        host = gpu.split("/", 1)[0] if "/" in gpu else head
-        caps.setdefault(hosts.get(host, host), set()).add(cap)
-    if not caps:  # no GPU read: each host's cap from its log, where the plan reads caps there
-        for host, cap in (telemetry.cap_by_host if telemetry is not None else {}).items():
-            caps.setdefault(hosts.get(host, host), set()).add(cap)
+    caps = telemetry.cap_by_host if telemetry is not None else {}
     models = sorted(set(telemetry.names.values())) if telemetry is not None else []
     gpus = telemetry.gpus if telemetry is not None else []
     return {
         "hosts": sorted(ran_on),
         "gpu_model": "+".join(models) if models else None,
         "gpu_count": len(gpus) if gpus else None,
-        "clock_caps_mhz": {host: seen.pop() if len(seen) == 1 else None for host, seen in sorted(caps.items())},
+        "clock_caps_mhz": {hosts.get(host, host): cap for host, cap in sorted(caps.items())},
     }
 
 
-def window_noise(
-    snapshot: Snapshot, own: Sequence[ArchiveRow], planned: Mapping[str, PlannedKey], rule: RuleSpec
-) -> list[ArchiveNoise]:
-    """The archive's noise for each cell and metric the rule reads: the rows keyed exactly as this window's first
-    control start of that cell (``own``), or as ``planned`` (per cell) where no control start of it finished."""
+def window_noise(snapshot: Snapshot, planned: Mapping[str, PlannedKey], rule: RuleSpec) -> list[ArchiveNoise]:
+    """The archive's noise for each cell and metric the rule reads, over the rows each cell's planned key
+    selects (:func:`planned_match`): the same rows whether the gates count them or a look decides with them."""
     result = []
     for cell, match in planned.items():
-        mine = next((row for row in own if row.cell == cell), None)
-        chosen = select(snapshot.rows, mine.key().__dict__ if mine is not None else match.match())
+        chosen = [row for row in snapshot.rows if match.matches(row)]
         result += [noise(chosen, cell, metric, snapshot.problems) for metric in (rule.primary, *rule.guards)]
     return result

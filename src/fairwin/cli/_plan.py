@@ -92,6 +92,7 @@ def plan_show(args: argparse.Namespace) -> int:
     from fairwin.plan import load_plan
     from fairwin.plan.schedule import default_mode
     from fairwin.report.dryplan import render_dry_plan
+    from fairwin.telemetry.cap import planned_cap
     from fairwin.window.preflight import first_look_archive, hold_lines, power_check, preflight, read_plan_archive
 
     loaded = load_plan(args.plan, args.overrides)
@@ -99,7 +100,9 @@ def plan_show(args: argparse.Namespace) -> int:
     checked = preflight(loaded, args.mode or default_mode(loaded))
     snapshot = read_plan_archive(loaded)
     budgets = estimates(
-        loaded, loaded.output_dir(), first_look_archive(loaded, checked.rule, snapshot, checked.mode_name)
+        loaded,
+        loaded.output_dir(),
+        first_look_archive(loaded, checked.rule, snapshot, checked.mode_name, planned_cap(loaded)),
     )
     stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
     chosen = next(found for found in budgets if found.mode == checked.mode_name)

@@ -86,6 +86,37 @@ class Cell(StrictModel):
         return value
 
 
+#: What an archived control start may be matched on: what is known before any start ran (a start's GPU model
+#: and count, and each host's own cap, are seen only by the start, so a gate could not count the rows its looks
+#: will use).
+ArchiveKeyField = Literal[
+    "cell",
+    "role",
+    "mode",
+    "production_commit",
+    "prompt_tokens",
+    "max_tokens",
+    "concurrency",
+    "temperature",
+    "clock_cap_mhz",
+    "hosts",
+]
+#: The default match (``window.archive_key``): the runbook's key (cell, ``max_tokens``, production's commit, the
+#: clock cap every host agreed on), with the control role and mode (a runbook names its cells per mode) and the
+#: cell's shape; not the hosts (one team, one fleet: add "hosts" where one archive serves several).
+DEFAULT_ARCHIVE_KEY: tuple[ArchiveKeyField, ...] = (
+    "cell",
+    "role",
+    "mode",
+    "production_commit",
+    "prompt_tokens",
+    "max_tokens",
+    "concurrency",
+    "temperature",
+    "clock_cap_mhz",
+)
+
+
 class WindowSettings(StrictModel):
     output_dir: Path = Path("windows")
     rule: str | None = Field(None, description="A registered decision rule (`fairwin rules list`); unset: the default.")
@@ -108,6 +139,12 @@ class WindowSettings(StrictModel):
         None,
         description="The control archive: a JSONL file (relative to the plan) or a postgresql:// URL "
         "(default: $FAIRWIN_ARCHIVE_URL, else OUTPUT_DIR/control-archive.jsonl).",
+    )
+    archive_key: list[ArchiveKeyField] = Field(
+        default_factory=lambda: list(DEFAULT_ARCHIVE_KEY),
+        min_length=1,
+        description="What an archived control start must share with this window to count in its noise "
+        "(the gates, every look and the decision count the same rows); 'cell' is always matched.",
     )
     idle_check_s: float = Field(
         0.5, ge=0, le=10, description="Before and after each start, sample the host's CPU use this long (0: off)."

@@ -80,6 +80,19 @@ def production_cap(loaded: LoadedPlan) -> tuple[float | None, str]:
         raise InputError(f"{where}: {settings.production_cap_key}={value!r} is not a number of MHz") from None
 
 
+def planned_cap(loaded: LoadedPlan) -> float | None:
+    """Production's cap as far as it is known without contacting a host (the gates, ``plan show``): its file where
+    production runs here, else ``window.production_clock_cap_mhz``. A window reads the real one once its hosts
+    answered (:func:`production_cap`) and counts its archive again with it."""
+    declared = loaded.plan.window.production_clock_cap_mhz
+    if loaded.plan.telemetry.production_cap_file is None or production_host(loaded) is not None:
+        return declared
+    try:
+        return production_cap(loaded)[0]
+    except InputError:
+        return declared  # refused with its reason when the window reads it
+
+
 def _remote_text(loaded: LoadedPlan, name: str, path: str) -> str | None:
     """The file's text on the host, None when it is absent (read alike inside the window's loop or outside)."""
     from fairwin.launch.ssh import blocking, run_once  # asyncssh only where a host is used

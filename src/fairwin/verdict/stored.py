@@ -18,7 +18,7 @@ from typing import Any
 
 from fairwin.archive import Snapshot, read_archive
 from fairwin.archive.archive_row import PlannedKey
-from fairwin.archive.window_rows import control_rows, window_noise
+from fairwin.archive.window_rows import match_in, window_noise
 from fairwin.client.greedy_probe import findings
 from fairwin.decision import (
     ArchiveNoise,
@@ -40,7 +40,7 @@ from fairwin.files import (
     sha256_file,
     write_text_atomic,
 )
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.loading import LoadedPlan, parse_window_plan
 from fairwin.records import read_record, read_records, write_record
 from fairwin.report.html import write_report
 from fairwin.report.markdown import render_summary
@@ -85,7 +85,7 @@ class Deciding:
 def window_context(loaded: LoadedPlan, window: WindowDir, deciding: Deciding, records: WindowRecords) -> WindowContext:
     """The context a window's rows are decided in: the archive's noise keyed as its own control starts (as
     ``planned`` where none of a cell finished). The decide step and a sequential rule's looks both read it."""
-    noise = window_noise(deciding.snapshot, control_rows(window, records), deciding.planned, deciding.rule)
+    noise = window_noise(deciding.snapshot, deciding.planned, deciding.rule)
     return context_for(
         loaded, window, deciding.mode, deciding.order, noise, deciding.production_cap_mhz, deciding.snapshot
     )
@@ -265,12 +265,12 @@ def decide_window(
     rows = _rows(window.pooled)
     chosen = list(rules) or [_rule_from(manifest)]
     snapshot = read_archive(archive) if archive is not None else None
-    own = control_rows(window) if snapshot is not None else []
+    matches = recorded_matches(window, manifest, context) if snapshot is not None else {}
     decisions = []
     for rule in chosen:
         ctx = context
         if snapshot is not None:
-            noise = window_noise(snapshot, own, {cell: PlannedKey(cell=cell) for cell in context.cells}, rule)
+            noise = window_noise(snapshot, matches, rule)
             taken = ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest)
             ctx = context.model_copy(update={"archive": noise, "archive_snapshot": taken})
         # The same sealed files: the recomputation carries their digests, as the record does.
@@ -279,6 +279,20 @@ def decide_window(
     if archive is None and [d.rule_id for d in decisions] == [recorded.rule_id]:
         notes.append(_compared(recorded, decisions[0]))
     return Recomputed(decisions=decisions, notes=notes)
+
+
+def recorded_matches(window: WindowDir, manifest: WindowManifest, context: WindowContext) -> dict[str, PlannedKey]:
+    """Each cell's archive match as the window made it at open, from its directory: its plan's copy (with its
+    recorded overrides), its archive key and production's cap as its context recorded them."""
+    if manifest.archive_key is None:
+        raise InputError(f"{window.path}/window.json has no archive_key (an older fairwin's): it cannot be matched")
+    plan = parse_window_plan(window)
+    return {
+        cell: match_in(
+            plan, manifest.archive_key, manifest.mode, manifest.control_role, cell, context.production_clock_cap_mhz
+        )
+        for cell in context.cells
+    }
 
 
 def _rule_from(manifest: WindowManifest) -> RuleSpec:

@@ -29,7 +29,9 @@ from fairwin.custody.lock import (
 )
 from fairwin.directory.gate_summary import GateSummary
 from fairwin.errors import ArchiveError, GateRefused, LaunchError, RuntimeCheckError
-from fairwin.gates.sequence import GateInputs, run_gates
+from fairwin.gates.calibration import calibrate
+from fairwin.gates.estimate import estimate
+from fairwin.gates.sequence import GateInputs, budget_estimate, run_gates
 from fairwin.launch.checkouts import check_checkouts, pinned_checkouts
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
@@ -41,7 +43,7 @@ from fairwin.production.live_check import production_as_it_runs
 from fairwin.production.proof import host_port
 from fairwin.rows import Order
 from fairwin.telemetry import watchdog
-from fairwin.telemetry.cap import production_host
+from fairwin.telemetry.cap import planned_cap, production_cap, production_host
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import ClockWatch
 from fairwin.telemetry.watched_hosts import declares_clocks, find_source, unwatched_clocks, window_hosts
@@ -80,6 +82,7 @@ class Admission:
     archive_starts: int
     gate_summary: GateSummary
     live: LiveProduction | None = None  # production as it runs, read after the gates and the hosts
+    production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, and from where
     clocks: ClockWatch = field(default_factory=ClockWatch)  # unobserved clocks; the watchdog logs' marks
 
 
@@ -102,7 +105,7 @@ def gated(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
     )
     if options.get("chain") == "chain":
         refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
-    archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name)
+    archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name, planned_cap(loaded))
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out, archive_starts)
     return Admission(checked, out, lock, archive, snapshot, archive_starts, gate_summary)
 
@@ -123,6 +126,7 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     await launchable(loaded, roles, held)
     if options.get("chain") == "chain":
         await refuse_missing_placeholders_there(loaded)
+    admitted = await asyncio.to_thread(_with_production_cap, loaded, admitted)
     here = find_source(loaded.plan.telemetry.gpu)
     clocks = ClockWatch(tuple(await _clocks_watched(loaded, roles, here)), await watchdog.mark(loaded), here)
     admitted = replace(admitted, clocks=clocks)
@@ -130,6 +134,20 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
         live = await production_as_it_runs(loaded, production, roles, options.get("say", quiet))
         admitted = replace(admitted, live=live)
     return admitted
+
+
+def _with_production_cap(loaded: LoadedPlan, admitted: Admission) -> Admission:
+    """Production's cap read where it is kept (on its host, once the hosts answered), and the archive counted
+    again with it where the gates could only assume it: the first look the gate line promises is the one the
+    window's looks will take, on the same rows."""
+    cap = production_cap(loaded)
+    checked = admitted.checked
+    starts = first_look_archive(loaded, checked.rule, admitted.snapshot, checked.mode_name, cap[0])
+    if starts == admitted.archive_starts:
+        return replace(admitted, production_cap=cap)
+    found = estimate(loaded, checked.mode_name, checked.mode, calibrate(admitted.out), starts)
+    admitted.gate_summary.budget = budget_estimate(found)
+    return replace(admitted, production_cap=cap, archive_starts=starts)
 
 
 async def _clocks_watched(loaded: LoadedPlan, roles: tuple[str, str], here: GpuSource | None) -> list[str]:

@@ -138,7 +138,7 @@ class Window(Opening, Closing):
             order=self.order,
             rule=self.checked.rule,
             snapshot=self.archive_snapshot,
-            planned=planned_keys(self.loaded, self.checked.mode_name),
+            planned=planned_keys(self.loaded, self.checked.mode_name, self.production_cap[0]),
             production_cap_mhz=self.production_cap[0],
         )
 

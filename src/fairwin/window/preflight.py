@@ -27,6 +27,7 @@ from fairwin.plan.schedule import resolve_mode
 from fairwin.production.runtime_checks import check_declared_env, check_speculative
 from fairwin.profiles import PROFILES, ServerProfile
 from fairwin.rows import Order
+from fairwin.telemetry.cap import planned_cap
 from fairwin.transport import api_headers
 
 
@@ -73,13 +74,14 @@ def check_counters(profile: ServerProfile, rule: RuleSpec, why: str) -> None:
     )
 
 
-def planned_keys(loaded: LoadedPlan, mode_name: str | None) -> dict[str, PlannedKey]:
-    """Each cell's archive key as far as it is known before a start ran (any mode's cells when none is named)."""
+def planned_keys(loaded: LoadedPlan, mode_name: str | None, cap: float | None) -> dict[str, PlannedKey]:
+    """Each cell's archive match (``cap``: production's clock cap), which the gates, the looks and the decision
+    all count rows with; any mode's cells when none is named."""
     mode = loaded.plan.all_modes().get(mode_name) if mode_name is not None else None
     if mode is None:
         return {cell: PlannedKey(cell=cell) for cell in loaded.plan.cells}
     assert mode_name is not None
-    return {cell: planned_match(loaded, mode_name, mode.control, cell) for cell in loaded.plan.cells}
+    return {cell: planned_match(loaded, mode_name, mode.control, cell, cap) for cell in loaded.plan.cells}
 
 
 def read_plan_archive(loaded: LoadedPlan, output_dir: Path | None = None) -> Snapshot:
@@ -95,29 +97,35 @@ def read_plan_archive_starts(loaded: LoadedPlan) -> int:
     except ArchiveError:
         return 0
     rule = get_rule(loaded.plan.window.rule)
+    cap = planned_cap(loaded)
     return min(
-        (first_look_archive(loaded, rule, snapshot, mode) for mode in loaded.plan.all_modes() or [None]), default=0
+        (first_look_archive(loaded, rule, snapshot, mode, cap) for mode in loaded.plan.all_modes() or [None]),
+        default=0,
     )
 
 
 def _deciding_noise(
-    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None
+    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None, cap: float | None
 ) -> tuple[list[ArchiveNoise], list[str]]:
-    """The archive's noise for the plan's cells, and the cells that decide."""
-    noise = window_noise(snapshot, [], planned_keys(loaded, mode_name), rule)
+    """The archive's noise for the plan's cells (``cap``: production's clock cap), and the cells that decide."""
+    noise = window_noise(snapshot, planned_keys(loaded, mode_name, cap), rule)
     return noise, [name for name, cell in loaded.plan.cells.items() if cell.decision]
 
 
-def first_look_archive(loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None) -> int:
-    """The fewest archived control starts behind a deciding cell's primary, keyed as planned: what a sequential
-    rule's first look rests on (the window itself looks with its own control starts' keys)."""
-    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
+def first_look_archive(
+    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None, cap: float | None
+) -> int:
+    """The fewest archived control starts behind a deciding cell's primary, matched as the looks will match them
+    (``cap``: production's clock cap): what a sequential rule's first look rests on."""
+    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, cap)
     return fewest_archived_starts(noise, deciding, rule.primary)
 
 
-def preflight_power(loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str) -> list[str]:
+def preflight_power(
+    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str, cap: float | None
+) -> list[str]:
     """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
-    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
+    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, cap)
     return power_warnings(rule, loaded.plan.window.repeats, noise, deciding)
 
 
@@ -128,8 +136,9 @@ def error_rate_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None
     except ArchiveError as exc:
         return [f"{exc}; the error rates were not checked against the archive"]
     found: list[str] = []
+    cap = planned_cap(loaded)
     for mode_name in loaded.plan.all_modes() or [None]:
-        noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
+        noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, cap)
         found += [w for w in error_rate_warnings(rule, loaded.plan.window.repeats, noise, deciding) if w not in found]
     return found
 
@@ -140,7 +149,7 @@ def power_check(loaded: LoadedPlan, rule: RuleSpec, mode_name: str, output_dir: 
         snapshot = read_plan_archive(loaded, output_dir)
     except ArchiveError as exc:
         return [f"{exc}; the power was not checked against the archive"]
-    return preflight_power(loaded, rule, snapshot, mode_name)
+    return preflight_power(loaded, rule, snapshot, mode_name, planned_cap(loaded))
 
 
 def draw_order(rule: RuleSpec) -> Order:
@@ -158,7 +167,7 @@ def hold_lines(
     archive's noise, no change, from the rule's audit) and the maximum measurement time."""
     if not rule.looks:
         return []
-    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name)
+    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, planned_cap(loaded))
     mean = expected_starts(rule, loaded.plan.window.repeats, noise, deciding)
     first, most = found.first_look or len(found.starts), len(found.starts)  # most: max_starts may cap the rule's
     mean = None if mean is None else min(mean, most)  # a budget of fewer starts ends the window there at the latest

@@ -43,7 +43,7 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
-from fairwin.telemetry.cap import production_cap, production_caps
+from fairwin.telemetry.cap import production_caps
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.watched_hosts import window_gpus, window_hosts
 from fairwin.window.admission import Admission, WindowOptions, admit, quiet
@@ -73,10 +73,11 @@ async def open_admitted(
     checked, out = admitted.checked, admitted.out
     say(gate_line(checked.rule, admitted.gate_summary.budget))
     environment = capture(loaded.base_dir)
-    warnings = preflight_power(loaded, checked.rule, admitted.snapshot, mode_name)
+    cap = admitted.production_cap  # read by the admission, once the hosts answered
+    warnings = preflight_power(loaded, checked.rule, admitted.snapshot, mode_name, cap[0])
     for warning in warnings:
         say(f"warning: {warning}")
-    gpu, cap = admitted.clocks.here, production_cap(loaded)  # the source admission found
+    gpu = admitted.clocks.here  # the source admission found
     node_caps = _node_caps(loaded, checked, say)
     hold = _hold(loaded, admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
