@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -179,3 +180,24 @@ def test_a_window_killed_at_any_step_is_recovered(
     for path in window.rglob("*.json"):
         json.loads(path.read_text())
     assert fairwin("recover", str(plan)).stdout.startswith("nothing to recover")
+
+
+def test_the_demos_recipe_takes_its_production_down_when_the_window_is_refused(
+    make_plan: PlanFactory, stop_production: list[Path]
+) -> None:
+    """`make demo`'s window part (`make demo-window`, the demo's own recipe) on a plan whose window is refused after
+    production came up: the recipe exits non-zero and production is down, as the README promises."""
+    role = sim_role(model="exp-prod-demo")
+    plan = production_plan(make_plan, "prod-demo", B={**role, "argv": ["/nonexistent/python", *role["argv"][1:]]})
+    stop_production.append(plan)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        ["make", "-s", "-C", str(root), "demo-window", f"DEMO_PLAN={plan}", "DEMO_ENV=/dev/null"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0, done.stdout
+    assert "UP: launched pid" in done.stdout and "DOWN: stopped pid" in done.stdout, done.stdout + done.stderr
+    assert "/nonexistent/python" in done.stderr
+    assert processes_with("prod-demo") == []
