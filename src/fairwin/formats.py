@@ -67,6 +67,7 @@ REHEARSAL = RecordFormat("fairwin.rehearsal", 2, reads=(1,), model="fairwin.gate
 ORDER = RecordFormat("fairwin.order", 1, model="fairwin.plan.order:PromptOrder")
 STAGE = RecordFormat("fairwin.stage", 1, model="fairwin.custody.stage:StageRecord")
 ARCHIVE = RecordFormat("fairwin.archive", 2, reads=(1,), model="fairwin.archive.archive_row:ArchiveRow")
+ARCHIVE_DROP = RecordFormat("fairwin.archive-drop", 1, model="fairwin.archive.archive_row:ImportDropped")
 
 #: Every format, in the order above.
 REGISTRY: tuple[RecordFormat, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, RecordFormat))

@@ -15,7 +15,7 @@ import pytest
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, ArchiveStore, noise, open_archive, select
 from fairwin.archive.postgres import SCHEMA_VERSION, PostgresArchive
-from fairwin.errors import ArchiveError
+from fairwin.errors import ArchiveError, InputError
 from tests.integration.helpers import fairwin
 from tests.integration.postgres import Server
 
@@ -218,7 +218,7 @@ def test_stats_groups_by_every_key_with_each_groups_spread(tmp_path: Path) -> No
     only = json.loads(fairwin("archive", "stats", "--archive", str(path), "--role", "P", "--json").stdout)
     assert [g["key"]["role"] for g in only] == ["P"]
     table = fairwin("archive", "stats", "--archive", str(path))
-    assert "role P" in table.stdout and "caps gpu-a 2100 MHz" in table.stdout.replace("\n", " ")
+    assert "role P" in table.stdout and "(by host: gpu-a 2100 MHz" in table.stdout.replace("\n", " ")
 
 
 WRITER = textwrap.dedent("""
@@ -262,3 +262,28 @@ def test_eight_writers_of_two_hundred_windows_lose_nothing_and_duplicate_nothing
     assert f"{path}:{8 * 200 * 2 + 1}: torn line (no newline: a writer was interrupted)" in torn.problems[0]
     done = fairwin("archive", "stats", "--archive", str(path))
     assert done.returncode == 0 and "torn line" in done.stderr
+
+
+def test_an_import_is_replaced_and_dropped_by_its_id_and_a_windows_rows_stay(store: ArchiveStore) -> None:
+    own = control("w0", "s1", 90.0)
+    store.append([own])
+    wrong = [control(f"t{i}", "s1", 100.0 + i, prompt_tokens=64, imported="imp-a") for i in range(3)]
+    assert store.replace_import(None, wrong).added == 3
+    # The corrected import: the same starts, keyed as they really were; the wrong ones go in the same write.
+    right = [row.model_copy(update={"prompt_tokens": 1024, "imported": "imp-b"}) for row in wrong]
+    done = store.replace_import("imp-a", right)
+    assert (done.dropped, done.added, done.already) == (3, 3, 0)
+    snapshot = store.snapshot()
+    assert [(r.window_id, r.prompt_tokens, r.imported) for r in snapshot.rows] == [
+        ("w0", 64, None),
+        ("t0", 1024, "imp-b"),
+        ("t1", 1024, "imp-b"),
+        ("t2", 1024, "imp-b"),
+    ]
+    assert snapshot.problems == ()
+    with pytest.raises(InputError, match="no import imp-a here"):
+        store.replace_import("imp-a", [])  # dropped already
+    assert store.replace_import("imp-b", []).dropped == 3
+    assert [r.window_id for r in store.snapshot().rows] == ["w0"]
+    # The same starts imported again once their import was dropped: they are not "there already".
+    assert store.replace_import(None, [r.model_copy(update={"imported": "imp-c"}) for r in wrong]).added == 3

@@ -45,5 +45,7 @@ def test_a_map_naming_what_is_not_an_archive_field_or_metric_is_refused() -> Non
         ArchiveMap.model_validate({**SPEC.model_dump(), "values": {**SPEC.values, "colour": "red"}})
     with pytest.raises(ValueError, match=r"metrics \['speed'\] are not archive metrics"):
         ArchiveMap.model_validate({**SPEC.model_dump(), "repeats": {"metrics": {"speed": "s"}}})
-    with pytest.raises(ValueError, match=r"\['role'\] are in both \[fields\] and \[values\]"):
+    with pytest.raises(
+        ValueError, match=r"\['role'\] are in more than one of \[fields\], \[values\] and \[cells.NAME\]"
+    ):
         ArchiveMap.model_validate({**SPEC.model_dump(), "fields": {**SPEC.fields, "role": "r"}})

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from fairwin.formats import ARCHIVE, RecordFormat
+from fairwin.formats import ARCHIVE, ARCHIVE_DROP, RecordFormat
 from fairwin.records import Record, SparseModel
 from fairwin.rows import MetricValues
 
@@ -52,6 +52,16 @@ class ArchiveRow(Record):
     gpu_model: str | None = None
     gpu_count: int | None = None
     clock_caps_mhz: dict[str, float | None] | None = None  # per host; {} when no GPU was observed
+    # The import that brought the row in (`fairwin archive import --map`), by which it is listed, dropped or
+    # replaced; a window's own rows have none, and are stored without the field (the same bytes as before it).
+    imported: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _imported_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("imported") is None:
+            dumped.pop("imported", None)
+        return dumped
 
     @model_validator(mode="before")
     @classmethod
@@ -76,6 +86,7 @@ class ArchiveRow(Record):
             max_tokens=self.max_tokens,
             concurrency=self.concurrency,
             temperature=self.temperature,
+            clock_cap_mhz=self.clock_cap_mhz,
             hosts=tuple(self.hosts) if self.hosts is not None else None,
             gpu_model=self.gpu_model,
             gpu_count=self.gpu_count,
@@ -85,6 +96,20 @@ class ArchiveRow(Record):
     def mean(self, metric: str) -> float | None:
         values = [v for r in self.repeats if (v := getattr(r, metric)) is not None]
         return float(np.mean(values)) if values else None
+
+
+class ImportDropped(Record):
+    """``fairwin.archive-drop/1``: a line of a JSONL archive saying that an import's rows are no longer used (the
+    file is only ever appended to; a PostgreSQL archive deletes them instead)."""
+
+    record_format: ClassVar[RecordFormat] = ARCHIVE_DROP
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["fairwin.archive-drop/1"] = "fairwin.archive-drop/1"
+    import_id: str
+    time: float
+    rows: int  # how many rows of the import it took out
+    replaced_by: str | None = None  # the import that replaced it, where one did
 
 
 @dataclass(frozen=True)
@@ -99,6 +124,7 @@ class ArchiveKey:
     max_tokens: int
     concurrency: int | None
     temperature: float | None
+    clock_cap_mhz: float | None  # the one cap the start's hosts agreed on
     hosts: tuple[str, ...] | None
     gpu_model: str | None
     gpu_count: int | None
@@ -135,13 +161,14 @@ class PlannedKey(SparseModel):
         return {name: getattr(self, name) for name in sorted(self.model_fields_set)}
 
     def mismatch(self, row: ArchiveRow) -> str | None:
-        """The first field on which ``row`` differs from this key, said as ``field: row's value, not ours``;
+        """Every field on which ``row`` differs from this key, each said as ``field row's value, not ours``;
         None when it matches."""
+        differs = []
         for name, wanted in self.match().items():
             found = tuple(row.hosts) if name == "hosts" and row.hosts is not None else getattr(row, name)
             if found != wanted:
-                return f"{name} {_shown(found)}, not {_shown(wanted)}"
-        return None
+                differs.append(f"{name} {_shown(found)}, not {_shown(wanted)}")
+        return "; ".join(differs) or None
 
     def matches(self, row: ArchiveRow) -> bool:
         return self.mismatch(row) is None

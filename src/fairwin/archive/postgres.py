@@ -34,9 +34,9 @@ except ModuleNotFoundError as exc:  # an extra: the JSONL archive needs nothing
     raise MissingExtraError("postgres", exc.name) from None
 
 from fairwin.archive.archive_row import ArchiveRow
-from fairwin.archive.store import Appended, Snapshot, canonical, redact
+from fairwin.archive.store import Appended, Replaced, Snapshot, canonical, redact
 from fairwin.directory.lock_record import LockRecord
-from fairwin.errors import ArchiveError
+from fairwin.errors import ArchiveError, InputError
 from fairwin.formats import ARCHIVE
 
 
@@ -216,38 +216,24 @@ class PostgresArchive:
     # -- rows ------------------------------------------------------------------------------------
 
     def append(self, rows: list[ArchiveRow]) -> Appended:
-        starts = [
-            (
-                r.window_id,
-                r.start,
-                r.cell,
-                r.time,
-                r.role,
-                r.mode,
-                r.production_commit,
-                Jsonb(r.model_dump(mode="json", exclude={"repeats"})),
-            )
-            for r in rows
-        ]
-        repeats = [
-            (r.window_id, r.start, r.cell, rep.repeat, Jsonb(rep.model_dump(mode="json", exclude={"repeat"})))
-            for r in rows
-            for rep in r.repeats
-        ]
         with self._connect() as connection, connection.transaction(), connection.cursor() as cursor:
             self._check_schema(connection)
-            cursor.executemany(
-                "INSERT INTO fairwin_control_starts (window_id, start, cell, time, role, mode, production_commit, row)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                starts,
-            )
-            added = max(cursor.rowcount, 0)  # the sum over every row: those the conflict skipped count 0
-            cursor.executemany(
-                "INSERT INTO fairwin_control_repeats (window_id, start, cell, repeat, metrics)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                repeats,
-            )
+            added = _insert(cursor, rows)
         return Appended(added=added, already=len(rows) - added)
+
+    def replace_import(self, dropped: str | None, rows: list[ArchiveRow]) -> Replaced:
+        """One transaction: the rows of import ``dropped`` deleted (their repeats with them), then ``rows``
+        appended; InputError, and nothing changed, where no row came from that import."""
+        with self._connect() as connection, connection.transaction(), connection.cursor() as cursor:
+            self._check_schema(connection)
+            removed = 0
+            if dropped is not None:
+                cursor.execute("DELETE FROM fairwin_control_starts WHERE row->>'imported' = %s", (dropped,))
+                removed = max(cursor.rowcount, 0)
+                if not removed:
+                    raise InputError(f"{self.location}: no import {dropped} here; `fairwin archive imports` lists them")
+            added = _insert(cursor, rows)
+        return Replaced(dropped=removed, added=added, already=len(rows) - added)
 
     def snapshot(self) -> Snapshot:
         with self._connect() as connection:
@@ -274,3 +260,38 @@ class PostgresArchive:
                     f"({exc.errors()[0]['msg']}); not used"
                 )
         return Snapshot(self.location, canonical(rows), tuple(problems))
+
+
+def _insert(cursor: psycopg.Cursor[Any], rows: list[ArchiveRow]) -> int:
+    """Every row and its repeats, inside the caller's transaction, skipping those there already; how many were
+    added."""
+    starts = [
+        (
+            r.window_id,
+            r.start,
+            r.cell,
+            r.time,
+            r.role,
+            r.mode,
+            r.production_commit,
+            Jsonb(r.model_dump(mode="json", exclude={"repeats"})),
+        )
+        for r in rows
+    ]
+    repeats = [
+        (r.window_id, r.start, r.cell, rep.repeat, Jsonb(rep.model_dump(mode="json", exclude={"repeat"})))
+        for r in rows
+        for rep in r.repeats
+    ]
+    cursor.executemany(
+        "INSERT INTO fairwin_control_starts (window_id, start, cell, time, role, mode, production_commit, row)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        starts,
+    )
+    added = max(cursor.rowcount, 0)  # the sum over every row: those the conflict skipped count 0
+    cursor.executemany(
+        "INSERT INTO fairwin_control_repeats (window_id, start, cell, repeat, metrics)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        repeats,
+    )
+    return added

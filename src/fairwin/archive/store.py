@@ -31,6 +31,13 @@ class Appended:
 
 
 @dataclass(frozen=True)
+class Replaced:
+    dropped: int  # rows of the import taken out
+    added: int
+    already: int  # rows that were there already, from another import or a window
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The archive as one read saw it: rows in canonical order, and a line for each one not used."""
 
@@ -62,6 +69,11 @@ class ArchiveStore(Protocol):
     def location(self) -> str: ...
 
     def append(self, rows: list[ArchiveRow]) -> Appended: ...
+
+    def replace_import(self, dropped: str | None, rows: list[ArchiveRow]) -> Replaced:
+        """At once: the rows import ``dropped`` brought taken out (InputError where it brought none), and
+        ``rows`` appended as one import; a reader sees the archive before or after, never between."""
+        ...
 
     def snapshot(self) -> Snapshot: ...
 

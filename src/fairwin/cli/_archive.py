@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from fairwin.cli._console import stderr, stdout
 from fairwin.errors import InputError, UsageError
 
 if TYPE_CHECKING:
+    from fairwin.archive import ArchiveRow
     from fairwin.cli._arguments import Commands
     from fairwin.directory.layout import WindowDir
 
@@ -31,20 +33,36 @@ def add_parsers(commands: Commands) -> None:
     stats.add_argument("--max-tokens", type=count, help="only this max_tokens")
     stats.add_argument("--commit", help="only control starts run while this commit was under test")
     stats.add_argument("--clock-cap-mhz", type=positive, help="only control starts that ran at this cap")
+    stats.add_argument(
+        "--plan", type=Path, help="say, per key, whether this plan's windows count its control starts, and why not"
+    )
+    stats.add_argument("--plan-mode", help="with --plan: which of its modes (default: its default mode)")
     stats.add_argument("--json", action="store_true")
     stats.set_defaults(func=archive_stats)
     migrate = which.add_parser("migrate", help="create or upgrade a PostgreSQL archive's schema")
     migrate.add_argument("--archive", help="the database's postgresql:// URL (default: $FAIRWIN_ARCHIVE_URL)")
     migrate.set_defaults(func=archive_migrate)
     into = which.add_parser("import", help="append every row of a JSONL archive file to the archive")
-    into.add_argument("file", help="a JSONL archive file (control-archive.jsonl, or an export)")
+    into.add_argument(
+        "file", help="a JSONL archive file (control-archive.jsonl, or an export); with --map, JSONL or CSV"
+    )
     into.add_argument("--archive", help=WHERE)
     into.add_argument(
         "--map",
         type=Path,
         help="MAP.toml: the file is another tool's archive, its rows mapped onto archive rows (docs/archive.md)",
     )
+    into.add_argument(
+        "--replace", metavar="IMPORT", help="with --map: take out this earlier import's rows in the same write"
+    )
     into.set_defaults(func=archive_import)
+    listed = which.add_parser("imports", help="every import (--map) whose rows the archive uses, by its id")
+    listed.add_argument("--archive", help=WHERE)
+    listed.set_defaults(func=archive_imports)
+    drop = which.add_parser("drop", help="take an import's rows out of the archive (`archive imports` lists them)")
+    drop.add_argument("import_id", metavar="IMPORT", help="the import's id, imp-...")
+    drop.add_argument("--archive", help=WHERE)
+    drop.set_defaults(func=archive_drop)
     out = which.add_parser("export", help="write every row of the archive to a JSONL file")
     file_to_write(out, "the JSONL file to write (atomically)", required=True, old_positional=True)
     out.add_argument("--archive", help=WHERE)
@@ -86,11 +104,25 @@ def archive_stats(args: argparse.Namespace) -> int:
         if (args.commit is None or row.commit == args.commit)
         and (args.clock_cap_mhz is None or row.clock_cap_mhz == args.clock_cap_mhz)
     ]
-    found = [(key, rows, [noise(rows, key.cell, metric) for metric in METRICS]) for key, rows in groups(chosen).items()]
+    verdicts = _plan_matches(args.plan, args.plan_mode) if args.plan is not None else None
+    found = [
+        (
+            key,
+            rows,
+            [noise(rows, key.cell, metric) for metric in METRICS],
+            verdicts(rows[0]) if verdicts is not None else None,
+        )
+        for key, rows in groups(chosen).items()
+    ]
     if args.json:
         printed = [
-            {"key": key.describe(), "control_starts": len(rows), "noise": [n.model_dump(mode="json") for n in spread]}
-            for key, rows, spread in found
+            {
+                "key": key.describe(),
+                "control_starts": len(rows),
+                "noise": [n.model_dump(mode="json") for n in spread],
+                **({"plan": verdict} if verdict is not None else {}),
+            }
+            for key, rows, spread, verdict in found
         ]
         stdout.print(json.dumps(printed, indent=2), markup=False)
         return 0
@@ -99,6 +131,29 @@ def archive_stats(args: argparse.Namespace) -> int:
     for table in archive_groups_table(store.location, found):
         stdout.print(table)
     return 0
+
+
+def _plan_matches(plan: Path, mode: str | None) -> Callable[[ArchiveRow], str]:
+    """For a row: whether the plan's windows of ``mode`` (its default mode) count it, and where not, the first key
+    it differs on; the plan's own match, production's cap as the plan declares it (``plan show``'s)."""
+    from fairwin.plan import load_plan
+    from fairwin.plan.schedule import default_mode, resolve_mode
+    from fairwin.telemetry.cap import planned_cap
+    from fairwin.window.preflight import planned_keys
+
+    loaded = load_plan(plan)
+    chosen = mode or default_mode(loaded)
+    resolve_mode(loaded, chosen)  # a mode the plan does not have is refused here, in one line
+    keys = planned_keys(loaded, chosen, planned_cap(loaded))
+
+    def verdict(row: ArchiveRow) -> str:
+        match = keys.get(row.cell)
+        if match is None:
+            return f"not counted by {plan} ({chosen}): it has no cell {row.cell}"
+        differs = match.mismatch(row)
+        return f"counted by {plan} ({chosen})" if differs is None else f"not counted by {plan} ({chosen}): {differs}"
+
+    return verdict
 
 
 def archive_migrate(args: argparse.Namespace) -> int:
@@ -127,7 +182,9 @@ def archive_import(args: argparse.Namespace) -> int:
     if not source.is_file():
         raise InputError(f"{source}: no such archive file")
     if args.map is not None:
-        return _import_mapped(source, args.map, args.archive)
+        return _import_mapped(source, args.map, args.archive, args.replace)
+    if args.replace is not None:
+        raise UsageError("--replace takes an import made with --map, and needs --map for the rows that replace it")
     snapshot = open_archive(source).snapshot()
     into = open_archive(_location(args.archive))
     done = import_rows(snapshot, into)
@@ -141,20 +198,66 @@ def archive_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_mapped(source: Path, map_file: Path, archive: str | None) -> int:
+def _import_mapped(source: Path, map_file: Path, archive: str | None, replacing: str | None) -> int:
     from fairwin.archive import open_archive
     from fairwin.archive.foreign import load_map, mapped_rows
-    from fairwin.archive.transfer import append_by_window
+    from fairwin.archive.transfer import import_mapped
 
-    rows, skipped = mapped_rows(source, load_map(map_file))  # every row mapped before any is written
+    mapped = mapped_rows(source, load_map(map_file))  # every row mapped before any is written
+    for warning in mapped.warnings:
+        stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
     into = open_archive(_location(archive))
-    done = append_by_window(rows, into)
+    import_id, done = import_mapped(mapped.rows, into, replacing)
+    windows = len({row.window_id for row in mapped.rows})
+    replaced = f"; replaced import {replacing} ({done.dropped} rows)" if replacing else ""
+    skipped = f"; {mapped.skipped} rows not control starts" if mapped.skipped else ""
+    already = f"; {done.already} were there already" if done.already else ""
+    if not done.added:
+        stdout.print(
+            f"imported nothing into {into.location}: every control start was there already{replaced}", markup=False
+        )
+        return 0
     stdout.print(
-        f"imported {done.added} control starts of {done.windows} windows into {into.location} (mapped by {map_file}"
-        + (f"; {skipped} rows not control starts" if skipped else "")
-        + ")"
-        + (f"; {done.already} were there already" if done.already else ""),
+        f"imported {done.added} control starts of {windows} windows into {into.location} as {import_id} "
+        f"(mapped by {map_file}{skipped}){already}{replaced}; `fairwin archive drop {import_id}` takes them out",
         markup=False,
+        soft_wrap=True,
+    )
+    return 0
+
+
+def archive_imports(args: argparse.Namespace) -> int:
+    import datetime
+
+    from fairwin.archive import open_archive
+    from fairwin.archive.transfer import imports_in
+
+    store = open_archive(_location(args.archive))
+    found = imports_in(store.snapshot()) if store.exists() else []
+    if not found:
+        stdout.print(f"{store.location}: no imports (rows brought in with `archive import --map`)", markup=False)
+    for item in found:
+        first, last = (
+            datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d") for t in (item.first, item.last)
+        )
+        stdout.print(
+            f"{item.import_id}: {item.rows} control starts of {item.windows} windows, cells {', '.join(item.cells)}, "
+            f"{first} to {last}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return 0
+
+
+def archive_drop(args: argparse.Namespace) -> int:
+    from fairwin.archive import open_archive
+
+    store = open_archive(_location(args.archive))
+    if not store.exists():
+        raise InputError(f"{store.location}: no archive there")
+    done = store.replace_import(args.import_id, [])
+    stdout.print(
+        f"dropped import {args.import_id}: {done.dropped} control starts taken out of {store.location}", markup=False
     )
     return 0
 

@@ -87,25 +87,28 @@ def _starts(found: AuditResult) -> str:
 
 
 def archive_groups_table(
-    location: str, found: Sequence[tuple[ArchiveKey, Sequence[object], Sequence[ArchiveNoise]]]
+    location: str, found: Sequence[tuple[ArchiveKey, Sequence[object], Sequence[ArchiveNoise], str | None]]
 ) -> list[Table]:
-    """One table per archive key: its control starts' spread of every metric."""
+    """One table per archive key: its control starts' spread of every metric (with whether a plan's windows
+    would count them, and why not, where a plan was given)."""
     tables = []
-    for key, rows, results in found:
+    for key, rows, results, verdict in found:
         caps = (
-            ", ".join(
-                f"{host} {cap:g} MHz" if cap is not None else f"{host} unknown"
-                for host, cap in key.clock_caps_mhz or ()
+            "not recorded"
+            if key.clock_caps_mhz is None
+            else ", ".join(
+                f"{host} {cap:g} MHz" if cap is not None else f"{host} unknown" for host, cap in key.clock_caps_mhz
             )
             or "none observed"
         )
+        one_cap = f"{key.clock_cap_mhz:g} MHz" if key.clock_cap_mhz is not None else "none"
         gpus = f"{key.gpu_count} x {key.gpu_model}" if key.gpu_model else "no GPU observed"
         title = (
             f"{location}: cell {key.cell}, role {key.role}, mode {key.mode}, "
             f"{f'production {key.production_commit}' if key.production_commit else 'no production declared'}\n"
             f"prompt {key.prompt_tokens} / max {key.max_tokens} tokens, concurrency {key.concurrency}, "
             f"temperature {key.temperature}; hosts {', '.join(key.hosts or ()) or 'unknown'}; {gpus}; "
-            f"caps {caps}; {len(rows)} control starts"
+            f"cap {one_cap} (by host: {caps}); {len(rows)} control starts" + (f"\n{verdict}" if verdict else "")
         )
         table = Table(title=title)
         for column in ("metric", "starts", "windows", "day-to-day cv %", "repeat cv %", "range %"):
