@@ -202,6 +202,10 @@ class ProductionError(WindowError):
     """Production could not be taken down, or the hardware not proved quiet; production was restored."""
 
 
+class ReleaseOwed(WindowError):
+    """The team's release ([custody] release_command) did not release; ``fairwin recover PLAN`` runs it again."""
+
+
 class GateRefused(FairwinError):
     """A gate refused (qualification, correctness receipt, runtime declaration, budget); nothing was touched."""
 

@@ -108,3 +108,39 @@ def test_a_release_that_fails_is_recorded_as_owed_and_a_hold_that_cannot_run_ref
     never_ran = r"hold command /opt/nowhere/hold did not run to its end: could not run: .*No such file"
     with pytest.raises(GateRefused, match=never_ran):
         asyncio.run(missing.take())
+
+
+@pytest.mark.slow
+def test_a_failed_team_release_stays_owed_in_the_windows_receipts_until_recover_releases_it(
+    make_plan: PlanFactory, stop_production: list[Path], tmp_path: Path
+) -> None:
+    """The team's release fails at the window's end (its lease server is away): the window completes, and its
+    status, summary and page say the release is owed; `fairwin recover` runs it again, fails again (exit 3,
+    still owed), and once the lease server is back releases it and says so; a later recover finds nothing."""
+    ledger, away = tmp_path / "ledger.txt", tmp_path / "lease-server-away"
+    away.touch()
+    release = ["sh", "-c", f'if [ -e {away} ]; then echo lease server away >&2; exit 2; fi; echo "release" >> {ledger}']
+    plan = with_custody(production_plan(make_plan, "team-owed"), ["true"], release)
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = fairwin("run", str(plan), "--quiet")
+    assert done.returncode == 0, done.stderr
+    window = only_window(plan)
+    status = json.loads((window / "status.json").read_text())
+    assert status["state"] == "complete"
+    assert status["team_release"]["released"] is False and status["team_release"]["attempts"] == 1
+    assert status["team_release"]["error"].endswith("exited 2: lease server away")
+    assert "team release: NOT RELEASED, owed (" in (window / "summary.md").read_text()
+    assert "end: NOT released (owed)" in (window / "report.html").read_text()
+    again = fairwin("recover", str(plan))
+    assert again.returncode == 3, again.stdout
+    assert f"window {window.name}: the team's release command" in again.stderr and "still owed" in again.stderr
+    assert json.loads((window / "status.json").read_text())["team_release"]["attempts"] == 2
+    away.unlink()
+    released = fairwin("recover", str(plan))
+    assert released.returncode == 0, released.stderr
+    assert released.stdout.strip() == f"team release of window {window.name} released"
+    status = json.loads((window / "status.json").read_text())
+    assert status["state"] == "complete" and status["verdict"] and status["team_release"]["released"] is True
+    assert status["team_release"]["attempts"] == 3 and ledger.read_text() == "release\n"
+    assert fairwin("recover", str(plan)).stdout.startswith("nothing to recover")

@@ -140,11 +140,14 @@ def run(args: argparse.Namespace) -> int:
 
 def recover(args: argparse.Namespace) -> int:
     from fairwin.custody.recover import recover as recover_window
+    from fairwin.errors import ReleaseOwed
     from fairwin.plan import load_plan
 
     loaded = load_plan(args.plan, args.overrides)
     out = loaded.output_dir(args.out)
     result = asyncio.run(recover_window(loaded, out))
+    if result.owed:  # everything else done; what is still owed is the error, with what was done
+        raise ReleaseOwed(result.summary())
     stdout.print(result.summary(), markup=False)
     return 0
 

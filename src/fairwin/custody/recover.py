@@ -27,10 +27,10 @@ from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import Marker, marker_path, read_marker
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
-from fairwin.custody.team_hold import RELEASE_STEP, TeamHold, release_owed
-from fairwin.directory.journal import Launched, happened, production_at_open, read_journal, servers
+from fairwin.custody.team_hold import TeamHold, release_owed
+from fairwin.directory.journal import RELEASE_STEP, Launched, happened, production_at_open, read_journal, servers
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.status import RecoveryRecord, Restore, WindowStatus
+from fairwin.directory.status import RecoveryRecord, Restore, TeamRelease, WindowStatus
 from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
 from fairwin.launch.remote_runs import stop_runs
 from fairwin.launch.runtime_cli import container_clis
@@ -53,14 +53,19 @@ class Recovery:
     stopped: list[str] = field(default_factory=list)
     production: Restore | None = None
     problems: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # finished windows whose owed team release now released
+    owed: list[str] = field(default_factory=list)  # windows whose team release is still owed after this recover
 
     def summary(self) -> str:
+        releases = [f"team release of window {window} released" for window in self.released]
         if self.window_id is None:
-            return "nothing to recover: no window holds the lock"
+            if releases or self.problems:
+                return "; ".join([*releases, *self.problems])
+            return "nothing to recover: no window holds the lock, and no team release is owed"
         parts = [f"recovered window {self.window_id}: stopped {len(self.stopped)} server process(es)"]
         if self.production is not None:
             parts.append(f"production {self.production.state}")
-        parts += self.problems
+        parts += releases + self.problems
         return "; ".join(parts)
 
 
@@ -85,10 +90,13 @@ async def _stop(process: psutil.Process) -> str:
 
 
 async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
+    """The window whose fairwin died (named by the lock), then every team release still owed in ``output_dir``."""
     lock = lock_path(loaded, output_dir)
     held = holder(lock)
     if held is None:
-        return Recovery(window_id=None)
+        result = Recovery(window_id=None)
+        await _owed_releases(loaded, output_dir, result)
+        return result
     if held.alive:
         raise InputError(f"{held.describe()} is still running; recover only a window whose fairwin died ({lock})")
     directory = WindowDir(path=held.window_path, window_id=held.record.window_id)
@@ -111,8 +119,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
         production = _production_at_open(loaded, directory, production_at_open(events), output_dir, result.problems)
         if production is not None:
             await _give_back(production, loaded, output_dir, chain, result)
-    if release_owed(events):
-        await _release_team_hold(loaded, directory, result.problems)
+    team = await _release_team_hold(loaded, directory, result.problems, result.owed) if release_owed(events) else None
     restore = result.production.model_dump(mode="json") if result.production is not None else None
     state = _state(directory)
     if state == "running":
@@ -120,10 +127,12 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
             "interrupted",
             error="fairwin died during the window; recovered by `fairwin recover`",
             recovery=RecoveryRecord(stopped=result.stopped, restore=result.production),
+            **({"team_release": team} if team is not None else {}),
         )
     directory.journal_event("recover", "end", stopped=result.stopped, restore=restore)
     _release_shared(loaded, output_dir, directory.window_id, result.problems)
     lock.unlink(missing_ok=True)
+    await _owed_releases(loaded, output_dir, result, skip=directory.window_id)
     if result.production is not None and not result.production.restored:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.reason}")
     return result
@@ -138,14 +147,44 @@ def _plan_at_open(loaded: LoadedPlan, directory: WindowDir, notes: list[str]) ->
         return loaded
 
 
-async def _release_team_hold(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -> None:
-    """The team's release ([custody]) as the window's plan declared it, after production is back; journaled."""
+async def _release_team_hold(
+    loaded: LoadedPlan, directory: WindowDir, problems: list[str], owed: list[str], attempts: int = 1
+) -> TeamRelease | None:
+    """The team's release ([custody]) as the window's plan declared it, after production is back; journaled.
+    What status.json keeps of it (``attempts``: this one included)."""
     team = TeamHold(_plan_at_open(loaded, directory, problems), directory.window_id, directory.path, held=True)
     directory.journal_event(RELEASE_STEP, "begin")
     record = await team.release()
     directory.journal_event(RELEASE_STEP, "end", **record.model_dump(mode="json"))
     if not record.released:
-        problems.append(f"{record.error}; release it by hand, or run `fairwin recover` again")
+        owed.append(directory.window_id)
+        problems.append(
+            f"window {directory.window_id}: {record.error}; still owed: release it by hand, or run `fairwin recover` "
+            "again"
+        )
+    return team.state(attempts)
+
+
+async def _owed_releases(loaded: LoadedPlan, output_dir: Path, result: Recovery, skip: str | None = None) -> None:
+    """Every window in ``output_dir`` whose status says its team release did not release: run again, and its
+    status rewritten with the outcome (the rest of it as it was)."""
+    for path in sorted(output_dir.glob("*/status.json")) if output_dir.is_dir() else []:
+        try:
+            status = read_record(path, WindowStatus)
+        except InputError:
+            continue  # an unreadable status is `fairwin decide`'s to report, not a debt to guess at
+        owed = status.team_release
+        if owed is None or owed.released or status.window_id == skip:
+            continue
+        directory = WindowDir(path=path.parent, window_id=status.window_id, coordinator=status.coordinator)
+        team = await _release_team_hold(loaded, directory, result.problems, result.owed, owed.attempts + 1)
+        assert team is not None  # a release was tried just now
+        kept = status.model_dump(
+            exclude_unset=True, exclude={"format", "window_id", "state", "time", "coordinator", "team_release"}
+        )
+        directory.set_status(status.state, **kept, team_release=team)
+        if team.released:
+            result.released.append(status.window_id)
 
 
 async def _remove_containers(

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ConfigDict
 
-from fairwin.directory.journal import JournalRow
+from fairwin.directory.journal import HOLD_STEP, RELEASE_STEP, JournalRow
+from fairwin.directory.status import TeamRelease
 from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.shell import run_to_exit
 from fairwin.plan.custody import CustodySettings
@@ -24,8 +26,6 @@ from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.records import SparseModel
 
-HOLD_STEP = "team hold"
-RELEASE_STEP = "team release"
 #: The lines of a command's output kept in the journal and said when it fails.
 OUTPUT_LINES = 5
 
@@ -71,6 +71,7 @@ class TeamHold:
     held: bool = False
     tried_release: bool = False
     released: bool = False
+    error: str | None = None  # why the last release did not release
 
     @property
     def settings(self) -> CustodySettings:
@@ -96,10 +97,24 @@ class TeamHold:
         ran = await self._run(self.settings.release_command)
         self.released = ran.code == 0
         if self.released:
+            self.error = None
             return TeamCommand(argv=ran.argv, exit=ran.code, output=ran.output, released=True)
-        return TeamCommand(
-            argv=ran.argv, exit=ran.code, output=ran.output, released=False, error=ran.failure("release")
-        )
+        self.error = ran.failure("release")
+        return TeamCommand(argv=ran.argv, exit=ran.code, output=ran.output, released=False, error=self.error)
+
+    def state(self, attempts: int = 1) -> TeamRelease | None:
+        """What status.json keeps of the release; None where none was tried."""
+        if not self.tried_release:
+            return None
+        return TeamRelease(released=self.released, time=time.time(), error=self.error, attempts=attempts)
+
+    def line(self) -> str | None:
+        """The summary's line; None where no release was tried."""
+        if not self.tried_release:
+            return None
+        if self.released:
+            return "team release: released"
+        return f"team release: NOT RELEASED, owed ({self.error}); `fairwin recover PLAN` runs it again"
 
     async def _run(self, argv: list[str]) -> Ran:
         env = {"FAIRWIN_WINDOW_ID": self.window_id, "FAIRWIN_WINDOW_PATH": str(self.window_path)}

@@ -62,6 +62,9 @@ FixedStep = Literal[
     "close",
     "recover",
 ]
+#: The team's own hold and release ([custody]), named here for every reader of a journal.
+HOLD_STEP: FixedStep = "team hold"
+RELEASE_STEP: FixedStep = "team release"
 START_PREFIX = "start "
 LOOK_PREFIX = "look after "
 

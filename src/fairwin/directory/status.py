@@ -106,6 +106,18 @@ class RecoveryRecord(BaseModel):
     restore: Restore | None
 
 
+class TeamRelease(BaseModel):
+    """``status.json``'s ``team_release``: whether the team's release ([custody]) ran and released; one that did
+    not is owed, and ``fairwin recover PLAN`` runs it again until it does."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    released: bool
+    time: float
+    error: str | None = None
+    attempts: int = 1  # the window's own, and every recover since
+
+
 class WindowStatus(Record):
     """``status.json``: every state carries its window, state and time; a complete one adds its verdict and
     decision.json's digest, a failed or interrupted one its error, a finished one what became of production."""
@@ -127,6 +139,7 @@ class WindowStatus(Record):
     chain: ChainRecord | None = None
     archive: ArchiveProblem | None = None
     recovery: RecoveryRecord | None = None
+    team_release: TeamRelease | None = None
 
     @property
     def chain_id(self) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from fairwin.decision import Decision
-from fairwin.directory.journal import read_journal
+from fairwin.directory.journal import RELEASE_STEP, JournalRow, read_journal
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.start_receipt import WaveRow
@@ -123,17 +123,30 @@ def _receipts(files: WindowDir, manifest: WindowManifest | None, status: WindowS
     restore = status.restore.model_dump(mode="json") if status and status.restore else None
     parts.append("<h3>Production</h3>")
     parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
+    team = status.team_release if status is not None else None
+    if team is not None:
+        said = (
+            "released" if team.released else f"NOT RELEASED, owed: {team.error}; `fairwin recover PLAN` runs it again"
+        )
+        parts.append(f"<p>Team release ([custody]): {html.escape(said)} ({team.attempts} attempt(s))</p>")
     journal = files.journal
     if journal.exists():
         rows = read_journal(journal)[0]  # format-checked; a torn row is left out of the view
         opened = next((r.time for r in rows if r.event == "begin"), None)
         steps = [
-            (r.step, r.event, f"{r.time - opened:.1f}")
+            (r.step, _ended(r), f"{r.time - opened:.1f}")
             for r in rows
             if opened is not None and r.event in ("end", "failed", "interrupted")
         ]
         parts += ["<h3>The window's steps (journal)</h3>", _table(["step", "ended", "s after open"], steps)]
     return parts
+
+
+def _ended(row: JournalRow) -> str:
+    """How a step ended, as the page says it: a team release that did not release is not simply 'end'."""
+    if row.step == RELEASE_STEP and row.event == "end" and row.details.get("released") is False:
+        return "end: NOT released (owed)"
+    return row.event
 
 
 def render_html(files: WindowDir, decision: Decision) -> str:

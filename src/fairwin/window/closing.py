@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.custody.team_hold import RELEASE_STEP, TeamCommand
+from fairwin.custody.team_hold import TeamCommand
+from fairwin.directory.journal import RELEASE_STEP
 from fairwin.directory.status import ArchiveProblem
 from fairwin.errors import FairwinError, Interrupted, RestoreFailed
 from fairwin.files import sha256_file
@@ -100,6 +101,8 @@ class Closing(WindowState):
             outcome["archive"] = ArchiveProblem(appended=False, problem=self.archive_problem)
         if self.chain is not None:
             outcome["chain"] = self.chain.record()
+        if self.team_hold is not None and (team := self.team_hold.state()) is not None:
+            outcome["team_release"] = team  # one not released stays owed: `fairwin recover` finds it here
         if error is None:
             assert self.decision is not None  # the decide step ran (a failed restore let it)
             # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).

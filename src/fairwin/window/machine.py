@@ -19,10 +19,10 @@ from fairwin.archive.window_rows import control_rows
 from fairwin.custody.chain import ChainedWindow
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import release, release_shared
-from fairwin.custody.team_hold import HOLD_STEP, RELEASE_STEP, TeamHold
+from fairwin.custody.team_hold import TeamHold
 from fairwin.decision import Decision
 from fairwin.directory.gate_summary import BudgetRecord
-from fairwin.directory.journal import look_step, read_whole, start_step, step_times
+from fairwin.directory.journal import HOLD_STEP, RELEASE_STEP, look_step, read_whole, start_step, step_times
 from fairwin.directory.layout import WindowDir, http_errors_logged
 from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import ArchiveError, Interrupted, RestoreFailed
@@ -145,7 +145,8 @@ class Window(Opening, Closing):
     def _held_lines(self) -> list[str]:
         """The summary's lines about the hardware: production's restore, and the chain."""
         lines = [self.hold.line()] if self.hold is not None else []
-        return lines + ([self.chain.line()] if self.chain is not None else [])
+        team = self.team_hold.line() if self.team_hold is not None else None
+        return lines + ([self.chain.line()] if self.chain is not None else []) + ([team] if team else [])
 
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
