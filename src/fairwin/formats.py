@@ -55,6 +55,7 @@ PRODUCTION_STATE = RecordFormat("fairwin.production-state", 1, model="fairwin.pr
 # The hardware's lock: which window holds production's hardware, and who runs it.
 LOCK = RecordFormat("fairwin.lock", 1, model="fairwin.directory.lock_record:LockRecord")
 CHAIN_MARKER = RecordFormat("fairwin.chain-marker", 1, model="fairwin.custody.chain:Marker")
+CHAIN_END = RecordFormat("fairwin.chain-end", 1, model="fairwin.custody.chain_receipts:ChainEndReceipt")
 # Printed, not stored: `fairwin decide --json` and `fairwin rules audit --json`.
 DECISIONS = RecordFormat("fairwin.decisions", 1, model="fairwin.decision.document:DecisionsPrinted")
 AUDIT = RecordFormat("fairwin.audit", 1, model="fairwin.decision.audit:AuditResult")

@@ -360,3 +360,39 @@ def test_placeholders_on_two_hosts_hold_the_hardware_between_chained_windows(
         assert fairwin("production", "status", str(plan)).returncode == 0  # restored
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+
+
+@pytest.mark.slow
+def test_every_end_of_a_chain_is_a_receipt_even_one_refused_before_its_window_opened(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    """A chain's first window holds over (CHAINED); the next is refused in its preflight (a role's command is not
+    executable), which aborts the chain before any window opens: the ledger receipts both ends, the abort with
+    its decision REJECT, its reason and the proof of production's restore; `chain status` says so."""
+    plan = chain_plan(make_plan, "chain-receipt")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    assert run(plan, "--chain").returncode == 0
+    first = windows_of(plan)[0]
+    text = plan.read_text()
+    role_b = text.index("[roles.B]") if "[roles.B]" in text else text.index('[roles."B"]')
+    plan.write_text(text[:role_b] + text[role_b:].replace('"{python}"', '"/nonexistent/python"', 1))
+    refused = run(plan, "--chain")
+    assert refused.returncode == 4, refused.stderr
+    assert "chain ABORTED, decision REJECT; production RESTORED" in refused.stderr
+    assert windows_of(plan) == [first]  # no window opened for it
+    chained, aborted = read_jsonl(plan.parent / "windows" / "chains.jsonl")
+    assert (chained["end"], chained["window_id"], chained["windows"]) == ("CHAINED", first.name, [first.name])
+    assert chained["restore"]["state"] == "CHAINED" and chained["placeholders"] == ["gpu"]
+    assert chained["verdict"] == status(first)["verdict"] and chained.get("decision") is None
+    assert (aborted["chain_id"], aborted["end"], aborted["decision"]) == (chained["chain_id"], "ABORTED", "REJECT")
+    assert aborted.get("window_id") is None and aborted["windows"] == [first.name]
+    assert (
+        aborted["reason"].startswith("refused before its window opened: ")
+        and "/nonexistent/python" in (aborted["reason"])
+    )
+    assert aborted["restore"]["state"] == "RESTORED" and aborted["restore"]["watch"]["ok"] is True
+    assert not scratch_chain_marker.exists() and fairwin("production", "status", str(plan)).returncode == 0
+    said = fairwin("chain", "status", str(plan)).stdout.splitlines()
+    assert said[1].startswith(f"last chain end: {chained['chain_id']} ABORTED, decision REJECT at ")
+    assert "; production RESTORED; refused before its window opened: " in said[1]

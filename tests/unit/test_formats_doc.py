@@ -37,6 +37,7 @@ TABLED = {
     "fairwin.production-state/1",
     "fairwin.production-live/1",
     "fairwin.chain-marker/1",
+    "fairwin.chain-end/1",
     "fairwin.order/1",
 }
 

@@ -64,7 +64,7 @@ def abort(args: argparse.Namespace) -> int:
     from fairwin.custody.chain import abort_chain
 
     loaded, out = _loaded(args)
-    aborted = asyncio.run(abort_chain(loaded, out, _say))
+    aborted = asyncio.run(abort_chain(loaded, out, _say, "aborted by hand (`fairwin chain abort`)"))
     if aborted is None:
         stdout.print("no chain in progress: nothing to abort", markup=False)
         return 0

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fairwin.custody.chain_receipts import ChainEndReceipt, last_end, ledger_path, write_end
 from fairwin.custody.hold import Hold
 from fairwin.decision import RuleSpec
 from fairwin.decision.registry import get_rule
@@ -199,7 +200,9 @@ class ChainRun:
     snapshot: ProductionDeclaration
     commit: str | None
     coordinator: str
+    ledger_dir: Path  # where the chain's ends are receipted (the output directory: chain_receipts.py)
     started: list[RunningPlaceholder] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # an abort's placeholders taken down, one line each
     end: ChainEnd | None = None
     reason: str | None = None
     chain_id: str | None = None  # the chain's id, once known: continued, or started by this window's hold over
@@ -277,7 +280,8 @@ class ChainRun:
         production is given back; the marker is cleared once it is (:meth:`cleared`)."""
         self.end, self.reason = "ABORTED", reason
         listed = [*(self.found.placeholders if self.found else []), *self.started]
-        return Stopped(placeholders=await self.placeholders.stop_all(listed))
+        self.stopped = await self.placeholders.stop_all(listed)
+        return Stopped(placeholders=self.stopped)
 
     def cleared(self, hold: Hold) -> None:
         """Clear the marker of an aborted chain once production is back (a failed restore keeps it)."""
@@ -294,6 +298,29 @@ class ChainRun:
             given["last"] = self.last
         return ChainRecord(position=self.position, end=self.end, marker=str(self.marker_path), **given)
 
+    def write_end(self, window_id: str, verdict: str | None, restore: Restore | None) -> None:
+        """This window's end of its part in the chain, as a receipt in the ledger (once the chain has an end)."""
+        if self.end is None:
+            return
+        windows = [*(w.window_id for w in (self.found.windows if self.found else [])), window_id]
+        held = [p.name for p in self.started] if self.end == "CHAINED" else self.stopped
+        write_end(
+            self.ledger_dir,
+            ChainEndReceipt(
+                time=time.time(),
+                chain_id=self.found.chain_id if self.found else self.chain_id,
+                end=self.end,
+                decision="REJECT" if self.end == "ABORTED" else None,
+                verdict=verdict,
+                window_id=window_id,
+                windows=windows,
+                reason=self.reason,
+                restore=restore,
+                placeholders=held,
+                coordinator=self.coordinator,
+            ),
+        )
+
     def line(self) -> str:
         if self.end == "CHAINED":
             names = ", ".join(p.name for p in self.started) or "no placeholders"
@@ -303,9 +330,12 @@ class ChainRun:
         return f"chain: {self.end or 'running'}"
 
 
-async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str], None]) -> ChainAborted | None:
+async def abort_chain(
+    loaded: LoadedPlan, output_dir: Path, say: Callable[[str], None], reason: str
+) -> ChainAborted | None:
     """``fairwin chain abort``: placeholders down, production restored and watched, the marker cleared (only once
-    the watch held: a failed restore raises RestoreFailed and keeps the marker). None when no chain is marked."""
+    the watch held: a failed restore raises RestoreFailed and keeps the marker). None when no chain is marked.
+    Either way the chain's end is a receipt in the ledger (``reason``: why it was aborted)."""
     path = marker_path(loaded, output_dir)
     marker = read_marker(path)
     if marker is None:
@@ -314,7 +344,23 @@ async def abort_chain(loaded: LoadedPlan, output_dir: Path, say: Callable[[str],
     placeholders = Placeholders(loaded, Path(marker.placeholder_dir))
     stopped = await placeholders.stop_all(marker.placeholders)
     hold = Hold(production, [], say, taken=True)
-    restored = await hold.give_back()
+    try:
+        restored = await hold.give_back()
+    finally:  # the restore's proof, failed or not, with the chain's end
+        write_end(
+            output_dir,
+            ChainEndReceipt(
+                time=time.time(),
+                chain_id=marker.chain_id,
+                end="ABORTED",
+                decision="REJECT",
+                windows=[w.window_id for w in marker.windows],
+                reason=reason,
+                restore=hold.restored,
+                placeholders=stopped,
+                coordinator=marker.coordinator,
+            ),
+        )
     path.unlink(missing_ok=True)
     notes = []
     if marker.production.sha256 != production.snapshot().sha256:
@@ -333,7 +379,19 @@ async def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
     path = marker_path(loaded, output_dir)
     marker = read_marker(path)
     if marker is None:
-        return [f"no chain in progress ({path} is absent)"]
+        ended = last_end(output_dir)
+        said = f"no chain in progress ({path} is absent)"
+        if ended is None:
+            return [said]
+        restore = ended.restore.state if ended.restore is not None else "not owed"
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ended.time))
+        decided = f", decision {ended.decision}" if ended.decision else ""
+        return [
+            said,
+            f"last chain end: {ended.chain_id} {ended.end}{decided} at {when}; production {restore}"
+            + (f"; {ended.reason}" if ended.reason else "")
+            + f" ({ledger_path(output_dir)})",
+        ]
     rule = get_rule(loaded.plan.window.rule)
     lines = [
         f"CHAINED: {marker.chain_id}, {len(marker.windows)} window(s), production left down since "
@@ -366,7 +424,7 @@ async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | N
         return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
     why = f"the chain cannot continue: {'; '.join(problems)}"
     try:
-        aborted = await abort_chain(loaded, output_dir, say)
+        aborted = await abort_chain(loaded, output_dir, say, why)
     except RestoreFailed as exc:
         raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; {exc}") from None
     state = aborted.restore.state if aborted else "not owed"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import psutil
 from fairwin.archive import open_archive
 from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import Marker, marker_path, read_marker
+from fairwin.custody.chain_receipts import ChainEndReceipt, write_end
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
 from fairwin.custody.team_hold import TeamHold, release_owed
@@ -268,6 +270,7 @@ async def _give_back(
     in progress is aborted (fairwin died inside one of its windows): its marker goes once production is back."""
     placeholders = Placeholders(loaded, production.state_dir)  # a chained window may have started some
     listed = chain.placeholders if chain is not None else []
+    listed_names = [p.name for p in listed]
     result.stopped += [line for line in await placeholders.stop_all(listed) if not line.endswith("already gone")]
     hold = Hold(production, [], lambda _line: None, taken=True)
     try:
@@ -276,6 +279,22 @@ async def _give_back(
         return
     finally:
         result.production = hold.restored
+        if chain is not None:  # the chain's end, with the restore's proof, whatever it was
+            write_end(
+                output_dir,
+                ChainEndReceipt(
+                    time=time.time(),
+                    chain_id=chain.chain_id,
+                    end="ABORTED",
+                    decision="REJECT",
+                    window_id=result.window_id,
+                    windows=[*(w.window_id for w in chain.windows), *([result.window_id] if result.window_id else [])],
+                    reason="fairwin died inside a chained window; aborted by `fairwin recover`",
+                    restore=hold.restored,
+                    placeholders=listed_names,
+                    coordinator=chain.coordinator,
+                ),
+            )
     if chain is not None:
         marker_path(loaded, output_dir).unlink(missing_ok=True)
         result.problems.append(f"chain {chain.chain_id} ABORTED (decision REJECT), its marker cleared")

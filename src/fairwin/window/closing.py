@@ -127,6 +127,10 @@ class Closing(WindowState):
                     window_state="complete" if error is None else None,
                     aftermath=after,
                 )
+        if self.chain is not None:  # the chain's end, with the restore's proof, in the output directory's ledger
+            verdict = self.decision.verdict if self.decision is not None and error is None else None
+            restore = self.hold.restored if self.hold is not None else None
+            self.chain.write_end(self.directory.window_id, verdict, restore)
         state = "complete" if error is None else type(error).__name__
         self.directory.journal_event("close", "end", state=state, **outcome)
         if self.decision is not None:

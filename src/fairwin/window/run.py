@@ -224,6 +224,7 @@ async def chain_for(
         hold.taken = True  # the chain left production down: from the window's first step, it is owed back
     return ChainRun(
         marker_path=path,
+        ledger_dir=out,
         placeholders=Placeholders(loaded, hold.production.state_dir),
         last=wanted == "last",
         found=found,
@@ -242,7 +243,8 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
 async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: FairwinError) -> None:
     say = options.get("say", quiet)
     try:
-        aborted = await abort_chain(loaded, loaded.output_dir(options.get("output_dir")), say)
+        why = f"refused before its window opened: {error}"
+        aborted = await abort_chain(loaded, loaded.output_dir(options.get("output_dir")), say, why)
     except RestoreFailed as exc:
         error.with_context(aftermath=f"chain ABORTED, decision REJECT; {exc}")
         return
