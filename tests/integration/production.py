@@ -20,6 +20,14 @@ from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import OWN_SESSION, fairwin
 
+
+def production_state(plan: Path) -> Path:
+    """The plan's own production state directory, in its windows' output directory."""
+    from fairwin.production.control import plan_slot
+
+    return plan.parent / "windows" / ".production" / plan_slot(plan)
+
+
 WATCH = {"watch_s": 1, "watch_requests": 2, "up_timeout_s": 20, "down_timeout_s": 10}
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from fairwin.window.processes import ServerHandle, local_launcher
 from fairwin.window.run import run_window
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, processes_with, status
-from tests.integration.production import killed_inside, production_plan, start_run, wait_for_step
+from tests.integration.production import killed_inside, production_plan, production_state, start_run, wait_for_step
 
 
 # make test-fast runs the {python} case; the {env:NAME} one (the demo's argv) in make test.
@@ -38,7 +40,7 @@ def test_production_commands_prove_up_and_down(
     up = fairwin("production", "up", str(plan), "--watch")
     assert up.returncode == 0, up.stderr
     assert up.stdout.startswith("UP: launched pid") and "watch held" in up.stdout and "2 of 2 requests" in up.stdout
-    state = json.loads((plan.parent / "windows" / ".production" / "production.json").read_text())
+    state = json.loads((production_state(plan) / "production.json").read_text())
     assert processes_with("prod-cmd") == [state["pid"]]  # one process, the one recorded
     assert fairwin("production", "status", str(plan)).stdout.startswith("UP:")
     again = fairwin("production", "up", str(plan))
@@ -201,3 +203,33 @@ def test_the_demos_recipe_takes_its_production_down_when_the_window_is_refused(
     assert "UP: launched pid" in done.stdout and "DOWN: stopped pid" in done.stdout, done.stdout + done.stderr
     assert "/nonexistent/python" in done.stderr
     assert processes_with("prod-demo") == []
+
+
+def test_two_plans_sharing_an_output_directory_each_keep_their_own_production(
+    make_plan: PlanFactory, stop_production: list[Path]
+) -> None:
+    """Two plans writing their windows to one directory (as the shipped examples do): each one's production is its
+    own (up, status and down never see the other's), and a production whose port another server answers is
+    refused at once, naming the holder, instead of waited on for its whole up timeout."""
+    first = production_plan(make_plan, "prod-first")
+    second = production_plan(functools.partial(make_plan, name="second.toml"), "prod-second")
+    stop_production += [first, second]
+    assert first.parent / "windows" == second.parent / "windows"
+    assert fairwin("production", "up", str(first)).returncode == 0
+    assert fairwin("production", "status", str(second)).returncode == ANSWER_IS_NO  # the first's is not its own
+    up = fairwin("production", "up", str(second))
+    assert up.returncode == 0 and up.stdout.startswith("UP: launched pid"), up.stderr
+    assert len(processes_with("prod-first")) == 1 and len(processes_with("prod-second")) == 1
+    down = fairwin("production", "down", str(second))
+    assert down.returncode == 0 and processes_with("prod-second") == [] and len(processes_with("prod-first")) == 1
+    # A third plan whose production's port is the first plan's: refused at once, naming the first's server.
+    port = load_plan(first).plan.roles["P"].port
+    third = production_plan(
+        functools.partial(make_plan, name="third.toml"), "prod-third", P=sim_role(model="prod-third", port=port)
+    )
+    started = time.monotonic()
+    taken = fairwin("production", "up", str(third))
+    assert taken.returncode == 3, taken.stdout
+    assert f"production's port is taken: http://127.0.0.1:{port} answers" in taken.stderr
+    assert "held by pid" in taken.stderr and "prod-first" in taken.stderr
+    assert time.monotonic() - started < 15  # not its up timeout (20 s)

@@ -24,7 +24,7 @@ from fairwin.plan.production import LiveProcess
 from fairwin.production.live import read_member
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window
-from tests.integration.production import WATCH
+from tests.integration.production import WATCH, production_state
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
 
@@ -84,11 +84,12 @@ def test_a_role_derived_from_a_production_that_drifted_is_refused_before_the_tak
     make_plan: PlanFactory, down_after: list[Path]
 ) -> None:
     port = free_port()
-    plan = live_plan(make_plan, "prod-drift", port, "team")
-    drifted = live_plan(make_plan, "prod-drift", port, "drifted-by-hand", name="drifted.toml")
-    down_after += [drifted, plan]
-    up = fairwin("production", "up", str(drifted))  # production as it really runs: not as plan.toml says
+    # Production launched as the plan said then; the plan has been edited since (its env), production not.
+    plan = live_plan(make_plan, "prod-drift", port, "drifted-by-hand")
+    down_after.append(plan)
+    up = fairwin("production", "up", str(plan))
     assert up.returncode == 0, up.stderr
+    plan = live_plan(make_plan, "prod-drift", port, "team")  # the same file: production as it runs differs
     done = fairwin("run", str(plan), "--mode", "policy")
     assert done.returncode == 4, done.stdout + done.stderr
     line = done.stderr.strip().splitlines()[-1]
@@ -96,7 +97,7 @@ def test_a_role_derived_from_a_production_that_drifted_is_refused_before_the_tak
     assert "production runs PRODUCTION_OF='drifted-by-hand'" in line and "PRODUCTION_OF='team'" in line, line
     assert healthy(port)  # never touched
     assert [p for p in (plan.parent / "windows").iterdir() if not p.name.startswith(".")] == []
-    kept = json.loads((plan.parent / "windows" / ".production" / "live.json").read_text())
+    kept = json.loads((production_state(plan) / "live.json").read_text())
     assert kept["format"] == "fairwin.production-live/1"
     head = kept["members"][0]
     assert head["member"] == "head" and head["env"]["PRODUCTION_OF"] == "drifted-by-hand"
@@ -104,7 +105,7 @@ def test_a_role_derived_from_a_production_that_drifted_is_refused_before_the_tak
 
     # Production brought back as the plan declares it: the window runs, names the change since the last
     # reading, and every start of PP is compared with production's head.
-    assert fairwin("production", "down", str(drifted)).returncode == 0
+    assert fairwin("production", "down", str(plan)).returncode == 0
     assert fairwin("production", "up", str(plan)).returncode == 0
     done = fairwin("run", str(plan), "--mode", "policy")
     assert done.returncode in (0, 1), done.stdout + done.stderr  # a verdict, whichever
@@ -171,15 +172,15 @@ def test_a_derived_role_on_a_remote_host_with_that_hosts_login_environment_passe
     port, pp_port = free_port(), free_port()
     plan = live_plan(
         make_plan,
-        "prod-h1-live",
+        "h1-live-prod",
         port,
         "team",
         production={"remote_dir": str(tmp_path / "on-h1")},
-        P=sim_role(model="prod-h1-live", port=port, host="h1", env={"PRODUCTION_OF": "team"}),
+        P=sim_role(model="h1-live-prod", port=port, host="h1", env={"PRODUCTION_OF": "team"}),
         PP=sim_role(
             "--ms-per-round",
             "2",
-            model="exp-prod-h1-live",
+            model="exp-h1-live-prod",
             port=pp_port,
             host="h1",
             base="P",

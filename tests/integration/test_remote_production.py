@@ -11,7 +11,7 @@ from fairwin.files import read_jsonl
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status
-from tests.integration.production import WATCH, killed_inside, start_run
+from tests.integration.production import WATCH, killed_inside, production_state, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
 
@@ -46,7 +46,7 @@ def test_a_production_role_on_a_remote_host_is_launched_there_taken_down_and_giv
     assert up.returncode == 0 and up.stdout.startswith("UP: launched pid "), up.stdout + up.stderr
     assert "on host h1" in up.stdout
     pid = int((tmp_path / "on-h1" / "production.pid").read_text())  # written on h1
-    state = json.loads((plan.parent / "windows" / ".production" / "production.json").read_text())
+    state = json.loads((production_state(plan) / "production.json").read_text())
     assert state["pid"] == pid and state["host"] == "h1"
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     assert b"PRODUCTION_OF=team" in environ  # its declared environment, given over SSH

@@ -24,12 +24,14 @@ import aiohttp
 from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.status import UpRecord
 from fairwin.errors import InputError, ProductionError
+from fairwin.files import sha256_bytes
+from fairwin.launch.listeners import held_here
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
 from fairwin.production import boxed
-from fairwin.production.proof import port_state
+from fairwin.production.proof import host_port, port_state
 from fairwin.production.state_records import ProductionState
 from fairwin.production.where import Here, OverSsh, Where
 from fairwin.records import read_record, write_record
@@ -77,6 +79,12 @@ def snapshot(loaded: LoadedPlan) -> ProductionDeclaration:
     return ProductionDeclaration.of(**declared)
 
 
+def plan_slot(plan: Path) -> str:
+    """A plan's own production state in a shared output directory: its file's name and a digest of its path, so
+    two plans writing their windows to one directory never read each other's production."""
+    return f"{plan.stem}-{sha256_bytes(str(plan.resolve()).encode())[:8]}"
+
+
 class Production:
     """Production as the plan declares it; ``state_dir`` keeps the pid of a production fairwin launched."""
 
@@ -101,9 +109,11 @@ class Production:
         self.headers = api_headers(
             key_env, "production.api_key_env" if settings.api_key_env else "its role's api_key_env"
         )
-        state = settings.state_dir or output_dir / ".production"
+        state = settings.state_dir or output_dir / ".production" / plan_slot(loaded.path)
         self.state_dir = state if state.is_absolute() else loaded.base_dir / state
         self.state_file = self.state_dir / "production.json"
+        # Where a fairwin before per-plan state kept it: adopted when it is this plan's production (its argv).
+        self.shared_state_file = output_dir / ".production" / "production.json" if not settings.state_dir else None
         self.where: Where = Here(self.state_dir)
         if (host := role.host if role is not None else settings.host) is not None:
             remote = resolved(loaded.plan.hosts[host], loaded.base_dir)
@@ -181,6 +191,7 @@ class Production:
         production.json. A container production: its main process while its container runs."""
         if self.spec is not None and self.container is not None:
             return await boxed.running_pid(self.spec)
+        self._adopt_shared_state()
         if self.state_file.exists():
             state = read_record(self.state_file, ProductionState)
             pid, argv = state.pid, state.argv
@@ -196,16 +207,43 @@ class Production:
             return None
         return launched if await self.where.command_of(launched) == self.spec.argv else None
 
+    def _adopt_shared_state(self) -> None:
+        """A production launched by a fairwin that kept one state per output directory: moved into this plan's
+        own state when its recorded command is this plan's production (another plan's is left where it is)."""
+        shared = self.shared_state_file
+        if shared is None or self.spec is None or self.state_file.exists() or not shared.is_file():
+            return
+        if read_record(shared, ProductionState).argv == self.spec.shown_argv:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            shared.replace(self.state_file)
+
+    async def refuse_if_port_taken(self) -> None:
+        """Before a launch: production's port must not be answered by a server fairwin did not launch as this
+        plan's production (another plan's production, someone's experiment), which would be taken for it, or
+        waited on until the up timeout and then blamed; refused at once, naming who holds it where fairwin can
+        see."""
+        if self.spec is None or port_state(self.base_url) != "open":
+            return
+        holder = held_here(host_port(self.base_url)[1]) if self.spec.host is None else None
+        raise ProductionError(
+            f"production's port is taken: {self.base_url} answers, and fairwin did not launch production there "
+            f"({self.state_file} has no record of it){f'; held by {holder}' if holder else ''}; stop what holds "
+            "it, or give production another port"
+        )
+
     # -- up --------------------------------------------------------------------------------------
 
     async def bring_up(self, session: aiohttp.ClientSession) -> Proved:
         started = time.monotonic()
+        launched = await self.recorded_pid() if self.spec is not None else None
+        if self.spec is not None and launched is None:
+            await self.refuse_if_port_taken()  # a server fairwin did not launch is never taken for production
         if await self.healthy(session):
             return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
         if self.spec is None:
             how = await self.where.run("up", self.settings.up)
-        elif (pid := await self.recorded_pid()) is not None:  # launched already (a restore cut short): not twice
-            how = f"pid {pid}, launched earlier"
+        elif launched is not None:  # launched already (a restore cut short): not twice
+            how = f"pid {launched}, launched earlier"
         else:
             how = await self._launch()
         deadline = time.monotonic() + self.settings.up_timeout_s
