@@ -248,7 +248,7 @@ def test_a_csv_archive_of_one_row_per_repeat_is_imported_as_its_starts_replaced_
     plan.write_text(
         plan.read_text()
         + '\n[telemetry]\ngpu = "none"\ncap_from = "log"\ncap_log_pattern = \'serving cap-(\\d+) on\'\n'
-        + '\n[runtime]\naccept_unobserved = ["clocks"]\n'  # no GPU here: its dial-backs unseen, and said so
+        + '\n[runtime]\naccept_unobserved = ["clocks", "gpus"]\n'  # no GPU here: unseen, and said so
     )
     wrong, right = tmp_path / "wrong.toml", tmp_path / "right.toml"
     wrong.write_text(CSV_MAP.format(shape=SHAPES["wrong"]))

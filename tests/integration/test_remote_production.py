@@ -29,7 +29,7 @@ def remote_production_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, tm
     plan = make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, production=production)
     plan.write_text(
         plan.read_text() + f'\n[telemetry]\ngpu = "none"\nproduction_cap_file = "{cap_file}"\n'
-        '\n[runtime]\naccept_unobserved = ["clocks"]\n'  # no GPUs here: production's cap file is what is tested
+        '\n[runtime]\naccept_unobserved = ["clocks", "gpus"]\n'  # no GPUs here: production's cap file is what is tested
     )
     return with_hosts(plan, ssh)
 

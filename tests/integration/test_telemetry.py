@@ -177,6 +177,10 @@ def test_caps_from_the_logs_of_two_hosts_without_any_gpu_source_name_the_host_at
         f'watchdog_logs = {{ here = "{quiet_watchdogs["here"]}", h1 = "{quiet_watchdogs["h1"]}" }}\n'
     )
     plan = with_hosts(plan, ssh_hosts)
+    refused = fairwin("run", str(plan), "--mode", "controlled")  # nothing reads either host's GPUs
+    assert refused.returncode == 4, refused.stderr
+    assert "the quiet proof cannot read the GPUs of host here, host h1 (no GPU source there)" in refused.stderr
+    plan.write_text(plan.read_text() + '\n[runtime]\naccept_unobserved = ["gpus"]\n')
     done = fairwin("run", str(plan), "--mode", "controlled")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)
@@ -189,8 +193,11 @@ def test_caps_from_the_logs_of_two_hosts_without_any_gpu_source_name_the_host_at
     assert {json.dumps(r["clock_caps_by_host"], sort_keys=True) for r in rows} == {'{"h1": 2150.0, "here": 2300.0}'}
     telemetry = json.loads((window / "starts" / "s1" / "start.json").read_text())["telemetry"]
     assert telemetry["source"] == "none" and telemetry["cap_by_host"] == {"h1": 2150.0, "here": 2300.0}
-    # Caps from the logs, dial-backs from each host's watchdog log: nothing of the clocks went unobserved.
-    assert decision["unobserved"] == [], decision["unobserved"]
+    # Caps from the logs, dial-backs from each host's watchdog log: nothing of the clocks went unobserved; the GPUs
+    # nothing could read are named, as accepted.
+    assert decision["unobserved"] == [
+        "GPUs (here; h1): the quiet proof read none there; accepted by runtime.accept_unobserved"
+    ], decision["unobserved"]
     assert json.loads((window / "context.json").read_text())["watchdog_events"] is None
 
 
@@ -248,6 +255,9 @@ def test_a_relock_between_starts_makes_the_window_inconclusive_and_the_watchdogs
     window = only_window(plan)
     s1, s2 = (json.loads((window / "starts" / s / "start.json").read_text())["telemetry"] for s in ("s1", "s2"))
     assert s1["cap_mhz"] == s2["cap_mhz"] == 1980.0 and s2["cap_changes"] == []  # no start saw a change
+    proofs = [e for e in read_jsonl(window / "journal.jsonl") if e["step"] in ("quiet", "quiet after")]
+    proved = [(e["gpus_read"], e["gpus_unread"]) for e in proofs if e["event"] == "end"]
+    assert proved == [({"here": ["GPU-fake-0", "GPU-fake-1"]}, [])] * 2  # each quiet proof says what it read
     decision = json.loads((window / "decision.json").read_text())
     assert decision["verdict"] == "INCONCLUSIVE" and decision["unobserved"] == []
     assert decision["cells"][0]["validity"] is not None, decision["cells"][0]["reasons"]
@@ -286,12 +296,18 @@ def test_unobserved_clocks_refuse_a_gpu_plan_unless_it_accepts_them_and_a_cpu_pl
     assert fairwin("production", "status", str(gpu_plan)).stdout.startswith("UP:")  # refused before the take-down
 
     gpu_plan.write_text(gpu_plan.read_text() + '\n[runtime]\naccept_unobserved = ["clocks"]\n')
+    refused = fairwin("run", str(gpu_plan), "--mode", "controlled", "--quiet")  # its GPUs: nothing reads them
+    assert refused.returncode == 4 and "the quiet proof cannot read the GPUs of host here" in refused.stderr
+    gpu_plan.write_text(
+        gpu_plan.read_text().replace('accept_unobserved = ["clocks"]', 'accept_unobserved = ["clocks", "gpus"]')
+    )
     done = fairwin("run", str(gpu_plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 0, done.stderr
     decision = json.loads((only_window(gpu_plan) / "decision.json").read_text())
     assert decision["unobserved"] == [
         "clocks (here: its clock cap and its dial-backs (no watchdog log) unseen; telemetry.gpu = 'none'): "
-        "accepted by runtime.accept_unobserved"
+        "accepted by runtime.accept_unobserved",
+        "GPUs (here): the quiet proof read none there; accepted by runtime.accept_unobserved",
     ]
     # Accepted: the clocks make no cell INCONCLUSIVE (a loaded machine's untrusted client timing may), only named.
     said = [*decision["reasons"][:-1]]

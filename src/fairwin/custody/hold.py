@@ -53,6 +53,8 @@ class QuietProof(BaseModel):
 
     quiet: str  # "before s1", "after s5"
     ports_refusing: list[str]
+    gpus_read: dict[str, list[str]] = {}  # by host ('here' for fairwin's own): the GPUs whose processes were read
+    gpus_unread: list[str] = []  # hosts whose GPUs nothing reads (a CPU plan's, or accepted by the plan)
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Hold:
     containers: list[RuntimeCli] = field(default_factory=list)  # the engines the window's containers run on
     hosts: dict[str, Host] = field(default_factory=dict)  # the hosts the window's servers run on, over SSH
     tolerated: list[RunningPlaceholder] = field(default_factory=list)  # placeholders already holding the hardware
+    gpus_unread: list[str] = field(default_factory=list)  # hosts the quiet proof cannot read the GPUs of
 
     @property
     def owed(self) -> bool:
@@ -82,12 +85,34 @@ class Hold:
     async def prove_quiet(self, when: str) -> QuietProof:
         problems = await self.production.down_problems()
         problems += [f"{url} accepts connections" for url in self.quiet_urls if port_state(url) == "open"]
+        read = await self._gpus_read(problems)
         problems += await self._gpu_problems()
         problems += await self._container_problems()
         problems += await self._remote_run_problems()
         if problems:
             raise ProductionError(f"the hardware is not quiet {when}: {'; '.join(problems)}")
-        return QuietProof(quiet=when, ports_refusing=[self.production.base_url, *self.quiet_urls])
+        return QuietProof(
+            quiet=when,
+            ports_refusing=[self.production.base_url, *self.quiet_urls],
+            gpus_read=read,
+            gpus_unread=self.gpus_unread,
+        )
+
+    async def _gpus_read(self, problems: list[str]) -> dict[str, list[str]]:
+        """Which GPUs the proof reads, by host: a source that answers no GPU proves nothing quiet."""
+        if self.gpu is None:
+            return {}
+        try:
+            samples = await asyncio.to_thread(self.gpu.sample)
+        except (InputError, OSError) as exc:
+            problems.append(f"the GPUs could not be read: {exc}")
+            return {}
+        read: dict[str, list[str]] = {}
+        for sample in samples:
+            read.setdefault(sample.host or HERE, []).append(sample.uuid or str(sample.gpu))
+        if not read:
+            problems.append(f"{self.gpu.name} answered, but listed no GPU")
+        return read
 
     async def _gpu_problems(self) -> list[str]:
         """Compute processes on the GPUs: between starts nothing may run there (none read: none reported)."""

@@ -71,11 +71,12 @@ class Runtime(StrictModel):
         "false opts out). It only constrains starts that speculate.",
     )
     check_env: bool = Field(True, description="Compare every start's real environment with the declared one.")
-    accept_unobserved: list[Literal["speculative", "clocks"]] = Field(
+    accept_unobserved: list[Literal["speculative", "clocks", "gpus"]] = Field(
         default_factory=list,
         description="Checks the plan accepts to run without their input, each recorded in decision.json: "
         "'speculative' (a server that reports no speculative config, and whose argv states none), 'clocks' "
-        "(a plan with a production clock cap but no GPU source and no cap log).",
+        "(a plan with a production clock cap but no GPU source and no cap log), 'gpus' (a GPU plan's quiet "
+        "proof on a host whose GPUs nothing reads: what computes there is unseen).",
     )
 
 

@@ -46,6 +46,7 @@ class ClockWatch:
     unwatched: tuple[str, ...] = ()
     watchdog_marks: Mapping[str, int] = field(default_factory=dict)
     here: GpuSource | None = None  # the GPU source on fairwin's own host, found once at admission
+    gpus_unread: tuple[str, ...] = ()  # hosts whose GPUs nothing reads (a CPU plan's, or accepted by the plan)
 
 
 @dataclass(frozen=True)

@@ -61,17 +61,30 @@ def find_source(setting: str) -> GpuSource | None:
     return None
 
 
-def unwatched_clocks(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None) -> list[str]:
+def host_sources(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None) -> dict[str, GpuSource | None]:
+    """Each host the window touches ('here' for fairwin's own) and its GPU source, None where it has none.
+    Blocking: a remote host's nvidia-smi is asked over SSH."""
+    gpu = loaded.plan.telemetry.gpu
+    return {
+        host or HERE: here
+        if host is None
+        else remote_source(host, resolved(loaded.plan.hosts[host], loaded.base_dir), gpu)
+        for host in window_hosts(loaded, roles)
+    }
+
+
+def unread_gpus(sources: dict[str, GpuSource | None]) -> list[str]:
+    """The hosts whose GPUs nothing can read: the quiet proof cannot see what computes on them."""
+    return [host for host, source in sources.items() if source is None]
+
+
+def unwatched_clocks(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -> list[str]:
     """Each host the window touches whose clock cap or dial-backs nothing observes, and why: the cap needs a GPU
     source (cap_from 'locked' or 'applications') or the servers' logs ('log'); dial-backs need a GPU source or
-    the host's watchdog log. Blocking: a remote host's nvidia-smi is asked over SSH."""
+    the host's watchdog log. ``sources``: :func:`host_sources`."""
     settings = loaded.plan.telemetry
     unseen: list[str] = []
-    for host in window_hosts(loaded, roles):
-        name = host or HERE
-        source = here
-        if host is not None:
-            source = remote_source(host, resolved(loaded.plan.hosts[host], loaded.base_dir), settings.gpu)
+    for name, source in sources.items():
         missing = []
         if settings.cap_from == "none":
             missing.append("its clock cap (telemetry.cap_from = 'none')")

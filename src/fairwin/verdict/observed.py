@@ -46,6 +46,14 @@ def unwatched_clocks(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
     return [f"clocks ({'; '.join(hosts)}): {why}"]
 
 
+def unread_gpus(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
+    """A GPU plan's hosts whose GPUs the quiet proof could not read, accepted by the plan (else it was refused at
+    admission); a CPU plan's are not named (its quiet proof reads its ports and processes, and says so)."""
+    if not hosts or "gpus" not in loaded.plan.runtime.accept_unobserved:
+        return []
+    return [f"GPUs ({'; '.join(hosts)}): the quiet proof read none there; accepted by runtime.accept_unobserved"]
+
+
 def unread_production(live: LiveProduction | None, compared: Sequence[str]) -> list[str]:
     """Production's processes whose speculative config was read nowhere, where roles were compared with it (the
     plan accepted it: else the window was refused before the take-down)."""

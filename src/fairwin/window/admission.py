@@ -46,7 +46,14 @@ from fairwin.telemetry import watchdog
 from fairwin.telemetry.cap import planned_cap, production_cap, production_host
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import ClockWatch
-from fairwin.telemetry.watched_hosts import declares_clocks, find_source, unwatched_clocks, window_hosts
+from fairwin.telemetry.watched_hosts import (
+    declares_clocks,
+    find_source,
+    host_sources,
+    unread_gpus,
+    unwatched_clocks,
+    window_hosts,
+)
 from fairwin.window.preflight import Preflight, first_look_archive, preflight
 from fairwin.window.processes import Launcher, launchable
 from fairwin.window.progress import Listener
@@ -128,7 +135,9 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
         await refuse_missing_placeholders_there(loaded)
     admitted = await asyncio.to_thread(_with_production_cap, loaded, admitted)
     here = find_source(loaded.plan.telemetry.gpu)
-    clocks = ClockWatch(tuple(await _clocks_watched(loaded, roles, here)), await watchdog.mark(loaded), here)
+    sources = await asyncio.to_thread(host_sources, loaded, roles, here)
+    unwatched = tuple(_clocks_watched(loaded, sources))
+    clocks = ClockWatch(unwatched, await watchdog.mark(loaded), here, tuple(_gpus_readable(loaded, sources)))
     admitted = replace(admitted, clocks=clocks)
     if production is not None:
         live = await production_as_it_runs(loaded, production, roles, options.get("say", quiet))
@@ -150,10 +159,23 @@ def _with_production_cap(loaded: LoadedPlan, admitted: Admission) -> Admission:
     return replace(admitted, production_cap=cap, archive_starts=starts)
 
 
-async def _clocks_watched(loaded: LoadedPlan, roles: tuple[str, str], here: GpuSource | None) -> list[str]:
+def _gpus_readable(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -> list[str]:
+    """The hosts whose GPUs the quiet proof cannot read: refused for a GPU plan unless it accepts them unread (the
+    runbook's "both hosts proved quiet" would pass with nothing looked at); a CPU-only plan goes on."""
+    unread = unread_gpus(sources)
+    if unread and declares_clocks(loaded) and "gpus" not in loaded.plan.runtime.accept_unobserved:
+        raise GateRefused(
+            f"the quiet proof cannot read the GPUs of {', '.join(f'host {h}' for h in unread)} (no GPU source "
+            "there), and the plan declares production's clock cap: a job computing on them would pass unseen; give "
+            'each host nvidia-smi, or add "gpus" to runtime.accept_unobserved to prove them quiet without it'
+        )
+    return unread
+
+
+def _clocks_watched(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -> list[str]:
     """The hosts whose clocks nothing observes: refused for a plan that declares production's cap (a GPU plan)
     unless it accepts them unobserved; a CPU-only plan goes on, and its decision names them."""
-    unseen = await asyncio.to_thread(unwatched_clocks, loaded, roles, here)
+    unseen = unwatched_clocks(loaded, sources)
     if unseen and declares_clocks(loaded) and "clocks" not in loaded.plan.runtime.accept_unobserved:
         raise GateRefused(
             f"the clocks cannot be observed ({'; '.join(unseen)}), and the plan declares production's clock cap: "

@@ -36,7 +36,7 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import HOLD_TELEMETRY, HoldClocks, between_starts_clocks
 from fairwin.telemetry.sampler import sampling
 from fairwin.telemetry.watched_hosts import window_gpus
-from fairwin.verdict.observed import unread_production, unwatched_clocks
+from fairwin.verdict.observed import unread_gpus, unread_production, unwatched_clocks
 from fairwin.verdict.stored import Deciding, decide_and_report
 from fairwin.window.closing import ArchiveEnd, Closing, Step
 from fairwin.window.looks import LookEnd, go_on_or_stop, look_now, unspent_line
@@ -184,6 +184,7 @@ class Window(Opening, Closing):
             hold_clocks=await self._hold_clocks(records),
             unobserved=[
                 *unwatched_clocks(self.loaded, self.clocks.unwatched),
+                *unread_gpus(self.loaded, self.clocks.gpus_unread),
                 *unread_production(self.live, self._compared_with_production()),
             ],
         )

@@ -130,6 +130,7 @@ def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: C
         gpu=gpus,
         containers=container_clis(loaded, roles),
         hosts={h: resolved(loaded.plan.hosts[h], loaded.base_dir) for h in window_hosts(loaded, roles) if h},
+        gpus_unread=list(admitted.clocks.gpus_unread),
     )
 
 
