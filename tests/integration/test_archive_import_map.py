@@ -120,9 +120,12 @@ def test_a_runbook_archive_imports_through_a_map_and_feeds_the_default_rules_fir
     # model the imported rows never name), caps read from the servers' `clock cap`-style lines, production's cap
     # from the host's environment file. It matches the imported starts and decides at its look after 3.
     monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GPU_SCOPE", str(tmp_path))  # GPUs of its own: other tests' stand-ins never see these
     # Rounds of 20 ms and the servers at nice 10: a busy machine's run queue cannot make the client's timing
     # untrusted (the guard decode_tps would be unobserved and the look INCONCLUSIVE: not what this test is about).
-    role = sim_role("--ms-per-round", "20", model="cap-2300", env={"FAKE_GPU_CAP": "2300"}, nice=10)
+    role = sim_role(
+        "--ms-per-round", "20", model="cap-2300", env={"FAKE_GPU_CAP": "2300", "FAKE_GPU_SCOPE": str(tmp_path)}, nice=10
+    )
     plan = make_plan(
         roles={"A": role, "B": {**role, "argv": [*role["argv"], "--spec-tokens", "4", "--acceptance", "0.8,0.6"]}},
         window={"rule": None, "repeats": 3, "archive": str(ours)},

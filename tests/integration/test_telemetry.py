@@ -221,12 +221,15 @@ def test_productions_configured_cap_is_read_on_every_host_from_its_own_file(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("cap_from", ["locked", "log"])
 def test_a_relock_between_starts_makes_the_window_inconclusive_and_the_watchdogs_log_names_it(
-    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path], tmp_path: Path
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch, stop_production: list[Path], tmp_path: Path, cap_from: str
 ) -> None:
     """A watchdog re-locks the idle GPUs 1980 -> 1755 MHz whenever a server stops, and back to 1980 a second
     into the next launch: every start runs at 1980, yet each gap between them ran at 1755. The hold's samples
-    see it, and so does the watchdog's own log, which the plan names (only its matching lines count)."""
+    see it, whether the caps are read as the GPUs' locked clocks or from the servers' `serving cap-N` lines
+    (the runbook's `clock cap N MHz`), and so does the watchdog's own log, which the plan names (only its
+    matching lines count)."""
     from tests.integration.production import production_plan
 
     lock, log = tmp_path / "gpu-lock", tmp_path / "watchdog.log"
@@ -241,12 +244,13 @@ def test_a_relock_between_starts_makes_the_window_inconclusive_and_the_watchdogs
     )
     roles = {}
     for name in ("A", "B"):
-        role = sim_role("--ms-per-round", "10", model="exp-gpu-gaps", env={"FAKE_GPU_CAP": "1980"})
+        role = sim_role("--ms-per-round", "10", model="exp-gpu-gaps-cap-1980", env={"FAKE_GPU_CAP": "1980"})
         roles[name] = {**role, "argv": ["bash", "-c", relock, "watchdog", *role["argv"]]}
     plan = production_plan(make_plan, "gpu-gaps", window={"production_clock_cap_mhz": 1980}, **roles)
+    from_log = "cap_from = 'log'\ncap_log_pattern = 'serving exp-gpu-gaps-cap-(\\d+) on'\n" if cap_from == "log" else ""
     plan.write_text(
         plan.read_text() + f'\n[telemetry]\ninterval_s = 0.2\nwatchdog_logs = {{ here = "{log}" }}\n'
-        "watchdog_pattern = 'relocked'\n"
+        "watchdog_pattern = 'relocked'\n" + from_log
     )
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0

@@ -213,7 +213,9 @@ def test_a_relock_between_starts_is_named_by_its_gap_with_the_caps_around_it() -
     ]
     found = relocks(samples, (10.0, 90.0), spans, caps, "locked")
     assert found == {"before s2": ["GPU-a 1980 -> 1755 -> 1980 MHz"], "after s3": ["GPU-a 1980 -> 1755 MHz"]}
-    assert relocks(samples, (10.0, 90.0), spans, caps, "log") == {}  # caps from logs: samples hold none
+    # Caps from the servers' logs (each start's by GPU is its host's logged cap): the GPUs still show the re-lock.
+    assert relocks(samples, (10.0, 90.0), spans, caps, "log") == found
+    assert relocks(samples, (10.0, 90.0), spans, caps, "none") == {}  # no cap read at all: nothing to hold to
     assert relocks(samples, None, spans, caps, "locked") == {}  # no hold: nothing between starts
 
 

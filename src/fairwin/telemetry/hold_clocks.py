@@ -25,7 +25,7 @@ from fairwin.directory.start_receipt import StartReceipt
 from fairwin.directory.window_records import WindowRecords
 from fairwin.files import scan_jsonl
 from fairwin.plan.telemetry import TelemetrySettings
-from fairwin.telemetry.gpu import DIALBACK, LOCKED, GpuSample, GpuSource
+from fairwin.telemetry.gpu import DIALBACK, HERE, LOCKED, GpuSample, GpuSource
 from fairwin.telemetry.sampler import Sampler, dialbacks, gpu_key
 
 #: The hold's own samples, in the window's directory (fairwin.telemetry/1 rows).
@@ -111,7 +111,8 @@ def between_starts(
 
 def _held_clock(sample: GpuSample, cap_from: str) -> float | None:
     """What a sample says the GPU is held at, busy or idle (a locked clock holds while idle): the SM clock under a
-    lock and no dial-back, or the applications clock."""
+    lock and no dial-back (caps read as locked clocks, or from the servers' logs: a watchdog re-locks the GPUs
+    themselves, which only they show between starts), or the applications clock."""
     if cap_from == "applications":
         return sample.applications_mhz
     reasons = sample.reasons or 0
@@ -126,8 +127,9 @@ def relocks(
     cap_from: str,
 ) -> dict[str, list[str]]:
     """Each gap whose held clock differs from the caps of the starts around it, or moves inside it, with each
-    such GPU's clocks in order ('GPU-0 1980 -> 1755 -> 1980 MHz'); ``caps``: each start's cap by GPU."""
-    if cap_from not in ("locked", "applications"):
+    such GPU's clocks in order ('GPU-0 1980 -> 1755 -> 1980 MHz'); ``caps``: each start's cap by GPU. With caps
+    from the servers' logs the GPUs' own samples still show a re-lock in a gap, held to each host's logged cap."""
+    if cap_from == "none":
         return {}
     by_gap: dict[tuple[str, str], list[float]] = {}
     for sample in sorted(samples, key=lambda s: s.time):
@@ -164,8 +166,21 @@ def _cap_of(caps: Mapping[str, float | None] | None, gpu: str) -> float | None:
 
 
 def start_caps(receipts: Iterable[StartReceipt]) -> dict[str, dict[str, float | None]]:
-    """Each start's cap by GPU, from its receipt (none where it sampled nothing)."""
-    return {r.start: r.telemetry.cap_by_gpu if r.telemetry is not None else {} for r in receipts}
+    """Each start's cap by GPU, from its receipt (none where it sampled nothing); with caps from the logs, each
+    GPU's is its host's logged cap."""
+    found: dict[str, dict[str, float | None]] = {}
+    for receipt in receipts:
+        telemetry = receipt.telemetry
+        if telemetry is None:
+            found[receipt.start] = {}
+        elif telemetry.cap_from == "log":
+            head = receipt.host or HERE
+            found[receipt.start] = {
+                gpu: telemetry.cap_by_host.get(gpu.split("/", 1)[0] if "/" in gpu else head) for gpu in telemetry.gpus
+            }
+        else:
+            found[receipt.start] = telemetry.cap_by_gpu
+    return found
 
 
 def between_starts_clocks(
