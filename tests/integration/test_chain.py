@@ -334,8 +334,9 @@ def test_placeholders_on_two_hosts_hold_the_hardware_between_chained_windows(
         held = next(e for e in events if e["step"] == "chain hold" and e["event"] == "end")
         assert held["placeholders_started"] == "before the last start's servers stopped"
         last_start_ended = next(e["time"] for e in events if e["step"] == "start s3" and e["event"] == "end")
-        for record in marker["placeholders"]:  # each held its host while s3's servers still ran
-            assert psutil.Process(record["pid"]).create_time() < last_start_ended
+        s3_stop = json.loads((w1 / "starts" / "s3" / "start.json").read_text())["stop"]["seconds"]
+        for record in marker["placeholders"]:  # each held its host before s3's servers were signalled to stop
+            assert psutil.Process(record["pid"]).create_time() < last_start_ended - s3_stop
         shown = fairwin("chain", "status", str(plan)).stdout
         assert "on host h2, tmux session fairwin-hold-hold2)" in shown and "all running" in shown
         assert fairwin("chain", "check-prev", str(plan)).returncode == 0
@@ -396,3 +397,38 @@ def test_every_end_of_a_chain_is_a_receipt_even_one_refused_before_its_window_op
     said = fairwin("chain", "status", str(plan)).stdout.splitlines()
     assert said[1].startswith(f"last chain end: {chained['chain_id']} ABORTED, decision REJECT at ")
     assert "; production RESTORED; refused before its window opened: " in said[1]
+
+
+@pytest.mark.slow
+def test_a_chained_window_that_a_look_stops_early_starts_its_placeholders_before_that_starts_servers_stop(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    """Under the default rule a continuing window stops at whichever look settles it (here the first, after 5 of at
+    most 9 starts: the candidate's rounds carry 4 drafted tokens). Its placeholders start at the end of that start,
+    while its servers still hold the hardware, not at the chained close after them and after the quiet proof."""
+    holder = {"argv": [sys.executable, "-c", "import time; time.sleep(3600)", "hold-chain-early"], "settle_s": 0.2}
+    plan = production_plan(
+        make_plan,
+        "chain-early",
+        window={"rule": None},
+        chain={"placeholders": {"gpu": holder}},
+        B=sim_role(
+            "--ms-per-round", "2", "--spec-tokens", "4", "--acceptance", "0.9,0.8,0.7,0.6", model="exp-chain-early"
+        ),
+    )
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    done = run(plan, "--chain")
+    assert done.returncode == 0, done.stderr
+    (window,) = windows_of(plan)
+    events = read_jsonl(window / "journal.jsonl")
+    looks = [e for e in events if e["step"].startswith("look after") and e["event"] == "end"]
+    assert [(e["step"], e.get("stopped")) for e in looks] == [("look after s5", "decided")]
+    held = next(e for e in events if e["step"] == "chain hold" and e["event"] == "end")
+    assert held["placeholders_started"] == "before the last start's servers stopped"
+    s5 = json.loads((window / "starts" / "s5" / "start.json").read_text())
+    s5_ended = next(e["time"] for e in events if e["step"] == "start s5" and e["event"] == "end")
+    stop_began = s5_ended - s5["stop"]["seconds"]  # no later than when s5's servers were signalled
+    (record,) = json.loads(scratch_chain_marker.read_text())["placeholders"]
+    assert psutil.Process(record["pid"]).create_time() < stop_began
+    assert not (window / "starts" / "s6").exists()

@@ -39,7 +39,7 @@ from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.verdict.observed import unread_gpus, unread_production, unwatched_clocks
 from fairwin.verdict.stored import Deciding, decide_and_report
 from fairwin.window.closing import ArchiveEnd, Closing, Step
-from fairwin.window.looks import LookEnd, go_on_or_stop, look_now, unspent_line
+from fairwin.window.looks import LookEnd, LookResult, go_on_or_stop, look_now, unspent_line
 from fairwin.window.opening import Opening
 from fairwin.window.preflight import planned_keys
 from fairwin.window.progress import ProgressFeed
@@ -77,12 +77,12 @@ class Window(Opening, Closing):
             self.team_hold = TeamHold(self.loaded, self.directory.window_id, self.directory.path)
         if self.chain is not None and not self.chain.last and self.hold is not None:
             # The placeholders take the hardware before the last start's servers let go of it.
-            self.context.before_last_stop = (self.starts[-1].name, self.chain.start_placeholders)
+            self.context.before_stop = self._placeholders_if_last
             self.hold.tolerated = self.chain.started
 
     def steps(self) -> list[Step]:
         starts: list[Step] = []
-        looks = self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else ()
+        looks = self._looks()
         for number, start in enumerate(self.starts, 1):
             starts.append(Step(start_step(start.name), partial(self.start, start), measuring=True))
             if number in looks and number < len(self.starts):
@@ -151,21 +151,40 @@ class Window(Opening, Closing):
     async def start(self, start: StartSpec) -> None:
         self.rows.extend(await run_start(self.context, start))
 
+    async def _placeholders_if_last(self, start: StartSpec) -> None:
+        """A chained window's placeholders, started while this start's servers still hold the hardware when it is
+        the window's last: the last planned, or one whose look ends the window (that look is taken now, before
+        the stop, and the look step takes it as it is)."""
+        assert self.chain is not None
+        after = next(number for number, planned in enumerate(self.starts, 1) if planned.name == start.name)
+        last = after == len(self.starts)
+        if not last and after in self._looks():
+            result = self.looked[after] = self._looked(after)
+            last = result is not None and result.stopped is not None
+        if last:
+            self.say(f"  {start.name}: starting the chain's placeholders before its servers stop")
+            await self.chain.start_placeholders()
+
+    def _looks(self) -> tuple[int, ...]:
+        return tuple(self.checked.rule.looks_taken(self.archive_starts)) if self.checked.rule.looks else ()
+
+    def _looked(self, after: int) -> LookResult | None:
+        """What the look after ``after`` starts finds, and whether the window stops there; None where the rule
+        takes no look then."""
+        found = look_now(self.loaded, self.directory, self._deciding())
+        if found is None:
+            return None
+        elapsed = time.monotonic() - self.opened_at
+        return go_on_or_stop(found, after, self.starts, self.gate_summary.budget, elapsed, self.loaded)
+
     async def look(self, after: int) -> LookEnd:
         """A sequential rule's look after ``after`` starts: stop when it settles the verdict, or when the next
         pair of starts would not fit the budget; else go on. Journaled, said, and sent as a progress event."""
-        found = look_now(self.loaded, self.directory, self._deciding())
-        if found is None:
+        result = self.looked.pop(after) if after in self.looked else self._looked(after)
+        if result is None:
             first = "too few archived control starts for a look after 3"
             return LookEnd(taken=False, why=f"{self.checked.rule.id} takes its first look later ({first})")
-        result = go_on_or_stop(
-            found,
-            after,
-            self.starts,
-            self.gate_summary.budget,
-            time.monotonic() - self.opened_at,
-            self.loaded,
-        )
+        found = result.look
         self.stopped = result.stopped
         self.say(result.line(after))
         self.feed.emit("look", after=after, verdict=found.verdict, cells=found.cells, stop=self.stopped)

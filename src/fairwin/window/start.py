@@ -346,12 +346,11 @@ async def _stop(ctx: StartContext, processes: list[StartProcess], receipt: Start
 
 
 async def _before_stop(ctx: StartContext, start: StartSpec, rows: list[PooledRow]) -> None:
-    """A chained window's placeholders start at the end of its last start, once it measured, while its servers still
-    hold the hardware: it is never left unheld between them (the runbook's placeholders before the first fence).
+    """The window's hook at the end of a start that measured, while its servers still hold the hardware (a chained
+    window's placeholders, where this start is its last: the runbook's placeholders before the first fence).
     A failure is raised after the servers stop (the caller's ``finally``)."""
-    if ctx.before_last_stop is not None and rows and start.name == ctx.before_last_stop[0]:
-        ctx.say(f"  {start.name}: starting the chain's placeholders before its servers stop")
-        await ctx.before_last_stop[1]()
+    if ctx.before_stop is not None and rows:
+        await ctx.before_stop(start)
 
 
 async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: Target, speculative: bool) -> int:

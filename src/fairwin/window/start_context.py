@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fairwin.client.prepare import PreparedPrompt
 from fairwin.directory.layout import WindowDir
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import WaveSpec, waves_for
+from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
 from fairwin.production.live import LiveProduction
 from fairwin.profiles import ServerProfile
 from fairwin.telemetry.gpu import GpuSource
@@ -32,8 +32,9 @@ class StartContext:
     greedy_starts: set[str] = field(default_factory=set)  # the starts that run greedy diagnostics
     live: LiveProduction | None = None  # production as it ran: what roles compared with it are checked against
     hold_sampler: Sampler | None = None  # the window's GPUs through the hold: paused while a start samples its own
-    # A chained window's hold over: run at the end of this start (its last), before its servers let go of the hardware.
-    before_last_stop: tuple[str, Callable[[], Awaitable[object]]] | None = None
+    # Run at the end of every start that measured, before its servers let go of the hardware: a chained window's
+    # placeholders start there when the start is the window's last (the last planned, or one whose look ends it).
+    before_stop: Callable[[StartSpec], Awaitable[object]] | None = None
     # The server profile the window pools with: chosen at its first healthy start, which every later one matches.
     profile: ServerProfile | None = None
     # cell -> "family/prompt id" -> prompt (ids are unique within a family, not across families)

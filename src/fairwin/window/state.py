@@ -28,6 +28,7 @@ from fairwin.rows import Order, PooledRow
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import ClockWatch
 from fairwin.telemetry.sampler import Sampler
+from fairwin.window.looks import LookResult
 from fairwin.window.preflight import Preflight
 from fairwin.window.processes import Launcher
 from fairwin.window.progress import Listener, ProgressFeed
@@ -67,6 +68,9 @@ class WindowState:
     rows: list[PooledRow] = field(default_factory=list)
     decision: Decision | None = None
     stopped: str | None = None  # a sequential window: why it runs no more starts ("decided", or the budget's words)
+    looked: dict[int, LookResult | None] = field(
+        default_factory=dict
+    )  # a look taken before its start's servers stopped
     opened_at: float = 0.0  # time.monotonic() at the open step: the budget's clock
     # One context for every start: it carries the prompts the first start prepared.
     context: StartContext = field(init=False)
