@@ -144,3 +144,45 @@ def test_a_failed_team_release_stays_owed_in_the_windows_receipts_until_recover_
     assert status["state"] == "complete" and status["verdict"] and status["team_release"]["released"] is True
     assert status["team_release"]["attempts"] == 3 and ledger.read_text() == "release\n"
     assert fairwin("recover", str(plan)).stdout.startswith("nothing to recover")
+
+
+@pytest.mark.slow
+def test_a_team_hold_is_held_across_a_chain_and_released_once_at_its_end_or_its_abort(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path, tmp_path: Path
+) -> None:
+    """The runbook keeps one HOLD across its chained windows: the first window takes it, the next carries it on
+    without running the hold command again, and the restore that ends the chain is followed by one release; a
+    chain aborted outside its windows (`fairwin chain abort`) releases it too, into the window that took it."""
+    import sys
+
+    ledger = tmp_path / "ledger.txt"
+    hold = ["sh", "-c", f'echo "hold $FAIRWIN_WINDOW_ID" >> {ledger}']
+    release = ["sh", "-c", f'echo "release $FAIRWIN_WINDOW_ID" >> {ledger}']
+    holder = {"argv": [sys.executable, "-c", "import time; time.sleep(3600)", "hold-team-chain"], "settle_s": 0.2}
+    plan = production_plan(make_plan, "team-chain", window={"rule": "win2-v1"}, chain={"placeholders": {"gpu": holder}})
+    plan = with_custody(plan, hold, release)
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    first = fairwin("run", str(plan), "--quiet", "--chain")
+    assert first.returncode == 0, first.stderr
+    w1 = only_window(plan)
+    assert ledger.read_text().splitlines() == [f"hold {w1.name}"]  # taken, and held over: no release
+    assert json.loads(scratch_chain_marker.read_text())["team_hold"]["window_id"] == w1.name
+    last = fairwin("run", str(plan), "--quiet", "--chain-last")
+    assert last.returncode == 0, last.stderr
+    w2 = next(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and p.name not in (w1.name, ".production"))
+    assert ledger.read_text().splitlines() == [f"hold {w1.name}", f"release {w2.name}"]
+    carried = next(e for e in scan_jsonl(w2 / "journal.jsonl")[0] if e["step"] == "team hold" and e["event"] == "end")
+    assert carried["held_by_chain_since"] == w1.name and carried["argv"] == []
+    assert json.loads((w2 / "status.json").read_text())["team_release"]["released"] is True
+    # A new chain, aborted by hand after its first window: the chain's hold is released once, after the restore.
+    assert fairwin("run", str(plan), "--quiet", "--chain").returncode == 0
+    w3 = max(
+        (p for p in (plan.parent / "windows").iterdir() if p.is_dir() and p.name.startswith("2")), key=lambda p: p.name
+    )
+    aborted = fairwin("chain", "abort", str(plan))
+    assert aborted.returncode == 0, aborted.stderr
+    assert ledger.read_text().splitlines()[-2:] == [f"hold {w3.name}", f"release {w3.name}"]
+    assert json.loads((w3 / "status.json").read_text())["team_release"]["released"] is True
+    end = [json.loads(line) for line in (plan.parent / "windows" / "chains.jsonl").read_text().splitlines()][-1]
+    assert end["end"] == "ABORTED" and end["team_release"]["released"] is True

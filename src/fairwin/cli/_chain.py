@@ -42,7 +42,7 @@ def _loaded(args: argparse.Namespace) -> tuple[LoadedPlan, Path]:
 
 
 def status(args: argparse.Namespace) -> int:
-    from fairwin.custody.chain import describe
+    from fairwin.custody.chain_end import describe
 
     for line in asyncio.run(describe(*_loaded(args))):
         stdout.print(line, markup=False)
@@ -51,7 +51,7 @@ def status(args: argparse.Namespace) -> int:
 
 def check_prev(args: argparse.Namespace) -> int:
     """Exit 0 when the next window may continue the chain (or none is in progress); a refusal aborts it: exit 4."""
-    from fairwin.custody.chain import check_previous
+    from fairwin.custody.chain_end import check_previous
 
     loaded, out = _loaded(args)
     capture = Path(args.chain_production) if args.chain_production else None
@@ -61,7 +61,7 @@ def check_prev(args: argparse.Namespace) -> int:
 
 def abort(args: argparse.Namespace) -> int:
     """Exit 0 once production is back and the marker cleared; a restore that fails is exit 6, the marker kept."""
-    from fairwin.custody.chain import abort_chain
+    from fairwin.custody.chain_end import abort_chain
 
     loaded, out = _loaded(args)
     aborted = asyncio.run(abort_chain(loaded, out, _say, "aborted by hand (`fairwin chain abort`)"))

@@ -17,26 +17,22 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fairwin.custody.chain_receipts import ChainEndReceipt, last_end, ledger_path, write_end
+from fairwin.custody.chain_receipts import ChainEndReceipt, write_end
 from fairwin.custody.hold import Hold
 from fairwin.decision import RuleSpec
-from fairwin.decision.registry import get_rule
 from fairwin.directory.declaration import ProductionDeclaration
-from fairwin.directory.environment import git_state
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import ChainRecord, Restore, WindowStatus
-from fairwin.errors import GateRefused, InputError, ProductionError, RestoreFailed
+from fairwin.errors import InputError, ProductionError
 from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
 from fairwin.plan.loading import LoadedPlan
-from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
 from fairwin.production.state_records import SnapshotRecord
 from fairwin.records import Record, read_record, write_record
@@ -79,6 +75,9 @@ class Marker(Record):
     time: float
     placeholders: list[RunningPlaceholder]
     placeholder_dir: str
+    # The team's hold ([custody] hold_command), taken by this window of the chain and held across it: released
+    # once, after the restore that ends the chain (the runbook's one HOLD across its chained windows).
+    team_hold: ChainedWindow | None = None
 
     @property
     def last(self) -> ChainedWindow:
@@ -201,6 +200,7 @@ class ChainRun:
     commit: str | None
     coordinator: str
     ledger_dir: Path  # where the chain's ends are receipted (the output directory: chain_receipts.py)
+    team_hold: ChainedWindow | None = None  # the window whose team hold the chain holds (the marker's, or this one's)
     started: list[RunningPlaceholder] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)  # an abort's placeholders taken down, one line each
     end: ChainEnd | None = None
@@ -250,6 +250,7 @@ class ChainRun:
             time=time.time(),
             placeholders=self.started,
             placeholder_dir=str(self.placeholders.state_dir),
+            team_hold=self.team_hold,
         )
         write_record(self.marker_path, marker)
         self.chain_id = marker.chain_id
@@ -328,104 +329,3 @@ class ChainRun:
         if self.end == "ENDED":
             return f"chain: ENDED (window {self.position}, the last; production restored, the marker cleared)"
         return f"chain: {self.end or 'running'}"
-
-
-async def abort_chain(
-    loaded: LoadedPlan, output_dir: Path, say: Callable[[str], None], reason: str
-) -> ChainAborted | None:
-    """``fairwin chain abort``: placeholders down, production restored and watched, the marker cleared (only once
-    the watch held: a failed restore raises RestoreFailed and keeps the marker). None when no chain is marked.
-    Either way the chain's end is a receipt in the ledger (``reason``: why it was aborted)."""
-    path = marker_path(loaded, output_dir)
-    marker = read_marker(path)
-    if marker is None:
-        return None
-    production = Production(loaded, output_dir)
-    placeholders = Placeholders(loaded, Path(marker.placeholder_dir))
-    stopped = await placeholders.stop_all(marker.placeholders)
-    hold = Hold(production, [], say, taken=True)
-    try:
-        restored = await hold.give_back()
-    finally:  # the restore's proof, failed or not, with the chain's end
-        write_end(
-            output_dir,
-            ChainEndReceipt(
-                time=time.time(),
-                chain_id=marker.chain_id,
-                end="ABORTED",
-                decision="REJECT",
-                windows=[w.window_id for w in marker.windows],
-                reason=reason,
-                restore=hold.restored,
-                placeholders=stopped,
-                coordinator=marker.coordinator,
-            ),
-        )
-    path.unlink(missing_ok=True)
-    notes = []
-    if marker.production.sha256 != production.snapshot().sha256:
-        notes.append("production was restored as the plan declares it now, which differs from the chain's snapshot")
-    return ChainAborted(
-        chain_id=marker.chain_id,
-        windows=[w.window_id for w in marker.windows],
-        placeholders=stopped,
-        restore=restored,
-        notes=notes,
-    )
-
-
-async def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
-    """``fairwin chain status``: where the chain stands, one line per fact."""
-    path = marker_path(loaded, output_dir)
-    marker = read_marker(path)
-    if marker is None:
-        ended = last_end(output_dir)
-        said = f"no chain in progress ({path} is absent)"
-        if ended is None:
-            return [said]
-        restore = ended.restore.state if ended.restore is not None else "not owed"
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ended.time))
-        decided = f", decision {ended.decision}" if ended.decision else ""
-        return [
-            said,
-            f"last chain end: {ended.chain_id} {ended.end}{decided} at {when}; production {restore}"
-            + (f"; {ended.reason}" if ended.reason else "")
-            + f" ({ledger_path(output_dir)})",
-        ]
-    rule = get_rule(loaded.plan.window.rule)
-    lines = [
-        f"CHAINED: {marker.chain_id}, {len(marker.windows)} window(s), production left down since "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(marker.time))} by {marker.last.window_id} "
-        f"(coordinator {marker.coordinator}, commit {(marker.commit or 'none')[:12]})",
-        *(f"  {w.window_id}: {w.mode}, {w.order}" for w in marker.windows),
-    ]
-    dead = await not_running(loaded, marker.placeholders)
-    names = ", ".join(_placeholder(p) for p in marker.placeholders) or "none declared"
-    lines.append(f"placeholders: {names}; " + ("; ".join(dead) if dead else "all running"))
-    lines.append(f"next window's order: {chained_order(rule, marker) or 'drawn (the rule fixes or draws it)'}")
-    return lines
-
-
-def _placeholder(record: RunningPlaceholder) -> str:
-    where = f" on host {record.host}, tmux session {record.session}" if record.host else ""
-    return f"{record.name} (pid {record.pid}{where})"
-
-
-async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | None, say: Callable[[str], None]) -> str:
-    """``fairwin chain check-prev``: the gate before the next window. Any refusal while the marker is present
-    aborts the chain (production restored) and is raised as GateRefused (exit 4) with what was done."""
-    marker = read_marker(marker_path(loaded, output_dir))
-    if marker is None:
-        return "no chain in progress: nothing to check"
-    snapshot = Production(loaded, output_dir).snapshot()
-    commit = git_state(loaded.base_dir).commit
-    problems = await continuation_problems(loaded, marker, snapshot=snapshot, commit=commit, capture=capture)
-    if not problems:
-        return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
-    why = f"the chain cannot continue: {'; '.join(problems)}"
-    try:
-        aborted = await abort_chain(loaded, output_dir, say, why)
-    except RestoreFailed as exc:
-        raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; {exc}") from None
-    state = aborted.restore.state if aborted else "not owed"
-    raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; production {state}")

@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict
 
-from fairwin.directory.status import Restore
+from fairwin.directory.status import Restore, TeamRelease
 from fairwin.formats import CHAIN_END, RecordFormat
 from fairwin.records import Record, append_records, read_records
 
@@ -40,6 +40,7 @@ class ChainEndReceipt(Record):
     restore: Restore | None = None  # production's restore and watch (CHAINED: left down, the placeholders)
     placeholders: list[str]  # left holding the hardware (CHAINED), or stopped
     coordinator: str | None = None
+    team_release: TeamRelease | None = None  # the chain's team hold released at an abort outside any window
 
 
 def ledger_path(output_dir: Path) -> Path:

@@ -178,13 +178,10 @@ async def _owed_releases(loaded: LoadedPlan, output_dir: Path, result: Recovery,
         owed = status.team_release
         if owed is None or owed.released or status.window_id == skip:
             continue
-        directory = WindowDir(path=path.parent, window_id=status.window_id, coordinator=status.coordinator)
+        directory = WindowDir(path=path.parent, window_id=status.window_id)
         team = await _release_team_hold(loaded, directory, result.problems, result.owed, owed.attempts + 1)
         assert team is not None  # a release was tried just now
-        kept = status.model_dump(
-            exclude_unset=True, exclude={"format", "window_id", "state", "time", "coordinator", "team_release"}
-        )
-        directory.set_status(status.state, **kept, team_release=team)
+        directory.amend_status(team_release=team)
         if team.released:
             result.released.append(status.window_id)
 

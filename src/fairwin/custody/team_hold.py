@@ -41,6 +41,7 @@ class TeamCommand(SparseModel):
     output: list[str]
     released: bool | None = None
     error: str | None = None
+    held_by_chain_since: str | None = None  # a chain's hold, taken by that window and carried to this one
 
 
 @dataclass(frozen=True)
@@ -77,13 +78,21 @@ class TeamHold:
     def settings(self) -> CustodySettings:
         return self.loaded.plan.custody
 
+    kept_for_chain: bool = False  # held over to the chain's next window: not this window's to release
+    held_since: str | None = None  # the chain's window that took it, where this window continues a chain
+
     @property
     def owed(self) -> bool:
-        """Taken, with a release to run, and not yet tried (one that failed is left to recover)."""
-        return self.held and bool(self.settings.release_command) and not self.tried_release
+        """Taken, with a release to run, not yet tried (one that failed is left to recover), and not held over to
+        the chain's next window."""
+        return self.held and bool(self.settings.release_command) and not self.tried_release and not self.kept_for_chain
 
     async def take(self) -> TeamCommand:
-        """The hold; GateRefused with its output when it exits non-zero (production not touched yet)."""
+        """The hold; GateRefused with its output when it exits non-zero (production not touched yet). A window
+        continuing a chain that holds it already runs nothing: the hold is the chain's since ``held_since``."""
+        if self.held_since is not None:
+            self.held = True
+            return TeamCommand(argv=[], exit=None, output=[], held_by_chain_since=self.held_since)
         ran = await self._run(self.settings.hold_command)
         if ran.code != 0:
             raise GateRefused(f"{ran.failure('hold')}; production was not touched")

@@ -175,6 +175,17 @@ class WindowDir:
         status = WindowStatus(window_id=self.window_id, state=state, time=time.time(), **who, **details)
         write_record(self.status, status)
 
+    def amend_status(self, **changes: Any) -> None:
+        """status.json rewritten with ``changes`` (a finished window's owed team release, tried again), the rest of
+        it as it was: its state, its coordinator, every field it carries."""
+        status = read_record(self.status, WindowStatus)
+        kept = status.model_dump(exclude_unset=True, exclude={"format", "window_id", "state", "time", "coordinator"})
+        who = {"coordinator": status.coordinator} if status.coordinator is not None else {}
+        write_record(
+            self.status,
+            WindowStatus(window_id=self.window_id, state=status.state, time=time.time(), **who, **(kept | changes)),
+        )
+
     def journal_event(self, step: str, event: Event, **details: Any) -> None:
         """A transition of the window's state machine, on disk before it is acted on (directory/journal.py)."""
         record(self.journal, step, event, **details)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from fairwin.archive.window_rows import control_rows
-from fairwin.custody.chain import ChainedWindow
+from fairwin.custody.chain import ChainedWindow, HeldOver
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import release, release_shared
 from fairwin.custody.team_hold import TeamHold
@@ -75,6 +75,16 @@ class Window(Opening, Closing):
         )
         if self.loaded.plan.custody.hold_command:
             self.team_hold = TeamHold(self.loaded, self.directory.window_id, self.directory.path)
+            if self.chain is not None:  # one hold across the chain: taken by its first window, released at its end
+                carried = self.chain.found.team_hold if self.chain.found is not None else None
+                self.team_hold.held_since = carried.window_id if carried is not None else None
+                self.team_hold.held = carried is not None  # owed back from the first step, should this window abort
+                self.chain.team_hold = carried or ChainedWindow(
+                    window_id=self.directory.window_id,
+                    window_path=str(self.directory.path),
+                    mode=self.checked.mode_name,
+                    order=self.order,
+                )
         if self.chain is not None and not self.chain.last and self.hold is not None:
             # The placeholders take the hardware before the last start's servers let go of it.
             self.context.before_stop = self._placeholders_if_last
@@ -98,7 +108,8 @@ class Window(Opening, Closing):
             ]
         if self.team_hold is not None:  # the team's hold around everything that touches the hardware
             starts = [Step(HOLD_STEP, self.team_hold.take), *starts]
-            if self.team_hold.settings.release_command:
+            held_over = self.chain is not None and not self.chain.last  # the chain's next window carries it on
+            if self.team_hold.settings.release_command and not held_over:
                 starts.append(Step(RELEASE_STEP, self.release_team_hold))
         return [
             Step("open", self.open),
@@ -127,9 +138,18 @@ class Window(Opening, Closing):
                 mode=self.checked.mode_name,
                 order=self.order,
             )
-            return [Step("chain hold", partial(self.chain.hold_over, hold, here))]
+            return [Step("chain hold", partial(self._hold_over, hold, here))]
         restore = Step("restore", hold.give_back)
         return [restore, Step("chain end", partial(self.chain.finish, hold))] if self.chain is not None else [restore]
+
+    async def _hold_over(self, hold: Hold, here: ChainedWindow) -> HeldOver:
+        """The chained close; the team's hold, where there is one, goes on with the chain (its last window, or an
+        abort, releases it)."""
+        assert self.chain is not None
+        held = await self.chain.hold_over(hold, here)
+        if self.team_hold is not None:
+            self.team_hold.kept_for_chain = True
+        return held
 
     def _deciding(self) -> Deciding:
         """What the looks and the decide step decide with: the archive as read at open, the rule, the order."""

@@ -12,13 +12,13 @@ from typing import Unpack
 
 from fairwin.custody.chain import (
     ChainRun,
-    abort_chain,
     chained_order,
     continuation_problems,
     in_progress,
     marker_path,
     read_marker,
 )
+from fairwin.custody.chain_end import abort_chain
 from fairwin.custody.hold import Hold, fixed_role_urls
 from fairwin.custody.lock import (
     HardwareHeld,
@@ -201,11 +201,6 @@ async def chain_for(
         return None
     if hold is None:
         raise InputError(f"--chain needs a [production] section in {loaded.path}: a chain leaves production down")
-    if loaded.plan.custody.hold_command:
-        raise InputError(
-            f"--chain with [custody] hold_command in {loaded.path}: a team's hold is taken and released by each "
-            "window, and a chain holds the hardware between windows; run these windows unchained"
-        )
     if not checked.mode.chain:
         raise InputError(
             f"mode {checked.mode_name} never chains (chain = false): its windows need the restore "
