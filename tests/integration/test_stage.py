@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from fairwin.files import sha256_bytes
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
@@ -110,3 +112,40 @@ def test_stage_copies_a_built_file_makes_a_deploy_worktree_and_waits_for_no_wind
     assert staged["path"] == str(deploy) and staged["after"] == qualified
     assert staged["artifacts"] == {str(dest): {"from": str(built), "sha256": sha256_bytes(built.read_bytes())}}
     assert not lock.exists()  # let go once staged: the next window may start
+
+
+def test_stage_takes_the_shared_lock_a_window_takes_and_waits_for_another_coordinators_window(
+    make_plan: PlanFactory, ssh_hosts: SshHosts, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a PostgreSQL archive, windows on two coordinators see each other through its hardware locks; so does
+    staging: another coordinator's window holding host h2 there refuses `stage`, naming it, and touches nothing;
+    once it is gone, stage takes the same lock (a window refused meanwhile) and gives it back."""
+    from fairwin.archive.postgres import PostgresArchive
+    from fairwin.custody.lock import host_keys
+    from fairwin.directory.lock_record import LockRecord
+    from fairwin.plan import load_plan
+
+    repo, qualified, later = two_commits(tmp_path)
+    plan = pinned_plan(make_plan, ssh_hosts, "staged-shared", f'path = "{repo}", commit = "{qualified[:10]}"')
+    monkeypatch.setenv("FAIRWIN_ARCHIVE_URL", postgres_url)  # the team's shared archive (its URL holds a password)
+    database = PostgresArchive(postgres_url)
+    database.migrate()
+    keys = host_keys([load_plan(plan).plan.hosts["h2"]])
+    elsewhere = LockRecord(
+        format="fairwin.lock/1",
+        window_id="20261205T090000Z-controlled-elsewhere",
+        window_path="/srv/other-coordinator/windows/20261205T090000Z-controlled-elsewhere",
+        coordinator="other-coordinator",
+        host="other-host",
+        pid=1,
+        started_unix=1.0,
+    )
+    assert database.take_hardware(keys, elsewhere) is None
+    refused = fairwin("stage", str(plan), "--to", str(tmp_path / "refused.json"))
+    assert refused.returncode == 4 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "20261205T090000Z-controlled-elsewhere" in refused.stderr and "other-coordinator" in refused.stderr
+    assert git(repo, "rev-parse", "HEAD") == later and not (tmp_path / "refused.json").exists()
+    database.release_hardware(elsewhere.window_id)
+    done = fairwin("stage", str(plan), "--to", str(tmp_path / "stage.json"))
+    assert done.returncode == 0, done.stderr
+    assert git(repo, "rev-parse", "HEAD") == qualified and database.hardware_holder(keys) is None  # given back

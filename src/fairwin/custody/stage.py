@@ -19,10 +19,10 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fairwin.archive import open_archive
+from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import in_progress, marker_path, read_marker
 from fairwin.custody.lock import (
-    HardwareLocks,
-    MachineLocks,
     acquire,
     acquire_shared,
     coordinator,
@@ -30,8 +30,9 @@ from fairwin.custody.lock import (
     lock_path,
     release,
     release_shared,
+    shared_locks,
 )
-from fairwin.errors import GateRefused
+from fairwin.errors import ArchiveError, GateRefused
 from fairwin.formats import STAGE, RecordFormat
 from fairwin.launch.checkouts import check_checkout, pinned_checkouts
 from fairwin.launch.identity import checkout, digests
@@ -169,15 +170,18 @@ def _holding(loaded: LoadedPlan, pinned: list[tuple[LaunchSpec, RepoPin]], recei
     if (found := read_marker(marker)) is not None:
         raise GateRefused(f"{in_progress(marker, found)}; stage after it ends (`fairwin chain abort PLAN` ends it now)")
     stage_id = f"stage-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+    try:  # every lock a window of this plan takes: this machine's, and the shared one other coordinators see
+        locks = shared_locks(loaded, open_archive(archive_location(loaded, out)))
+    except ArchiveError as exc:
+        raise GateRefused(f"the hardware's shared lock cannot be read: {exc}") from None
     lock = lock_path(loaded, out)
     record = acquire(lock, stage_id, receipt, coordinator())
-    machine: list[HardwareLocks] = [MachineLocks.here()]
     keys = host_keys(spec.remote for spec, _ in pinned)
     try:
-        acquire_shared(machine, keys, record)
+        acquire_shared(locks, keys, record)
         try:
             yield
         finally:
-            release_shared(machine, stage_id)
+            release_shared(locks, stage_id)
     finally:
         release(lock, stage_id)
