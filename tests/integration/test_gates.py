@@ -407,3 +407,28 @@ def test_a_foreign_admission_receipt_is_read_by_the_fields_the_plan_names_and_sa
     theirs.write_text(json.dumps({key: value for key, value in document.items() if key != "git"}))
     missing = carry(plan, theirs, q, tmp_path / "missing.json")
     assert missing.returncode == 2 and "has no field 'git.sha' the plan names" in missing.stderr
+
+
+def test_an_override_of_what_a_qualification_vouches_for_is_refused_naming_the_key(
+    make_plan: PlanFactory, repo: Path, tmp_path: Path
+) -> None:
+    """The runbook's carry includes its cells file and its candidate's env file: with a qualification given, a
+    `--set` of a cell, or of a role's environment or command, is refused in one line before any host is touched;
+    a pinned commit given per launch (the runbook's --worker-commit) is not what was qualified, and runs."""
+    q = git(repo, "rev-parse", "HEAD")
+    plan = plan_with_qualification(make_plan, repo)
+    carried = tmp_path / "carried.json"
+    assert carry(plan, admission(tmp_path, repo, q), q, carried).returncode == 0
+    for key in ("cells.short-b1.max_tokens=64", 'roles.B.env={"PP4_DEPTH" = "5"}', 'roles.B.argv=["true"]'):
+        done = fairwin("run", str(plan), "--qualification", str(carried), "--set", key, "--quiet")
+        assert done.returncode == 4 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"fairwin: error: --set {key.split('=')[0]}: the qualification {carried} vouches")
+        assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").iterdir())
+    without = load_plan(plan, ["cells.short-b1.max_tokens=64"])  # no qualification given: an override is recorded
+    run_gates(without, "controlled", without.plan.all_modes()["controlled"], GateInputs(), tmp_path)
+    allowed = load_plan(plan, ["window.idle_check_s=0.1"])  # outside what was qualified
+    mode = allowed.plan.all_modes()["controlled"]
+    assert run_gates(allowed, "controlled", mode, GateInputs(qualification=carried), tmp_path).head == q
+    rehearsed = GateInputs(rehearsal=tmp_path / "rehearsal")  # a rehearsal vouches for every request shape it tried
+    with pytest.raises(GateRefused, match=r"^--set cells.short-b1.max_tokens: the rehearsal .* vouches for it"):
+        run_gates(without, "controlled", mode, rehearsed, tmp_path)

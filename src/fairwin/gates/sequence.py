@@ -41,6 +41,47 @@ def estimates(loaded: LoadedPlan, output_dir: Path, archive_starts: int = 0) -> 
     return [estimate(loaded, name, mode, found, archive_starts) for name, mode in loaded.plan.all_modes().items()]
 
 
+#: What a carried qualification vouches for besides the repository's files: the runbook carries its cells file and
+#: its candidate's env file with the qualification, so the plan's cells and prompt families, and every role's and
+#: worker's command and environment, are what was qualified. "*" is any one key.
+QUALIFIED = (
+    ("cells",),
+    ("families",),
+    *(
+        (*role, field)
+        for role in (("roles", "*"), ("roles", "*", "workers", "*"))
+        for field in ("argv", "env", "env_files", "unset_env", "base", "speculative", "container", "inherit_env")
+    ),
+)
+#: What a rehearsal vouches for: production's declaration and every request shape it tried (the cells, its own).
+REHEARSED = (("production",), ("cells",), ("rehearsal",))
+
+
+def _covers(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    return len(path) >= len(pattern) and all(want in ("*", got) for want, got in zip(pattern, path, strict=False))
+
+
+def refuse_vouched_overrides(loaded: LoadedPlan, inputs: GateInputs) -> None:
+    """A ``--set`` of anything a given qualification or rehearsal vouches for is refused (exit 4), naming the key:
+    what was qualified or rehearsed must not move without a new one. Overrides of anything else (a pinned commit
+    given per launch, as the runbook's ``--worker-commit``) stay allowed, and are recorded in window.json."""
+    vouching = [
+        (patterns, what)
+        for patterns, what, given in (
+            (QUALIFIED, f"the qualification {inputs.qualification}", inputs.qualification),
+            (REHEARSED, f"the rehearsal {inputs.rehearsal}", inputs.rehearsal),
+        )
+        if given is not None
+    ]
+    for change in loaded.overrides:
+        for patterns, what in vouching:
+            if any(_covers(pattern, change.path) for pattern in patterns):
+                raise GateRefused(
+                    f"--set {change.key}: {what} vouches for it, and an override would move what it vouched for; "
+                    "change the plan and qualify (or rehearse) it again, or run without the override"
+                )
+
+
 def check_required(loaded: LoadedPlan, inputs: GateInputs, gate_names: list[str]) -> None:
     """Refuse (exit 4) when a gate the plan requires was not given: it cannot be skipped by forgetting it."""
     given = {"qualification": inputs.qualification is not None, "rehearsal": inputs.rehearsal is not None}
@@ -74,6 +115,7 @@ def run_gates(
     loaded: LoadedPlan, mode_name: str, mode: Mode, inputs: GateInputs, output_dir: Path, archive_starts: int = 0
 ) -> GateSummary:
     """``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look)."""
+    refuse_vouched_overrides(loaded, inputs)
     expected = inputs.expected_commit or loaded.plan.window.expected_commit
     expected_commit = None
     if expected is not None:
