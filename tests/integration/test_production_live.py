@@ -285,3 +285,32 @@ def test_productions_config_is_read_from_its_servers_log_not_its_wrappers_argv(
         "speculative config of production's head (no server log line, no argv): role(s) PP compared with it "
         "compared nothing; accepted by runtime.accept_unobserved"
     ) in decision["unobserved"], decision["unobserved"]
+
+
+def test_productions_config_is_read_from_its_current_run_only_never_a_line_an_earlier_run_left(
+    tmp_path: Path,
+) -> None:
+    """Production's own log file holds the 'non-default args' line of its previous run; it restarted and has not
+    logged yet: its config is unread (and so named, or refused, by the checks), not read from the old run. Once
+    the running process writes its own line, that line is what it runs."""
+    import subprocess
+    import time
+
+    from fairwin.production.live import _reported_line
+
+    log = tmp_path / "production.log"
+    old = "INFO non-default args: {'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 3}}\n"
+    log.write_text(old)
+    an_hour_ago = time.time() - 3600
+    os.utime(log, (an_hour_ago, an_hour_ago))  # written by the run before this one
+    process = LiveProcess(match="restarted-production", log=str(log))
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "restarted-production"])
+    try:
+        assert asyncio.run(_reported_line((None, None), process, None, running.pid)) == ""
+        new = "INFO non-default args: {'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 5}}"
+        with log.open("a") as handle:
+            handle.write(new + "\n")
+        assert asyncio.run(_reported_line((None, None), process, None, running.pid)).strip() == new
+    finally:
+        running.kill()
+        running.wait()

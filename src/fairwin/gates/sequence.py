@@ -53,8 +53,6 @@ QUALIFIED = (
         for field in ("argv", "env", "env_files", "unset_env", "base", "speculative", "container", "inherit_env")
     ),
 )
-#: What a rehearsal vouches for: production's declaration and every request shape it tried (the cells, its own).
-REHEARSED = (("production",), ("cells",), ("rehearsal",))
 
 
 def _covers(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
@@ -62,24 +60,18 @@ def _covers(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
 
 
 def refuse_vouched_overrides(loaded: LoadedPlan, inputs: GateInputs) -> None:
-    """A ``--set`` of anything a given qualification or rehearsal vouches for is refused (exit 4), naming the key:
-    what was qualified or rehearsed must not move without a new one. Overrides of anything else (a pinned commit
-    given per launch, as the runbook's ``--worker-commit``) stay allowed, and are recorded in window.json."""
-    vouching = [
-        (patterns, what)
-        for patterns, what, given in (
-            (QUALIFIED, f"the qualification {inputs.qualification}", inputs.qualification),
-            (REHEARSED, f"the rehearsal {inputs.rehearsal}", inputs.rehearsal),
-        )
-        if given is not None
-    ]
+    """With a qualification given, a ``--set`` of anything it vouches for is refused (exit 4), naming the key: what
+    was qualified must not move without a new qualification. Overrides of anything else (a pinned commit given
+    per launch, as the runbook's ``--worker-commit``) stay allowed, and are recorded in window.json. (A rehearsal
+    binds the effective plan field by field itself: an override of what it tried is refused there, naming it.)"""
+    if inputs.qualification is None:
+        return
     for change in loaded.overrides:
-        for patterns, what in vouching:
-            if any(_covers(pattern, change.path) for pattern in patterns):
-                raise GateRefused(
-                    f"--set {change.key}: {what} vouches for it, and an override would move what it vouched for; "
-                    "change the plan and qualify (or rehearse) it again, or run without the override"
-                )
+        if any(_covers(pattern, change.path) for pattern in QUALIFIED):
+            raise GateRefused(
+                f"--set {change.key}: the qualification {inputs.qualification} vouches for it, and an override "
+                "would move what was qualified; change the plan and qualify it again, or run without the override"
+            )
 
 
 def check_required(loaded: LoadedPlan, inputs: GateInputs, gate_names: list[str]) -> None:

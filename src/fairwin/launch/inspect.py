@@ -32,6 +32,7 @@ class Inspected:
     status: str  # "running", "exited", ...
     exit_code: int | None
     labels: dict[str, str] = field(default_factory=dict)
+    started_at: str | None = None  # State.StartedAt, RFC 3339: when its current run began (`logs --since` it)
 
     def receipt(self, runtime: str) -> ContainerReceipt:
         """What a start's receipt records: secrets in its env as digests, as in production's reading."""
@@ -81,6 +82,7 @@ def parse_inspect(raw: str, name: str) -> Inspected:
             status=str(state.get("Status", "")),
             exit_code=state.get("ExitCode") if isinstance(state.get("ExitCode"), int) else None,
             labels={str(k): str(v) for k, v in (config.get("Labels") or {}).items()},
+            started_at=str(state["StartedAt"]) if state.get("StartedAt") else None,
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise ProductionError(

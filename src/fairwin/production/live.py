@@ -92,16 +92,31 @@ def _runtime(process: LiveProcess) -> str:
 
 
 async def _reported_line(
-    where: tuple[str | None, Host | None], process: LiveProcess | None, launched_log: str | None
+    where: tuple[str | None, Host | None],
+    process: LiveProcess | None,
+    launched_log: str | None,
+    current: int | str | None = None,
 ) -> str:
-    """The last 'non-default args' line production's server logged: in the log fairwin launched it with (after
-    the last launch's mark), its own log file, or its container's logs; empty where there is none."""
+    """The last 'non-default args' line production's server logged in its current run, never a line an earlier run
+    left: in the log fairwin launched it with (after the last launch's mark), its own log file (only when the file
+    was written since the process ``current`` names began: a production that restarted and has not logged yet is
+    unread, not read by its last run), or its container's logs since ``current`` (its run's StartedAt); empty
+    where there is none."""
     name, host = where
     grep = f"grep -a {shlex.quote(NON_DEFAULT.strip())}"
     if process is not None and process.log is not None:
-        command = f"cat {shlex.quote(process.log)} 2>/dev/null | {grep} | tail -n 1"
+        log = shlex.quote(process.log)
+        if not isinstance(current, int):
+            return ""  # no process to date its log by
+        # The process's start in seconds since the epoch (/proc/stat's btime + its starttime ticks), and the log's.
+        began = (
+            f"$(( $(awk '/^btime/{{print $2}}' /proc/stat) + $(cut -d')' -f2 /proc/{current}/stat | "
+            "awk '{print $20}') / $(getconf CLK_TCK) ))"
+        )
+        command = f'[ "$(stat -c %Y {log} 2>/dev/null || echo 0)" -ge {began} ] && {grep} {log} | tail -n 1'
     elif process is not None and process.container is not None:
-        command = f"{_runtime(process)} logs {shlex.quote(process.container)} 2>&1 | {grep} | tail -n 1"
+        since = f" --since {shlex.quote(current)}" if isinstance(current, str) else ""
+        command = f"{_runtime(process)} logs{since} {shlex.quote(process.container)} 2>&1 | {grep} | tail -n 1"
     elif launched_log is not None:  # newest first, up to this launch's mark
         mark = shlex.quote(LAUNCH_MARK)
         command = f"tac {shlex.quote(launched_log)} 2>/dev/null | sed '/^'{mark}'$/q' | {grep} | head -n 1"
@@ -123,7 +138,6 @@ async def read_member(
     (``log``, or the process's own ``log``, or a container's logs), else what its argv states."""
     name, host = where
     on = f" on host {name}" if name else " here"
-    reported = await _reported_line(where, process, log)
     if process is not None and process.container is not None:
         code, out = await shell(
             name, host, f"{_runtime(process)} inspect --type container {shlex.quote(process.container)}"
@@ -135,6 +149,7 @@ async def read_member(
             )
         box = parse_inspect(out, process.container)
         found_by = f"container {process.container} ({process.runtime})"
+        reported = await _reported_line(where, process, log, box.started_at)
         return live_member(member, name, found_by, box.env, box.argv, (box.mounts, box.image_id), reported)
     found_by = f"pid {pid} (fairwin launched it)"
     if process is not None and process.match is not None:
@@ -145,6 +160,7 @@ async def read_member(
         found_by = f"match {process.match!r}: pid {pid}"
     if pid is None:
         raise ProductionError(f"production's {member}: it is not running{on}")
+    reported = await _reported_line(where, process, log, pid)
     code, out = await shell(
         name, host, f"cat /proc/{pid}/environ && printf '\\0{_MARKER_NAME}\\0' && cat /proc/{pid}/cmdline"
     )

@@ -5,9 +5,13 @@ wrapper that changes it (``env X=1 python ...``, a shell script that exports) is
 caught. A role derived from a base role (production's policy on the experiment's
 runtime) may differ from its base only in the keys it declares as allowed.
 
-The speculative configuration is read from the launch arguments: vLLM's
-``--speculative-config JSON``, llama-server's ``--spec-*`` options and ``fairwin sim``'s
-``--spec-tokens``. With ``runtime.standard_verification``, vLLM's
+The speculative configuration is what the running server reports it runs: its own
+``non-default args`` start-up line in its log (so a wrapper script's config is seen); only
+where a server reports none is it read from the launch arguments (vLLM's
+``--speculative-config JSON``, llama-server's ``--spec-*`` options, ``fairwin sim``'s
+``--spec-tokens``), and one that neither states is unobserved: refused unless the plan
+accepts it (``runtime.accept_unobserved``). Before the take-down, a role's argv is checked
+where it states a config. With ``runtime.standard_verification``, vLLM's
 ``rejection_sample_method`` must be absent or ``"standard"``, and llama.cpp's
 synthetic acceptance (``--spec-synth-len``, ``--spec-synth-rates``) is refused.
 """
