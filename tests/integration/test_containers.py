@@ -308,3 +308,30 @@ def test_a_production_role_that_is_a_container_is_brought_up_taken_down_and_rest
         gone = fairwin("production", "down", str(plan))
     assert gone.returncode == 0, gone.stderr
     assert container_engine.names("fairwin.production=P") == [] and container_engine.names() == []
+
+
+@pytest.mark.slow
+def test_a_container_role_on_a_host_survives_a_dropped_ssh_connection_as_a_process_role_does(
+    make_plan: PlanFactory, container_engine: Engine, ssh_hosts: SshHosts
+) -> None:
+    """B's container runs on h2; once it serves, every SSH session to h2 is cut. The container runs on: fairwin
+    connects again within h2's reconnect_s, journals it, follows its wait and its log on, and the start measures."""
+    from tests.integration.test_hosts import run_cut_mid_start
+
+    box = container_engine.sim_container()
+    roles = {
+        "A": sim_role("--ms-per-round", "6", model="boxed-drop", port=free_port(), host="h1", container=box),
+        "B": sim_role("--ms-per-round", "20", model="boxed-drop", port=free_port(), host="h2", container=box),
+    }
+    cells = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 1}}
+    plan = with_hosts(make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, cells=cells), ssh_hosts)
+    run, err = run_cut_mid_start(plan, ssh_hosts)
+    assert run.returncode in (0, 1), err  # a verdict, whichever: the window measured through the drop
+    window = only_window(plan)
+    assert status(window)["state"] == "complete"
+    reconnected = [e for e in read_jsonl(window / "journal.jsonl") if e["event"] == "reconnected"]
+    assert reconnected and {(e["step"], e["host"]) for e in reconnected} == {("start s2", "h2")}, reconnected
+    assert {e["container"] for e in reconnected} == {f"fairwin-{window.name}-s2-B-head"}
+    s2 = json.loads((window / "starts" / "s2" / "start.json").read_text())
+    assert s2["pooled_rows"] > 0 and s2["stop"]["signal"] == "SIGTERM"  # the container fairwin ran, kept
+    assert container_engine.names() == []

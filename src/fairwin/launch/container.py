@@ -27,6 +27,7 @@ from fairwin.launch.inspect import Inspected, image_env, parse_inspect
 from fairwin.launch.local import HEALTH_POLL_S, Note, health_answer, last_log_line, refuse_when_late
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec
+from fairwin.plan.hosts import BACKOFF_S, MAX_BACKOFF_S
 from fairwin.redaction import scrub, scrub_file
 
 #: Variables a runtime sets in every container itself, unless the image or the plan sets them.
@@ -75,6 +76,7 @@ class ContainerServer:
     lost: str | None = None
     stop_record: StopRecord | None = None
     healthy_after_s: float | None = None
+    note: Note | None = None  # where a reconnection to its host is reported (the window journals it)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
@@ -99,7 +101,7 @@ class ContainerServer:
         return self.expected
 
     def report_to(self, note: Note) -> None:
-        del note  # nothing happens to it that the start does not see itself
+        self.note = note
 
     def described(self) -> ContainerReceipt | None:
         return self.inspected.receipt(self.cli.runtime) if self.inspected is not None else None
@@ -130,17 +132,52 @@ class ContainerServer:
         except ProductionError as exc:
             raise LaunchError(f"{self.spec.label}: {exc}") from None
 
-    async def _follow_logs(self) -> None:
-        await self.cli.follow(["logs", "-f", self.name], self.log_path)
+    async def _follow_logs(self, since: int | None = None) -> None:
+        await self.cli.follow(["logs", "-f", *(["--since", str(since)] if since else []), self.name], self.log_path)
 
     async def _wait(self) -> None:
-        """Its exit status once it ends (``wait``); a lost connection to its host is a lost server."""
-        code, last = await self.cli.follow(["wait", self.name])
-        if code is None:
-            if self.stop_record is None:
-                self.lost = f"the SSH connection to host {self.cli.host_name} was lost while container {self.name} ran"
-            return
-        self.exited = int(last) if last.strip().lstrip("-").isdigit() else code or -1
+        """Its exit status once it ends (``wait``). The container runs on whatever becomes of the SSH connection
+        that waits on it: a lost one is made again within the host's ``reconnect_s`` and the wait and the log
+        followed on, as a process role's are; only then is the server lost."""
+        while True:
+            code, last = await self.cli.follow(["wait", self.name])
+            if code is not None:
+                self.exited = int(last) if last.strip().lstrip("-").isdigit() else code or -1
+                return
+            if self.stop_record is not None or not await self._reconnect():
+                return
+
+    async def _reconnect(self) -> bool:
+        """Its host answers again within ``reconnect_s`` (a new connection, with backoff): reported, and its log
+        followed on from the moment it was lost. False, the server counted lost, when none came."""
+        host = self.cli.host
+        assert host is not None  # only a remote runtime's wait loses its connection
+        lost_at, t0, attempts, delay = int(time.time()) - 1, time.monotonic(), 0, BACKOFF_S
+        while time.monotonic() - t0 < host.reconnect_s:
+            attempts += 1
+            with contextlib.suppress(LaunchError):
+                code, _, _ = await self.cli.run("inspect", "--format", "{{.State.Status}}", self.name, timeout_s=30.0)
+                if code == 0:
+                    self._tasks.append(asyncio.create_task(self._follow_logs(since=lost_at)))
+                    if self.note is not None:  # journaled: the one record of a reconnection
+                        seconds = round(time.monotonic() - t0, 3)
+                        self.note(
+                            "reconnected",
+                            {
+                                "host": self.cli.host_name,
+                                "attempts": attempts,
+                                "seconds": seconds,
+                                "container": self.name,
+                            },
+                        )
+                    return True
+            await asyncio.sleep(min(delay, max(0.0, host.reconnect_s - (time.monotonic() - t0))))
+            delay = min(delay * 2, MAX_BACKOFF_S)
+        self.lost = (
+            f"the SSH connection to host {self.cli.host_name} was lost while container {self.name} ran, and not "
+            f"re-established within {host.reconnect_s:g} s (hosts.{self.cli.host_name}.reconnect_s)"
+        )
+        return False
 
     async def catch_up(self) -> None:
         """Wait (a few seconds at most) until the followed log holds every line the runtime has of the container

@@ -42,14 +42,11 @@ from fairwin.launch.local import HEALTH_POLL_S, Note, health_answer, refuse_when
 from fairwin.launch.process_scripts import PROCESS_RUNNING
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.ssh import connect, parse_env, stop_remote_group
-from fairwin.plan.hosts import Host
+from fairwin.plan.hosts import BACKOFF_S, MAX_BACKOFF_S, Host
 from fairwin.redaction import scrub_bytes, scrub_file
 
 PID_WAIT_S = 10.0
 WATCH_S = 0.2
-#: The first wait between reconnection attempts; it doubles up to MAX_BACKOFF_S.
-BACKOFF_S = 0.5
-MAX_BACKOFF_S = 5.0
 #: Connections tried to stop a server whose connection was lost (each a new one, BACKOFF_S apart).
 STOP_ATTEMPTS = 3
 #: Run by ``sh -c`` in a session of its own: the group's id, the server in the background and its pid, then,

@@ -14,6 +14,10 @@ from pydantic import Field
 
 from fairwin.plan.base import StrictModel
 
+#: Reconnecting to a host within its ``reconnect_s``: the first wait between attempts, doubling up to the second.
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 5.0
+
 
 class Host(StrictModel):
     address: str = Field(min_length=1, description="Host name or IP address to connect to.")
