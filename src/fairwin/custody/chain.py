@@ -28,7 +28,7 @@ from fairwin.custody.hold import Hold
 from fairwin.decision import RuleSpec
 from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.layout import WindowDir
-from fairwin.directory.status import ChainRecord, Restore, WindowStatus
+from fairwin.directory.status import ChainRecord, Restore, TeamRelease, WindowStatus
 from fairwin.errors import InputError, ProductionError
 from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
@@ -82,6 +82,30 @@ class Marker(Record):
     @property
     def last(self) -> ChainedWindow:
         return self.windows[-1]
+
+    def aborted(
+        self,
+        reason: str,
+        restore: Restore | None,
+        placeholders: list[str],
+        window_id: str | None = None,
+        team_release: TeamRelease | None = None,
+    ) -> ChainEndReceipt:
+        """The receipt of this chain aborted outside a window's own close (``window_id``: the window fairwin died
+        in, where one did): its decision REJECT, why, and the restore's proof."""
+        return ChainEndReceipt(
+            time=time.time(),
+            chain_id=self.chain_id,
+            end="ABORTED",
+            decision="REJECT",
+            window_id=window_id,
+            windows=[*(w.window_id for w in self.windows), *([window_id] if window_id else [])],
+            reason=reason,
+            restore=restore,
+            placeholders=placeholders,
+            coordinator=self.coordinator,
+            team_release=team_release,
+        )
 
 
 def read_marker(path: Path) -> Marker | None:

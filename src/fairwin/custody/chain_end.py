@@ -20,7 +20,7 @@ from fairwin.custody.chain import (
     marker_path,
     read_marker,
 )
-from fairwin.custody.chain_receipts import ChainEndReceipt, last_end, ledger_path, write_end
+from fairwin.custody.chain_receipts import last_end, ledger_path, write_end
 from fairwin.custody.hold import Hold
 from fairwin.custody.team_hold import TeamHold
 from fairwin.decision.registry import get_rule
@@ -53,21 +53,7 @@ async def abort_chain(
         restored = await hold.give_back()
         team = await _release_chains_hold(loaded, marker)  # after the restore, as a window's own release
     finally:  # the restore's proof, failed or not, with the chain's end
-        write_end(
-            output_dir,
-            ChainEndReceipt(
-                time=time.time(),
-                chain_id=marker.chain_id,
-                end="ABORTED",
-                decision="REJECT",
-                windows=[w.window_id for w in marker.windows],
-                reason=reason,
-                restore=hold.restored,
-                placeholders=stopped,
-                coordinator=marker.coordinator,
-                team_release=team,
-            ),
-        )
+        write_end(output_dir, marker.aborted(reason, hold.restored, stopped, team_release=team))
     path.unlink(missing_ok=True)
     notes = []
     if marker.production.sha256 != production.snapshot().sha256:

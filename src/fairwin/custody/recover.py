@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import psutil
 from fairwin.archive import open_archive
 from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import Marker, marker_path, read_marker
-from fairwin.custody.chain_receipts import ChainEndReceipt, write_end
+from fairwin.custody.chain_receipts import write_end
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
 from fairwin.custody.team_hold import TeamHold, release_owed
@@ -277,21 +276,8 @@ async def _give_back(
     finally:
         result.production = hold.restored
         if chain is not None:  # the chain's end, with the restore's proof, whatever it was
-            write_end(
-                output_dir,
-                ChainEndReceipt(
-                    time=time.time(),
-                    chain_id=chain.chain_id,
-                    end="ABORTED",
-                    decision="REJECT",
-                    window_id=result.window_id,
-                    windows=[*(w.window_id for w in chain.windows), *([result.window_id] if result.window_id else [])],
-                    reason="fairwin died inside a chained window; aborted by `fairwin recover`",
-                    restore=hold.restored,
-                    placeholders=listed_names,
-                    coordinator=chain.coordinator,
-                ),
-            )
+            why = "fairwin died inside a chained window; aborted by `fairwin recover`"
+            write_end(output_dir, chain.aborted(why, hold.restored, listed_names, window_id=result.window_id))
     if chain is not None:
         marker_path(loaded, output_dir).unlink(missing_ok=True)
         result.problems.append(f"chain {chain.chain_id} ABORTED (decision REJECT), its marker cleared")

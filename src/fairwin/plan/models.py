@@ -9,7 +9,7 @@ against the plan's own directory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
@@ -104,17 +104,7 @@ ArchiveKeyField = Literal[
 #: The default match (``window.archive_key``): the runbook's key (cell, ``max_tokens``, production's commit, the
 #: clock cap every host agreed on), with the control role and mode (a runbook names its cells per mode) and the
 #: cell's shape; not the hosts (one team, one fleet: add "hosts" where one archive serves several).
-DEFAULT_ARCHIVE_KEY: tuple[ArchiveKeyField, ...] = (
-    "cell",
-    "role",
-    "mode",
-    "production_commit",
-    "prompt_tokens",
-    "max_tokens",
-    "concurrency",
-    "temperature",
-    "clock_cap_mhz",
-)
+DEFAULT_ARCHIVE_KEY: tuple[ArchiveKeyField, ...] = tuple(k for k in get_args(ArchiveKeyField) if k != "hosts")
 
 
 class WindowSettings(StrictModel):
