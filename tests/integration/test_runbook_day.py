@@ -4,7 +4,8 @@ from its environment file, and the default rule looking after 3 starts on their 
 
 Each part has its own tests; this one runs them together, on real processes (`fairwin sim` servers and production
 here, placeholders in tmux on two hosts over the loopback sshd, the stand-in nvidia-smi), where the parts meet.
-Not yet in it: roles as containers on the hosts, a re-lock between starts, an SSH drop, `stage` (their own tests).
+A watchdog re-locks the GPUs between two of the controlled window's starts, which makes it INCONCLUSIVE. Not yet in
+it: roles as containers on the hosts, an SSH drop, `stage` (their own tests).
 """
 
 from __future__ import annotations
@@ -95,9 +96,16 @@ def test_the_runbooks_day_runs_as_one(
 ) -> None:
     monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")  # their GPUs: the stand-in nvidia-smi
     monkeypatch.setenv("FAKE_GPU_SCOPE", str(tmp_path))
+    # THERMAL-WATCH's re-lock: the idle GPUs held at the MHz in this file; the controlled window's control (A) is run
+    # under a watchdog that locks them at 1755 when its server stops, and back at 2300 a second into its next launch.
+    lock = tmp_path / "gpu-lock"
+    lock.write_text("2300\n")
+    monkeypatch.setenv("FAKE_GPU_IDLE_LOCK_FILE", str(lock))
     gpu = {"FAKE_GPU_CAP": "2300", "FAKE_GPU_SCOPE": str(tmp_path)}
     # Rounds of 20 ms and the servers at nice 10: a busy machine cannot make the client's timing untrusted.
     a = sim_role("--ms-per-round", "20", model="day-a-cap-2300", env=gpu, nice=10)
+    relock = f"trap 'echo 1755 > {lock}' TERM; sleep 1; echo 2300 > {lock}; \"$@\" & wait $!"
+    a = {**a, "argv": ["bash", "-c", relock, "watchdog", *a["argv"]]}
     b = sim_role(
         "--ms-per-round",
         "20",
@@ -197,6 +205,15 @@ def test_the_runbooks_day_runs_as_one(
     status = json.loads((w2 / "status.json").read_text())
     assert status["restore"]["state"] == "RESTORED" and status["chain"]["end"] == "ENDED"
     assert status["team_release"]["released"] is True
+    # The re-lock between two of the controlled window's starts, seen by the GPUs against the caps the logs gave.
+    decision = json.loads((w2 / "decision.json").read_text())
+    conditions = " ".join((decision["cells"][0]["validity"] or {}).get("conditions") or [])
+    a_stopped = next(s["start"] for s in json.loads((w2 / "window.json").read_text())["starts"] if s["role"] == "A")
+    gap = f"before s{int(a_stopped[1:]) + 1}"  # the gap after A's first start: the order was drawn, then alternated
+    relocked = f"the clock cap changed between starts, {gap}: GPU-fake-0 2300 -> 1755 -> 2300 MHz"
+    assert decision["verdict"] == "INCONCLUSIVE" and relocked in conditions, conditions
+    first_validity = json.loads((w1 / "decision.json").read_text())["cells"][0]["validity"]
+    assert first_validity["conditions"] == []  # P ran under no watchdog: its gaps held the cap
     ends = [(e["end"], e["window_id"]) for e in read_jsonl(plan.parent / "windows" / "chains.jsonl")]
     assert ends == [("CHAINED", w1.name), ("ENDED", w2.name)]
     assert not scratch_chain_marker.exists() and tmux_sessions(socket) == []
