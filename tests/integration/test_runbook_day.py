@@ -4,8 +4,9 @@ from its environment file, and the default rule looking after 3 starts on their 
 
 Each part has its own tests; this one runs them together, on real processes (`fairwin sim` servers and production
 here, placeholders in tmux on two hosts over the loopback sshd, the stand-in nvidia-smi), where the parts meet.
-A watchdog re-locks the GPUs between two of the controlled window's starts, which makes it INCONCLUSIVE. Not yet in
-it: roles as containers on the hosts, an SSH drop, `stage` (their own tests).
+A watchdog re-locks the GPUs between two of the controlled window's starts, which makes it INCONCLUSIVE; the candidate's
+checkout is staged before the chain and refused inside it. Not yet in it: roles as containers on the hosts, GPUs read
+on each host, an SSH drop (their own tests).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.integration.production import WATCH
 from tests.integration.sshd import SshHosts
 from tests.integration.test_gates import QUALIFICATION, admission, carry, git, make_repo
 from tests.integration.test_hosts import with_hosts
+from tests.integration.test_stage import two_commits
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PRODUCTION_COMMIT = "9f1c2ab"
@@ -139,6 +141,9 @@ def test_the_runbooks_day_runs_as_one(
         }
         for n in (1, 2)
     }
+    # The candidate's code, pinned at the commit its admission qualified; its checkout has moved on since: stage it.
+    checkout, pinned, moved_on = two_commits(tmp_path)
+    b = {**b, "repo": {"path": str(checkout), "commit": pinned}}
     plan = make_plan(
         roles={"A": a, "B": b, "P": p},
         window={"rule": None, "repeats": 3, "warmup_waves_max": 1},
@@ -176,12 +181,17 @@ def test_the_runbooks_day_runs_as_one(
         rehearsed = fairwin("rehearse", str(plan), "--out", str(rehearsal))
         assert rehearsed.returncode == 0, rehearsed.stdout + rehearsed.stderr
         gates = ("--qualification", str(carried), "--require-rehearsal", str(rehearsal))
+        staged = fairwin("stage", str(plan), "--mode", "controlled", "--to", str(tmp_path / "stage.json"))
+        assert staged.returncode == 0, staged.stderr
+        assert git(checkout, "rev-parse", "HEAD") == pinned != moved_on
 
         # The chain: production-policy, then controlled, the last.
         first = fairwin("run", str(plan), "--mode", "production-policy", "--chain", *gates)
         assert first.returncode == 0, first.stderr
         assert "to the first look (after 3 starts)" in first.stderr
         assert tmux_sessions(socket) == ["fairwin-hold-hold1", "fairwin-hold-hold2"]  # both hosts held
+        between = fairwin("stage", str(plan), "--to", str(tmp_path / "between.json"))  # never inside a chain
+        assert between.returncode == 4 and "a chain is in progress" in between.stderr, between.stderr
         last = fairwin("run", str(plan), "--mode", "controlled", "--chain-last", *gates)
         assert last.returncode == 0, last.stderr
         assert "to the first look (after 3 starts)" in last.stderr
