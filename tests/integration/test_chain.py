@@ -289,6 +289,19 @@ def test_a_failure_after_the_chained_close_still_aborts_the_chain_and_restores_p
     assert fairwin("production", "status", str(plan)).returncode == 0
 
 
+def placeholders_on_two_hosts(socket: str, tag: str) -> dict[str, dict[str, object]]:
+    """`hold1` on h1 and `hold2` on h2, each in tmux on ``socket``, told apart in the process table by ``tag``."""
+    return {
+        f"hold{n}": {
+            "argv": [sys.executable, "-c", "import time; time.sleep(3600)", f"{tag}-h{n}"],
+            "host": f"h{n}",
+            "tmux_socket": socket,
+            "settle_s": 0.3,
+        }
+        for n in (1, 2)
+    }
+
+
 def tmux_sessions(socket: str) -> list[str]:
     done = subprocess.run(
         ["tmux", "-L", socket, "list-sessions", "-F", "#{session_name}"], capture_output=True, text=True
@@ -305,15 +318,7 @@ def test_placeholders_on_two_hosts_hold_the_hardware_between_chained_windows(
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (tools/install-test-tools.sh installs it with apt-get)")
     socket = f"fairwin-test-{os.getpid()}"  # the loopback hosts share this machine: one socket of the test's own
-    holders = {
-        f"hold{n}": {
-            "argv": [sys.executable, "-c", "import time; time.sleep(3600)", f"hold-chain-hosts-h{n}"],
-            "host": f"h{n}",
-            "tmux_socket": socket,
-            "settle_s": 0.3,
-        }
-        for n in (1, 2)
-    }
+    holders = placeholders_on_two_hosts(socket, "hold-chain-hosts")
     plan = with_hosts(
         production_plan(make_plan, "chain-hosts", window={"rule": "win2-launch-v1"}, chain={"placeholders": holders}),
         ssh_hosts,

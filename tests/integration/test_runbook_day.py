@@ -15,7 +15,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin
 from tests.integration.production import WATCH
 from tests.integration.sshd import SshHosts
+from tests.integration.test_chain import placeholders_on_two_hosts, tmux_sessions
 from tests.integration.test_gates import QUALIFICATION, admission, carry, git, make_repo
 from tests.integration.test_hosts import with_hosts
 from tests.integration.test_stage import two_commits
@@ -82,11 +82,6 @@ def their_archive(path: Path) -> Path:
     return path
 
 
-def tmux_sessions(socket: str) -> list[str]:
-    done = subprocess.run(["tmux", "-L", socket, "ls", "-F", "#S"], capture_output=True, text=True)
-    return sorted(done.stdout.split()) if done.returncode == 0 else []
-
-
 @pytest.mark.slow
 def test_the_runbooks_day_runs_as_one(
     make_plan: PlanFactory,
@@ -132,15 +127,7 @@ def test_the_runbooks_day_runs_as_one(
         nice=10,
     )
     socket = f"fairwin-day-{os.getpid()}"
-    holders = {
-        f"hold{n}": {
-            "argv": [sys.executable, "-c", "import time; time.sleep(3600)", f"hold-day-h{n}"],
-            "host": f"h{n}",
-            "tmux_socket": socket,
-            "settle_s": 0.3,
-        }
-        for n in (1, 2)
-    }
+    holders = placeholders_on_two_hosts(socket, "hold-day")
     # The candidate's code, pinned at the commit its admission qualified; its checkout has moved on since: stage it.
     checkout, pinned, moved_on = two_commits(tmp_path)
     b = {**b, "repo": {"path": str(checkout), "commit": pinned}}

@@ -119,11 +119,8 @@ class TeamHold:
 
     def line(self) -> str | None:
         """The summary's line; None where no release was tried."""
-        if not self.tried_release:
-            return None
-        if self.released:
-            return "team release: released"
-        return f"team release: NOT RELEASED, owed ({self.error}); `fairwin recover PLAN` runs it again"
+        state = self.state()
+        return f"team release: {state.said()}" if state is not None else None
 
     async def _run(self, argv: list[str]) -> Ran:
         env = {"FAIRWIN_WINDOW_ID": self.window_id, "FAIRWIN_WINDOW_PATH": str(self.window_path)}

@@ -117,6 +117,12 @@ class TeamRelease(BaseModel):
     error: str | None = None
     attempts: int = 1  # the window's own, and every recover since
 
+    def said(self) -> str:
+        """How the summary and the page say it."""
+        if self.released:
+            return "released"
+        return f"NOT RELEASED, owed ({self.error}); `fairwin recover PLAN` runs it again"
+
 
 class WindowStatus(Record):
     """``status.json``: every state carries its window, state and time; a complete one adds its verdict and

@@ -125,10 +125,7 @@ def _receipts(files: WindowDir, manifest: WindowManifest | None, status: WindowS
     parts.append(f"<p>{html.escape(json.dumps(restore, sort_keys=True)) if restore else 'no production declared'}</p>")
     team = status.team_release if status is not None else None
     if team is not None:
-        said = (
-            "released" if team.released else f"NOT RELEASED, owed: {team.error}; `fairwin recover PLAN` runs it again"
-        )
-        parts.append(f"<p>Team release ([custody]): {html.escape(said)} ({team.attempts} attempt(s))</p>")
+        parts.append(f"<p>Team release ([custody]): {html.escape(team.said())} ({team.attempts} attempt(s))</p>")
     journal = files.journal
     if journal.exists():
         rows = read_journal(journal)[0]  # format-checked; a torn row is left out of the view
