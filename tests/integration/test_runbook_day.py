@@ -1,12 +1,14 @@
 """The runbook's day as one run (#48): the seed team's archive, qualification, rehearsal, two chained windows under
-their own hold with placeholders on both hosts, caps from the servers' logs beside a GPU source, production's cap
-from its environment file, and the default rule looking after 3 starts on their imported archive.
+their own hold with placeholders on both hosts, caps from the servers' logs beside each host's GPUs, production's
+cap from each host's environment file, and the default rule looking after 3 starts on their imported archive.
 
-Each part has its own tests; this one runs them together, on real processes (`fairwin sim` servers and production
-here, placeholders in tmux on two hosts over the loopback sshd, the stand-in nvidia-smi), where the parts meet.
-A watchdog re-locks the GPUs between two of the controlled window's starts, which makes it INCONCLUSIVE; the candidate's
-checkout is staged before the chain and refused inside it. Not yet in it: roles as containers on the hosts, GPUs read
-on each host, an SSH drop (their own tests).
+Each part has its own tests; this one runs them together, on real processes where the parts meet: two hosts over
+the loopback sshd (h1 the head, h2 the worker, as their two Sparks), production and every role as podman containers
+on both (a head on h1 after its worker on h2, host networking), each host's GPUs read by its own stand-in
+nvidia-smi and a clock watchdog's log, placeholders in tmux on both hosts. A watchdog re-locks h1's GPUs between
+two of the controlled window's starts, seen by the GPUs and in its log, which makes that window INCONCLUSIVE; every
+SSH connection to h2 is cut while a start's containers serve, and the window measures on; the candidate's checkout
+is staged before the chain and refused inside it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +27,13 @@ import pytest
 from fairwin.files import read_jsonl, scan_jsonl
 from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
+from tests.integration.containers import IMAGE, Engine, sim_mounts
 from tests.integration.helpers import fairwin
-from tests.integration.production import WATCH
+from tests.integration.production import WATCH, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_chain import placeholders_on_two_hosts, tmux_sessions
 from tests.integration.test_gates import QUALIFICATION, admission, carry, git, make_repo
-from tests.integration.test_hosts import with_hosts
+from tests.integration.test_hosts import healthy
 from tests.integration.test_stage import two_commits
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -82,64 +88,163 @@ def their_archive(path: Path) -> Path:
     return path
 
 
+class Day:
+    """The day's two hosts as the team has them: each with its GPUs (a stand-in nvidia-smi seeing only the servers
+    and workers whose FAKE_GPU_SCOPE is that host's), an idle lock a watchdog may rewrite, and podman."""
+
+    def __init__(self, tmp_path: Path, engine: Engine) -> None:
+        self.tmp, self.engine = tmp_path, engine
+        self.scope = {host: tmp_path / f"gpus-{host}" for host in ("h1", "h2")}
+        self.lock = {host: tmp_path / f"gpu-lock-{host}" for host in ("h1", "h2")}
+        for host in ("h1", "h2"):
+            self.lock[host].write_text("2300\n")  # `nvidia-smi -lgc 2300`: the idle GPUs held at the cap
+
+    def hosts(self, ssh: SshHosts) -> str:
+        """The plan's [hosts] tables, each host with its own nvidia-smi."""
+        tables = ""
+        for name, table in ssh.plan_hosts().items():
+            smi = self.tmp / f"nvidia-smi-{name}"
+            smi.write_text(
+                f"#!/bin/sh\nFAKE_GPU_SCOPE={self.scope[name]} FAKE_GPU_IDLE_LOCK_FILE={self.lock[name]} "
+                f'exec {FIXTURES / "nvidia-smi"} "$@"\n'
+            )
+            smi.chmod(0o755)
+            table = {**table, "nvidia_smi": str(smi)}
+            tables += f"\n[hosts.{name}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in table.items())
+        return tables
+
+    def gpu_env(self, host: str) -> dict[str, str]:
+        return {"FAKE_GPU_CAP": "2300", "FAKE_GPU_SCOPE": str(self.scope[host])}
+
+    def box(self) -> dict[str, object]:
+        return {**self.engine.sim_container(), "mounts": self.mounts()}
+
+    def mounts(self) -> list[str]:
+        """The sim's, and this test's directory read-write (the watchdog's lock file, the stand-in GPUs' scope)."""
+        return [*sim_mounts(), f"{self.tmp}:{self.tmp}"]
+
+    def role(self, name: str, *flags: str, head_argv: list[str] | None = None) -> dict[str, object]:
+        """A role as their servers run: its head in a container on h1, after its worker's container on h2 is ready;
+        both at nice 10 and rounds of 20 ms, so a busy machine cannot make the client's timing untrusted."""
+        model = f"day-{name}-cap-2300"
+        role = sim_role("--ms-per-round", "20", *flags, model=model, port=free_port(), host="h1",
+                        env=self.gpu_env("h1"), container=self.box())  # fmt: skip
+        argv = ["nice", "-n", "10", *role["argv"]]
+        role["argv"] = [*head_argv, *argv] if head_argv else argv
+        worker_port = free_port()
+        role["workers"] = [{
+            "host": "h2",
+            "argv": ["nice", "-n", "10", "{python}", "-m", "fairwin", "sim", "--port", str(worker_port),
+                     "--model", f"day-{name}-worker-cap-2300"],
+            "env": self.gpu_env("h2"),
+            "container": self.box(),
+            "ready": {"log": "serving", "port": worker_port, "timeout_s": 30},
+        }]  # fmt: skip
+        return role
+
+    def production(self, port: int, flags: list[str]) -> dict[str, object]:
+        """Production as their serve.sh keeps it: two containers (the head on h1, its worker on h2), brought up and
+        taken down by their own commands on h1, read live by the runtime on each host."""
+        env = " ".join(f"{k}={v}" for k, v in self.engine.env.items())
+        mounts = " ".join(f"-v {m}" for m in self.mounts())
+        python = sys.executable
+
+        def run(name: str, host: str, argv: str) -> str:
+            gpu = " ".join(f"-e {k}={v}" for k, v in self.gpu_env(host).items())
+            return f"podman run -d --name {name} --network host --init {mounts} {gpu} {IMAGE} nice -n 10 {argv}"
+
+        worker_port = free_port()
+        up = self.tmp / "serve.sh"
+        up.write_text(
+            f"#!/bin/sh\nset -e\nexport {env}\npodman rm -f day-prod-head day-prod-worker >/dev/null 2>&1 || true\n"
+            + run("day-prod-worker", "h2", f"{python} -m fairwin sim --port {worker_port} --model day-prod-worker")
+            + "\n"
+            + run("day-prod-head", "h1", f"{python} -m fairwin sim --port {port} --model day-prod " + " ".join(flags))
+            + "\n"
+        )
+        down = self.tmp / "stop.sh"
+        down.write_text(f"#!/bin/sh\nexport {env}\npodman stop -t 5 day-prod-head day-prod-worker >/dev/null\n")
+        live: dict[str, object] = {"runtime": "podman", "runtime_env": self.engine.env}
+        head: dict[str, object] = {"container": "day-prod-head", **live}
+        worker: dict[str, object] = {"host": "h2", "container": "day-prod-worker", **live}
+        settings: dict[str, object] = {
+            "host": "h1",
+            "up": ["sh", str(up)],
+            "down": ["sh", str(down)],
+            "base_url": f"http://127.0.0.1:{port}",
+            "model": "day-prod",
+            "commit": PRODUCTION_COMMIT,
+            "must_not_run": ["model day-prod"],
+            "hardware_lock": str(self.tmp / "hardware.lock"),
+            "live": {"head": head, "workers": [worker]},
+        }
+        return {**settings, **WATCH}
+
+
+def cut_h2_mid_start(run: subprocess.Popen[str], plan: Path, ssh: SshHosts, mode: str, step: str) -> None:
+    """Once the step's head answers in the window of that mode (its worker on h2 was ready before it), every SSH
+    connection to h2 drops."""
+    deadline = time.monotonic() + 120
+    heads: list[dict[str, object]] = []
+    while not heads:
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.05)
+        heads = [
+            e
+            for j in (plan.parent / "windows").glob(f"*-{mode}-*/journal.jsonl")
+            for e in scan_jsonl(j)[0]
+            if e.get("step") == step and e.get("event") == "launched" and e.get("host") == "h1"  # the head
+        ]
+    argv = heads[0]["argv"]
+    assert isinstance(argv, list)
+    port = int(argv[argv.index("--port") + 1])
+    while not healthy(port):
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.05)
+    time.sleep(1.5)  # its checks are done; its waves run
+    for session in ssh.hosts[1].sessions():
+        os.kill(session.pid, signal.SIGKILL)
+
+
 @pytest.mark.slow
 def test_the_runbooks_day_runs_as_one(
     make_plan: PlanFactory,
     stop_production: list[Path],
     scratch_chain_marker: Path,
     ssh_hosts: SshHosts,
+    container_engine: Engine,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("PATH", f"{FIXTURES}:{os.environ['PATH']}")  # their GPUs: the stand-in nvidia-smi
-    monkeypatch.setenv("FAKE_GPU_SCOPE", str(tmp_path))
-    # THERMAL-WATCH's re-lock: the idle GPUs held at the MHz in this file; the controlled window's control (A) is run
-    # under a watchdog that locks them at 1755 when its server stops, and back at 2300 a second into its next launch.
-    lock = tmp_path / "gpu-lock"
-    lock.write_text("2300\n")
-    monkeypatch.setenv("FAKE_GPU_IDLE_LOCK_FILE", str(lock))
-    gpu = {"FAKE_GPU_CAP": "2300", "FAKE_GPU_SCOPE": str(tmp_path)}
-    # Rounds of 20 ms and the servers at nice 10: a busy machine cannot make the client's timing untrusted.
-    a = sim_role("--ms-per-round", "20", model="day-a-cap-2300", env=gpu, nice=10)
-    relock = f"trap 'echo 1755 > {lock}' TERM; sleep 1; echo 2300 > {lock}; \"$@\" & wait $!"
-    a = {**a, "argv": ["bash", "-c", relock, "watchdog", *a["argv"]]}
-    b = sim_role(
-        "--ms-per-round",
-        "20",
-        "--spec-tokens",
-        "4",
-        "--acceptance",
-        "0.9,0.8,0.7,0.6",
-        model="day-b-cap-2300",
-        env=gpu,
-        nice=10,
+    day = Day(tmp_path, container_engine)
+    # THERMAL-WATCH's re-lock: the controlled window's control (A) runs under a watchdog that locks h1's idle GPUs
+    # at 1755 when its server stops, and back at 2300 a second into its next launch.
+    lock = day.lock["h1"]
+    watched = {host: tmp_path / f"watchdog-{host}.log" for host in ("h1", "h2")}  # each Spark's THERMAL-WATCH log
+    for log in watched.values():
+        log.write_text("watchdog: started\n")
+    relock = (
+        f"trap 'echo 1755 > {lock}; echo \"relocked 1755\" >> {watched['h1']}' TERM; "
+        f'sleep 1; echo 2300 > {lock}; echo "relocked 2300" >> {watched["h1"]}; "$@" & wait $!'
     )
-    p = sim_role(
-        "--ms-per-round",
-        "20",
-        "--spec-tokens",
-        "2",
-        "--acceptance",
-        "0.5",
-        model="day-p-cap-2300",
-        port=free_port(),
-        env=gpu,
-        nice=10,
-    )
+    a = day.role("a", head_argv=["bash", "-c", relock, "watchdog"])
+    b = day.role("b", "--spec-tokens", "4", "--acceptance", "0.9,0.8,0.7,0.6")
+    policy = ["--ms-per-round", "20", "--spec-tokens", "2", "--acceptance", "0.5"]
+    p = {**day.role("p", *policy[2:]), "compare_live": True}  # production's policy on the experiment's runtime
     socket = f"fairwin-day-{os.getpid()}"
     holders = placeholders_on_two_hosts(socket, "hold-day")
     # The candidate's code, pinned at the commit its admission qualified; its checkout has moved on since: stage it.
     checkout, pinned, moved_on = two_commits(tmp_path)
     b = {**b, "repo": {"path": str(checkout), "commit": pinned}}
+    production_port = free_port()
     plan = make_plan(
         roles={"A": a, "B": b, "P": p},
         window={"rule": None, "repeats": 3, "warmup_waves_max": 1},
-        production={"role": "P", "commit": PRODUCTION_COMMIT, **WATCH},
+        production=day.production(production_port, policy),
         chain={"placeholders": holders},
     )
     repo = make_repo(tmp_path)
     ledger = tmp_path / "team-hold.log"
-    (plan.parent / "gpu.env").write_text("GPU_CLOCK_CAP=2300\n")
+    (tmp_path / "environment").write_text("GPU_CLOCK_CAP=2300\n")  # each Spark's /etc/environment
     hold = ["sh", "-c", f'echo "hold $FAIRWIN_WINDOW_ID" >> {ledger}']
     release = ["sh", "-c", f'echo "release $FAIRWIN_WINDOW_ID" >> {ledger}']
     qualification = "\n".join(f"{k} = {json.dumps(v)}" for k, v in QUALIFICATION.items())
@@ -147,11 +252,13 @@ def test_the_runbooks_day_runs_as_one(
         plan.read_text()
         + f'\n[qualification]\nrepo = "{repo}"\n{qualification}\n'
         + "\n[telemetry]\ninterval_s = 1.0\ncap_from = \"log\"\ncap_log_pattern = 'cap-(\\d+) on'\n"
-        + 'production_cap_file = "gpu.env"\n'
+        + f'production_cap_file = "{tmp_path / "environment"}"\n'
+        + f"watchdog_logs = {{ h1 = {json.dumps(str(watched['h1']))}, h2 = {json.dumps(str(watched['h2']))} }}\n"
+        + "watchdog_pattern = 'relocked'\n"
         + f"\n[custody]\nhold_command = {json.dumps(hold)}\nrelease_command = {json.dumps(release)}\n"
-        + f'\n[rehearsal]\nurl = "{p["base_url"].replace("{port}", str(p["port"]))}"\nmodel = "day-p-cap-2300"\n'
+        + f'\n[rehearsal]\nurl = "http://127.0.0.1:{production_port}"\nmodel = "day-prod"\n'
+        + day.hosts(ssh_hosts)
     )
-    plan = with_hosts(plan, ssh_hosts)
     stop_production.append(plan)
     archive = plan.parent / "windows" / "control-archive.jsonl"
     try:
@@ -163,7 +270,12 @@ def test_the_runbooks_day_runs_as_one(
         q = git(repo, "rev-parse", "HEAD")
         carried = tmp_path / "carried.json"
         assert carry(plan, admission(tmp_path, repo, q), q, carried).returncode == 0
-        assert fairwin("production", "up", str(plan)).returncode == 0
+        up = fairwin("production", "up", str(plan))
+        assert up.returncode == 0, up.stderr
+        assert container_engine.podman("ps", "--format", "{{.Names}}").stdout.split() == [
+            "day-prod-worker",
+            "day-prod-head",
+        ]
         rehearsal = tmp_path / "rehearsal"
         rehearsed = fairwin("rehearse", str(plan), "--out", str(rehearsal))
         assert rehearsed.returncode == 0, rehearsed.stdout + rehearsed.stderr
@@ -172,16 +284,20 @@ def test_the_runbooks_day_runs_as_one(
         assert staged.returncode == 0, staged.stderr
         assert git(checkout, "rev-parse", "HEAD") == pinned != moved_on
 
-        # The chain: production-policy, then controlled, the last.
+        # The chain: production-policy, then controlled, the last, with h2's connections cut during its s2.
         first = fairwin("run", str(plan), "--mode", "production-policy", "--chain", *gates)
         assert first.returncode == 0, first.stderr
         assert "to the first look (after 3 starts)" in first.stderr
         assert tmux_sessions(socket) == ["fairwin-hold-hold1", "fairwin-hold-hold2"]  # both hosts held
         between = fairwin("stage", str(plan), "--to", str(tmp_path / "between.json"))  # never inside a chain
         assert between.returncode == 4 and "a chain is in progress" in between.stderr, between.stderr
-        last = fairwin("run", str(plan), "--mode", "controlled", "--chain-last", *gates)
-        assert last.returncode == 0, last.stderr
-        assert "to the first look (after 3 starts)" in last.stderr
+        last = start_run(plan, "--mode", "controlled", "--chain-last", *gates)
+        try:
+            cut_h2_mid_start(last, plan, ssh_hosts, "controlled", "start s2")
+            _, err = last.communicate(timeout=300)
+        finally:
+            last.kill()
+        assert last.returncode == 0, err
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 
@@ -194,7 +310,29 @@ def test_the_runbooks_day_runs_as_one(
         assert looked.get("taken", True) is not False, looked  # the imported archive feeds the look after 3
         manifest = json.loads((window / "window.json").read_text())
         assert manifest["gates"]["qualification"]["path"] == str(carried) and manifest["gates"]["rehearsal"]
-        assert manifest["telemetry"]["production_cap_mhz"] == 2300.0
+        # Production's cap from each Spark's own environment file, both agreeing; production read on both hosts.
+        assert manifest["telemetry"]["production_caps_by_host"] == {"h1": 2300.0, "h2": 2300.0}
+        assert manifest["telemetry"]["production_cap_from"].endswith("environment on host h1: GPU_CLOCK_CAP")
+        assert [(m["member"], m["found_by"]) for m in manifest["production"]["live"]["members"]] == [
+            ("head", "container day-prod-head (podman)"),
+            ("worker 1", "container day-prod-worker (podman)"),
+        ]
+        quiet = [e for e in journal if e["step"] in ("quiet", "quiet after") and e["event"] == "end"]
+        assert [sorted(e["gpus_read"]) for e in quiet] == [["h1", "h2"]] * 2 and all(
+            not e["gpus_unread"] for e in quiet
+        )
+        for receipt in sorted((window / "starts").glob("s*/start.json")):  # both hosts' GPUs read at every start
+            telemetry = json.loads(receipt.read_text())["telemetry"]
+            assert telemetry["source"] == "nvidia-smi on host h2 + nvidia-smi on host h1", telemetry
+            assert telemetry["cap_by_host"] == {"h1": 2300.0, "h2": 2300.0} and telemetry["failed_reads"] == 0
+    checked = [json.loads(r.read_text()) for r in sorted((w1 / "starts").glob("s*/start.json"))]
+    live_checks = {tuple(r["env_check"]) for r in checked if r["role"] == "P"}  # the runbook's runtime(), each P
+    assert live_checks == {
+        (
+            "role P worker 1 on host h2: matches production's worker 1 on host h2 beyond its allowed differences",
+            "matches production's head on host h1 beyond its allowed differences",
+        )
+    }
     held = next(e for e in read_jsonl(w1 / "journal.jsonl") if e["step"] == "chain hold" and e["event"] == "end")
     assert held["placeholders_started"] == "before the last start's servers stopped"
     # One team hold across the chain, released once, after the restore that ended it.
@@ -202,19 +340,26 @@ def test_the_runbooks_day_runs_as_one(
     status = json.loads((w2 / "status.json").read_text())
     assert status["restore"]["state"] == "RESTORED" and status["chain"]["end"] == "ENDED"
     assert status["team_release"]["released"] is True
-    # The re-lock between two of the controlled window's starts, seen by the GPUs against the caps the logs gave.
+    # The dropped connections to h2, during s2's containers, reconnected; the start measured.
+    reconnected = [e for e in read_jsonl(w2 / "journal.jsonl") if e["event"] == "reconnected"]
+    assert reconnected and {(e["step"], e["host"]) for e in reconnected} == {("start s2", "h2")}, reconnected
+    assert json.loads((w2 / "starts" / "s2" / "start.json").read_text())["pooled_rows"] > 0
+    # The re-lock between two of the controlled window's starts, seen on h1's GPUs against the caps the logs gave.
     decision = json.loads((w2 / "decision.json").read_text())
     conditions = " ".join((decision["cells"][0]["validity"] or {}).get("conditions") or [])
     a_stopped = next(s["start"] for s in json.loads((w2 / "window.json").read_text())["starts"] if s["role"] == "A")
     gap = f"before s{int(a_stopped[1:]) + 1}"  # the gap after A's first start: the order was drawn, then alternated
-    relocked = f"the clock cap changed between starts, {gap}: GPU-fake-0 2300 -> 1755 -> 2300 MHz"
+    relocked = f"the clock cap changed between starts, {gap}: h1/GPU-fake-0 2300 -> 1755 -> 2300 MHz"
     assert decision["verdict"] == "INCONCLUSIVE" and relocked in conditions, conditions
+    watchdog = "the clock watchdog on h1 logged during the window: relocked 2300 | relocked 1755"
+    assert watchdog in conditions and "watchdog on h2" not in conditions, conditions  # and h2's watchdog was quiet
     first_validity = json.loads((w1 / "decision.json").read_text())["cells"][0]["validity"]
     assert first_validity["conditions"] == []  # P ran under no watchdog: its gaps held the cap
     ends = [(e["end"], e["window_id"]) for e in read_jsonl(plan.parent / "windows" / "chains.jsonl")]
     assert ends == [("CHAINED", w1.name), ("ENDED", w2.name)]
     assert not scratch_chain_marker.exists() and tmux_sessions(socket) == []
     assert fairwin("production", "status", str(plan)).returncode == 0
+    assert container_engine.names("fairwin.window") == []  # every role's container gone; production's serve on
     # Every control start of both windows joined their archive, keyed as the next windows will match them.
     own = [r for r in read_jsonl(archive) if r["window_id"] in (w1.name, w2.name)]
     assert {(r["mode"], r["role"], r["clock_cap_mhz"], r["production_commit"]) for r in own} == {
