@@ -353,8 +353,14 @@ def test_the_runbooks_day_runs_as_one(
     assert decision["verdict"] == "INCONCLUSIVE" and relocked in conditions, conditions
     watchdog = "the clock watchdog on h1 logged during the window: relocked 2300 | relocked 1755"
     assert watchdog in conditions and "watchdog on h2" not in conditions, conditions  # and h2's watchdog was quiet
-    first_validity = json.loads((w1 / "decision.json").read_text())["cells"][0]["validity"]
-    assert first_validity["conditions"] == []  # P ran under no watchdog: its gaps held the cap
+    decided = json.loads((w1 / "decision.json").read_text())
+    assert decided["cells"][0]["validity"]["conditions"] == []  # P ran under no watchdog: its gaps held the cap
+    # The production-policy window decided at its look after 3 starts, on their archive's spread.
+    assert (
+        decided["verdict"],
+        decided["sequential"]["ended"],
+        [look["after"] for look in decided["sequential"]["looks"]],
+    ) == ("WIN", "decided", [3])
     ends = [(e["end"], e["window_id"]) for e in read_jsonl(plan.parent / "windows" / "chains.jsonl")]
     assert ends == [("CHAINED", w1.name), ("ENDED", w2.name)]
     assert not scratch_chain_marker.exists() and tmux_sessions(socket) == []
