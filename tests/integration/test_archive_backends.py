@@ -166,9 +166,8 @@ def test_import_and_export_keep_every_field_and_a_second_import_adds_nothing(tmp
     again = fairwin("archive", "import", str(source), "--archive", postgres_url)
     assert "imported 0 rows of 4 windows" in again.stdout and "7 were there already" in again.stdout
     exported = tmp_path / "back.jsonl"
-    assert fairwin(
-        "archive", "export", str(exported), "--archive", postgres_url
-    )  # the older positional form.returncode == 0
+    back_out = fairwin("archive", "export", str(exported), "--archive", postgres_url)  # the older positional form
+    assert back_out.returncode == 0, back_out.stderr
     assert open_archive(exported).snapshot().digest == open_archive(source).snapshot().digest
     back = [json.loads(line) for line in exported.read_text().splitlines()]
     assert back[0] == {
