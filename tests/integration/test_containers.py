@@ -22,12 +22,20 @@ pytestmark = pytest.mark.usefixtures("container_engine")
 
 
 def container_plan(make_plan: PlanFactory, engine: Engine, model: str, runtime: str = "podman") -> Path:
+    """A and B in containers; B proposes 3 tokens a round, every one accepted (4 tokens a round where A makes 1).
+    Rounds of 20 ms and the servers at nice 10 (a container takes no `nice`: its command does), so that a busy
+    machine cannot delay the client's reads past what its timing check allows: the verdict is the containers'."""
     box = engine.sim_container(runtime)
+    roles = {
+        "A": sim_role("--ms-per-round", "20", model=model, container=box),
+        "B": sim_role(
+            "--ms-per-round", "20", "--spec-tokens", "3", "--acceptance", "1,1,1", model=model, container=box
+        ),
+    }
+    for role in roles.values():
+        role["argv"] = ["nice", "-n", "10", *role["argv"]]
     return make_plan(
-        roles={
-            "A": sim_role("--ms-per-round", "6", model=model, container=box),
-            "B": sim_role("--ms-per-round", "2", "--spec-tokens", "3", model=model, container=box),
-        },
+        roles=roles,
         window={"repeats": 2, "warmup_waves_max": 1},
         cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 1}},
     )
@@ -49,12 +57,8 @@ def test_a_window_whose_roles_are_containers_completes_and_decides(
     window = only_window(plan)
     assert status(window)["state"] == "complete"
     decision = json.loads((window / "decision.json").read_text())
-    # B decodes three times as fast, in its own container: WIN, unless a starved CPU left the client's timing
-    # untrusted (the product's own refusal, not the containers'; a loaded 2-core runner shows it, as a client
-    # that waited for a CPU or as chunks read in one burst after the port's forwarder waited for one).
-    reasons = " ".join(reason for cell in decision["cells"] for reason in cell["reasons"])
-    untrusted = "streams' client timing untrusted" in reasons and ("CPU starvation" in reasons or "burst" in reasons)
-    assert decision["verdict"] == "WIN" or (decision["verdict"] == "INCONCLUSIVE" and untrusted), reasons
+    # B makes several tokens a round where A makes one, in its own container: WIN.
+    assert decision["verdict"] == "WIN", [cell["reasons"] for cell in decision["cells"]]
     starts = receipts(window)
     assert [s["role"] for s in starts] == ["A", "B", "A"]
     for start in starts:
