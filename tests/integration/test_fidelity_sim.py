@@ -14,12 +14,19 @@ from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with
 
 
-def aa_window(make_plan: PlanFactory, *flags: str, model: str) -> Path:
-    """A two-repeat A/A window on `fairwin sim` with these flags; its directory."""
+def aa_window(
+    make_plan: PlanFactory, *flags: str, model: str, ms_per_round: int = 3, nice: int | None = None, tokens: int = 48
+) -> Path:
+    """A two-repeat A/A window on `fairwin sim` with these flags, in one cell of two streams a wave from each of two
+    families, ``tokens`` forced each; its directory."""
+    cell = {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": tokens, "streams_per_wave": 2}
     plan = make_plan(
-        roles={"A": sim_role("--ms-per-round", "3", *flags, model=model)},
+        roles={
+            "A": sim_role("--ms-per-round", str(ms_per_round), *flags, model=model, **({"nice": nice} if nice else {}))
+        },
         modes={"aa": {"control": "A", "candidate": "A"}},
         window={"repeats": 2},
+        cells={"short-b1": cell},
     )
     done = fairwin("run", str(plan), "--mode", "aa")
     assert done.returncode == 0, done.stderr
@@ -51,34 +58,25 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
     assert all(row["format"] == "fairwin.chunks/1" and row["arrivals_ms"] for row in sidecar)
 
 
-def starved(stream: dict) -> bool:  # type: ignore[type-arg]
-    """Whether the client waited for a CPU past the rule's ceiling during this stream (a busy machine, not the
-    client or the server): such a stream must be flagged, and is the only kind this test lets be."""
-    on_wire = stream["last_token_s"] + stream["done_gap_s"]
-    return bool(stream["client_runqueue_wait_s"] > RUNQUEUE_CEILING * on_wire)
-
-
 @pytest.mark.slow
 def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanFactory) -> None:
-    window = aa_window(make_plan, "--per-request-metrics", model="own-a")
+    # Rounds of 20 ms from a server at nice 10: a client that waits for a CPU on a busy machine waits well under
+    # the run-queue ceiling of any stream, so the server's own timing is what every stream is checked against.
+    window = aa_window(make_plan, "--per-request-metrics", model="own-a", ms_per_round=20, nice=10, tokens=24)
     streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
+    assert len(streams) == 24  # 3 starts, 2 repeats, 4 streams each
     for s in streams:
-        assert s["client_runqueue_wait_s"] is not None and s["chunk_gaps_ms"]["p50"] > 0 and s["done_gap_s"] >= 0
-        if starved(s):  # on a quiet machine none is; beside busy neighbours each must say why it is not trusted
-            assert s["client_timing_trusted"] is False and "waited" in s["client_timing_problem"]
-            continue
+        on_wire = s["last_token_s"] + s["done_gap_s"]
+        assert s["chunk_gaps_ms"]["p50"] > 0 and s["done_gap_s"] >= 0
+        assert s["client_runqueue_wait_s"] < RUNQUEUE_CEILING * on_wire, s
         server_s = s["server_timing"]["generation_time_ms"] / 1000
         client_s = s["last_token_s"] - s["first_token_s"]
         assert client_s == pytest.approx(server_s, rel=0.10)
         assert s["client_timing_trusted"] is True
     rows = read_jsonl(window / "pooled.jsonl")
-    for r in rows:
-        flagged = sum(starved(s) for s in streams if (s["start"], s["repeat"]) == (r["start"], r["repeat"]))
-        pools = flagged <= 2  # at least half the repeat's streams trusted: its client metrics pool
-        assert r["streams"] == 4 and r["client_streams"] == (4 - flagged if pools else 0)
-        assert (r["client_problem"] is None) == pools
-        if pools:
-            assert r["server_stream_decode_s"] == pytest.approx(r["client_decode_s"], rel=0.05)
+    for r in rows:  # every repeat's client metrics pool, and its decode time is the server's
+        assert r["streams"] == r["client_streams"] == 4 and r["client_problem"] is None
+        assert r["server_stream_decode_s"] == pytest.approx(r["client_decode_s"], rel=0.05)
 
 
 @pytest.mark.slow

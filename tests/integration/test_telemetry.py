@@ -286,7 +286,13 @@ def test_unobserved_clocks_refuse_a_gpu_plan_unless_it_accepts_them_and_a_cpu_pl
 ) -> None:
     from tests.integration.production import production_plan
 
-    gpu_plan = production_plan(make_plan, "clocks-unseen", window={"production_clock_cap_mhz": 1980})
+    # B makes 4 tokens a round where A makes 1; rounds of 20 ms, servers at nice 10: WIN on any machine, so that
+    # what the accepted clocks change (nothing but a line) is all the verdict can show.
+    a = sim_role("--ms-per-round", "20", model="exp-clocks-unseen", nice=10)
+    b = sim_role(
+        "--ms-per-round", "20", "--spec-tokens", "3", "--acceptance", "1,1,1", model="exp-clocks-unseen", nice=10
+    )
+    gpu_plan = production_plan(make_plan, "clocks-unseen", window={"production_clock_cap_mhz": 1980}, A=a, B=b)
     gpu_plan.write_text(gpu_plan.read_text() + '\n[telemetry]\ngpu = "none"\n')
     stop_production.append(gpu_plan)
     assert fairwin("production", "up", str(gpu_plan)).returncode == 0
@@ -313,7 +319,8 @@ def test_unobserved_clocks_refuse_a_gpu_plan_unless_it_accepts_them_and_a_cpu_pl
         "accepted by runtime.accept_unobserved",
         "GPUs (here): the quiet proof read none there; accepted by runtime.accept_unobserved",
     ]
-    # Accepted: the clocks make no cell INCONCLUSIVE (a loaded machine's untrusted client timing may), only named.
+    # Accepted: the clocks make no cell INCONCLUSIVE, and are only named.
+    assert decision["verdict"] == "WIN", decision["reasons"]
     said = [*decision["reasons"][:-1]]
     for cell in decision["cells"]:
         said += [*cell["reasons"], *((cell["validity"] or {}).get("conditions") or [])]

@@ -180,7 +180,10 @@ def test_between_starts_dialbacks_are_counted_by_gap_within_the_hold_only() -> N
     assert between_starts(samples, held(alone), spans, ["thermal"]) == {"before s1": 1, "before s2": 2, "after s2": 1}
     two_gpus = [*samples, _held_at(15.0, 1980, hot, uuid="GPU-b")]  # each GPU's own dial-back
     assert between_starts(two_gpus, held(journal), spans, ["thermal"])["before s1"] == 2
-    assert held(journal[1:2][:0]) is None  # nothing journaled: no hold
+    # A window killed before its open ended held nothing yet: no hold, and no gap's samples are judged.
+    unopened = [JournalRow.model_validate({"step": "open", "event": "begin", "time": 0.0}), journal[2]]
+    assert held(unopened) is None
+    assert between_starts(samples, held(unopened), spans, ["thermal", "power"]) == {}
 
 
 def _held_at(when: float, mhz: float, reasons: int, uuid: str = "GPU-a") -> GpuSample:
