@@ -127,6 +127,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    _record_skips(session)
     target = os.environ.get(SUITE_TIMES_ENV)
     if not target or not _session_began or hasattr(session.config, "workerinput"):  # an xdist worker: not its
         return
@@ -137,6 +138,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     }
     with Path(target).open("a", encoding="utf-8") as out:
         out.write(json.dumps(row) + "\n")
+
+
+#: Where `make test` has each pytest session append the tests it skipped, a line each: 'NODEID: reason'.
+SKIPS_ENV = "FAIRWIN_SKIPS"
+
+
+def _record_skips(session: pytest.Session) -> None:
+    target = os.environ.get(SKIPS_ENV)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if not target or reporter is None or hasattr(session.config, "workerinput"):  # an xdist worker: not its
+        return
+    lines = []
+    for report in reporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        lines.append(f"{report.nodeid}: {reason.removeprefix('Skipped: ')}\n")
+    with Path(target).open("a", encoding="utf-8") as out:
+        out.writelines(lines)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,10 +5,14 @@
 #   PostgreSQL's server       (postgresql)              the shared control archive, initdb'd per test session
 #   tmux                      (tmux)                    chain placeholders on remote hosts
 #   podman and runc           (podman, runc)            container roles, rootful, with throwaway storage per
-#                                                       test session (the docker CLI is driven through podman's
-#                                                       Docker-compatible socket where it is installed)
-# When one cannot be installed (not root, no apt-get, no network), the tests that need it skip,
-# saying why, and so does this script.
+#                                                       test session
+#   the docker CLI            (docker.io)               the same container roles driven through podman's
+#                                                       Docker-compatible socket
+#   openssl                   (openssl)                 a throwaway certificate for the TLS transport test
+# One that cannot be installed where this machine could install it (root, with apt-get) fails this script with
+# one line naming the packages and apt-get's last word: a component that failed to install fails the suite.
+# Where the machine cannot (not root, no apt-get), it says so, and the tests that need one skip saying why
+# (tests/components.py), except under CI, where they fail.
 set -u
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
 need=()
@@ -19,6 +23,8 @@ have initdb || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+
 have podman || need+=(podman)
 have runc || need+=(runc)
 have tmux || need+=(tmux)
+have docker || need+=(docker.io)
+have openssl || need+=(openssl)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi
@@ -27,9 +33,13 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     exit 0
 fi
 echo "install-test-tools: installing ${need[*]}" >&2
-if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null 2>&1; then
-    apt-get update -q >/dev/null 2>&1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null 2>&1 \
-        || echo "install-test-tools: apt-get could not install ${need[*]}; their tests will skip" >&2
+said="$(mktemp)"
+trap 'rm -f "$said"' EXIT
+if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >"$said" 2>&1; then
+    apt-get update -q >"$said" 2>&1
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >"$said" 2>&1; then
+        echo "install-test-tools: apt-get could not install ${need[*]}: $(grep -v '^[[:space:]]*$' "$said" | tail -1)" >&2
+        exit 1
+    fi
 fi
 exit 0

@@ -1,7 +1,7 @@
 """End-to-end fixtures: real vLLM (CPU build) server processes serving the tiny local model.
 
 `make test` installs the engine (engine/install.sh) and exports its paths. Where the
-engine could not be installed, every test here is skipped with that reason, loudly.
+engine is missing, every test here fails under `make test` and CI, naming why (tests/components.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from fairwin.files import sha256_file
+from tests.components import missing
 from tests.conftest import to_toml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,9 +39,11 @@ class Engine:
 def engine() -> Engine:
     python, model = os.environ.get("FAIRWIN_ENGINE_PYTHON"), os.environ.get("FAIRWIN_TINY_MODEL")
     if not python or not model or not Path(python).is_file() or not (Path(model) / "config.json").is_file():
-        pytest.skip(
-            "vLLM for CPU is not installed: FAIRWIN_ENGINE_PYTHON / FAIRWIN_TINY_MODEL are unset or missing; "
-            "run `make test` (it runs engine/install.sh) or `eval $(bash engine/install.sh)`"
+        missing(
+            "vLLM for CPU",
+            "FAIRWIN_ENGINE_PYTHON / FAIRWIN_TINY_MODEL are unset or missing; run `make test` (it runs "
+            "engine/install.sh) or `eval $(bash engine/install.sh)`",
+            installable=False,
         )
     return Engine(Path(python), Path(model))
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from fairwin.profiles import LLAMACPP
+from tests.components import missing
 from tests.conftest import to_toml
 from tests.e2e.conftest import (  # REPEATS: the rule's least, as on vLLM
     REPEATS,
@@ -49,9 +50,11 @@ class LlamaEngine:
 def llama_engine() -> LlamaEngine:
     server, model = os.environ.get("FAIRWIN_LLAMA_SERVER"), os.environ.get("FAIRWIN_TINY_GGUF")
     if not server or not model or not Path(server).is_file() or not Path(model).is_file():
-        pytest.skip(
-            "llama.cpp is not installed: FAIRWIN_LLAMA_SERVER / FAIRWIN_TINY_GGUF are unset or missing; "
-            "run `make test` (it runs engine/install-llamacpp.sh) or `eval $(bash engine/install-llamacpp.sh)`"
+        missing(
+            "llama.cpp's llama-server",
+            "FAIRWIN_LLAMA_SERVER / FAIRWIN_TINY_GGUF are unset or missing; run `make test` (it runs "
+            "engine/install-llamacpp.sh) or `eval $(bash engine/install-llamacpp.sh)`",
+            installable=False,
         )
     return LlamaEngine(Path(server), Path(model))
 

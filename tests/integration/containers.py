@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.components import missing
+
 IMAGE = "localhost/fairwin-scratch:test"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,7 +92,7 @@ def _missing() -> str | None:
 def container_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     why = _missing()
     if why is not None:
-        pytest.skip(why)
+        missing("rootful podman with runc", why)
     root = tmp_path_factory.mktemp("podman")
     engine = Engine(root, _write_config(root))
     empty = root / "empty.tar"
@@ -109,7 +111,7 @@ def container_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engin
 def docker_engine(container_engine: Engine) -> Iterator[Engine]:
     """The same engine driven by the docker CLI, through podman's Docker-compatible socket."""
     if shutil.which("docker") is None:
-        pytest.skip("the docker CLI is not installed on this machine")
+        missing("the docker CLI", "docker is not on the PATH")
     socket = container_engine.root / "podman.sock"
     service = subprocess.Popen(
         ["podman", "system", "service", "--time=0", f"unix://{socket}"],

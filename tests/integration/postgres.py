@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.launch.spec import free_port
+from tests.components import missing
 
 USER = "fairwin"
 
@@ -53,10 +54,7 @@ def _chown(path: Path) -> None:
 def postgres_server() -> Iterator[Server]:
     binaries = server_bin()
     if binaries is None:
-        pytest.skip(
-            "PostgreSQL's server is not installed and tools/install-test-tools.sh could not install it "
-            "(needs root and apt-get)"
-        )
+        missing("PostgreSQL's server", "initdb and pg_ctl are not on this machine")
     root = Path(tempfile.mkdtemp(prefix="fairwin-pg-"))
     root.chmod(0o755)
     _chown(root)

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from fairwin.launch.spec import free_port
+from tests.components import missing
 
 
 def _sshd() -> str | None:
@@ -90,9 +91,7 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> N
 def ssh_hosts(tmp_path: Path) -> Iterator[SshHosts]:
     sshd = _sshd()
     if sshd is None:
-        pytest.skip(
-            "sshd is not installed and tools/install-test-tools.sh could not install it (needs root and apt-get)"
-        )
+        missing("OpenSSH's sshd", "sshd is not on the PATH nor in /usr/sbin")
     state = tmp_path / "ssh"
     state.mkdir()
     _keygen(state / "host_key")

@@ -15,6 +15,7 @@ import pytest
 
 from fairwin.errors import ANSWER_IS_NO
 from fairwin.files import read_jsonl
+from tests.components import missing
 from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run
@@ -316,7 +317,7 @@ def test_placeholders_on_two_hosts_hold_the_hardware_between_chained_windows(
     """The runbook's hold: a placeholder in tmux on each host, started over SSH, proved there, left running
     between windows, probed there by check-prev, and taken down by the next window."""
     if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed (tools/install-test-tools.sh installs it with apt-get)")
+        missing("tmux", "tmux is not on the PATH")
     socket = f"fairwin-test-{os.getpid()}"  # the loopback hosts share this machine: one socket of the test's own
     holders = placeholders_on_two_hosts(socket, "hold-chain-hosts")
     plan = with_hosts(

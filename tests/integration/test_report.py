@@ -22,6 +22,7 @@ from matplotlib import image
 
 from fairwin.errors import ANSWER_IS_NO
 from fairwin.files import read_jsonl
+from tests.components import missing
 from tests.conftest import plan_factory, sim_role
 from tests.integration.helpers import fairwin
 
@@ -103,7 +104,7 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
     assert sum(u.startswith("data:image/png;base64,") for u in found.urls) >= 4  # 2 cells, rate, noise
     decision = json.loads((window / "decision.json").read_text())
     if shutil.which(CHROMIUM) is None:
-        pytest.skip(f"{CHROMIUM} is not installed and tools/install-test-tools.sh could not install it")
+        missing(CHROMIUM, f"{CHROMIUM} is not on the PATH")
     shot = tmp_path / "report.png"
     flags = [CHROMIUM, "--no-sandbox", "--disable-gpu", "--host-resolver-rules=MAP * ~NOTFOUND"]
     subprocess.run(

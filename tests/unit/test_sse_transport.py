@@ -14,6 +14,7 @@ import pytest
 from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.stream import run_stream
 from fairwin.errors import HTTPStatusError, StreamError, TransportError
+from tests.components import missing
 from tests.unit.test_stream_reading import USAGE, chunk, record
 
 pytestmark = pytest.mark.timeout(30)
@@ -148,8 +149,9 @@ def test_a_port_nobody_listens_on_is_a_transport_error() -> None:
         asyncio.run(nowhere())
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a throwaway certificate")
 def test_https_streams_over_tls(tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        missing("openssl", "its command makes the throwaway certificate")
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
