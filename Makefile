@@ -15,8 +15,8 @@ ENGINE ?= vllm
 # Unit and integration tests run on pytest-xdist workers, two per core (WORKERS=1: serially; the tests wait
 # on simulated rounds and SSH round trips for about half their time: test_window_sim.py alone used 57 % of a
 # core, test_hosts.py 54 %; on 2 cores 4 workers took 455 s where 2 took 647), each test
-# file on one worker (a file's tests share fixtures, windows and process names); the integration files go
-# first, so that their long tests start early and the many short unit files fill the gaps. The tests
+# file on one worker (a file's tests share fixtures, windows and process names), in the order tests/conftest.py
+# gives (LONGEST_FIRST: the longest files first), so that the many short unit files fill the gaps. The tests
 # marked `alone` need the machine to themselves (they load every core), so they run after the parallel
 # part, one at a time; the end-to-end tests run last and alone too: two vLLM servers on two cores would
 # measure each other. HOG=N runs the unit and integration tests beside N busy loops (HOG=1: one CPU held): the
@@ -24,7 +24,7 @@ ENGINE ?= vllm
 # its engine to one core and their plans run it at nice 10, so beside a hog on that core it gets a tenth
 # of it, and a window would take over an hour.
 WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
-PARALLEL := $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+PARALLEL := $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 HOG ?= 0
 WITH := $(if $(filter-out 0,$(HOG)),bash tools/with-cpu-hog.sh $(HOG),)
 # pytest exits 5 when a marker selects no test: not a failure here.
