@@ -43,6 +43,19 @@ def container_plan(make_plan: PlanFactory, engine: Engine, model: str, runtime: 
     )
 
 
+def remote_container_plan(
+    make_plan: PlanFactory, engine: Engine, ssh: SshHosts, model: str, b_ms_per_round: int
+) -> Path:
+    """A's container on h1 and B's on h2 (loopback sshd), one short cell."""
+    box = engine.sim_container()
+    roles = {
+        "A": sim_role("--ms-per-round", "6", model=model, port=free_port(), host="h1", container=box),
+        "B": sim_role("--ms-per-round", str(b_ms_per_round), model=model, port=free_port(), host="h2", container=box),
+    }
+    cells = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 1}}
+    return with_hosts(make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, cells=cells), ssh)
+
+
 def receipts(window: Path) -> list[dict[str, object]]:
     return [json.loads(p.read_text()) for p in sorted(window.glob("starts/s*/start.json"))]
 
@@ -248,13 +261,7 @@ def test_containers_on_a_remote_host_run_a_window_and_recover_removes_one_fairwi
     make_plan: PlanFactory, container_engine: Engine, ssh_hosts: SshHosts
 ) -> None:
     """The roles' containers run on h1 and h2 (loopback sshd), their runtime asked over SSH."""
-    box = container_engine.sim_container()
-    roles = {
-        "A": sim_role("--ms-per-round", "6", model="boxed-ssh", port=free_port(), host="h1", container=box),
-        "B": sim_role("--ms-per-round", "2", model="boxed-ssh", port=free_port(), host="h2", container=box),
-    }
-    cells = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 1}}
-    plan = with_hosts(make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, cells=cells), ssh_hosts)
+    plan = remote_container_plan(make_plan, container_engine, ssh_hosts, "boxed-ssh", b_ms_per_round=2)
     done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
     assert done.returncode == 0, done.stderr
     window = only_window(plan)
@@ -324,13 +331,7 @@ def test_a_container_role_on_a_host_survives_a_dropped_ssh_connection_as_a_proce
     connects again within h2's reconnect_s, journals it, follows its wait and its log on, and the start measures."""
     from tests.integration.test_hosts import run_cut_mid_start
 
-    box = container_engine.sim_container()
-    roles = {
-        "A": sim_role("--ms-per-round", "6", model="boxed-drop", port=free_port(), host="h1", container=box),
-        "B": sim_role("--ms-per-round", "20", model="boxed-drop", port=free_port(), host="h2", container=box),
-    }
-    cells = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 48, "streams_per_wave": 1}}
-    plan = with_hosts(make_plan(roles=roles, window={"repeats": 2, "warmup_waves_max": 1}, cells=cells), ssh_hosts)
+    plan = remote_container_plan(make_plan, container_engine, ssh_hosts, "boxed-drop", b_ms_per_round=20)
     run, err = run_cut_mid_start(plan, ssh_hosts)
     assert run.returncode in (0, 1), err  # a verdict, whichever: the window measured through the drop
     window = only_window(plan)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,36 +186,47 @@ def run_cut_mid_start(plan: Path, ssh: SshHosts, kill_server: str | None = None)
         start_new_session=OWN_SESSION,
     )
     try:
-        deadline = time.monotonic() + 60
-        journals = (plan.parent / "windows").glob
-        launched = [
-            e
-            for j in journals("*/journal.jsonl")
-            for e in scan_jsonl(j)[0]
-            if e.get("step") == "start s2" and e.get("event") == "launched"
-        ]
-        while not launched:
-            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-            time.sleep(0.05)
-            launched = [
-                e
-                for j in journals("*/journal.jsonl")
-                for e in scan_jsonl(j)[0]
-                if e.get("step") == "start s2" and e.get("event") == "launched"
-            ]
-        port = int(launched[0]["argv"][launched[0]["argv"].index("--port") + 1])
-        while not healthy(port):  # B serves: its warm-up and waves are under way
-            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-            time.sleep(0.05)
-        time.sleep(1.5)  # its checks are done; its waves run
-        for pid in servers_with(kill_server) if kill_server else []:
-            os.kill(pid, signal.SIGKILL)
-        for session in ssh.hosts[1].sessions():  # the connections serving start s2 drop
-            os.kill(session.pid, signal.SIGKILL)
+        cut_h2_once_serving(run, plan.parent / "windows", "*/journal.jsonl", ssh, kill_server=kill_server)
         _, err = run.communicate(timeout=180)
     finally:
         run.kill()
     return run, err
+
+
+def cut_h2_once_serving(
+    run: subprocess.Popen[str],
+    windows: Path,
+    journals: str,
+    ssh: SshHosts,
+    step: str = "start s2",
+    host: str | None = None,
+    kill_server: str | None = None,
+    wait_s: float = 60,
+) -> None:
+    """Once the server the step launched (on ``host``, where the role spans hosts) answers and its waves run,
+    every SSH connection to h2 drops (the server ``kill_server`` names killed first); ``journals``: the glob under
+    ``windows`` of the journals to read the launch from."""
+    deadline = time.monotonic() + wait_s
+    launched: list[dict[str, Any]] = []
+    while not launched:
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.05)
+        launched = [
+            e
+            for j in windows.glob(journals)
+            for e in scan_jsonl(j)[0]
+            if e.get("step") == step and e.get("event") == "launched" and host in (None, e.get("host"))
+        ]
+    argv = launched[0]["argv"]
+    port = int(argv[argv.index("--port") + 1])
+    while not healthy(port):  # it serves: its warm-up and waves are under way
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.05)
+    time.sleep(1.5)  # its checks are done; its waves run
+    for pid in servers_with(kill_server) if kill_server else []:
+        os.kill(pid, signal.SIGKILL)
+    for session in ssh.hosts[1].sessions():  # the connections to h2 drop
+        os.kill(session.pid, signal.SIGKILL)
 
 
 def healthy(port: int) -> bool:

@@ -16,10 +16,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +31,7 @@ from tests.integration.production import WATCH, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_chain import placeholders_on_two_hosts, tmux_sessions
 from tests.integration.test_gates import QUALIFICATION, admission, carry, git, make_repo
-from tests.integration.test_hosts import healthy
+from tests.integration.test_hosts import cut_h2_once_serving
 from tests.integration.test_stage import two_commits
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -181,31 +179,6 @@ class Day:
         return {**settings, **WATCH}
 
 
-def cut_h2_mid_start(run: subprocess.Popen[str], plan: Path, ssh: SshHosts, mode: str, step: str) -> None:
-    """Once the step's head answers in the window of that mode (its worker on h2 was ready before it), every SSH
-    connection to h2 drops."""
-    deadline = time.monotonic() + 120
-    heads: list[dict[str, object]] = []
-    while not heads:
-        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-        time.sleep(0.05)
-        heads = [
-            e
-            for j in (plan.parent / "windows").glob(f"*-{mode}-*/journal.jsonl")
-            for e in scan_jsonl(j)[0]
-            if e.get("step") == step and e.get("event") == "launched" and e.get("host") == "h1"  # the head
-        ]
-    argv = heads[0]["argv"]
-    assert isinstance(argv, list)
-    port = int(argv[argv.index("--port") + 1])
-    while not healthy(port):
-        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-        time.sleep(0.05)
-    time.sleep(1.5)  # its checks are done; its waves run
-    for session in ssh.hosts[1].sessions():
-        os.kill(session.pid, signal.SIGKILL)
-
-
 @pytest.mark.slow
 def test_the_runbooks_day_runs_as_one(
     make_plan: PlanFactory,
@@ -293,7 +266,10 @@ def test_the_runbooks_day_runs_as_one(
         assert between.returncode == 4 and "a chain is in progress" in between.stderr, between.stderr
         last = start_run(plan, "--mode", "controlled", "--chain-last", *gates)
         try:
-            cut_h2_mid_start(last, plan, ssh_hosts, "controlled", "start s2")
+            # Once s2's head (on h1, after its worker on h2 was ready) answers: h2's connections drop.
+            cut_h2_once_serving(
+                last, plan.parent / "windows", "*-controlled-*/journal.jsonl", ssh_hosts, host="h1", wait_s=120
+            )
             _, err = last.communicate(timeout=300)
         finally:
             last.kill()
