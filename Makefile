@@ -12,9 +12,10 @@ ENGINE_ENV := .engine.env
 LLAMA_ENV := .engine-llamacpp.env
 # The demo's engine: vllm (vLLM for CPU) or llamacpp (llama.cpp's llama-server).
 ENGINE ?= vllm
-# Unit and integration tests run on pytest-xdist workers, two per core (WORKERS=1: serially; the tests wait
-# on simulated rounds and SSH round trips for about half their time: test_window_sim.py alone used 57 % of a
-# core, test_hosts.py 54 %; on 2 cores 4 workers took 455 s where 2 took 647), each test
+# Unit and integration tests run on pytest-xdist workers, three per core (WORKERS=1: serially; the tests wait
+# on simulated rounds and SSH round trips for about half their time: test_window_sim.py alone used 47 % of a
+# core, test_hosts.py 54 %; on 2 cores 4 workers took 455 s where 2 took 647, and 6 took 410 s where 4 took 437
+# and 451 the same hour, the cores then busy 87 % of the time instead of 80), each test
 # file on one worker (a file's tests share fixtures, windows and process names), in the order tests/conftest.py
 # gives (LONGEST_FIRST: the longest files first), so that the many short unit files fill the gaps. The tests
 # marked `alone` need the machine to themselves (they load every core), so they run after the parallel
@@ -23,7 +24,7 @@ ENGINE ?= vllm
 # verdicts they assert must not depend on how busy the machine is. Not the e2e tests: vLLM for CPU binds
 # its engine to one core and their plans run it at nice 10, so beside a hog on that core it gets a tenth
 # of it, and a window would take over an hour.
-WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
+WORKERS ?= $(shell echo $$(( 3 * $$(nproc) )))
 PARALLEL := $(if $(filter 1,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 HOG ?= 0
 WITH := $(if $(filter-out 0,$(HOG)),bash tools/with-cpu-hog.sh $(HOG),)

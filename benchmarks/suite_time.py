@@ -1,7 +1,9 @@
 """The time a person waits for `make test`: each part's wall time against its bound, and the slowest tests.
 
-Runs `make test` in this checkout (engines cached, tools installed: the steps that install them are timed too, as
-"lint, tools and engine checks") and has each of its pytest sessions record its wall time and each test's seconds
+Runs `make setup` in this checkout, timed apart as "environment" (the virtual environment a fresh clone makes once,
+an install the bounds leave out as they leave out the engines' builds), then `make test` (engines cached, tools
+installed: the steps that check them are timed, as "lint, tools and engine checks"), and has each of its pytest
+sessions record its wall time and each test's seconds
 (tests/conftest.py, ``FAIRWIN_SUITE_TIMES``). With ``--hogs N`` it runs ``make test HOG=N``: N busy loops beside
 the unit, integration and `alone` tests (tools/with-cpu-hog.sh), the e2e windows quiet, as make test runs them.
 
@@ -43,10 +45,13 @@ BOUNDS = {
 }
 
 
-def run_suite(hogs: int) -> tuple[float, int, list[dict[str, Any]]]:
-    """``make test``'s wall time, its exit status and each pytest session's record."""
+def run_suite(hogs: int) -> tuple[float, float, int, list[dict[str, Any]]]:
+    """``make setup``'s wall time, then ``make test``'s, its exit status and each pytest session's record."""
     with tempfile.TemporaryDirectory() as scratch:
         record = Path(scratch) / "sessions.jsonl"
+        t0 = time.monotonic()
+        subprocess.run(["make", "setup"], cwd=REPO, check=True)
+        environment = time.monotonic() - t0
         t0 = time.monotonic()
         done = subprocess.run(
             ["make", "test", f"HOG={hogs}"],
@@ -56,7 +61,7 @@ def run_suite(hogs: int) -> tuple[float, int, list[dict[str, Any]]]:
         )
         wall = time.monotonic() - t0
         sessions = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
-    return wall, done.returncode, sessions
+    return environment, wall, done.returncode, sessions
 
 
 def against_bounds(wall: float, parts: dict[str, float], hogs: int) -> list[str]:
@@ -76,10 +81,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest tests to list")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    wall, status, sessions = run_suite(args.hogs)
+    environment, wall, status, sessions = run_suite(args.hogs)
     parts = {part_name(s["args"]): s["wall_s"] for s in sessions}
     parts["lint, tools and engine checks"] = wall - sum(parts.values())
     tests = sorted(((sec, node) for s in sessions for node, sec in s["tests"].items()), reverse=True)[: args.top]
+    print(f"make setup (the environment, not bounded): {environment:.1f} s")
     print(f"make test HOG={args.hogs}: {wall / 60:.1f} min ({wall:.0f} s), exit {status}")
     for name, seconds in parts.items():
         print(f"  {name:<30} {seconds:7.1f} s")
@@ -89,7 +95,14 @@ def main() -> None:
     for seconds, node in tests:
         print(f"  {seconds:7.1f} s  {node}")
     if args.json is not None:
-        figures = {"hogs": args.hogs, "wall_s": wall, "exit": status, "parts_s": parts, "slowest": tests}
+        figures = {
+            "hogs": args.hogs,
+            "environment_s": environment,
+            "wall_s": wall,
+            "exit": status,
+            "parts_s": parts,
+            "slowest": tests,
+        }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     raise SystemExit(status)
 
