@@ -38,7 +38,7 @@ def test_the_packages_are_listed_in_the_order_of_their_layers() -> None:
     rank = {layer: n for n, layer in enumerate(LAYERS)}
     rank["__init__"] = rank["(api)"]
     layered = [name for name in listed() if name in rank]
-    assert layered == sorted(layered, key=rank.__getitem__), "list the packages as tests/unit/test_layers.py orders them"
+    assert layered == sorted(layered, key=rank.__getitem__), "order the packages as tests/unit/test_layers.py does"
 
 
 def test_every_module_the_document_points_to_exists() -> None:

@@ -34,7 +34,7 @@ def unobserved_checks(receipts: Sequence[StartReceipt]) -> list[str]:
     ]
 
 
-def unwatched_clocks(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
+def clocks_unobserved(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
     """The clocks nothing observed, named, with why the window went on without them."""
     if not hosts:
         return []
@@ -46,7 +46,7 @@ def unwatched_clocks(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
     return [f"clocks ({'; '.join(hosts)}): {why}"]
 
 
-def unread_gpus(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
+def gpus_unobserved(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
     """A GPU plan's hosts whose GPUs the quiet proof could not read, accepted by the plan (else it was refused at
     admission); a CPU plan's are not named (its quiet proof reads its ports and processes, and says so)."""
     if not hosts or "gpus" not in loaded.plan.runtime.accept_unobserved:
@@ -54,7 +54,7 @@ def unread_gpus(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
     return [f"GPUs ({'; '.join(hosts)}): the quiet proof read none there; accepted by runtime.accept_unobserved"]
 
 
-def unread_production(live: LiveProduction | None, compared: Sequence[str]) -> list[str]:
+def production_unobserved(live: LiveProduction | None, compared: Sequence[str]) -> list[str]:
     """Production's processes whose speculative config was read nowhere, where roles were compared with it (the
     plan accepted it: else the window was refused before the take-down)."""
     unread = [m.label for m in (live.members if live is not None else ()) if m.speculative_source == "unobserved"]

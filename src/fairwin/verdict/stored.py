@@ -114,8 +114,9 @@ def decide_and_report(
 ) -> Decision:
     """``records``: the window's files as the decide step read them, once; ``stop_reason``: why a sequential
     window stopped before a look settled it; ``hold_clocks``: what the window saw of the clocks outside its starts
-    (telemetry/hold_clocks.py); ``unobserved``: what else went unobserved (:func:`unwatched_clocks`,
-    :func:`unread_production`); ``production_caps_by_host``: each host's own configured cap."""
+    (telemetry/hold_clocks.py); ``unobserved``: what else went unobserved, as verdict/observed.py names it
+    (:func:`clocks_unobserved`, :func:`gpus_unobserved`, :func:`production_unobserved`);
+    ``production_caps_by_host``: each host's own configured cap."""
     context = window_context(loaded, window, deciding, records)
     seen = hold_clocks or HoldClocks()
     context = context.model_copy(

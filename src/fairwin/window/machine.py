@@ -36,7 +36,7 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import HOLD_TELEMETRY, HoldClocks, between_starts_clocks
 from fairwin.telemetry.sampler import sampling
 from fairwin.telemetry.watched_hosts import window_gpus
-from fairwin.verdict.observed import unread_gpus, unread_production, unwatched_clocks
+from fairwin.verdict.observed import clocks_unobserved, gpus_unobserved, production_unobserved
 from fairwin.verdict.stored import Deciding, decide_and_report
 from fairwin.window.closing import ArchiveEnd, Closing, Step
 from fairwin.window.looks import LookEnd, LookResult, go_on_or_stop, look_now, unspent_line
@@ -222,9 +222,9 @@ class Window(Opening, Closing):
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
             hold_clocks=await self._hold_clocks(records),
             unobserved=[
-                *unwatched_clocks(self.loaded, self.clocks.unwatched),
-                *unread_gpus(self.loaded, self.clocks.gpus_unread),
-                *unread_production(self.live, self._compared_with_production()),
+                *clocks_unobserved(self.loaded, self.clocks.unwatched),
+                *gpus_unobserved(self.loaded, self.clocks.gpus_unread),
+                *production_unobserved(self.live, self._compared_with_production()),
             ],
         )
         if self.decision.sequential is not None:
