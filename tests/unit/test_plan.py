@@ -51,6 +51,24 @@ def one_line_error(exc: pytest.ExceptionInfo[BaseException]) -> str:
             "roles.A.served_modle: 'served_modle' is not a key here; did you mean 'served_model'?",
         ),
         ("prompt_tokens = 64", "prompt_tokens = -5", "cells.short-b1.prompt_tokens: Input should be greater than 0"),
+        # What plan check let through with exit 0, each now one line naming the key and its range.
+        ('port = "auto"', "port = 70000", "roles.A.port: must be a TCP port, 1 to 65535, or 'auto' (got 70000)"),
+        (
+            "max_tokens = 48",
+            "max_tokens = 99999999999",
+            "cells.short-b1.max_tokens: Input should be less than or equal to 1000000",
+        ),
+        ("repeats = 3", "repeats = 3\nbase_seed = 12345678901234567890", "window.base_seed: Input should be less than"),
+        (
+            'output_dir = "windows"',
+            'output_dir = "/proc/self/windows"',
+            "window.output_dir: /proc/self/windows is under /proc, the kernel's own files: keep windows on a disk",
+        ),
+        (
+            "streams_per_wave = 2",
+            "streams_per_wave = 2\nconcurrency = 100000",
+            "cells.short-b1: concurrency 100000 is more than the 2 streams a wave sends (streams_per_wave)",
+        ),
         ('base_url = "http://127.0.0.1:{port}"', 'base_url = "127.0.0.1:80"', "must start with http://"),
         ('families = ["prose", "code"]', 'families = ["poetry"]', "names 'poetry', which is not declared"),
         ('port = "auto"', "", "uses {port} but sets no `port`"),

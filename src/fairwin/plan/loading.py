@@ -21,9 +21,9 @@ from pydantic_core import ErrorDetails
 
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
-from fairwin.errors import PinMismatchError, PlanError
+from fairwin.errors import OutputDirError, PinMismatchError, PlanError
 from fairwin.files import canonical_json, sha256_bytes, sha256_file
-from fairwin.plan.models import Family, Plan
+from fairwin.plan.models import Family, Plan, kernel_filesystem_problem
 from fairwin.plan.order import read_order
 from fairwin.plan.overrides import Override, apply_overrides, parse_override, resolve_pin_variables
 from fairwin.plan.secrecy import refuse_literal_secrets
@@ -78,7 +78,12 @@ class LoadedPlan:
 
     def output_dir(self, given: Path | str | None = None) -> Path:
         """Where this plan's windows go: ``given`` (a --out or output_dir override), else window.output_dir."""
-        return Path(given) if given else self.resolve(self.plan.window.output_dir)
+        if not given:
+            return self.resolve(self.plan.window.output_dir)
+        problem = kernel_filesystem_problem(Path(given).absolute())
+        if problem is not None:
+            raise OutputDirError(f"--out {given}: {problem}")
+        return Path(given)
 
 
 def _hint(error: ErrorDetails) -> str:

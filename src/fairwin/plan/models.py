@@ -71,10 +71,21 @@ class Cell(StrictModel):
     streams_per_wave: int = Field(3, ge=1)
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    max_tokens: int = Field(512, ge=2)
+    #: A million tokens a stream is past any served context today; a typo of a few digits more is caught here, not
+    #: by a budget of years or by the server's 400 after production went down.
+    max_tokens: int = Field(512, ge=2, le=1_000_000)
     endpoint: Literal["completions", "chat"] = "completions"
     decision: bool = Field(True, description="False: measured and reported, never deciding.")
     extra_body: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _concurrency_within_the_wave(self) -> Cell:
+        if self.concurrency > self.streams_per_wave:
+            raise ValueError(
+                f"concurrency {self.concurrency} is more than the {self.streams_per_wave} streams a wave sends "
+                "(streams_per_wave): at most that many run at once; raise streams_per_wave or lower concurrency"
+            )
+        return self
 
     @field_validator("extra_body")
     @classmethod
@@ -107,6 +118,19 @@ ArchiveKeyField = Literal[
 DEFAULT_ARCHIVE_KEY: tuple[ArchiveKeyField, ...] = tuple(k for k in get_args(ArchiveKeyField) if k != "hosts")
 
 
+#: The kernel's own filesystems: a window's directory there is refused when the plan is read, not when the window
+#: writes its first file after production went down.
+KERNEL_FILESYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def kernel_filesystem_problem(path: Path) -> str | None:
+    """Why windows cannot be kept at ``path`` (under /proc, /sys or /dev), or None."""
+    for root in KERNEL_FILESYSTEMS:
+        if path.is_absolute() and path.is_relative_to(root):
+            return f"{path} is under {root}, the kernel's own files: keep windows on a disk"
+    return None
+
+
 class WindowSettings(StrictModel):
     output_dir: Path = Path("windows")
     rule: str | None = Field(None, description="A registered decision rule (`fairwin rules list`); unset: the default.")
@@ -114,7 +138,9 @@ class WindowSettings(StrictModel):
         None, description="The commit [qualification] repo must be at, with no uncommitted change, for a window to run."
     )
     repeats: int = Field(3, ge=1)
-    base_seed: int = 42
+    #: Stream i of a cell is seeded base_seed + i, and llama.cpp's seed is 32 bits: a seed under two billion leaves
+    #: room for every stream, where a longer one would be refused by the server at the first request.
+    base_seed: int = Field(42, ge=0, le=2_000_000_000)
     warmup_max_tokens: int = Field(16, ge=1)
     warmup_waves_max: int = Field(
         4, ge=0, le=20, description="Uncounted waves at most, until two consecutive server rates agree (0: none)."
@@ -152,6 +178,15 @@ class WindowSettings(StrictModel):
             "client-only), or auto (the profile the first start's /metrics exports)."
         ),
     )
+
+
+    @field_validator("output_dir")
+    @classmethod
+    def _on_a_disk(cls, value: Path) -> Path:
+        problem = kernel_filesystem_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class BudgetSettings(StrictModel):

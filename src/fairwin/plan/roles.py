@@ -168,6 +168,13 @@ class Role(StrictModel):
         None, ge=-20, le=19, description="The server's priority (nice, and its session's autogroup nice)."
     )
 
+    @field_validator("port")
+    @classmethod
+    def _a_tcp_port(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and not 1 <= value <= 65535:
+            raise ValueError(f"must be a TCP port, 1 to 65535, or 'auto' (got {value})")
+        return value
+
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
