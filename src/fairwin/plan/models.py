@@ -179,7 +179,6 @@ class WindowSettings(StrictModel):
         ),
     )
 
-
     @field_validator("output_dir")
     @classmethod
     def _on_a_disk(cls, value: Path) -> Path:
