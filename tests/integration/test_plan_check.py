@@ -9,6 +9,7 @@ import pytest
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
 from fairwin.archive.window_rows import planned_match
+from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
 
@@ -126,3 +127,8 @@ def test_plan_check_counts_every_prompt_a_cell_sends_and_names_each_short_one(
     assert short and all("tokens, the cell wants 20000 (tolerance" in line for line in short)
     assert f"of {len(short)} prompts are too short for their cell" in long.stderr.splitlines()[-1]
     assert "rebuild those families from longer text (`fairwin prompts --min-chars N`)" in long.stderr
+    assert long.stdout == ""  # no OK above a refusal
+    # A server that does not answer: one line naming it, and no OK printed first.
+    unanswered = fairwin("plan", "check", str(plan), "--tokenize-url", f"http://127.0.0.1:{free_port()}")
+    assert (unanswered.returncode, unanswered.stdout) == (3, "")
+    assert unanswered.stderr.startswith("fairwin: error: tokenize: no answer from http://127.0.0.1:")

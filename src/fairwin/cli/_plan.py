@@ -52,6 +52,8 @@ def plan_check(args: argparse.Namespace) -> int:
     # The budget's gate, as `fairwin run` applies it: a plan that cannot fit is not OK.
     for found in estimates(loaded, loaded.output_dir(), read_plan_archive_starts(loaded)):
         check_budget(loaded, found)
+    # Counted before OK is printed: a server that does not answer, or a prompt too short, is not OK.
+    lengths = _check_prompt_lengths(loaded, args) if args.tokenizer is not None or args.tokenize_url else None
     stdout.print(
         f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
         f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
@@ -64,12 +66,13 @@ def plan_check(args: argparse.Namespace) -> int:
         )
     for warning in error_rate_check(loaded, get_rule(loaded.plan.window.rule)):
         stderr.print(f"warning: {warning}", markup=False)
-    if args.tokenizer is not None or args.tokenize_url:
-        _check_prompt_lengths(loaded, args)
+    if lengths is not None:
+        stdout.print(lengths, markup=False)
     return 0
 
 
-def _check_prompt_lengths(loaded: LoadedPlan, args: argparse.Namespace) -> None:
+def _check_prompt_lengths(loaded: LoadedPlan, args: argparse.Namespace) -> str:
+    """Every prompt counted by the tokenizer or the server; the line to print under OK, else a refusal."""
     from fairwin.client.prompt_lengths import check_prompt_lengths
 
     if args.tokenizer is not None and args.tokenize_url:
@@ -84,7 +87,7 @@ def _check_prompt_lengths(loaded: LoadedPlan, args: argparse.Namespace) -> None:
             "above); rebuild those families from longer text (`fairwin prompts --min-chars N`) or lower prompt_tokens"
         )
     shortest = ", ".join(f"{cell} {tokens}" for cell, tokens in found.shortest.items())
-    stdout.print(f"prompts: all {found.counted} long enough (shortest, in tokens: {shortest})", markup=False)
+    return f"prompts: all {found.counted} long enough (shortest, in tokens: {shortest})"
 
 
 def plan_show(args: argparse.Namespace) -> int:
