@@ -4,11 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from fairwin.decision import get_rule
 from fairwin.errors import GateRefused
 from fairwin.gates.budget import check_budget, render_table
 from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.gates.estimate import estimate
 from fairwin.plan import load_plan, resolve_mode
+from fairwin.report.dryplan import render_dry_plan
 from tests.conftest import PlanFactory, sim_role
 
 
@@ -55,6 +57,25 @@ def test_refusals_name_what_would_fit(make_plan: PlanFactory) -> None:
     loaded = load_plan(path)
     with pytest.raises(GateRefused, match=r"past its 0\.01 min limit"):
         check_budget(loaded, estimate(loaded, "controlled", resolve_mode(loaded, "controlled")))
+
+
+def test_a_max_starts_under_the_first_look_names_only_the_rules_that_fit_it(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan(window={"rule": None}), ["budget.max_starts=3"])
+    with pytest.raises(GateRefused) as refused:
+        check_budget(loaded, estimate(loaded, "controlled", resolve_mode(loaded, "controlled")))
+    assert str(refused.value) == (
+        "budget: max_starts is 3, but rule win2-seq-v2: its first look comes after 5 starts; registered rules that "
+        "would fit: win2-v1 (3 starts), win2-launch-v1 (3 starts) (window.rule); raise max_starts in [budget] to at "
+        "least 5"
+    )
+
+
+def test_the_dry_plan_says_the_budgets_cap_on_the_starts(make_plan: PlanFactory) -> None:
+    loaded = load_plan(make_plan(window={"rule": None}), ["budget.max_starts=5"])
+    mode = resolve_mode(loaded, "controlled")
+    shown = render_dry_plan(loaded, "controlled", mode, get_rule(None), [estimate(loaded, "controlled", mode)])
+    assert "archived control starts; at most 5 (budget.max_starts; the rule's 9), kinds alternating" in shown
+    assert "\n  s5  " in shown and "\n  s6  " not in shown  # five starts listed, no sixth
 
 
 def runbook_plan(make_plan: PlanFactory, rule: str | None) -> Path:

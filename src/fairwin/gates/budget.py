@@ -39,10 +39,11 @@ def _with_starts(found: TimeEstimate, count: int) -> TimeEstimate:
 def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
     """Which rule's starts the refusal rests on, and which registered rules would fit (at their first look)."""
     starts = found.first_stop
+    most = loaded.plan.budget.max_starts
     fitting = []
     for other in RULES.values():
         first = other.first_look(found.archive_starts)
-        if fits_limits(loaded, _with_starts(found, first), first):
+        if (most is None or first <= most) and fits_limits(loaded, _with_starts(found, first), first):
             fitting.append(f"{other.id} ({first} starts)")
     shape = f"its first look comes after {starts} starts" if found.first_look else f"it runs {starts} starts"
     return (

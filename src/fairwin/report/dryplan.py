@@ -10,12 +10,14 @@ from fairwin.plan.models import Mode
 from fairwin.plan.schedule import starts_for, waves_for
 
 
-def _starts(rule: RuleSpec) -> str:
+def _starts(rule: RuleSpec, max_starts: int | None) -> str:
     if not rule.looks:
         return f"{rule.start_count} starts"
+    capped = max_starts is not None and max_starts < rule.start_count
+    most = f"{max_starts} (budget.max_starts; the rule's {rule.start_count})" if capped else f"{rule.start_count}"
     return (
         f"looks after {', '.join(str(k) for k in rule.looks)} starts, the first only with "
-        f"{rule.first_look_archive_starts} archived control starts; at most {rule.start_count}"
+        f"{rule.first_look_archive_starts} archived control starts; at most {most}"
     )
 
 
@@ -26,7 +28,7 @@ def render_dry_plan(
     lines = [
         f"plan {loaded.path} (sha256 {loaded.sha256})",
         f"mode {mode_name}: control {mode.control}, candidate {mode.candidate}; rule {rule.id} "
-        f"({_starts(rule)}, kinds alternating, "
+        f"({_starts(rule, plan.budget.max_starts)}, kinds alternating, "
         f"{'first kind drawn at random' if rule.order == 'random' else 'control first'})",
         "",
         "starts, in order (each: launch, health, 1 warm-up stream, every cell's waves, stop):",
