@@ -39,6 +39,7 @@ A command that asks a yes-or-no question and gets "no" is not an error: it exits
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -67,11 +68,15 @@ class FairwinError(Exception):
         window_path: Path | None = None,
         window_state: str | None = None,
         aftermath: str | None = None,
+        details: Sequence[str] = (),
     ) -> None:
         super().__init__(*args)
         self.window_path = window_path
         self.window_state = window_state
         self.aftermath = aftermath
+        #: The problems the one line counts but does not name (its "(+N more; -v lists them)"): `fairwin -v`
+        #: prints each on a line of its own under the error.
+        self.details = tuple(details)
 
     def with_context(
         self, *, window_path: Path | None = None, window_state: str | None = None, aftermath: str | None = None
@@ -84,6 +89,11 @@ class FairwinError(Exception):
     def __str__(self) -> str:
         # One line, always: the CLI prints it as is.
         return " ".join(super().__str__().split())
+
+
+def more(hidden: Sequence[str]) -> str:
+    """What a one-line error says of the problems it does not name (its ``details``)."""
+    return f" (+{len(hidden)} more; -v lists them)" if hidden else ""
 
 
 class InputError(FairwinError):

@@ -132,3 +132,19 @@ def test_plan_check_counts_every_prompt_a_cell_sends_and_names_each_short_one(
     unanswered = fairwin("plan", "check", str(plan), "--tokenize-url", f"http://127.0.0.1:{free_port()}")
     assert (unanswered.returncode, unanswered.stdout) == (3, "")
     assert unanswered.stderr.startswith("fairwin: error: tokenize: no answer from http://127.0.0.1:")
+
+
+def test_a_plan_with_several_problems_names_the_first_and_lists_the_rest_with_verbose(make_plan: PlanFactory) -> None:
+    plan = make_plan()
+    text = plan.read_text().replace("repeats = 3", 'repeats = "three"').replace("max_tokens = 48", "max_tokens = 1")
+    plan.write_text(text.replace('served_model = "tiny"', 'served_model = "tiny"\nnice = 25', 1))
+    quiet = fairwin("plan", "check", str(plan))
+    assert quiet.returncode == 2 and len(quiet.stderr.splitlines()) == 1
+    assert quiet.stderr.rstrip().endswith("(+2 more; -v lists them)"), quiet.stderr
+    listed = fairwin("-v", "plan", "check", str(plan))
+    assert listed.returncode == 2 and listed.stderr.splitlines()[0] == quiet.stderr.splitlines()[0]
+    also = sorted(line for line in listed.stderr.splitlines() if line.startswith("  also: "))
+    assert len(also) == 2, listed.stderr
+    assert [line.split(":")[1].strip() for line in also] == sorted(
+        key for key in ("window.repeats", "roles.A.nice", "cells.short-b1.max_tokens") if key not in quiet.stderr
+    )

@@ -23,7 +23,7 @@ from pydantic import Field, JsonValue, ValidationError, model_validator
 
 from fairwin.archive.archive_row import ArchivedRepeat, ArchiveRow
 from fairwin.archive.noise import KEY_FIELDS
-from fairwin.errors import InputError
+from fairwin.errors import InputError, more
 from fairwin.files import json_field
 from fairwin.plan.base import StrictModel
 from fairwin.rows import METRICS
@@ -241,8 +241,11 @@ def mapped_rows(path: Path, spec: ArchiveMap) -> Mapped:
             found.append((number, mapped))
     rows = found if spec.repeats.field is not None else _grouped(path, found, spec.repeats, problems)
     if problems:
-        more = f" (+{len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
-        raise InputError(f"{len(problems)} row(s) do not map, nothing imported: " + "; ".join(problems[:SHOWN]) + more)
+        hidden = problems[SHOWN:]
+        raise InputError(
+            f"{len(problems)} row(s) do not map, nothing imported: " + "; ".join(problems[:SHOWN]) + more(hidden),
+            details=hidden,
+        )
     if not rows:
         raise InputError(f"{path}: no row is a control start under the map; check [control]")
     mapped_starts = [row for _, row in rows]

@@ -94,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" (window {state}: {exc.window_path})" if exc.window_path else ""
         after = f"; {exc.aftermath}" if exc.aftermath else ""
         stderr.print(scrub(f"fairwin: error: {exc}{where}{after}"), markup=False, soft_wrap=True)
+        for detail in exc.details if args.verbose else ():
+            stderr.print(scrub(f"  also: {detail}"), markup=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         stderr.print("fairwin: interrupted", markup=False)

@@ -25,7 +25,7 @@ from typing import ClassVar, Literal
 import aiohttp
 from pydantic import ConfigDict
 
-from fairwin.errors import GateRefused, InputError
+from fairwin.errors import GateRefused, InputError, more
 from fairwin.files import write_text_atomic
 from fairwin.formats import REHEARSAL, RecordFormat
 from fairwin.gates.binding import bind, moved, rehearsal_parts
@@ -125,9 +125,10 @@ def require_rehearsal(directory: Path, loaded: LoadedPlan) -> RehearsalRecord:
         raise GateRefused(f"rehearsal {directory} was for another version of the plan (sha256 differs); rehearse again")
     changed = moved(document.binds or {}, bind(rehearsal_parts(loaded)))
     if document.binds is not None and changed:
-        more = f" (+{len(changed) - 3} more)" if len(changed) > 3 else ""
         raise GateRefused(
-            f"rehearsal {directory} vouches for what changed since: {', '.join(changed[:3])}{more}; rehearse again"
+            f"rehearsal {directory} vouches for what changed since: {', '.join(changed[:3])}{more(changed[3:])}; "
+            "rehearse again",
+            details=changed[3:],
         )
     age_h = (time.time() - document.created_unix) / 3600.0
     if age_h > settings.max_age_h:

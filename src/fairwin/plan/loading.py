@@ -21,7 +21,7 @@ from pydantic_core import ErrorDetails
 
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
-from fairwin.errors import OutputDirError, PinMismatchError, PlanError
+from fairwin.errors import OutputDirError, PinMismatchError, PlanError, more
 from fairwin.files import canonical_json, sha256_bytes, sha256_file
 from fairwin.plan.models import Family, Plan, kernel_filesystem_problem
 from fairwin.plan.order import read_order
@@ -123,11 +123,12 @@ def _keys_at(location: Sequence[int | str]) -> list[str]:
     return []
 
 
-def _format_validation(path: Path, exc: ValidationError) -> str:
+def _validation_error(path: Path, exc: ValidationError) -> PlanError:
+    """One line naming the first problem (its key, what is wrong, how to fix it); the others for ``fairwin -v``."""
     errors = exc.errors()
     # A misspelt key is both an unknown key and a missing one: name the unknown one, with its nearest neighbour.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    location = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    location = _location(first)
     message, hint = first["msg"].removeprefix("Value error, "), _hint(first)
     if first["type"] == "missing" and first["loc"]:
         message = f"{str(first['loc'][-1])!r} is required here"
@@ -136,8 +137,12 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
         message = f"{key!r} is not a key here"
         near = get_close_matches(key, _keys_at(first["loc"]), n=1)
         hint = f"did you mean {near[0]!r}?" if near else "remove it or fix its spelling (docs/plan.md lists the keys)"
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{path}: {location}: {message}; {hint}{more}"
+    others = [f"{_location(e)}: {e['msg'].removeprefix('Value error, ')}" for e in errors if e is not first]
+    return PlanError(f"{path}: {location}: {message}; {hint}{more(others)}", details=others)
+
+
+def _location(error: ErrorDetails) -> str:
+    return ".".join(str(part) for part in error["loc"]) or "(top level)"
 
 
 def _read_toml(path: Path) -> tuple[bytes, dict[str, Any]]:
@@ -161,7 +166,7 @@ def _validated(path: Path, data: dict[str, Any]) -> Plan:
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
-        raise PlanError(_format_validation(path, exc)) from None
+        raise _validation_error(path, exc) from None
 
 
 def parse_plan(path: Path, overrides: Sequence[Override] = ()) -> tuple[bytes, Plan]:
