@@ -7,8 +7,9 @@ from fairwin.report.compare import compare, comparison_table
 from tests.unit.test_decision import rows_for
 
 
-def window(window_id: str, s2: list[float]) -> Decision:
-    context = WindowContext(window_id=window_id, mode="controlled", cells=["c"], reported=[])
+def window(window_id: str, s2: list[float], reported: bool = False) -> Decision:
+    """A window of one cell, c; ``reported``: c is measured and reported, never deciding."""
+    context = WindowContext(window_id=window_id, mode="controlled", cells=["c"], reported=["c"] if reported else [])
     return decide(rows_for([100.0, 101.0, 99.0], s2, [100.0, 99.0, 101.0]), rule=WIN2_V1, context=context)
 
 
@@ -29,3 +30,9 @@ def test_a_win_and_a_loss_disagree_and_do_not_overlap() -> None:
     assert [c.header for c in rendered.columns] == ["window", "mode", "order", "verdict", "c"]
     assert rendered.row_count == 3  # two windows and the agreement row
     assert str(rendered.title).endswith("pooled_rate_tps effect % \\[interval]")  # shown literally, not as markup
+
+
+def test_a_cell_one_window_only_reported_is_marked_and_not_agreed_on() -> None:
+    found = compare([window("w1", [110.0, 111.0, 109.0]), window("w2", [110.5, 110.0, 111.0], reported=True)])
+    (cell,) = found.cells
+    assert cell.verdicts == {"w1": "WIN", "w2": "WIN (reported)"} and not cell.agree and not found.agree

@@ -80,7 +80,9 @@ def _across(name: str, decisions: Sequence[Decision]) -> CellAcross:
     effects: dict[str, list[float] | None] = {}
     for decision in decisions:
         cell = next((c for c in decision.cells if c.cell == name), None)
-        verdicts[decision.window_id] = cell.verdict if cell is not None else "absent"
+        # A cell one window only reported is not that window's call: marked, so the windows do not agree on it.
+        verdict = "absent" if cell is None else cell.verdict if cell.decides else f"{cell.verdict} (reported)"
+        verdicts[decision.window_id] = verdict
         estimate = cell.primary.estimate if cell is not None and cell.primary is not None else None
         effects[decision.window_id] = (
             [estimate.point_pct, estimate.ci_low_pct, estimate.ci_high_pct] if estimate is not None else None
