@@ -1,7 +1,9 @@
-"""The shape of the house in numbers: files and lines per package, and the measures #26 tracks.
+"""The shape of the house in numbers: files and lines per package, and the measures #26 and #50 track.
 
     python tools/house_map.py            # module map, `dict[str, Any]` (and as class fields), repeated module
-                                         # names, `# fmt: skip`, long lines, long functions, cycles
+                                         # names, `# fmt: skip`, long lines, long functions, cycles; functions
+                                         # taking LoadedPlan, hand-written host resolutions, modules that run a
+                                         # command, GateRefused's raises, WindowState's fields, long modules
 
 An import cycle is a strongly connected group of modules (more than one) in the graph of every
 `import fairwin...` in src, those inside functions and under TYPE_CHECKING included: a lazy import
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,6 +108,100 @@ def _repeated_names(paths: list[Path]) -> dict[str, list[str]]:
     return {name: where for name, where in sorted(by_name.items()) if len(where) > 1}
 
 
+#: Where the plan is everyone's to read (#50): a function taking ``LoadedPlan`` elsewhere is counted.
+PLAN_READERS = ("plan/", "gates/", "cli/", "window/admission.py")
+#: Calls that start a process or open an SSH channel: a module making one runs a command itself.
+COMMAND_CALLS = {
+    "subprocess.run",
+    "subprocess.Popen",
+    "subprocess.check_output",
+    "subprocess.check_call",
+    "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell",
+    "os.execvp",
+    "os.execv",
+    "os.execvpe",
+    "asyncssh.connect",
+    "connection.run",
+    "connection.create_process",
+    "conn.run",
+    "conn.create_process",
+}
+
+
+def _functions_taking_plan(paths: list[Path]) -> tuple[int, int]:
+    """Functions with a parameter annotated ``LoadedPlan``: all of them, and those outside :data:`PLAN_READERS`."""
+    everywhere = outside = 0
+    for path in paths:
+        where = str(path.relative_to(SRC))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                if any(a.annotation is not None and "LoadedPlan" in ast.unparse(a.annotation) for a in arguments):
+                    everywhere += 1
+                    outside += not where.startswith(PLAN_READERS)
+    return everywhere, outside
+
+
+def _calls(paths: list[Path], match: Callable[[ast.Call], bool]) -> dict[str, int]:
+    """Each module's count of calls ``match`` accepts."""
+    found: dict[str, int] = {}
+    for path in paths:
+        count = sum(1 for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call) and match(n))
+        if count:
+            found[str(path.relative_to(SRC))] = count
+    return found
+
+
+def _runs_a_command(call: ast.Call) -> bool:
+    return ast.unparse(call.func) in COMMAND_CALLS
+
+
+def _resolves_a_host(call: ast.Call) -> bool:
+    return ast.unparse(call.func).endswith("resolved") and any(".hosts[" in ast.unparse(a) for a in call.args)
+
+
+def _raised(paths: list[Path], name: str) -> dict[str, int]:
+    """Each module's count of ``raise NAME(...)``."""
+    found: dict[str, int] = {}
+    for path in paths:
+        count = sum(
+            1
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and ast.unparse(n.exc.func) == name
+        )
+        if count:
+            found[str(path.relative_to(SRC))] = count
+    return found
+
+
+def _class_fields(path: Path, name: str) -> int:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return sum(1 for item in node.body if isinstance(item, ast.AnnAssign))
+    return 0
+
+
+def _house_measures(src: list[Path]) -> None:
+    """The measures #50 set: where the plan goes, who resolves hosts and runs commands, where refusals live."""
+    everywhere, outside = _functions_taking_plan(src)
+    print(f"functions taking LoadedPlan: {everywhere} ({outside} outside {', '.join(PLAN_READERS)})")
+    hand = _calls(src, _resolves_a_host)
+    print(f"hand-written host resolutions (resolved(...hosts[...])): {sum(hand.values())} in {len(hand)} files")
+    commands = _calls(src, _runs_a_command)
+    print(f"modules that run a command directly (spawn a process, open an SSH channel): {len(commands)}")
+    for where, count in sorted(commands.items()):
+        print(f"  {where}: {count}")
+    refused = _raised(src, "GateRefused")
+    print(f"GateRefused raised: {sum(refused.values())} places in {len(refused)} files")
+    print(f"WindowState fields: {_class_fields(SRC / 'window' / 'state.py', 'WindowState')}")
+    long_modules = [(len(p.read_text().splitlines()), p) for p in src]
+    over = sorted(((n, p) for n, p in long_modules if n > 300), reverse=True)
+    print(f"modules over 300 lines: {len(over)}")
+    for lines, path in over:
+        print(f"  {path.relative_to(SRC)}: {lines}")
+
+
 def _count(pattern: str, paths: list[Path]) -> int:
     return sum(p.read_text().count(pattern) for p in paths)
 
@@ -149,6 +246,7 @@ def main() -> None:
     print(f"import cycles: {len(cycles)} ({len(inside)} inside one package)")
     for group in cycles:
         print("  " + " <-> ".join(m.removeprefix("fairwin.") for m in group))
+    _house_measures(src)
 
 
 if __name__ == "__main__":
