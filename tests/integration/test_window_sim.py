@@ -44,15 +44,26 @@ def test_clearly_faster_candidate_wins(make_plan: PlanFactory) -> None:
     assert processes_with("win-a") == []
 
 
+#: The default rule's guards read the client's decode rate and TTFT, which pool only the streams whose client
+#: timing is trusted: on a busy machine (six test workers on two cores) 3 ms rounds left a stream of B's so short
+#: that its client's wait for a CPU passed a fifth of it, and a look came out INCONCLUSIVE once in a whole make
+#: test. Rounds of 20 ms from servers at nice 10 keep every stream long against that wait (as in
+#: test_fidelity_sim.py), and 24 tokens keep the window short.
+STARVATION_PROOF_CELLS = {
+    "short-b1": {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": 24, "streams_per_wave": 2}
+}
+
+
 @pytest.mark.slow
 def test_identical_candidate_is_no_change_under_the_default_rule(make_plan: PlanFactory) -> None:
     # The simulator's rounds cost the same in every start (no jitter), so launches of one role agree to well
     # within the bar: at the default rule's first look (after 5 starts: no archive) the equivalence interval
     # lies inside +-2 %, and the window stops there.
     plan = make_plan(
-        roles={"A": sim_role("--ms-per-round", "3", model="aa-a")},
+        roles={"A": sim_role("--ms-per-round", "20", model="aa-a", nice=10)},
         modes={"aa": {"control": "A", "candidate": "A"}},
         window={"rule": None, "repeats": 2},
+        cells=STARVATION_PROOF_CELLS,
     )
     done = fairwin("run", str(plan), "--mode", "aa")
     assert done.returncode == 0, done.stderr
@@ -67,10 +78,13 @@ def test_identical_candidate_is_no_change_under_the_default_rule(make_plan: Plan
 def test_the_default_rule_alternates_and_stops_at_the_look_that_decides(make_plan: PlanFactory) -> None:
     plan = make_plan(
         roles={
-            "A": sim_role("--ms-per-round", "3", model="alt-a"),
-            "B": sim_role("--ms-per-round", "3", "--spec-tokens", "3", "--acceptance", "0.8,0.7,0.6", model="alt-a"),
+            "A": sim_role("--ms-per-round", "20", model="alt-a", nice=10),
+            "B": sim_role(
+                "--ms-per-round", "20", "--spec-tokens", "3", "--acceptance", "0.8,0.7,0.6", model="alt-a", nice=10
+            ),
         },
         window={"rule": None, "repeats": 2},
+        cells=STARVATION_PROOF_CELLS,
     )
     shown = fairwin("plan", "show", str(plan), "--mode", "controlled")
     assert (
