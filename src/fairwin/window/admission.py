@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, TypedDict, Unpack
+from typing import Literal, TypedDict
 
 from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.archive.window_rows import archive_location
@@ -55,7 +55,7 @@ from fairwin.telemetry.watched_hosts import (
     window_hosts,
 )
 from fairwin.window.preflight import Preflight, first_look_archive, preflight
-from fairwin.window.processes import Launcher, launchable
+from fairwin.window.processes import Launcher, launchable, local_launcher
 from fairwin.window.progress import Listener
 
 
@@ -78,6 +78,27 @@ class WindowOptions(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """:class:`WindowOptions` as given, each with its default: made once where a window is asked for, then read
+    as attributes (the defaults are said here, not at each read)."""
+
+    launcher: Launcher = local_launcher
+    say: Callable[[str], None] = quiet
+    progress: Listener | None = None
+    output_dir: Path | None = None
+    order: Order | None = None
+    gates: GateInputs = field(default_factory=GateInputs)
+    coordinator: str | None = None
+    chain: Literal["chain", "last"] | None = None
+    chain_production: Path | None = None
+
+    @classmethod
+    def of(cls, options: WindowOptions) -> RunOptions:
+        given = {key: value for key, value in options.items() if value is not None}
+        return cls(**given)  # type: ignore[arg-type]  # WindowOptions' keys are this class's fields
+
+
+@dataclass(frozen=True)
 class Admission:
     """A window past its preflight and gates, before any host is contacted or anything is made."""
 
@@ -93,10 +114,10 @@ class Admission:
     clocks: ClockWatch = field(default_factory=ClockWatch)  # unobserved clocks; the watchdog logs' marks
 
 
-def gated(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
+def gated(loaded: LoadedPlan, mode_name: str, options: RunOptions) -> Admission:
     """Preflight, the lock's state and every gate: what refuses a window before it touches any host."""
     checked = preflight(loaded, mode_name)
-    out = loaded.output_dir(options.get("output_dir"))
+    out = loaded.output_dir(options.output_dir)
     lock = lock_path(loaded, out)
     refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
     try:
@@ -110,18 +131,18 @@ def gated(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) 
     refuse_if_held_elsewhere(
         [*here, archive] if isinstance(archive, HardwareLocks) else here, hardware_keys(loaded, mode_name)
     )
-    if options.get("chain") == "chain":
+    if options.chain == "chain":
         refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
     archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name, planned_cap(loaded))
-    gate_summary = run_gates(loaded, mode_name, checked.mode, options.get("gates") or GateInputs(), out, archive_starts)
+    gate_summary = run_gates(loaded, mode_name, checked.mode, options.gates, out, archive_starts)
     return Admission(checked, out, lock, archive, snapshot, archive_starts, gate_summary)
 
 
-async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Admission:
+async def admit(loaded: LoadedPlan, mode_name: str, options: RunOptions) -> Admission:
     """Everything that refuses a window before production is touched: the preflight, the lock and the gates (before
     any host is contacted), then every host answering, pinned code, each process's command, working directory and
     fixed ports on its host, and production as it runs. The one admission of the CLI and the public API."""
-    admitted = gated(loaded, mode_name, **options)
+    admitted = gated(loaded, mode_name, options)
     mode = admitted.checked.mode
     roles = (mode.control, mode.candidate)
     await _hosts_reachable(loaded, mode_name)
@@ -131,7 +152,7 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     production = Production(loaded, admitted.out) if loaded.plan.production is not None else None
     held = (production_host(loaded), host_port(production.base_url)[1]) if production is not None else None
     await launchable(loaded, roles, held)
-    if options.get("chain") == "chain":
+    if options.chain == "chain":
         await refuse_missing_placeholders_there(loaded)
     admitted = await asyncio.to_thread(_with_production_cap, loaded, admitted)
     here = find_source(loaded.plan.telemetry.gpu)
@@ -140,7 +161,7 @@ async def admit(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOpti
     clocks = ClockWatch(unwatched, await watchdog.mark(loaded), here, tuple(_gpus_readable(loaded, sources)))
     admitted = replace(admitted, clocks=clocks)
     if production is not None:
-        live = await production_as_it_runs(loaded, production, roles, options.get("say", quiet))
+        live = await production_as_it_runs(loaded, production, roles, options.say)
         admitted = replace(admitted, live=live)
     return admitted
 

@@ -46,10 +46,9 @@ from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_caps
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.watched_hosts import window_gpus, window_hosts
-from fairwin.window.admission import Admission, WindowOptions, admit, quiet
+from fairwin.window.admission import Admission, RunOptions, WindowOptions, admit
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, preflight_power
-from fairwin.window.processes import local_launcher
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
 
@@ -57,19 +56,18 @@ __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window
 async def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> Window:
     """:func:`admit`, then a new window directory: everything before the first journaled step. A chained window
     refused here aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
+    given = RunOptions.of(options)
     try:
-        return await open_admitted(loaded, mode_name, await admit(loaded, mode_name, **options), **options)
+        return await open_admitted(loaded, mode_name, await admit(loaded, mode_name, given), given)
     except FairwinError as exc:
-        if options.get("chain") is not None and not isinstance(exc, HardwareHeld):
-            await _abort_before_open(loaded, options, exc)
+        if given.chain is not None and not isinstance(exc, HardwareHeld):
+            await _abort_before_open(loaded, given, exc)
         raise
 
 
-async def open_admitted(
-    loaded: LoadedPlan, mode_name: str, admitted: Admission, **options: Unpack[WindowOptions]
-) -> Window:
+async def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, options: RunOptions) -> Window:
     """A new window directory for an admitted window, under the hardware's lock."""
-    say = options.get("say", quiet)
+    say = options.say
     checked, out = admitted.checked, admitted.out
     say(gate_line(checked.rule, admitted.gate_summary.budget))
     environment = capture(loaded.base_dir)
@@ -83,8 +81,8 @@ async def open_admitted(
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
     chain = await chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None
-    chosen_order = options.get("order") or chained_order(checked.rule, found) or draw_order(checked.rule)
-    directory, locks = _locked_directory(loaded, mode_name, admitted, options.get("coordinator"))
+    chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
+    directory, locks = _locked_directory(loaded, mode_name, admitted, options.coordinator)
     return Window(
         loaded=loaded,
         checked=checked,
@@ -96,13 +94,13 @@ async def open_admitted(
         archive_store=admitted.archive,
         archive_snapshot=admitted.snapshot,
         power_warnings=warnings,
-        launcher=options.get("launcher", local_launcher),
+        launcher=options.launcher,
         say=say,
         hold=hold,
         lock=admitted.lock,
         chain=chain,
         gpu=gpu,
-        listener=options.get("progress"),
+        listener=options.progress,
         production_cap=cap,
         production_caps=node_caps,
         archive_starts=admitted.archive_starts,
@@ -185,13 +183,13 @@ async def chain_for(
     hold: Hold | None,
     out: Path,
     environment: Environment,
-    options: WindowOptions,
+    options: RunOptions,
 ) -> ChainRun | None:
     """This window's part in a chain, or a refusal: chaining needs production and a mode that may chain, and a
     chain in progress is continued only by a chained window and only when it is consistent."""
     path = marker_path(loaded, out)
     found = read_marker(path)
-    wanted = options.get("chain")
+    wanted = options.chain
     if wanted is None:
         if found is not None:
             raise GateRefused(
@@ -213,7 +211,7 @@ async def chain_for(
     assert declared is not None  # a window's hold is made with production's declaration (_hold)
     if found is not None:
         problems = await continuation_problems(
-            loaded, found, snapshot=declared, commit=commit, capture=options.get("chain_production")
+            loaded, found, snapshot=declared, commit=commit, capture=options.chain_production
         )
         if problems:
             raise GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
@@ -226,7 +224,7 @@ async def chain_for(
         found=found,
         snapshot=declared,
         commit=commit,
-        coordinator=coordinator(options.get("coordinator")),
+        coordinator=coordinator(options.coordinator),
     )
 
 
@@ -236,11 +234,11 @@ async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Windo
     return await window.run()
 
 
-async def _abort_before_open(loaded: LoadedPlan, options: WindowOptions, error: FairwinError) -> None:
-    say = options.get("say", quiet)
+async def _abort_before_open(loaded: LoadedPlan, options: RunOptions, error: FairwinError) -> None:
+    say = options.say
     try:
         why = f"refused before its window opened: {error}"
-        aborted = await abort_chain(loaded, loaded.output_dir(options.get("output_dir")), say, why)
+        aborted = await abort_chain(loaded, loaded.output_dir(options.output_dir), say, why)
     except RestoreFailed as exc:
         error.with_context(aftermath=f"chain ABORTED, decision REJECT; {exc}")
         return
