@@ -26,8 +26,9 @@ from fairwin.archive import open_archive
 from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import Marker, marker_path, read_marker
 from fairwin.custody.chain_receipts import write_end
+from fairwin.custody.hardware_lock import HardwareLock
 from fairwin.custody.hold import Hold
-from fairwin.custody.lock import holder, lock_path, release_shared, shared_locks
+from fairwin.custody.lock import holder, lock_path
 from fairwin.custody.team_hold import TeamHold, release_owed
 from fairwin.directory.journal import RELEASE_STEP, Launched, happened, production_at_open, read_journal, servers
 from fairwin.directory.layout import WindowDir
@@ -131,8 +132,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
             **({"team_release": team} if team is not None else {}),
         )
     directory.journal_event("recover", "end", stopped=result.stopped, restore=restore)
-    _release_shared(loaded, output_dir, directory.window_id, result.problems)
-    lock.unlink(missing_ok=True)
+    _release_hardware(loaded, output_dir, lock, directory.window_id, result.problems)
     await _owed_releases(loaded, output_dir, result, skip=directory.window_id)
     if result.production is not None and not result.production.restored:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.reason}")
@@ -316,9 +316,12 @@ def _state(directory: WindowDir) -> str | None:
         return None
 
 
-def _release_shared(loaded: LoadedPlan, output_dir: Path, window_id: str, problems: list[str]) -> None:
-    """The dead window's locks in a shared archive, so that other coordinators may take the hardware again."""
+def _release_hardware(loaded: LoadedPlan, output_dir: Path, lock: Path, window_id: str, problems: list[str]) -> None:
+    """Every lock the dead window holds (its shared ones too, so that other coordinators may take the hardware)."""
     try:
-        release_shared(shared_locks(loaded, open_archive(archive_location(loaded, output_dir))), window_id)
+        hardware = HardwareLock.of(loaded, lock, open_archive(archive_location(loaded, output_dir)), keys=[])
     except ArchiveError as exc:
         problems.append(f"the hardware's shared lock was not released: {exc}; run recover again")
+        lock.unlink(missing_ok=True)
+        return
+    problems += [f"{problem}; run recover again" for problem in hardware.release(window_id)]

@@ -22,16 +22,8 @@ from pydantic import BaseModel, ConfigDict
 from fairwin.archive import open_archive
 from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import in_progress, marker_path, read_marker
-from fairwin.custody.lock import (
-    acquire,
-    acquire_shared,
-    coordinator,
-    host_keys,
-    lock_path,
-    release,
-    release_shared,
-    shared_locks,
-)
+from fairwin.custody.hardware_lock import HardwareLock
+from fairwin.custody.lock import coordinator, host_keys, lock_path
 from fairwin.errors import ArchiveError, GateRefused
 from fairwin.formats import STAGE, RecordFormat
 from fairwin.launch.checkouts import check_checkout, pinned_checkouts
@@ -170,18 +162,10 @@ def _holding(loaded: LoadedPlan, pinned: list[tuple[LaunchSpec, RepoPin]], recei
     if (found := read_marker(marker)) is not None:
         raise GateRefused(f"{in_progress(marker, found)}; stage after it ends (`fairwin chain abort PLAN` ends it now)")
     stage_id = f"stage-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+    keys = host_keys(spec.remote for spec, _ in pinned)
     try:  # every lock a window of this plan takes: this machine's, and the shared one other coordinators see
-        locks = shared_locks(loaded, open_archive(archive_location(loaded, out)))
+        hardware = HardwareLock.of(loaded, lock_path(loaded, out), open_archive(archive_location(loaded, out)), keys)
     except ArchiveError as exc:
         raise GateRefused(f"the hardware's shared lock cannot be read: {exc}") from None
-    lock = lock_path(loaded, out)
-    record = acquire(lock, stage_id, receipt, coordinator())
-    keys = host_keys(spec.remote for spec, _ in pinned)
-    try:
-        acquire_shared(locks, keys, record)
-        try:
-            yield
-        finally:
-            release_shared(locks, stage_id)
-    finally:
-        release(lock, stage_id)
+    with hardware.held(stage_id, receipt, coordinator()):
+        yield

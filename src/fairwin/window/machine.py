@@ -18,7 +18,6 @@ from functools import partial
 from fairwin.archive.window_rows import control_rows
 from fairwin.custody.chain import ChainedWindow, HeldOver
 from fairwin.custody.hold import Hold
-from fairwin.custody.lock import release, release_shared
 from fairwin.custody.team_hold import TeamHold
 from fairwin.decision import Decision
 from fairwin.directory.gate_summary import BudgetRecord
@@ -287,21 +286,10 @@ class Window(Opening, Closing):
         try:
             await self._steps_then_close()
         finally:
-            if self.lock is not None:
-                release(self.lock, self.directory.window_id)
-            self._release_shared()
+            for problem in self.hardware.release() if self.hardware is not None else ():
+                self.say(f"warning: {problem}; `fairwin recover PLAN` releases it")
         assert self.decision is not None  # the decide step ran
         return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
-
-    def _release_shared(self) -> None:
-        """The hardware's shared locks (a PostgreSQL archive's, or the file on production's host); one that cannot
-        be given back now is given back by recover."""
-        try:
-            release_shared(self.shared_locks, self.directory.window_id)
-        except ArchiveError as exc:
-            self.say(
-                f"warning: the hardware's shared lock was not released ({exc}); `fairwin recover PLAN` releases it"
-            )
 
     async def _steps_then_close(self) -> None:
         try:

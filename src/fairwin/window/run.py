@@ -19,19 +19,9 @@ from fairwin.custody.chain import (
     read_marker,
 )
 from fairwin.custody.chain_end import abort_chain
+from fairwin.custody.hardware_lock import HardwareLock
 from fairwin.custody.hold import Hold, fixed_role_urls
-from fairwin.custody.lock import (
-    HardwareHeld,
-    HardwareLocks,
-    acquire,
-    acquire_shared,
-    coordinator,
-    coordinator_of,
-    hardware_keys,
-    release,
-    release_shared,
-    shared_locks,
-)
+from fairwin.custody.lock import HardwareHeld, coordinator, coordinator_of, hardware_keys
 from fairwin.decision import RuleSpec
 from fairwin.directory.environment import Environment, capture
 from fairwin.directory.gate_summary import BudgetEstimate
@@ -82,7 +72,7 @@ async def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission,
     chain = await chain_for(loaded, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
-    directory, locks = _locked_directory(loaded, mode_name, admitted, options.coordinator)
+    directory, hardware = _locked_directory(loaded, mode_name, admitted, options.coordinator)
     return Window(
         loaded=loaded,
         checked=checked,
@@ -97,14 +87,13 @@ async def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission,
         launcher=options.launcher,
         say=say,
         hold=hold,
-        lock=admitted.lock,
+        hardware=hardware,
         chain=chain,
         gpu=gpu,
         listener=options.progress,
         production_cap=cap,
         production_caps=node_caps,
         archive_starts=admitted.archive_starts,
-        shared_locks=locks,
         live=admitted.live,
         clocks=admitted.clocks,
     )
@@ -134,23 +123,17 @@ def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: C
 
 def _locked_directory(
     loaded: LoadedPlan, mode_name: str, admitted: Admission, who_asked: str | None
-) -> tuple[WindowDir, list[HardwareLocks]]:
-    """The hardware's lock, the shared locks of its hosts, then the new directory; every lock let go on failure."""
+) -> tuple[WindowDir, HardwareLock]:
+    """The hardware's lock (every lock a window takes), then the new directory; the lock let go on failure."""
     window_id = new_window_id(mode_name)
-    record = acquire(admitted.lock, window_id, admitted.out / window_id, coordinator(who_asked))
-    locks = shared_locks(loaded, admitted.archive)
-    try:
-        acquire_shared(locks, hardware_keys(loaded, mode_name), record)
-    except BaseException:
-        release(admitted.lock, window_id)
-        raise
+    hardware = HardwareLock.of(loaded, admitted.lock, admitted.archive, hardware_keys(loaded, mode_name))
+    record = hardware.take(window_id, admitted.out / window_id, coordinator(who_asked))
     try:
         directory = WindowDir.create(admitted.out, mode_name, window_id, coordinator=coordinator_of(record))
     except BaseException:
-        release(admitted.lock, window_id)
-        release_shared(locks, window_id)
+        hardware.release()
         raise
-    return directory, locks
+    return directory, hardware
 
 
 def _node_caps(loaded: LoadedPlan, checked: Preflight, say: Callable[[str], None]) -> dict[str, float | None]:

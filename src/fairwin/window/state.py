@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from fairwin.archive import ArchiveStore, Snapshot
 from fairwin.custody.chain import ChainRun
+from fairwin.custody.hardware_lock import HardwareLock
 from fairwin.custody.hold import Hold
-from fairwin.custody.lock import HardwareLocks
 from fairwin.custody.team_hold import TeamHold
 from fairwin.decision import Decision
 from fairwin.directory.environment import Environment
@@ -57,10 +56,9 @@ class WindowState:
     gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
     production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
     production_caps: dict[str, float | None] = field(default_factory=dict)  # each host's own configured cap
-    lock: Path | None = None  # the hardware's lock this window holds until its close
+    hardware: HardwareLock | None = None  # every lock on the hardware this window holds until its close
     clocks: ClockWatch = field(default_factory=ClockWatch)  # admission's: unobserved clocks, watchdog marks
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell: a sequential rule's first look
-    shared_locks: list[HardwareLocks] = field(default_factory=list)  # other coordinators see this window's hold
     listener: Listener | None = None  # follows the window's progress events (window/progress.py)
     archived: bool = False
     archive_problem: str | None = None  # why the archive step could not append, with the command that retries
