@@ -247,7 +247,15 @@ def plan_factory(tmp_path: Path) -> PlanFactory:
         families = {"prose": write_family(tmp_path, "prose"), "code": write_family(tmp_path, "code")}
         data: dict[str, Any] = {
             # win2-v1 unless a test asks otherwise: three starts keep the window tests quick; rule=None: the default.
-            "window": {"output_dir": "windows", "repeats": 3, "idle_check_s": 0, "rule": "win2-v1", **(window or {})},
+            # No report.html unless a test reads it: its figures cost a second of CPU a window (about 150 windows).
+            "window": {
+                "output_dir": "windows",
+                "repeats": 3,
+                "idle_check_s": 0,
+                "rule": "win2-v1",
+                "report_html": False,
+                **(window or {}),
+            },
             "budget": {"startup_s": 1, "stop_s": 1, "decode_ms_per_token": 2},
             "roles": roles
             or {

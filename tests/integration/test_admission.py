@@ -150,7 +150,7 @@ def test_a_second_window_on_the_same_machine_is_refused_whatever_its_output_dire
 def test_a_busy_host_is_in_the_summary_the_page_and_the_context_and_quiet_never_hides_it(
     make_plan: PlanFactory,
 ) -> None:
-    plan = make_plan(window={"idle_check_s": 0.5, "repeats": 2})
+    plan = make_plan(window={"idle_check_s": 0.5, "repeats": 2, "report_html": True})
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # one core of the machine, busy
     try:
         running = start_run(plan, "--mode", "controlled")

@@ -20,7 +20,7 @@ def greedy_plan(make_plan: PlanFactory, fault: str) -> Path:
         "--ms-per-round", "2", "--spec-tokens", "3", "--acceptance", "0.8", "--fault", fault, model="g"
     )
     roles = {"A": sim_role("--ms-per-round", "2", model="g"), "B": candidate}
-    plan = make_plan(roles=roles, window={"repeats": 3, "warmup_waves_max": 1})
+    plan = make_plan(roles=roles, window={"repeats": 3, "warmup_waves_max": 1, "report_html": True})
     plan.write_text(
         plan.read_text() + '\n[diagnostics.greedy]\non = ["control", "candidate"]\nprompts = 2\nmax_tokens = 12\n'
     )

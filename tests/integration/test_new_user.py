@@ -44,7 +44,7 @@ def test_a_new_users_own_roles_and_corpus_from_plan_check_to_promotion(make_plan
         "ngram": sim_role("--ms-per-round", "2", "--spec-tokens", "4", "--acceptance", "0.8,0.6,0.5,0.4"),
     }
     cells = {"chat": {"families": ["ours"], "prompt_tokens": 200, "max_tokens": 48, "streams_per_wave": 2}}
-    window = {"repeats": 2, "rule": "win2-launch-v1"}
+    window = {"repeats": 2, "rule": "win2-launch-v1", "report_html": True}  # they read its page
 
     def plan(**extra: object) -> Path:
         path = make_plan(roles=roles, cells=cells, window=window, **extra)  # type: ignore[arg-type]

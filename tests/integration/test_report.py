@@ -54,7 +54,8 @@ def two_windows(tmp_path_factory: pytest.TempPathFactory) -> FinishedWindows:
         "A": sim_role("--ms-per-round", "4", model="shared"),
         "B": sim_role("--ms-per-round", "4", "--spec-tokens", "4", "--acceptance", "0.8,0.6,0.5,0.4", model="shared"),
     }
-    plan = plan_factory(directory)(roles=roles, cells=cells, window={"repeats": 2, "warmup_waves_max": 1})
+    window = {"repeats": 2, "warmup_waves_max": 1, "report_html": True}
+    plan = plan_factory(directory)(roles=roles, cells=cells, window=window)
     for _ in range(2):
         done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
         assert done.returncode == 0, done.stderr
@@ -184,3 +185,16 @@ def test_window_decision_recomputes_exactly_and_the_archive_grows(two_windows: F
     # Against the archive as it is now, the first window sees the second one's starts too.
     (now,) = json.loads(fairwin("decide", str(windows[0]), "--archive", str(archive), "--json").stdout)["decisions"]
     assert now["cells"][0]["noise"]["archive"]["starts"] == 4
+
+
+def test_a_window_told_to_draw_no_report_writes_its_summary_and_fairwin_report_draws_it_later(
+    tmp_path: Path,
+) -> None:
+    plan = plan_factory(tmp_path)(window={"repeats": 1, "warmup_waves_max": 0, "report_html": False})
+    done = fairwin("run", str(plan), "--mode", "controlled", "--quiet")
+    assert done.returncode == 0, done.stderr
+    (window,) = [p for p in (tmp_path / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert (window / "summary.md").is_file() and not (window / "report.html").exists()
+    drawn = fairwin("report", str(window))
+    assert (drawn.returncode, drawn.stdout.strip()) == (0, f"report: {window / 'report.html'}")
+    assert "<html" in (window / "report.html").read_text()

@@ -59,7 +59,7 @@ def canary_plan(make_plan: PlanFactory, tmp_path: Path, password: str) -> Path:
     return make_plan(
         roles=roles,
         modes={"broken": {"control": "A", "candidate": "C"}},
-        window={"repeats": 2, "warmup_waves_max": 1, "rule": "win2-launch-v1"},
+        window={"repeats": 2, "warmup_waves_max": 1, "rule": "win2-launch-v1", "report_html": True},
         cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
         production={"role": "P", **WATCH},
         chain={"placeholders": {"gpu": holder}},

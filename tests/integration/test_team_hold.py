@@ -120,7 +120,7 @@ def test_a_failed_team_release_stays_owed_in_the_windows_receipts_until_recover_
     ledger, away = tmp_path / "ledger.txt", tmp_path / "lease-server-away"
     away.touch()
     release = ["sh", "-c", f'if [ -e {away} ]; then echo lease server away >&2; exit 2; fi; echo "release" >> {ledger}']
-    plan = with_custody(production_plan(make_plan, "team-owed"), ["true"], release)
+    plan = with_custody(production_plan(make_plan, "team-owed", window={"report_html": True}), ["true"], release)
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     done = fairwin("run", str(plan), "--quiet")

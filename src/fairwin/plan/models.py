@@ -178,6 +178,11 @@ class WindowSettings(StrictModel):
             "client-only), or auto (the profile the first start's /metrics exports)."
         ),
     )
+    report_html: bool = Field(
+        True,
+        description="Write report.html at the close (about a second of CPU: matplotlib's figures); false: "
+        "`fairwin report WINDOW` writes it when wanted. summary.md and the decision are written either way.",
+    )
 
     @field_validator("output_dir")
     @classmethod

@@ -133,7 +133,7 @@ class Closing(WindowState):
             self.chain.write_end(self.directory.window_id, verdict, restore)
         state = "complete" if error is None else type(error).__name__
         self.directory.journal_event("close", "end", state=state, **outcome)
-        if self.decision is not None:
+        if self.decision is not None and self.loaded.plan.window.report_html:
             report_after_close(self.directory, self.decision, self.say)
         self.feed.emit(
             "close",
