@@ -99,6 +99,8 @@ def main() -> None:
         imports = f"{import_cost(IMPORTS[name]):.2f}" if name in IMPORTS else ""
         each = seconds[name] / count[name]
         print(f"{name:40} {count[name]:9} {seconds[name]:8.1f} {each:6.2f} {imports:>8}")
+    print("imports: CPU s of a process importing only what the kind imports first; for `fairwin (other)` the")
+    print("command line's own, a floor (each command imports its own modules beyond it)")
     raise SystemExit(done.returncode)
 
 
