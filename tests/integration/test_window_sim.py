@@ -45,10 +45,10 @@ def test_clearly_faster_candidate_wins(make_plan: PlanFactory) -> None:
 
 
 #: The default rule's guards read the client's decode rate and TTFT, which pool only the streams whose client
-#: timing is trusted: on a busy machine (six test workers on two cores) 3 ms rounds left a stream of B's so short
-#: that its client's wait for a CPU passed a fifth of it, and a look came out INCONCLUSIVE once in a whole make
-#: test. Rounds of 20 ms from servers at nice 10 keep every stream long against that wait (as in
-#: test_fidelity_sim.py), and 24 tokens keep the window short.
+#: timing is trusted. At 3 ms rounds a stream of B's lasts about 60 ms, so a wait for a CPU of 12 ms (six test
+#: workers on two cores) leaves it untrusted; the look after s5 said no WIN once in a whole make test (its stderr
+#: was cut from the report: that cause is the likely one, not a seen one). Rounds of 20 ms from servers at nice 10
+#: keep every stream long against such a wait (as in test_fidelity_sim.py), and 24 tokens keep the window short.
 STARVATION_PROOF_CELLS = {
     "short-b1": {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": 24, "streams_per_wave": 2}
 }
