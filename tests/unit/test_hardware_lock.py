@@ -58,3 +58,18 @@ def test_held_lets_everything_go_when_its_block_raises(tmp_path: Path) -> None:
         assert holder(lock.path) is not None
         raise RuntimeError("the stage failed")
     assert holder(lock.path) is None and held_keys(lock) == [[], []]
+
+
+class Unreachable(MachineLocks):
+    """A shared store whose host went away while the window ran."""
+
+    def release_hardware(self, window_id: str) -> None:
+        raise ConnectionResetError("the host went away")
+
+
+def test_the_lock_file_goes_even_when_a_shared_store_cannot_be_reached(tmp_path: Path) -> None:
+    lock = HardwareLock(tmp_path / "out" / ".window.lock", [Unreachable(tmp_path / "shared")], KEYS)
+    lock.take("w1", tmp_path / "out" / "w1", "alice")
+    with pytest.raises(ConnectionResetError):
+        lock.release()
+    assert holder(lock.path) is None and lock.record is None

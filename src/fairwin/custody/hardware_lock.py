@@ -58,8 +58,9 @@ class HardwareLock:
             release_shared(self.stores, holder)
         except ArchiveError as exc:
             problems.append(f"the hardware's shared lock was not released ({exc})")
-        release(self.path, holder)
-        self.record = None
+        finally:  # whatever the shared ones raised, the lock file goes
+            release(self.path, holder)
+            self.record = None
         return problems
 
     @contextlib.contextmanager
