@@ -143,36 +143,31 @@ def _functions_taking_plan(paths: list[Path]) -> tuple[int, int]:
     return everywhere, outside
 
 
-def _calls(paths: list[Path], match: Callable[[ast.Call], bool]) -> dict[str, int]:
-    """Each module's count of calls ``match`` accepts."""
+def _nodes(paths: list[Path], match: Callable[[ast.AST], bool]) -> dict[str, int]:
+    """Each module's count of the syntax nodes ``match`` accepts (modules with none left out)."""
     found: dict[str, int] = {}
     for path in paths:
-        count = sum(1 for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call) and match(n))
+        count = sum(1 for node in ast.walk(ast.parse(path.read_text())) if match(node))
         if count:
             found[str(path.relative_to(SRC))] = count
     return found
 
 
-def _runs_a_command(call: ast.Call) -> bool:
-    return ast.unparse(call.func) in COMMAND_CALLS
+def _runs_a_command(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and ast.unparse(node.func) in COMMAND_CALLS
 
 
-def _resolves_a_host(call: ast.Call) -> bool:
-    return ast.unparse(call.func).endswith("resolved") and any(".hosts[" in ast.unparse(a) for a in call.args)
+def _resolves_a_host(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and ast.unparse(node.func).endswith("resolved")
+        and any(".hosts[" in ast.unparse(a) for a in node.args)
+    )
 
 
-def _raised(paths: list[Path], name: str) -> dict[str, int]:
-    """Each module's count of ``raise NAME(...)``."""
-    found: dict[str, int] = {}
-    for path in paths:
-        count = sum(
-            1
-            for n in ast.walk(ast.parse(path.read_text()))
-            if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and ast.unparse(n.exc.func) == name
-        )
-        if count:
-            found[str(path.relative_to(SRC))] = count
-    return found
+def _raises_gate_refused(node: ast.AST) -> bool:
+    raised = node.exc if isinstance(node, ast.Raise) else None
+    return isinstance(raised, ast.Call) and ast.unparse(raised.func) == "GateRefused"
 
 
 def _class_fields(path: Path, name: str) -> int:
@@ -186,13 +181,13 @@ def _house_measures(src: list[Path]) -> None:
     """The measures #50 set: where the plan goes, who resolves hosts and runs commands, where refusals live."""
     everywhere, outside = _functions_taking_plan(src)
     print(f"functions taking LoadedPlan: {everywhere} ({outside} outside {', '.join(PLAN_READERS)})")
-    hand = _calls(src, _resolves_a_host)
+    hand = _nodes(src, _resolves_a_host)
     print(f"hand-written host resolutions (resolved(...hosts[...])): {sum(hand.values())} in {len(hand)} files")
-    commands = _calls(src, _runs_a_command)
+    commands = _nodes(src, _runs_a_command)
     print(f"modules that run a command directly (spawn a process, open an SSH channel): {len(commands)}")
     for where, count in sorted(commands.items()):
         print(f"  {where}: {count}")
-    refused = _raised(src, "GateRefused")
+    refused = _nodes(src, _raises_gate_refused)
     print(f"GateRefused raised: {sum(refused.values())} places in {len(refused)} files")
     print(f"WindowState fields: {_class_fields(SRC / 'window' / 'state.py', 'WindowState')}")
     long_modules = [(len(p.read_text().splitlines()), p) for p in src]

@@ -28,7 +28,7 @@ from fairwin.custody.chain import Marker, marker_path, read_marker
 from fairwin.custody.chain_receipts import write_end
 from fairwin.custody.hardware_lock import HardwareLock
 from fairwin.custody.hold import Hold
-from fairwin.custody.lock import holder, lock_path
+from fairwin.custody.lock import holder, lock_path, shared_locks
 from fairwin.custody.team_hold import TeamHold, release_owed
 from fairwin.directory.journal import RELEASE_STEP, Launched, happened, production_at_open, read_journal, servers
 from fairwin.directory.layout import WindowDir
@@ -319,9 +319,8 @@ def _state(directory: WindowDir) -> str | None:
 def _release_hardware(loaded: LoadedPlan, output_dir: Path, lock: Path, window_id: str, problems: list[str]) -> None:
     """Every lock the dead window holds (its shared ones too, so that other coordinators may take the hardware)."""
     try:
-        hardware = HardwareLock.of(loaded, lock, open_archive(archive_location(loaded, output_dir)), keys=[])
-    except ArchiveError as exc:
+        stores = shared_locks(loaded, open_archive(archive_location(loaded, output_dir)))
+    except ArchiveError as exc:  # its lock file goes all the same, as when a store cannot release
         problems.append(f"the hardware's shared lock was not released: {exc}; run recover again")
-        lock.unlink(missing_ok=True)
-        return
-    problems += [f"{problem}; run recover again" for problem in hardware.release(window_id)]
+        stores = []
+    problems += [f"{problem}; run recover again" for problem in HardwareLock(lock, stores, []).release(window_id)]
