@@ -15,6 +15,7 @@ import pytest
 
 from fairwin.errors import ANSWER_IS_NO
 from fairwin.files import read_jsonl
+from fairwin.plan.site import Site
 from tests.components import missing
 from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, processes_with, status
@@ -240,9 +241,9 @@ def test_the_marker_path_comes_from_the_environment_before_the_plan(
     from fairwin.plan import load_plan
 
     plan = production_plan(make_plan, "chain-path", chain={"marker": "live-chain.json"})
-    assert marker_path(load_plan(plan), tmp_path) == scratch_chain_marker
+    assert marker_path(Site.of(load_plan(plan)), tmp_path) == scratch_chain_marker
     os.environ.pop("FAIRWIN_CHAIN_MARKER")
-    assert marker_path(load_plan(plan), tmp_path) == plan.parent / "live-chain.json"
+    assert marker_path(Site.of(load_plan(plan)), tmp_path) == plan.parent / "live-chain.json"
 
 
 @pytest.mark.slow

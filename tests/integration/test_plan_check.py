@@ -10,6 +10,7 @@ import pytest
 from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
 from fairwin.archive.window_rows import planned_match
 from fairwin.launch.spec import free_port
+from fairwin.plan.site import Site
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
 
@@ -19,7 +20,7 @@ def noisy_archive(plan: Path) -> None:
     to launch by about 12 %, repeats by about 1 %; and six more of another role, which must not count."""
     from fairwin.plan import load_plan
 
-    key = planned_match(load_plan(plan), "controlled", "A", "short-b1")
+    key = planned_match(Site.of(load_plan(plan)), "controlled", "A", "short-b1")
     means = [1000.0, 1150.0, 880.0, 1070.0, 940.0, 1200.0]
     rows = [
         ArchiveRow(

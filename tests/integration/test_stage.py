@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fairwin.files import sha256_bytes
+from fairwin.plan.site import Site
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
 from tests.integration.sshd import SshHosts
@@ -94,7 +95,7 @@ def test_stage_copies_a_built_file_makes_a_deploy_worktree_and_waits_for_no_wind
     pin += f'artifacts = {{ "{dest}" = "{built}" }}'
     plan = pinned_plan(make_plan, ssh_hosts, "staged-built", pin)
     loaded = load_plan(plan)
-    lock = lock_path(loaded, loaded.output_dir())
+    lock = lock_path(Site.of(loaded), loaded.output_dir())
     acquire(lock, "20261204T120000Z-controlled-held", tmp_path / "held-window", "ci")
     try:
         refused = fairwin("stage", str(plan), "--to", str(tmp_path / "refused.json"))
@@ -121,9 +122,9 @@ def test_stage_takes_the_shared_lock_a_window_takes_and_waits_for_another_coordi
     staging: another coordinator's window holding host h2 there refuses `stage`, naming it, and touches nothing;
     once it is gone, stage takes the same lock (a window refused meanwhile) and gives it back."""
     from fairwin.archive.postgres import PostgresArchive
-    from fairwin.custody.lock import host_keys
     from fairwin.directory.lock_record import LockRecord
     from fairwin.plan import load_plan
+    from fairwin.plan.site import host_keys
 
     repo, qualified, later = two_commits(tmp_path)
     plan = pinned_plan(make_plan, ssh_hosts, "staged-shared", f'path = "{repo}", commit = "{qualified[:10]}"')

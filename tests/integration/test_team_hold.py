@@ -87,10 +87,11 @@ def test_a_release_that_fails_is_recorded_as_owed_and_a_hold_that_cannot_run_ref
     from fairwin.directory.journal import JournalRow
     from fairwin.errors import GateRefused
     from fairwin.plan import load_plan
+    from fairwin.plan.site import Site
 
     failing = 'custody.release_command=["sh", "-c", "echo lease expired >&2; exit 2"]'
     loaded = load_plan(make_plan(), ['custody.hold_command=["true"]', failing])
-    team = TeamHold(loaded, "w1", tmp_path)
+    team = TeamHold(Site.of(loaded), "w1", tmp_path)
     assert asyncio.run(team.take()).exit == 0 and team.owed
     released = asyncio.run(team.release())
     assert released.released is False and released.exit == 2 and not team.owed  # tried once; recover retries
@@ -102,9 +103,8 @@ def test_a_release_that_fails_is_recorded_as_owed_and_a_hold_that_cannot_run_ref
     assert release_owed(rows) and not release_owed(
         [*rows, JournalRow(time=2, step="team release", event="end", released=True)]
     )
-    missing = TeamHold(
-        load_plan(make_plan(name="p2.toml"), ['custody.hold_command=["/opt/nowhere/hold"]']), "w2", tmp_path
-    )
+    loaded = load_plan(make_plan(name="p2.toml"), ['custody.hold_command=["/opt/nowhere/hold"]'])
+    missing = TeamHold(Site.of(loaded), "w2", tmp_path)
     never_ran = r"hold command /opt/nowhere/hold did not run to its end: could not run: .*No such file"
     with pytest.raises(GateRefused, match=never_ran):
         asyncio.run(missing.take())

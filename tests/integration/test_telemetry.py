@@ -14,8 +14,8 @@ import pytest
 from fairwin.files import read_jsonl
 from fairwin.launch.spec import free_port
 from fairwin.plan import load_plan
+from fairwin.plan.site import Site
 from fairwin.telemetry.cap import production_caps
-from fairwin.telemetry.watched_hosts import window_hosts
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, status
 from tests.integration.sshd import SshHosts
@@ -212,10 +212,10 @@ def test_productions_configured_cap_is_read_on_every_host_from_its_own_file(
     on_h1 = Path.home() / name  # the loopback h1's login home is this user's
     on_h1.write_text("PATH=/usr/bin\nGPU_CLOCK_CAP=2150\n")
     try:
-        loaded = load_plan(plan)
-        assert production_caps(loaded, window_hosts(loaded, {"A", "B"})) == {"here": 2300.0, "h1": 2150.0}
+        site = Site.of(load_plan(plan), {"A", "B"})
+        assert production_caps(site) == {"here": 2300.0, "h1": 2150.0}
         on_h1.unlink()
-        assert production_caps(loaded, [None, "h1"]) == {"here": 2300.0, "h1": None}  # no file of its own there
+        assert production_caps(site) == {"here": 2300.0, "h1": None}  # no file of its own there
     finally:
         on_h1.unlink(missing_ok=True)
 

@@ -13,6 +13,7 @@ import pytest
 from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
 from fairwin.archive.window_rows import planned_match
 from fairwin.plan import load_plan
+from fairwin.plan.site import Site
 from fairwin.window.run import open_window, run_window
 from tests.conftest import PlanFactory
 from tests.unit.test_window_steps import launcher_recording
@@ -20,7 +21,7 @@ from tests.unit.test_window_steps import launcher_recording
 
 def keyed_like(plan: Path, window: str, role: str = "A", **change: object) -> ArchiveRow:
     """A control start keyed as this plan's controlled windows key theirs (no GPU here: no model, no caps)."""
-    key = planned_match(load_plan(plan), "controlled", "A", "short-b1")
+    key = planned_match(Site.of(load_plan(plan)), "controlled", "A", "short-b1")
     fields = {
         "window_id": window,
         "time": 1.0,

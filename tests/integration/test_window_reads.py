@@ -16,6 +16,7 @@ from fairwin.archive import read_archive
 from fairwin.decision import get_rule
 from fairwin.directory.layout import WindowDir
 from fairwin.plan import load_plan
+from fairwin.plan.site import Site
 from fairwin.verdict.stored import Deciding
 from fairwin.window.looks import look_now
 from fairwin.window.preflight import planned_keys
@@ -46,7 +47,7 @@ def test_a_look_reads_each_of_the_windows_files_once(make_plan: PlanFactory, tmp
     rule = get_rule("win2-seq-v2")
     snapshot = read_archive(Path(loaded.output_dir()) / "control-archive.jsonl")
     deciding = Deciding(
-        "controlled", result.decision.order, rule, snapshot, planned_keys(loaded, "controlled", None), None
+        "controlled", result.decision.order, rule, snapshot, planned_keys(Site.of(loaded), "controlled", None), None
     )
     _counting.append(Counter())
     try:

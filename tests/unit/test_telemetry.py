@@ -13,6 +13,7 @@ import pytest
 
 from fairwin.directory.journal import JournalRow
 from fairwin.errors import InputError
+from fairwin.plan.site import Site
 from fairwin.telemetry.gpu import ComputeProcess, GpuSample, parse_compute_apps, parse_query
 from fairwin.telemetry.hold_clocks import between_starts, held, relocks
 from fairwin.telemetry.sampler import Dialback, Sampler, events_by_repeat, summarize
@@ -111,15 +112,15 @@ def test_productions_cap_comes_from_its_environment_file(make_plan: PlanFactory)
     from fairwin.telemetry.cap import production_cap
 
     plan = make_plan(window={"production_clock_cap_mhz": 1500})
-    assert production_cap(load_plan(plan)) == (1500.0, "window.production_clock_cap_mhz")
+    assert production_cap(Site.of(load_plan(plan))) == (1500.0, "window.production_clock_cap_mhz")
     plan.write_text(plan.read_text() + '\n[telemetry]\nproduction_cap_file = "gpu.env"\n')
-    assert production_cap(load_plan(plan))[0] == 1500.0  # no file: the plan's own, and the reason says so
+    assert production_cap(Site.of(load_plan(plan)))[0] == 1500.0  # no file: the plan's own, and the reason says so
     env = plan.parent / "gpu.env"
     env.write_text('GPU_CLOCK_CAP="1755"\n')
-    assert production_cap(load_plan(plan)) == (1755.0, f"{env}: GPU_CLOCK_CAP")
+    assert production_cap(Site.of(load_plan(plan))) == (1755.0, f"{env}: GPU_CLOCK_CAP")
     env.write_text("GPU_CLOCK_CAP=fast\n")
     with pytest.raises(InputError, match="GPU_CLOCK_CAP='fast' is not a number of MHz"):
-        production_cap(load_plan(plan))
+        production_cap(Site.of(load_plan(plan)))
 
 
 def test_caps_from_logs_need_no_gpu_source_and_every_hosts_log_is_read(tmp_path: Path) -> None:

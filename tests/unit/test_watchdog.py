@@ -9,6 +9,7 @@ import pytest
 
 from fairwin.errors import GateRefused
 from fairwin.plan import load_plan
+from fairwin.plan.site import Site
 from fairwin.telemetry import watchdog
 from tests.conftest import PlanFactory
 
@@ -25,25 +26,25 @@ def test_only_lines_added_after_the_mark_that_match_are_events(make_plan: PlanFa
     log = tmp_path / "watchdog.log"
     log.write_text("relock 2300 -> 1800 (yesterday)\n")
     loaded = load_plan(_plan_with_watchdog(make_plan, log))
-    marks = asyncio.run(watchdog.mark(loaded))
+    marks = asyncio.run(watchdog.mark(Site.of(loaded)))
     assert marks == {"here": log.stat().st_size}
-    assert asyncio.run(watchdog.events(loaded, marks)) == {}  # nothing new: a quiet watchdog
+    assert asyncio.run(watchdog.events(Site.of(loaded), marks)) == {}  # nothing new: a quiet watchdog
     with log.open("a") as out:
         out.write("heartbeat\nrelock 2300 -> 1800\n" + "".join(f"relock {i}\n" for i in range(6)))
-    assert asyncio.run(watchdog.events(loaded, marks)) == {
+    assert asyncio.run(watchdog.events(Site.of(loaded), marks)) == {
         "here": ["relock 2300 -> 1800", "relock 0", "relock 1", "relock 2", "relock 3", "and 2 more"]
     }
     log.write_text("relock after rotation\n")  # shorter than the mark: rotated, read whole
-    assert asyncio.run(watchdog.events(loaded, marks)) == {"here": ["relock after rotation"]}
+    assert asyncio.run(watchdog.events(Site.of(loaded), marks)) == {"here": ["relock after rotation"]}
     log.unlink()  # gone at the decision: an event, never a quiet log
-    (found,) = asyncio.run(watchdog.events(loaded, marks))["here"]
+    (found,) = asyncio.run(watchdog.events(Site.of(loaded), marks))["here"]
     assert found.startswith(f"its log {log} could not be read at the decision")
 
 
 def test_a_log_that_cannot_be_read_refuses_the_window_naming_it(make_plan: PlanFactory, tmp_path: Path) -> None:
     loaded = load_plan(_plan_with_watchdog(make_plan, tmp_path / "missing.log"))
     with pytest.raises(GateRefused, match=r"telemetry.watchdog_logs.here: .*missing.log cannot be read on here"):
-        asyncio.run(watchdog.mark(loaded))
+        asyncio.run(watchdog.mark(Site.of(loaded)))
 
 
 def test_a_watchdog_on_an_undeclared_host_or_a_bad_pattern_is_a_plan_error(make_plan: PlanFactory) -> None:

@@ -24,40 +24,40 @@ from fairwin.directory.manifest import CellShape, WindowArchiveKey
 from fairwin.directory.start_receipt import StartReceipt
 from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import CorruptRecordError
-from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Plan
+from fairwin.plan.site import Site
 from fairwin.production.control import snapshot as production_snapshot
 from fairwin.rows import METRICS
 from fairwin.telemetry.gpu import HERE
 
 
-def archive_location(loaded: LoadedPlan, output_dir: Path) -> str:
-    setting = loaded.plan.window.archive
-    return chosen_location(str(setting) if setting is not None else None, loaded.base_dir, output_dir)
+def archive_location(site: Site, output_dir: Path) -> str:
+    setting = site.plan.window.archive
+    return chosen_location(str(setting) if setting is not None else None, site.base_dir, output_dir)
 
 
-def production_commit(loaded: LoadedPlan) -> str | None:
+def production_commit(site: Site) -> str | None:
     """What production runs: the declared ``[production] commit``, else its declaration's digest (the same
     argv, environment and env files are the same build as far as fairwin can tell); None without production."""
-    settings = loaded.plan.production
+    settings = site.plan.production
     if settings is None:
         return None
-    return settings.commit or f"snapshot:{production_snapshot(loaded).sha256[:16]}"
+    return settings.commit or f"snapshot:{production_snapshot(site).sha256[:16]}"
 
 
-def host_names(loaded: LoadedPlan) -> dict[str, str]:
+def host_names(site: Site) -> dict[str, str]:
     """Each host a plan names, as the archive keys it: fairwin's own by its host name, the others by address."""
     names = {HERE: socket.gethostname()}
-    for name, host in loaded.plan.hosts.items():
+    for name, host in site.plan.hosts.items():
         names[name] = host.address if host.port == 22 else f"{host.address}:{host.port}"
     return names
 
 
-def archive_key_record(loaded: LoadedPlan) -> WindowArchiveKey:
+def archive_key_record(site: Site) -> WindowArchiveKey:
     """window.json's ``archive_key``: what the window's rows are keyed by besides what its starts observe."""
     return WindowArchiveKey(
-        production_commit=production_commit(loaded),
-        hosts=host_names(loaded),
+        production_commit=production_commit(site),
+        hosts=host_names(site),
         cells={
             name: CellShape(
                 prompt_tokens=cell.prompt_tokens,
@@ -65,18 +65,18 @@ def archive_key_record(loaded: LoadedPlan) -> WindowArchiveKey:
                 concurrency=cell.concurrency,
                 temperature=cell.temperature,
             )
-            for name, cell in loaded.plan.cells.items()
+            for name, cell in site.plan.cells.items()
         },
     )
 
 
 def planned_match(
-    loaded: LoadedPlan, mode: str, control: str, cell: str, production_cap_mhz: float | None = None
+    site: Site, mode: str, control: str, cell: str, production_cap_mhz: float | None = None
 ) -> PlannedKey:
     """The key a window of this plan matches archived control starts of ``cell`` on, before any start ran:
     ``window.archive_key``'s fields (the cell always), the clock cap being production's (every start must run at
     it). The gates, every look and the decision count the rows this key selects, and nothing else."""
-    return match_in(loaded.plan, archive_key_record(loaded), mode, control, cell, production_cap_mhz)
+    return match_in(site.plan, archive_key_record(site), mode, control, cell, production_cap_mhz)
 
 
 def match_in(

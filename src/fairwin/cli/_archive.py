@@ -138,13 +138,15 @@ def _plan_matches(plan: Path, mode: str | None) -> Callable[[ArchiveRow], str]:
     it differs on; the plan's own match, production's cap as the plan declares it (``plan show``'s)."""
     from fairwin.plan import load_plan
     from fairwin.plan.schedule import default_mode, resolve_mode
+    from fairwin.plan.site import Site
     from fairwin.telemetry.cap import planned_cap
     from fairwin.window.preflight import planned_keys
 
     loaded = load_plan(plan)
     chosen = mode or default_mode(loaded)
     resolve_mode(loaded, chosen)  # a mode the plan does not have is refused here, in one line
-    keys = planned_keys(loaded, chosen, planned_cap(loaded))
+    site = Site.for_mode(loaded, chosen)
+    keys = planned_keys(site, chosen, planned_cap(site))
 
     def verdict(row: ArchiveRow) -> str:
         match = keys.get(row.cell)

@@ -13,7 +13,7 @@ from fairwin.cli._console import stderr, stdout
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
-    from fairwin.plan.loading import LoadedPlan
+    from fairwin.plan.site import Site
 
 
 def add_parsers(commands: Commands) -> None:
@@ -34,17 +34,19 @@ def add_parsers(commands: Commands) -> None:
     which.choices["check-prev"].add_argument("--chain-production", help="production's new capture, as for run")
 
 
-def _loaded(args: argparse.Namespace) -> tuple[LoadedPlan, Path]:
+def _site(args: argparse.Namespace) -> tuple[Site, Path]:
+    """The plan's site (every role: a chain's windows may run any mode) and its output directory."""
     from fairwin.plan import load_plan
+    from fairwin.plan.site import Site as Built
 
     loaded = load_plan(args.plan, args.overrides)
-    return loaded, loaded.output_dir(args.out)
+    return Built.of(loaded), loaded.output_dir(args.out)
 
 
 def status(args: argparse.Namespace) -> int:
     from fairwin.custody.chain_end import describe
 
-    for line in asyncio.run(describe(*_loaded(args))):
+    for line in asyncio.run(describe(*_site(args))):
         stdout.print(line, markup=False)
     return 0
 
@@ -53,9 +55,9 @@ def check_prev(args: argparse.Namespace) -> int:
     """Exit 0 when the next window may continue the chain (or none is in progress); a refusal aborts it: exit 4."""
     from fairwin.custody.chain_end import check_previous
 
-    loaded, out = _loaded(args)
+    site, out = _site(args)
     capture = Path(args.chain_production) if args.chain_production else None
-    stdout.print(asyncio.run(check_previous(loaded, out, capture, _say)), markup=False)
+    stdout.print(asyncio.run(check_previous(site, out, capture, _say)), markup=False)
     return 0
 
 
@@ -63,8 +65,8 @@ def abort(args: argparse.Namespace) -> int:
     """Exit 0 once production is back and the marker cleared; a restore that fails is exit 6, the marker kept."""
     from fairwin.custody.chain_end import abort_chain
 
-    loaded, out = _loaded(args)
-    aborted = asyncio.run(abort_chain(loaded, out, _say, "aborted by hand (`fairwin chain abort`)"))
+    site, out = _site(args)
+    aborted = asyncio.run(abort_chain(site, out, _say, "aborted by hand (`fairwin chain abort`)"))
     if aborted is None:
         stdout.print("no chain in progress: nothing to abort", markup=False)
         return 0

@@ -42,15 +42,17 @@ def plan_check(args: argparse.Namespace) -> int:
     from fairwin.gates.budget import check_budget
     from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
+    from fairwin.plan.site import Site
     from fairwin.window.preflight import error_rate_check, preflight, read_plan_archive_starts
 
     loaded = load_plan(args.plan, args.overrides)
+    site = Site.of(loaded)
     print_notices(loaded)
     modes = loaded.plan.all_modes()
     for mode in modes:
         preflight(loaded, mode)
     # The budget's gate, as `fairwin run` applies it: a plan that cannot fit is not OK.
-    for found in estimates(loaded, loaded.output_dir(), read_plan_archive_starts(loaded)):
+    for found in estimates(loaded, loaded.output_dir(), read_plan_archive_starts(site, loaded.output_dir())):
         check_budget(loaded, found)
     # Counted before OK is printed: a server that does not answer, or a prompt too short, is not OK.
     lengths = _check_prompt_lengths(loaded, args) if args.tokenizer is not None or args.tokenize_url else None
@@ -64,7 +66,7 @@ def plan_check(args: argparse.Namespace) -> int:
             "roles A and B (mode controlled) or P and B (production-policy)",
             markup=False,
         )
-    for warning in error_rate_check(loaded, get_rule(loaded.plan.window.rule)):
+    for warning in error_rate_check(site, get_rule(loaded.plan.window.rule), loaded.output_dir()):
         stderr.print(f"warning: {warning}", markup=False)
     if lengths is not None:
         stdout.print(lengths, markup=False)
@@ -94,6 +96,7 @@ def plan_show(args: argparse.Namespace) -> int:
     from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
     from fairwin.plan.schedule import default_mode
+    from fairwin.plan.site import Site
     from fairwin.report.dryplan import render_dry_plan
     from fairwin.telemetry.cap import planned_cap
     from fairwin.window.preflight import first_look_archive, hold_lines, power_check, preflight, read_plan_archive
@@ -101,17 +104,16 @@ def plan_show(args: argparse.Namespace) -> int:
     loaded = load_plan(args.plan, args.overrides)
     print_notices(loaded)
     checked = preflight(loaded, args.mode or default_mode(loaded))
-    snapshot = read_plan_archive(loaded)
+    site, out = Site.for_mode(loaded, checked.mode_name), loaded.output_dir()
+    snapshot = read_plan_archive(site, out)
     budgets = estimates(
-        loaded,
-        loaded.output_dir(),
-        first_look_archive(loaded, checked.rule, snapshot, checked.mode_name, planned_cap(loaded)),
+        loaded, out, first_look_archive(site, checked.rule, snapshot, checked.mode_name, planned_cap(site))
     )
     stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
     chosen = next(found for found in budgets if found.mode == checked.mode_name)
-    for line in ["", *hold_lines(loaded, checked.rule, checked.mode_name, chosen, snapshot)]:
+    for line in ["", *hold_lines(site, checked.rule, checked.mode_name, chosen, snapshot)]:
         stdout.print(line, markup=False)
-    warnings = power_check(loaded, checked.rule, checked.mode_name)
+    warnings = power_check(site, checked.rule, checked.mode_name, out)
     stdout.print("", markup=False)
     if warnings:
         for warning in warnings:

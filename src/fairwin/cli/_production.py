@@ -33,11 +33,11 @@ def add_parsers(commands: Commands) -> None:
 
 def _production(args: argparse.Namespace) -> Production:
     from fairwin.plan import load_plan
+    from fairwin.plan.site import Site
     from fairwin.production.control import Production
 
     loaded = load_plan(args.plan, args.overrides)
-    out = loaded.output_dir(args.out)
-    return Production(loaded, out)
+    return Production(Site.of(loaded), loaded.output_dir(args.out))
 
 
 def up(args: argparse.Namespace) -> int:

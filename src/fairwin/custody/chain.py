@@ -32,7 +32,7 @@ from fairwin.directory.status import ChainRecord, Restore, TeamRelease, WindowSt
 from fairwin.errors import InputError, ProductionError
 from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
 from fairwin.production.state_records import SnapshotRecord
 from fairwin.records import Record, read_record, write_record
@@ -44,11 +44,11 @@ MARKER_ENV = "FAIRWIN_CHAIN_MARKER"
 ChainEnd = Literal["CHAINED", "ENDED", "ABORTED"]
 
 
-def marker_path(loaded: LoadedPlan, output_dir: Path) -> Path:
+def marker_path(site: Site, output_dir: Path) -> Path:
     if env := os.environ.get(MARKER_ENV):
         return Path(env)
-    setting = loaded.plan.chain.marker
-    return loaded.resolve(setting) if setting is not None else output_dir / ".chain.json"
+    setting = site.plan.chain.marker
+    return site.resolve(setting) if setting is not None else output_dir / ".chain.json"
 
 
 class ChainedWindow(BaseModel):
@@ -127,7 +127,7 @@ def chained_order(rule: RuleSpec, marker: Marker | None) -> Order | None:
 
 
 async def continuation_problems(
-    loaded: LoadedPlan,
+    site: Site,
     marker: Marker,
     *,
     snapshot: ProductionDeclaration,
@@ -154,8 +154,8 @@ async def continuation_problems(
         if commit is None:
             problems.append(f"the chain runs commit {marker.commit[:12]}, and the plan is not in a git work tree now")
         else:
-            rules = loaded.plan.qualification
-            problems += successor_problems(loaded.resolve(rules.repo), rules, marker.commit, commit)
+            rules = site.plan.qualification
+            problems += successor_problems(site.resolve(rules.repo), rules, marker.commit, commit)
     previous = WindowDir.at(marker.last.window_path).status
     try:
         state: str = read_record(previous, WindowStatus).state
@@ -163,7 +163,7 @@ async def continuation_problems(
         state = f"unreadable ({exc})"
     if state != "complete":
         problems.append(f"the chain's previous window {marker.last.window_id} is {state}, not complete")
-    problems += await not_running(loaded, marker.placeholders)
+    problems += await not_running(site, marker.placeholders)
     return problems
 
 

@@ -29,29 +29,27 @@ from fairwin.directory.journal import RELEASE_STEP
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import TeamRelease
 from fairwin.errors import GateRefused, InputError, RestoreFailed
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
 
 
-async def abort_chain(
-    loaded: LoadedPlan, output_dir: Path, say: Callable[[str], None], reason: str
-) -> ChainAborted | None:
+async def abort_chain(site: Site, output_dir: Path, say: Callable[[str], None], reason: str) -> ChainAborted | None:
     """``fairwin chain abort``: placeholders down, production restored and watched, the marker cleared (only once
     the watch held: a failed restore raises RestoreFailed and keeps the marker). None when no chain is marked.
     Either way the chain's end is a receipt in the ledger (``reason``: why it was aborted)."""
-    path = marker_path(loaded, output_dir)
+    path = marker_path(site, output_dir)
     marker = read_marker(path)
     if marker is None:
         return None
-    production = Production(loaded, output_dir)
-    placeholders = Placeholders(loaded, Path(marker.placeholder_dir))
+    production = Production(site, output_dir)
+    placeholders = Placeholders(site, Path(marker.placeholder_dir))
     stopped = await placeholders.stop_all(marker.placeholders)
     hold = Hold(production, [], say, taken=True)
     team: TeamRelease | None = None
     try:
         restored = await hold.give_back()
-        team = await _release_chains_hold(loaded, marker)  # after the restore, as a window's own release
+        team = await _release_chains_hold(site, marker)  # after the restore, as a window's own release
     finally:  # the restore's proof, failed or not, with the chain's end
         write_end(output_dir, marker.aborted(reason, hold.restored, stopped, team_release=team))
     path.unlink(missing_ok=True)
@@ -67,14 +65,14 @@ async def abort_chain(
     )
 
 
-async def _release_chains_hold(loaded: LoadedPlan, marker: Marker) -> TeamRelease | None:
+async def _release_chains_hold(site: Site, marker: Marker) -> TeamRelease | None:
     """The team's hold the chain held ([custody]), released as the window that took it would have: its outcome kept
     in that window's status too, so that one that fails stays owed there for `fairwin recover`."""
     taker = marker.team_hold
-    if taker is None or not loaded.plan.custody.release_command:
+    if taker is None or not site.plan.custody.release_command:
         return None
     window = WindowDir(path=Path(taker.window_path), window_id=taker.window_id)
-    team = TeamHold(loaded, taker.window_id, window.path, held=True)
+    team = TeamHold(site, taker.window_id, window.path, held=True)
     window.journal_event(RELEASE_STEP, "begin")
     record = await team.release()
     window.journal_event(RELEASE_STEP, "end", **record.model_dump(mode="json"))
@@ -84,9 +82,9 @@ async def _release_chains_hold(loaded: LoadedPlan, marker: Marker) -> TeamReleas
     return released
 
 
-async def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
+async def describe(site: Site, output_dir: Path) -> list[str]:
     """``fairwin chain status``: where the chain stands, one line per fact."""
-    path = marker_path(loaded, output_dir)
+    path = marker_path(site, output_dir)
     marker = read_marker(path)
     if marker is None:
         ended = last_end(output_dir)
@@ -102,14 +100,14 @@ async def describe(loaded: LoadedPlan, output_dir: Path) -> list[str]:
             + (f"; {ended.reason}" if ended.reason else "")
             + f" ({ledger_path(output_dir)})",
         ]
-    rule = get_rule(loaded.plan.window.rule)
+    rule = get_rule(site.plan.window.rule)
     lines = [
         f"CHAINED: {marker.chain_id}, {len(marker.windows)} window(s), production left down since "
         f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(marker.time))} by {marker.last.window_id} "
         f"(coordinator {marker.coordinator}, commit {(marker.commit or 'none')[:12]})",
         *(f"  {w.window_id}: {w.mode}, {w.order}" for w in marker.windows),
     ]
-    dead = await not_running(loaded, marker.placeholders)
+    dead = await not_running(site, marker.placeholders)
     names = ", ".join(_placeholder(p) for p in marker.placeholders) or "none declared"
     lines.append(f"placeholders: {names}; " + ("; ".join(dead) if dead else "all running"))
     lines.append(f"next window's order: {chained_order(rule, marker) or 'drawn (the rule fixes or draws it)'}")
@@ -121,20 +119,20 @@ def _placeholder(record: RunningPlaceholder) -> str:
     return f"{record.name} (pid {record.pid}{where})"
 
 
-async def check_previous(loaded: LoadedPlan, output_dir: Path, capture: Path | None, say: Callable[[str], None]) -> str:
+async def check_previous(site: Site, output_dir: Path, capture: Path | None, say: Callable[[str], None]) -> str:
     """``fairwin chain check-prev``: the gate before the next window. Any refusal while the marker is present
     aborts the chain (production restored) and is raised as GateRefused (exit 4) with what was done."""
-    marker = read_marker(marker_path(loaded, output_dir))
+    marker = read_marker(marker_path(site, output_dir))
     if marker is None:
         return "no chain in progress: nothing to check"
-    snapshot = Production(loaded, output_dir).snapshot()
-    commit = git_state(loaded.base_dir).commit
-    problems = await continuation_problems(loaded, marker, snapshot=snapshot, commit=commit, capture=capture)
+    snapshot = Production(site, output_dir).snapshot()
+    commit = git_state(site.base_dir).commit
+    problems = await continuation_problems(site, marker, snapshot=snapshot, commit=commit, capture=capture)
     if not problems:
         return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
     why = f"the chain cannot continue: {'; '.join(problems)}"
     try:
-        aborted = await abort_chain(loaded, output_dir, say, why)
+        aborted = await abort_chain(site, output_dir, say, why)
     except RestoreFailed as exc:
         raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; {exc}") from None
     state = aborted.restore.state if aborted else "not owed"

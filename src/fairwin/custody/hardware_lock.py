@@ -17,7 +17,7 @@ from pathlib import Path
 from fairwin.custody.lock import HardwareLocks, acquire, acquire_shared, release, release_shared, shared_locks
 from fairwin.directory.lock_record import LockRecord
 from fairwin.errors import ArchiveError
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 
 
 @dataclass
@@ -30,10 +30,10 @@ class HardwareLock:
     record: LockRecord | None = None  # while held: the record every lock holds
 
     @classmethod
-    def of(cls, loaded: LoadedPlan, path: Path, archive: object, keys: list[str]) -> HardwareLock:
-        """Every lock a window of ``loaded`` takes on ``keys``, its lock file at ``path``; ``archive``: the control
-        archive (a PostgreSQL one keeps the shared locks)."""
-        return cls(path, shared_locks(loaded, archive), keys)
+    def of(cls, site: Site, path: Path, archive: object) -> HardwareLock:
+        """Every lock on the hardware ``site`` touches (its lock keys), the lock file at ``path``; ``archive``: the
+        control archive (a PostgreSQL one keeps the shared locks)."""
+        return cls(path, shared_locks(site, archive), site.lock_keys)
 
     def take(self, holder: str, where: Path, who: str) -> LockRecord:
         """Every lock for ``holder`` (a window's id, a stage's), or none: a refusal (exit 4) names who holds one."""

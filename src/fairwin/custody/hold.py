@@ -25,7 +25,7 @@ from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import WINDOW_LABEL, make_spec
 from fairwin.plan.hosts import Host
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.placeholders import RunningPlaceholder
 from fairwin.production.proof import port_state
@@ -34,13 +34,13 @@ from fairwin.telemetry.gpu import HERE, ComputeProcess, GpuSource
 from fairwin.transport import client_session
 
 
-def fixed_role_urls(loaded: LoadedPlan, roles: set[str]) -> list[str]:
-    """Base URLs of the window's roles that answer on a fixed port: nothing may answer there between starts."""
-    plan = loaded.plan
+def fixed_role_urls(site: Site) -> list[str]:
+    """Base URLs of the site's roles that answer on a fixed port: nothing may answer there between starts."""
+    plan = site.plan
     return sorted(
         {
-            make_spec(name, plan.roles, loaded.base_dir).base_url
-            for name in roles
+            make_spec(name, plan.roles, site.base_dir).base_url
+            for name in site.roles
             if isinstance(plan.roles[name].port, int) or "{port}" not in plan.roles[name].base_url
         }
     )

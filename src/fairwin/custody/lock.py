@@ -22,7 +22,6 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -30,21 +29,18 @@ from typing import Protocol, runtime_checkable
 from fairwin.directory.lock_record import LockRecord
 from fairwin.directory.status import Coordinator
 from fairwin.errors import CorruptRecordError, GateRefused, OutputDirError
-from fairwin.plan.hosts import Host, resolved
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 from fairwin.production.proof import pid_alive
 from fairwin.records import read_record
-from fairwin.telemetry.cap import production_host
-from fairwin.telemetry.watched_hosts import window_hosts
 
 #: Where this machine's hardware locks live unless FAIRWIN_LOCK_DIR says otherwise: kept across reboots, so a
 #: window that died holding the hardware is still named after one.
 MACHINE_LOCK_DIR = "/var/tmp/fairwin-locks"
 
 
-def lock_path(loaded: LoadedPlan, output_dir: Path) -> Path:
-    setting = loaded.plan.window.lock
-    return loaded.resolve(setting) if setting is not None else output_dir / ".window.lock"
+def lock_path(site: Site, output_dir: Path) -> Path:
+    setting = site.plan.window.lock
+    return site.resolve(setting) if setting is not None else output_dir / ".window.lock"
 
 
 def coordinator(given: str | None = None) -> str:
@@ -157,21 +153,6 @@ class HardwareLocks(Protocol):
     def release_hardware(self, window_id: str) -> None: ...
 
 
-def host_keys(hosts: Iterable[Host | None]) -> list[str]:
-    """The locks' keys of these hosts (None: this machine), by address, and this machine's always: whatever holds
-    the hardware runs from here (a window's client, a stage's commands)."""
-    here = f"local://{socket.gethostname()}"
-    return sorted({here} | {f"ssh://{host.address}:{host.port}" if host is not None else here for host in hosts})
-
-
-def hardware_keys(loaded: LoadedPlan, mode_name: str) -> list[str]:
-    """Each piece of hardware a window of this mode touches: every host by address, and this machine, where its
-    client runs and its local roles (another coordinator's local roles run on other hardware)."""
-    mode = loaded.plan.all_modes().get(mode_name)
-    names = window_hosts(loaded, (mode.control, mode.candidate) if mode else ())
-    return host_keys(loaded.plan.hosts[name] if name is not None else None for name in names)
-
-
 def _shared_refusal(record: LockRecord, store: HardwareLocks) -> HardwareHeld:
     where = getattr(store, "location", "a shared lock")
     held = Holder(Path(), record)
@@ -263,20 +244,19 @@ class MachineLocks:
                     path.unlink(missing_ok=True)
 
 
-def shared_locks(loaded: LoadedPlan, archive: object) -> list[HardwareLocks]:
+def shared_locks(site: Site, archive: object) -> list[HardwareLocks]:
     """Where this window's hold on the hardware must be seen by other windows: this machine's locks (any output
     directory, any plan), then a PostgreSQL archive, else a lock file on production's host when production runs
     on one (other coordinators)."""
     here: list[HardwareLocks] = [MachineLocks.here()]
     if isinstance(archive, HardwareLocks):
         return [*here, archive]
-    name = production_host(loaded)
-    if name is None or loaded.plan.production is None:
+    name = site.production_host
+    if name is None or site.plan.production is None:
         return here
     from fairwin.custody.remote_lock import SshHardwareLock
 
-    host = resolved(loaded.plan.hosts[name], loaded.base_dir)
-    return [*here, SshHardwareLock(name, host, loaded.plan.production.hardware_lock)]
+    return [*here, SshHardwareLock(name, site.host(name), site.plan.production.hardware_lock)]
 
 
 def refuse_if_held_elsewhere(locks: list[HardwareLocks], keys: list[str]) -> None:

@@ -15,7 +15,6 @@ run finds no lock and does nothing.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +36,13 @@ from fairwin.errors import ArchiveError, InputError, LaunchError, RestoreFailed
 from fairwin.launch.remote_runs import stop_runs
 from fairwin.launch.runtime_cli import container_clis
 from fairwin.launch.spec import WINDOW_LABEL, make_spec, worker_specs
-from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan, parse_window_plan
+from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.production.proof import stop_group
 from fairwin.records import read_record
 from fairwin.redaction import argv_matches, scrub_file
-from fairwin.telemetry.watched_hosts import window_hosts
 
 STOP_GRACE_S = 10.0
 
@@ -93,11 +91,12 @@ async def _stop(process: psutil.Process) -> str:
 
 async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     """The window whose fairwin died (named by the lock), then every team release still owed in ``output_dir``."""
-    lock = lock_path(loaded, output_dir)
+    site = Site.of(loaded)  # every role: a dead window's mode is not trusted to say what it left running
+    lock = lock_path(site, output_dir)
     held = holder(lock)
     if held is None:
         result = Recovery(window_id=None)
-        await _owed_releases(loaded, output_dir, result)
+        await _owed_releases(site, output_dir, result)
         return result
     if held.alive:
         raise InputError(f"{held.describe()} is still running; recover only a window whose fairwin died ({lock})")
@@ -105,23 +104,23 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     events, problems = read_journal(directory.journal)
     result = Recovery(window_id=directory.window_id, problems=problems)
     directory.journal_event("recover", "begin", lock=held.record.stored())
-    result.stopped += await _remove_containers(loaded, directory.window_id, servers(events), result.problems)
+    result.stopped += await _remove_containers(site, directory.window_id, servers(events), result.problems)
     for server in servers(events):
         if server.container is not None:
             continue
         if server.host is not None:
-            result.stopped += await _stop_remote(loaded, server, result.problems)
+            result.stopped += await _stop_remote(site, server, result.problems)
             continue
         for process in _matching(server.pid, server.argv):
             result.stopped.append(await _stop(process))
-    result.stopped += await _stop_runs(loaded, directory.window_id, result.problems)
-    _scrub_logs(loaded, directory, result.problems)
-    chain = read_marker(marker_path(loaded, output_dir)) if loaded.plan.production is not None else None
+    result.stopped += await _stop_runs(site, directory.window_id, result.problems)
+    _scrub_logs(site, directory, result.problems)
+    chain = read_marker(marker_path(site, output_dir)) if site.plan.production is not None else None
     if chain is not None or (happened(events, "production down", "begin") and not happened(events, "restore", "end")):
-        production = _production_at_open(loaded, directory, production_at_open(events), output_dir, result.problems)
+        production = _production_at_open(site, directory, production_at_open(events), output_dir, result.problems)
         if production is not None:
-            await _give_back(production, loaded, output_dir, chain, result)
-    team = await _release_team_hold(loaded, directory, result.problems, result.owed) if release_owed(events) else None
+            await _give_back(production, site, output_dir, chain, result)
+    team = await _release_team_hold(site, directory, result.problems, result.owed) if release_owed(events) else None
     restore = result.production.model_dump(mode="json") if result.production is not None else None
     state = _state(directory)
     if state == "running":
@@ -132,28 +131,29 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
             **({"team_release": team} if team is not None else {}),
         )
     directory.journal_event("recover", "end", stopped=result.stopped, restore=restore)
-    _release_hardware(loaded, output_dir, lock, directory.window_id, result.problems)
-    await _owed_releases(loaded, output_dir, result, skip=directory.window_id)
+    _release_hardware(site, output_dir, lock, directory.window_id, result.problems)
+    await _owed_releases(site, output_dir, result, skip=directory.window_id)
     if result.production is not None and not result.production.restored:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.reason}")
     return result
 
 
-def _plan_at_open(loaded: LoadedPlan, directory: WindowDir, notes: list[str]) -> LoadedPlan:
-    """The plan as the window ran it (its copy, with its overrides); the plan as it is now where it cannot be read."""
+def _plan_at_open(site: Site, directory: WindowDir, notes: list[str]) -> Site:
+    """The site as the window ran it (its plan's copy, with its overrides); as the plan is now where it cannot be
+    read."""
     try:  # the same place: env files resolve as they did
-        return dataclasses.replace(loaded, plan=parse_window_plan(directory))
+        return Site.at(parse_window_plan(directory), site.path)
     except InputError as exc:
         notes.append(f"the window's plan copy could not be read ({exc}); recovered as the plan says now")
-        return loaded
+        return site
 
 
 async def _release_team_hold(
-    loaded: LoadedPlan, directory: WindowDir, problems: list[str], owed: list[str], attempts: int = 1
+    site: Site, directory: WindowDir, problems: list[str], owed: list[str], attempts: int = 1
 ) -> TeamRelease | None:
     """The team's release ([custody]) as the window's plan declared it, after production is back; journaled.
     What status.json keeps of it (``attempts``: this one included)."""
-    team = TeamHold(_plan_at_open(loaded, directory, problems), directory.window_id, directory.path, held=True)
+    team = TeamHold(_plan_at_open(site, directory, problems), directory.window_id, directory.path, held=True)
     directory.journal_event(RELEASE_STEP, "begin")
     record = await team.release()
     directory.journal_event(RELEASE_STEP, "end", **record.model_dump(mode="json"))
@@ -166,7 +166,7 @@ async def _release_team_hold(
     return team.state(attempts)
 
 
-async def _owed_releases(loaded: LoadedPlan, output_dir: Path, result: Recovery, skip: str | None = None) -> None:
+async def _owed_releases(site: Site, output_dir: Path, result: Recovery, skip: str | None = None) -> None:
     """Every window in ``output_dir`` whose status says its team release did not release: run again, and its
     status rewritten with the outcome (the rest of it as it was)."""
     for path in sorted(output_dir.glob("*/status.json")) if output_dir.is_dir() else []:
@@ -178,21 +178,19 @@ async def _owed_releases(loaded: LoadedPlan, output_dir: Path, result: Recovery,
         if owed is None or owed.released or status.window_id == skip:
             continue
         directory = WindowDir(path=path.parent, window_id=status.window_id)
-        team = await _release_team_hold(loaded, directory, result.problems, result.owed, owed.attempts + 1)
+        team = await _release_team_hold(site, directory, result.problems, result.owed, owed.attempts + 1)
         assert team is not None  # a release was tried just now
         directory.amend_status(team_release=team)
         if team.released:
             result.released.append(status.window_id)
 
 
-async def _remove_containers(
-    loaded: LoadedPlan, window_id: str, launched: list[Launched], problems: list[str]
-) -> list[str]:
+async def _remove_containers(site: Site, window_id: str, launched: list[Launched], problems: list[str]) -> list[str]:
     """Every container labelled with the window, on every engine the plan's containers use (here and on its
     hosts), stopped and removed (through the host it was journaled on, where that host's engine lists it). An
     engine that cannot be asked is named as a problem; a journaled container no engine has was removed already."""
     journaled = {s.container: s.host for s in launched if s.container is not None}
-    clis = container_clis(loaded)
+    clis = container_clis(site)
     removed: list[str] = []
     handled: set[str] = set()
     for cli in clis:
@@ -208,46 +206,42 @@ async def _remove_containers(
     return removed
 
 
-def _scrub_logs(loaded: LoadedPlan, directory: WindowDir, problems: list[str]) -> None:
+def _scrub_logs(site: Site, directory: WindowDir, problems: list[str]) -> None:
     """The servers fairwin died beside wrote their logs themselves, and one may have printed a secret it was
     launched with: each role's secrets are resolved again (into memory) and the window's logs scrubbed of them."""
-    plan = loaded.plan
+    plan = site.plan
     for name in plan.roles:
         try:  # making a role's specs remembers what its secret positions resolve to
-            worker_specs(
-                make_spec(name, plan.roles, loaded.base_dir, plan.hosts), plan.roles, loaded.base_dir, plan.hosts
-            )
+            worker_specs(make_spec(name, plan.roles, site.base_dir, site.hosts), plan.roles, site.base_dir, site.hosts)
         except InputError as exc:
             problems.append(f"the logs could not be scrubbed of role {name}'s secrets ({exc})")
     for log in sorted(directory.path.rglob("*.log")):
         scrub_file(log)
 
 
-async def _stop_runs(loaded: LoadedPlan, window_id: str, problems: list[str]) -> list[str]:
+async def _stop_runs(site: Site, window_id: str, problems: list[str]) -> list[str]:
     """What the window still runs on any host of the plan's roles, found by its run directories there (a server
     whose launch was cut before its pid was journaled too), stopped and its directories removed."""
     stopped: list[str] = []
-    for name in (h for h in window_hosts(loaded, loaded.plan.roles) if h is not None):
+    for name, host in site.remote.items():
         try:
-            stopped += await stop_runs(
-                name, resolved(loaded.plan.hosts[name], loaded.base_dir), window_id, STOP_GRACE_S
-            )
+            stopped += await stop_runs(name, host, window_id, STOP_GRACE_S)
         except (LaunchError, InputError) as exc:
             problems.append(f"the servers left on host {name} could not be stopped: {exc}")
     return stopped
 
 
-async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]) -> list[str]:
+async def _stop_remote(site: Site, server: Launched, problems: list[str]) -> list[str]:
     """A server on a remote host: its process group stopped over SSH (only one whose pid was journaled)."""
     from fairwin.launch.ssh import connect, stop_remote_group  # asyncssh only where hosts are used
 
-    host = loaded.plan.hosts.get(server.host or "")
+    host = site.hosts.get(server.host or "")
     if host is None or server.pid is None:
         why = "the plan no longer declares the host" if host is None else "its pid was never journaled"
         problems.append(f"a server on host {server.host} could not be stopped: {why}")
         return []
     try:
-        conn = await connect(str(server.host), resolved(host, loaded.base_dir))
+        conn = await connect(str(server.host), host)
     except (LaunchError, InputError) as exc:  # an unset passphrase_env too: production is still given back
         problems.append(f"could not reach host {server.host} to stop pid {server.pid}: {exc}")
         return []
@@ -260,11 +254,11 @@ async def _stop_remote(loaded: LoadedPlan, server: Launched, problems: list[str]
 
 
 async def _give_back(
-    production: Production, loaded: LoadedPlan, output_dir: Path, chain: Marker | None, result: Recovery
+    production: Production, site: Site, output_dir: Path, chain: Marker | None, result: Recovery
 ) -> None:
     """Production restored and watched, after any placeholder still holding the hardware is taken down. A chain
     in progress is aborted (fairwin died inside one of its windows): its marker goes once production is back."""
-    placeholders = Placeholders(loaded, production.state_dir)  # a chained window may have started some
+    placeholders = Placeholders(site, production.state_dir)  # a chained window may have started some
     listed = chain.placeholders if chain is not None else []
     listed_names = [p.name for p in listed]
     result.stopped += [line for line in await placeholders.stop_all(listed) if not line.endswith("already gone")]
@@ -279,17 +273,17 @@ async def _give_back(
             why = "fairwin died inside a chained window; aborted by `fairwin recover`"
             write_end(output_dir, chain.aborted(why, hold.restored, listed_names, window_id=result.window_id))
     if chain is not None:
-        marker_path(loaded, output_dir).unlink(missing_ok=True)
+        marker_path(site, output_dir).unlink(missing_ok=True)
         result.problems.append(f"chain {chain.chain_id} ABORTED (decision REJECT), its marker cleared")
 
 
 def _production_at_open(
-    loaded: LoadedPlan, directory: WindowDir, recorded: str | None, output_dir: Path, notes: list[str]
+    site: Site, directory: WindowDir, recorded: str | None, output_dir: Path, notes: list[str]
 ) -> Production | None:
     """Production as declared when the window opened: from the window's copy of the plan, checked against
     the snapshot journaled at open (``recorded``, its sha256). The plan as it is now stands in only when that
     copy cannot be read."""
-    at_open = _plan_at_open(loaded, directory, notes)
+    at_open = _plan_at_open(site, directory, notes)
     if at_open.plan.production is None:
         notes.append("the plan declared no [production] when the window opened; nothing to restore")
         return None
@@ -301,7 +295,7 @@ def _production_at_open(
                 f"production's declaration differs from the snapshot taken at open ({recorded[:12]} then, "
                 f"{now[:12]} now: an env file changed?); restored as declared now"
             )
-        if loaded.plan.production is not None and Production(loaded, output_dir).snapshot().sha256 != now:
+        if site.plan.production is not None and Production(site, output_dir).snapshot().sha256 != now:
             notes.append("the plan's [production] changed since the window opened; restored as it was at open")
     except (InputError, OSError) as exc:  # the restore itself says whether production can still be launched
         notes.append(f"production's snapshot could not be compared with the one taken at open: {exc}")
@@ -316,10 +310,10 @@ def _state(directory: WindowDir) -> str | None:
         return None
 
 
-def _release_hardware(loaded: LoadedPlan, output_dir: Path, lock: Path, window_id: str, problems: list[str]) -> None:
+def _release_hardware(site: Site, output_dir: Path, lock: Path, window_id: str, problems: list[str]) -> None:
     """Every lock the dead window holds (its shared ones too, so that other coordinators may take the hardware)."""
     try:
-        stores = shared_locks(loaded, open_archive(archive_location(loaded, output_dir)))
+        stores = shared_locks(site, open_archive(archive_location(site, output_dir)))
     except ArchiveError as exc:  # its lock file goes all the same, as when a store cannot release
         problems.append(f"the hardware's shared lock was not released: {exc}; run recover again")
         stores = []

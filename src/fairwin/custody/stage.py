@@ -23,7 +23,7 @@ from fairwin.archive import open_archive
 from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import in_progress, marker_path, read_marker
 from fairwin.custody.hardware_lock import HardwareLock
-from fairwin.custody.lock import coordinator, host_keys, lock_path
+from fairwin.custody.lock import coordinator, lock_path
 from fairwin.errors import ArchiveError, GateRefused
 from fairwin.formats import STAGE, RecordFormat
 from fairwin.launch.checkouts import check_checkout, pinned_checkouts
@@ -32,6 +32,7 @@ from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import RepoPin
+from fairwin.plan.site import Site
 from fairwin.records import Record, write_record
 
 
@@ -135,14 +136,15 @@ async def _write_artifact(spec: LaunchSpec, path: str, dest: str, source: str) -
 
 async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Callable[[str], None]) -> StageRecord:
     """Every pinned checkout of ``roles``, in turn; the receipt (``fairwin.stage/1``) once all are staged."""
-    pinned = pinned_checkouts(loaded, roles)
+    site = Site.of(loaded, roles)
+    pinned = pinned_checkouts(site)
     if not pinned:
         raise GateRefused(
             f"{loaded.path}: no role of {', '.join(sorted(roles))} pins a checkout (repo = "
             "{ path, commit }); there is nothing to stage"
         )
     staged = []
-    with _holding(loaded, pinned, receipt):
+    with _holding(site, loaded.output_dir(None), receipt):
         for spec, pin in pinned:
             done = await stage_one(spec, pin)
             moved = "already there" if done.before == done.after else f"from {done.before[:12]}"
@@ -154,17 +156,15 @@ async def stage(loaded: LoadedPlan, roles: Iterable[str], receipt: Path, say: Ca
 
 
 @contextlib.contextmanager
-def _holding(loaded: LoadedPlan, pinned: list[tuple[LaunchSpec, RepoPin]], receipt: Path) -> Iterator[None]:
-    """The hardware held while staging, as a window holds it: never in the middle of a window or a chain, and no
-    window starts while a host is being staged. A refusal names the holder."""
-    out = loaded.output_dir(None)
-    marker = marker_path(loaded, out)
+def _holding(site: Site, out: Path, receipt: Path) -> Iterator[None]:
+    """The hardware held while staging, as a window of these roles holds it: never in the middle of a window or a
+    chain, and no window starts while a host is being staged. A refusal names the holder."""
+    marker = marker_path(site, out)
     if (found := read_marker(marker)) is not None:
         raise GateRefused(f"{in_progress(marker, found)}; stage after it ends (`fairwin chain abort PLAN` ends it now)")
     stage_id = f"stage-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-    keys = host_keys(spec.remote for spec, _ in pinned)
     try:  # every lock a window of this plan takes: this machine's, and the shared one other coordinators see
-        hardware = HardwareLock.of(loaded, lock_path(loaded, out), open_archive(archive_location(loaded, out)), keys)
+        hardware = HardwareLock.of(site, lock_path(site, out), open_archive(archive_location(site, out)))
     except ArchiveError as exc:
         raise GateRefused(f"the hardware's shared lock cannot be read: {exc}") from None
     with hardware.held(stage_id, receipt, coordinator()):

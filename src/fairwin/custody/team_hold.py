@@ -22,8 +22,7 @@ from fairwin.directory.status import TeamRelease
 from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.shell import run_to_exit
 from fairwin.plan.custody import CustodySettings
-from fairwin.plan.hosts import resolved
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 from fairwin.records import SparseModel
 
 #: The lines of a command's output kept in the journal and said when it fails.
@@ -66,7 +65,7 @@ class Ran:
 class TeamHold:
     """The plan's ``[custody]`` commands for one window."""
 
-    loaded: LoadedPlan
+    site: Site
     window_id: str
     window_path: Path
     held: bool = False
@@ -76,7 +75,7 @@ class TeamHold:
 
     @property
     def settings(self) -> CustodySettings:
-        return self.loaded.plan.custody
+        return self.site.plan.custody
 
     kept_for_chain: bool = False  # held over to the chain's next window: not this window's to release
     held_since: str | None = None  # the chain's window that took it, where this window continues a chain
@@ -138,12 +137,7 @@ class TeamHold:
 
         assigned = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
         try:
-            done = await run_once(
-                host,
-                resolved(self.loaded.plan.hosts[host], self.loaded.base_dir),
-                f"env {assigned} {shlex.join(argv)}",
-                timeout,
-            )
+            done = await run_once(host, self.site.host(host), f"env {assigned} {shlex.join(argv)}", timeout)
         except LaunchError as exc:
             return Ran(argv, f" on host {host}", None, [str(exc)])
         output = str(done.stdout or "") + str(done.stderr or "")

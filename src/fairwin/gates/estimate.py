@@ -20,6 +20,7 @@ from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import diagnosed_starts, starts_for
+from fairwin.plan.site import Site
 from fairwin.production.control import snapshot
 
 
@@ -230,7 +231,7 @@ def _production_estimate(loaded: LoadedPlan, found: Calibration, sources: dict[s
     budget, production = loaded.plan.budget, loaded.plan.production
     if production is None:
         return 0.0, budget.restore_s
-    key = snapshot(loaded).sha256
+    key = snapshot(Site.of(loaded)).sha256
     takedown, restore = _median(found.takedown_s.get(key)), _median(found.restore_s.get(key))
     count = len(found.takedown_s.get(key, []))
     sources["production down"] = (

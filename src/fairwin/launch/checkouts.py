@@ -7,29 +7,27 @@ before it stages anything, and each start again before it launches.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from fairwin.errors import RuntimeCheckError
 from fairwin.launch.identity import checkout
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
-from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import RepoPin, Worker
+from fairwin.plan.site import Site
 
 
-def role_specs(loaded: LoadedPlan, name: str) -> list[tuple[LaunchSpec, Worker | None]]:
+def role_specs(site: Site, name: str) -> list[tuple[LaunchSpec, Worker | None]]:
     """A role's processes in launch order, outside any start: each worker with its plan entry, then the head (None)."""
-    plan = loaded.plan
-    head = make_spec(name, plan.roles, loaded.base_dir, plan.hosts)
-    workers = worker_specs(head, plan.roles, loaded.base_dir, plan.hosts)
+    plan = site.plan
+    head = make_spec(name, plan.roles, site.base_dir, site.hosts)
+    workers = worker_specs(head, plan.roles, site.base_dir, site.hosts)
     return [*zip(workers, plan.roles[name].workers, strict=True), (head, None)]
 
 
-def pinned_checkouts(loaded: LoadedPlan, roles: Iterable[str]) -> list[tuple[LaunchSpec, RepoPin]]:
+def pinned_checkouts(site: Site) -> list[tuple[LaunchSpec, RepoPin]]:
     """Every process of these roles whose host holds a pinned checkout, with its pin."""
     found = []
-    for name in sorted(set(roles)):
-        for spec, worker in role_specs(loaded, name):
-            pin = worker.repo if worker is not None else loaded.plan.roles[name].repo
+    for name in site.roles:
+        for spec, worker in role_specs(site, name):
+            pin = worker.repo if worker is not None else site.plan.roles[name].repo
             if pin is not None:
                 found.append((spec, pin))
     return found

@@ -19,8 +19,8 @@ from typing import Any
 from fairwin.errors import LaunchError
 from fairwin.launch.shell import run_to_exit
 from fairwin.plan.container_settings import Container
-from fairwin.plan.hosts import Host, resolved
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.hosts import Host
+from fairwin.plan.site import Site
 from fairwin.redaction import scrub_bytes
 
 COMMAND_TIMEOUT_S = 120.0
@@ -148,17 +148,17 @@ async def _copy(stream: Any, log: Path | None) -> str:
     return str(last.decode(errors="replace"))
 
 
-def container_clis(loaded: LoadedPlan, roles: Iterable[str] | None = None) -> list[RuntimeCli]:
-    """One CLI per container engine the roles' containers run on (all the plan's roles by default): each
-    engine (runtime, its variables, its host) once, so that its containers are listed once."""
-    plan = loaded.plan
+def container_clis(site: Site) -> list[RuntimeCli]:
+    """One CLI per container engine the site's roles' containers run on: each engine (runtime, its variables,
+    its host) once, so that its containers are listed once."""
+    plan = site.plan
     found: dict[tuple[str, str, str | None], RuntimeCli] = {}
-    for name in sorted(plan.roles if roles is None else set(roles)):
+    for name in site.roles:
         role = plan.roles[name]
         boxes = [(role.container, role.host), *((w.container, w.host) for w in role.workers)]
         for box, host in boxes:
             if box is not None:
-                remote = resolved(plan.hosts[host], loaded.base_dir) if host is not None else None
+                remote = site.where(host)
                 cli = RuntimeCli.of(box, host, remote)
                 found.setdefault(cli.key, cli)
     return list(found.values())

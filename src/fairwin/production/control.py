@@ -27,9 +27,8 @@ from fairwin.errors import InputError, ProductionError
 from fairwin.files import sha256_bytes
 from fairwin.launch.listeners import held_here
 from fairwin.launch.spec import LaunchSpec, make_spec
-from fairwin.plan.hosts import resolved
-from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import ProductionSettings
+from fairwin.plan.site import Site
 from fairwin.production import boxed
 from fairwin.production.proof import host_port, port_state
 from fairwin.production.state_records import ProductionState
@@ -55,14 +54,14 @@ class Proved:
         return UpRecord(action=self.action, how=self.how, proof=self.proof, seconds=round(self.seconds, 3))
 
 
-def snapshot(loaded: LoadedPlan) -> ProductionDeclaration:
+def snapshot(site: Site) -> ProductionDeclaration:
     """The plan's production declaration (argv, env, env files' digests; or up/down) with its sha256."""
-    settings = loaded.plan.production
+    settings = site.plan.production
     if settings is None:
-        raise InputError(f"{loaded.path} has no [production] section; see docs/production.md")
+        raise InputError(f"{site.path} has no [production] section; see docs/production.md")
     if settings.role is not None:
-        spec = make_spec(settings.role, loaded.plan.roles, loaded.base_dir, loaded.plan.hosts)
-        role = loaded.plan.roles[settings.role]
+        spec = make_spec(settings.role, site.plan.roles, site.base_dir, site.hosts)
+        role = site.plan.roles[settings.role]
         declared: dict[str, Any] = {
             "role": settings.role,
             "argv": spec.shown_argv,
@@ -88,20 +87,18 @@ def plan_slot(plan: Path) -> str:
 class Production:
     """Production as the plan declares it; ``state_dir`` keeps the pid of a production fairwin launched."""
 
-    def __init__(self, loaded: LoadedPlan, output_dir: Path) -> None:
-        settings = loaded.plan.production
+    def __init__(self, site: Site, output_dir: Path) -> None:
+        settings = site.plan.production
         if settings is None:
-            raise InputError(f"{loaded.path} has no [production] section; see docs/production.md")
+            raise InputError(f"{site.path} has no [production] section; see docs/production.md")
         self.settings: ProductionSettings = settings
-        self.loaded = loaded
+        self.site = site
         self.spec: LaunchSpec | None = (
-            make_spec(settings.role, loaded.plan.roles, loaded.base_dir, loaded.plan.hosts)
-            if settings.role is not None
-            else None
+            make_spec(settings.role, site.plan.roles, site.base_dir, site.hosts) if settings.role is not None else None
         )
         if self.spec is not None and self.spec.container is not None:
             self.spec = boxed.production_spec(self.spec)
-        role = loaded.plan.roles[settings.role] if settings.role is not None else None
+        role = site.plan.roles[settings.role] if settings.role is not None else None
         self.base_url = settings.base_url or (self.spec.base_url if self.spec else "")
         self.health_url = self.base_url + (settings.health_path or (role.health_path if role else "/health"))
         self.model = settings.model or (role.served_model if role else "")
@@ -109,19 +106,19 @@ class Production:
         self.headers = api_headers(
             key_env, "production.api_key_env" if settings.api_key_env else "its role's api_key_env"
         )
-        state = settings.state_dir or output_dir / ".production" / plan_slot(loaded.path)
-        self.state_dir = state if state.is_absolute() else loaded.base_dir / state
+        state = settings.state_dir or output_dir / ".production" / plan_slot(site.path)
+        self.state_dir = state if state.is_absolute() else site.base_dir / state
         self.state_file = self.state_dir / "production.json"
         # Where a fairwin before per-plan state kept it: adopted when it is this plan's production (its argv).
         self.shared_state_file = output_dir / ".production" / "production.json" if not settings.state_dir else None
         self.where: Where = Here(self.state_dir)
         if (host := role.host if role is not None else settings.host) is not None:
-            remote = resolved(loaded.plan.hosts[host], loaded.base_dir)
+            remote = site.host(host)
             self.where = OverSsh(host, remote, settings.remote_dir)
 
     def snapshot(self) -> ProductionDeclaration:
         """Production's declaration as it is now, with its sha256: what a window restores, recorded at open."""
-        return snapshot(self.loaded)
+        return snapshot(self.site)
 
     # -- state -----------------------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.shell import shell
 from fairwin.launch.speculative import stated_speculative
 from fairwin.plan.hosts import Host
-from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.production import LiveProcess
+from fairwin.plan.site import Site
 from fairwin.production.where import LAUNCH_MARK
 from fairwin.records import read_record, write_record
 from fairwin.redaction import fingerprinted, redact_argv
@@ -249,11 +249,11 @@ def _when(unix: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix))
 
 
-def live_plan(loaded: LoadedPlan) -> list[tuple[str, str | None, LiveProcess | None]]:
+def live_plan(site: Site) -> list[tuple[str, str | None, LiveProcess | None]]:
     """(member, host, how to find it) for each process of production the plan says how to read."""
-    settings = loaded.plan.production
+    settings = site.plan.production
     assert settings is not None
-    role = loaded.plan.roles.get(settings.role) if settings.role is not None else None
+    role = site.plan.roles.get(settings.role) if settings.role is not None else None
     home = role.host if role is not None else settings.host
     live = settings.live
     head = live.head if live is not None else None

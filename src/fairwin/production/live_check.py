@@ -10,7 +10,7 @@ production's state directory; the next window names what changed since.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from fairwin.directory.declaration import LiveMember
@@ -21,9 +21,9 @@ from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.shell import shell
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.launch.speculative import stated_speculative
-from fairwin.plan.hosts import Host, resolved
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.hosts import Host
 from fairwin.plan.production import LiveProcess
+from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.live import (
     LiveProduction,
@@ -41,41 +41,41 @@ from fairwin.production.runtime_checks import (
 )
 
 
-def compares_live(loaded: LoadedPlan, role_name: str) -> bool:
+def compares_live(site: Site, role_name: str) -> bool:
     """Whether the role is checked against production's live processes."""
-    role, production = loaded.plan.roles[role_name], loaded.plan.production
+    role, production = site.plan.roles[role_name], site.plan.production
     if role.compare_live is not None:
         return role.compare_live
     return production is not None and production.role is not None and role.base == production.role
 
 
-async def read_live(loaded: LoadedPlan, production: Production) -> LiveProduction:
+async def read_live(site: Site, production: Production) -> LiveProduction:
     """Every process of production the plan says how to find, each on its own host."""
     members = []
-    for member, host_name, process in live_plan(loaded):
-        host = _host(loaded, host_name)
+    for member, host_name, process in live_plan(site):
+        host = _host(site, host_name)
         if process is None and production.spec is not None and production.spec.container is not None:
             box = production.spec.container  # fairwin runs production as a container: read as one
             process = LiveProcess(container=production.container, runtime=box.runtime, runtime_env=box.runtime_env)
         pid = await production.recorded_pid() if process is None else None
         log = production.log_on_host() if process is None else None  # the server fairwin launched: its own log
         if process is not None and process.log is not None and host_name is None:  # relative: to the plan, here
-            process = process.model_copy(update={"log": str(loaded.resolve(Path(process.log)))})
+            process = process.model_copy(update={"log": str(site.resolve(Path(process.log)))})
         members.append(await read_member(member, (host_name, host), process, pid, log))
     return LiveProduction(tuple(members), time.time())
 
 
 async def production_as_it_runs(
-    loaded: LoadedPlan, production: Production, roles: Iterable[str], say: Callable[[str], None]
+    site: Site, production: Production, say: Callable[[str], None]
 ) -> LiveProduction | None:
-    """Read production before the take-down and check every compared role against it: GateRefused (nothing
-    touched) on a difference, or when a compared role has nothing to be compared with."""
-    compared = sorted(r for r in set(roles) if compares_live(loaded, r))
-    settings = loaded.plan.production
+    """Read production before the take-down and check every compared role of the site against it: GateRefused
+    (nothing touched) on a difference, or when a compared role has nothing to be compared with."""
+    compared = [r for r in site.roles if compares_live(site, r)]
+    settings = site.plan.production
     if settings is None or (settings.role is None and settings.live is None):
         return None
     try:
-        live = await read_live(loaded, production)
+        live = await read_live(site, production)
     except ProductionError as exc:
         kept = stored(production.state_dir)
         if kept is None and compared:
@@ -94,16 +94,16 @@ async def production_as_it_runs(
             say(f"warning: production changed since its last reading ({before.from_snapshot}): {'; '.join(changed)}")
         keep(production.state_dir, live)
     for role in compared:
-        await check_before_take_down(loaded, role, live)
+        await check_before_take_down(site, role, live)
     return live
 
 
-async def check_before_take_down(loaded: LoadedPlan, role_name: str, live: LiveProduction) -> None:
+async def check_before_take_down(site: Site, role_name: str, live: LiveProduction) -> None:
     """The role's head and workers as they would run on their hosts (that host's login env plus what the plan
     declares) against production's live processes: refused before production is touched."""
-    plan = loaded.plan
-    head = make_spec(role_name, plan.roles, loaded.base_dir, plan.hosts)
-    specs = [*worker_specs(head, plan.roles, loaded.base_dir, plan.hosts), head]
+    plan = site.plan
+    head = make_spec(role_name, plan.roles, site.base_dir, site.hosts)
+    specs = [*worker_specs(head, plan.roles, site.base_dir, site.hosts), head]
     try:
         for spec in specs:
             member = counterpart(spec, live)
@@ -157,10 +157,10 @@ async def would_run_with(spec: LaunchSpec, live: LiveMember) -> dict[str, str]:
     return {**{k: v for k, v in base.items() if k not in SESSION_VARIABLES}, **spec.declared_env}
 
 
-def _host(loaded: LoadedPlan, name: str | None) -> Host | None:
+def _host(site: Site, name: str | None) -> Host | None:
     if name is None:
         return None
-    return resolved(loaded.plan.hosts[name], loaded.base_dir)
+    return site.host(name)
 
 
 def declared_mount(mount: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ConfigDict
@@ -23,8 +24,8 @@ from fairwin.errors import LaunchError, ProductionError
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
 from fairwin.plan.chain_settings import Placeholder
-from fairwin.plan.hosts import Host, resolved
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.hosts import Host
+from fairwin.plan.site import Site
 from fairwin.production.detached import command_of, launch_detached
 from fairwin.production.proof import pid_alive, stop_group
 from fairwin.records import CompactModel
@@ -57,10 +58,10 @@ def _session(record: RunningPlaceholder) -> str:
 class Placeholders:
     """The plan's placeholders; ``state_dir`` keeps the pids and logs of those that run here."""
 
-    def __init__(self, loaded: LoadedPlan, state_dir: Path) -> None:
-        self.declared: dict[str, Placeholder] = loaded.plan.chain.placeholders
-        self.hosts: dict[str, Host] = {n: resolved(h, loaded.base_dir) for n, h in loaded.plan.hosts.items()}
-        self.base_dir = loaded.base_dir
+    def __init__(self, site: Site, state_dir: Path) -> None:
+        self.declared: dict[str, Placeholder] = site.plan.chain.placeholders
+        self.hosts: Mapping[str, Host] = site.hosts
+        self.base_dir = site.base_dir
         self.state_dir = state_dir
 
     async def start(self) -> list[RunningPlaceholder]:
@@ -232,6 +233,6 @@ class Placeholders:
         ]
 
 
-async def not_running(loaded: LoadedPlan, started: list[RunningPlaceholder]) -> list[str]:
+async def not_running(site: Site, started: list[RunningPlaceholder]) -> list[str]:
     """:meth:`Placeholders.not_running` of a marker's placeholders, each probed on its own host."""
-    return await Placeholders(loaded, Path()).not_running(started)
+    return await Placeholders(site, Path()).not_running(started)

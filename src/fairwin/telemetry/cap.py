@@ -13,44 +13,34 @@ from __future__ import annotations
 
 import io
 import shlex
-from collections.abc import Iterable
 
 from dotenv import dotenv_values
 
 from fairwin.errors import InputError, LaunchError
-from fairwin.plan.hosts import resolved
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 from fairwin.telemetry.gpu import HERE
 
 
-def production_host(loaded: LoadedPlan) -> str | None:
-    """The [hosts.NAME] production runs on (its role's host, or where it is managed); None: here."""
-    settings = loaded.plan.production
-    if settings is None:
-        return None
-    return loaded.plan.roles[settings.role].host if settings.role is not None else settings.host
-
-
-def _cap_text(loaded: LoadedPlan, host: str | None) -> tuple[str | None, str]:
+def _cap_text(site: Site, host: str | None) -> tuple[str | None, str]:
     """The cap file's text on the host (None when absent) and how to name it."""
-    settings = loaded.plan.telemetry
+    settings = site.plan.telemetry
     assert settings.production_cap_file is not None
     if host is None:
-        local = loaded.resolve(settings.production_cap_file)
+        local = site.resolve(settings.production_cap_file)
         return (local.read_text() if local.is_file() else None), str(local)
     path = str(settings.production_cap_file)
-    return _remote_text(loaded, host, path), f"{path} on host {host}"
+    return _remote_text(site, host, path), f"{path} on host {host}"
 
 
-def production_caps(loaded: LoadedPlan, hosts: Iterable[str | None]) -> dict[str, float | None]:
-    """The configured cap each host's own file holds (None where it has none), by host ('here' for fairwin's own);
-    {} without ``production_cap_file``."""
-    settings = loaded.plan.telemetry
+def production_caps(site: Site) -> dict[str, float | None]:
+    """The configured cap each host the site touches holds in its own file (None where it has none), by host
+    ('here' for fairwin's own); {} without ``production_cap_file``."""
+    settings = site.plan.telemetry
     if settings.production_cap_file is None:
         return {}
     found: dict[str, float | None] = {}
-    for host in dict.fromkeys(hosts):
-        text, where = _cap_text(loaded, host)
+    for host in site.touched:
+        text, where = _cap_text(site, host)
         value = dotenv_values(stream=io.StringIO(text)).get(settings.production_cap_key) if text is not None else None
         try:
             found[host or HERE] = float(value) if value is not None else None
@@ -59,12 +49,12 @@ def production_caps(loaded: LoadedPlan, hosts: Iterable[str | None]) -> dict[str
     return found
 
 
-def production_cap(loaded: LoadedPlan) -> tuple[float | None, str]:
+def production_cap(site: Site) -> tuple[float | None, str]:
     """(cap in MHz or None, where it came from)."""
-    settings, declared = loaded.plan.telemetry, loaded.plan.window.production_clock_cap_mhz
+    settings, declared = site.plan.telemetry, site.plan.window.production_clock_cap_mhz
     if settings.production_cap_file is None:
         return declared, "window.production_clock_cap_mhz" if declared is not None else "none declared"
-    text, where = _cap_text(loaded, production_host(loaded))
+    text, where = _cap_text(site, site.production_host)
     if text is None:
         if declared is not None:
             return declared, f"window.production_clock_cap_mhz ({where} is absent)"
@@ -80,24 +70,24 @@ def production_cap(loaded: LoadedPlan) -> tuple[float | None, str]:
         raise InputError(f"{where}: {settings.production_cap_key}={value!r} is not a number of MHz") from None
 
 
-def planned_cap(loaded: LoadedPlan) -> float | None:
+def planned_cap(site: Site) -> float | None:
     """Production's cap as far as it is known without contacting a host (the gates, ``plan show``): its file where
     production runs here, else ``window.production_clock_cap_mhz``. A window reads the real one once its hosts
     answered (:func:`production_cap`) and counts its archive again with it."""
-    declared = loaded.plan.window.production_clock_cap_mhz
-    if loaded.plan.telemetry.production_cap_file is None or production_host(loaded) is not None:
+    declared = site.plan.window.production_clock_cap_mhz
+    if site.plan.telemetry.production_cap_file is None or site.production_host is not None:
         return declared
     try:
-        return production_cap(loaded)[0]
+        return production_cap(site)[0]
     except InputError:
         return declared  # refused with its reason when the window reads it
 
 
-def _remote_text(loaded: LoadedPlan, name: str, path: str) -> str | None:
+def _remote_text(site: Site, name: str, path: str) -> str | None:
     """The file's text on the host, None when it is absent (read alike inside the window's loop or outside)."""
     from fairwin.launch.ssh import blocking, run_once  # asyncssh only where a host is used
 
-    host = resolved(loaded.plan.hosts[name], loaded.base_dir)
+    host = site.host(name)
 
     async def read() -> str | None:
         done = await run_once(name, host, f"cat -- {shlex.quote(path)}", 30.0)

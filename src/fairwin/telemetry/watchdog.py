@@ -18,51 +18,50 @@ from pathlib import Path
 
 from fairwin.errors import GateRefused, LaunchError
 from fairwin.launch.shell import shell
-from fairwin.plan.hosts import resolved
-from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.site import Site
 from fairwin.telemetry.gpu import HERE
 
 #: The most lines of one host's log a decision quotes (all are counted).
 QUOTED = 5
 
 
-async def _run(loaded: LoadedPlan, host: str, command: str) -> tuple[int, str]:
+async def _run(site: Site, host: str, command: str) -> tuple[int, str]:
     """``command`` on the watchdog's host (here, or over SSH): its status and output; 255 where it cannot run."""
-    where = None if host == HERE else resolved(loaded.plan.hosts[host], loaded.base_dir)
+    where = None if host == HERE else site.host(host)
     try:
         return await shell(None if host == HERE else host, where, command)
     except (LaunchError, OSError, subprocess.SubprocessError) as exc:
         return 255, str(exc)
 
 
-def _path(loaded: LoadedPlan, host: str) -> str:
+def _path(site: Site, host: str) -> str:
     """The host's log, quoted for its shell; relative: to the plan here, to the login's home on a host."""
-    path = loaded.plan.telemetry.watchdog_logs[host]
-    return shlex.quote(str(loaded.resolve(Path(path))) if host == HERE else path)
+    path = site.plan.telemetry.watchdog_logs[host]
+    return shlex.quote(str(site.resolve(Path(path))) if host == HERE else path)
 
 
-async def _size(loaded: LoadedPlan, host: str) -> int | str:
+async def _size(site: Site, host: str) -> int | str:
     """The log's size in bytes, or why it cannot be read."""
-    status, out = await _run(loaded, host, f"{{ wc -c < {_path(loaded, host)}; }} 2>&1")
+    status, out = await _run(site, host, f"{{ wc -c < {_path(site, host)}; }} 2>&1")
     out = out.strip()
     return int(out) if status == 0 and out.isdigit() else out or f"wc exited {status}"
 
 
-async def _added(loaded: LoadedPlan, host: str, mark: int) -> str:
+async def _added(site: Site, host: str, mark: int) -> str:
     """Everything written after ``mark`` (the whole log where it shrank: rotated); OSError when unreadable."""
-    log = _path(loaded, host)
+    log = _path(site, host)
     command = f"if [ $(wc -c < {log}) -ge {mark} ]; then tail -c +{mark + 1} {log}; else cat {log}; fi 2>&1"
-    status, out = await _run(loaded, host, command)
+    status, out = await _run(site, host, command)
     if status != 0:
         raise OSError(out.strip() or f"exited {status}")
     return out
 
 
-async def mark(loaded: LoadedPlan) -> dict[str, int]:
+async def mark(site: Site) -> dict[str, int]:
     """Each host's watchdog log's size now; a log that cannot be read refuses the window, naming it."""
     marks: dict[str, int] = {}
-    for host, path in sorted(loaded.plan.telemetry.watchdog_logs.items()):
-        size = await _size(loaded, host)
+    for host, path in sorted(site.plan.telemetry.watchdog_logs.items()):
+        size = await _size(site, host)
         if isinstance(size, str):
             raise GateRefused(
                 f"telemetry.watchdog_logs.{host}: {path} cannot be read on {host} ({size}); its dial-backs would "
@@ -72,15 +71,15 @@ async def mark(loaded: LoadedPlan) -> dict[str, int]:
     return marks
 
 
-async def events(loaded: LoadedPlan, marks: dict[str, int]) -> dict[str, list[str]]:
+async def events(site: Site, marks: dict[str, int]) -> dict[str, list[str]]:
     """Each host's lines added since its mark that the pattern matches (quoted up to :data:`QUOTED`, then a
     count), or the reason its log could not be read: an unread log is an event too, never a quiet one."""
-    pattern = re.compile(loaded.plan.telemetry.watchdog_pattern)
+    pattern = re.compile(site.plan.telemetry.watchdog_pattern)
     found: dict[str, list[str]] = {}
     for host, at in sorted(marks.items()):
-        path = loaded.plan.telemetry.watchdog_logs[host]
+        path = site.plan.telemetry.watchdog_logs[host]
         try:
-            added = await _added(loaded, host, at)
+            added = await _added(site, host, at)
         except OSError as exc:
             found[host] = [f"its log {path} could not be read at the decision ({exc})"]
             continue

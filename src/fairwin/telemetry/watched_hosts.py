@@ -8,38 +8,18 @@ the machine fairwin runs on: each remote host is read through its nvidia-smi ove
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
 
 from fairwin.errors import InputError
-from fairwin.plan.hosts import resolved
-from fairwin.plan.loading import LoadedPlan
-from fairwin.telemetry.cap import production_host
+from fairwin.plan.models import Plan
+from fairwin.plan.site import Site
 from fairwin.telemetry.gpu import HERE, GpuSource, NvidiaSmi, PerHost, remote_source
 
 
-def window_hosts(loaded: LoadedPlan, roles: Iterable[str]) -> list[str | None]:
-    """Production's host and each role's and worker's, in that order, once each (None: here)."""
-    plan = loaded.plan
-    found: list[str | None] = [production_host(loaded)] if plan.production is not None else []
-    for name in sorted(roles):
-        role = plan.roles[name]
-        found += [role.host, *(worker.host for worker in role.workers)]
-    return list(dict.fromkeys(found))
-
-
-def window_gpus(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None) -> GpuSource | None:
+def window_gpus(site: Site, here: GpuSource | None) -> GpuSource | None:
     """``here`` alone when every process runs on fairwin's host (as before hosts existed), else every host's."""
-    hosts = window_hosts(loaded, roles)
-    if all(host is None for host in hosts):
+    if not site.remote:
         return here
-
-    sources: dict[str, GpuSource] = {}
-    for host in hosts:
-        source = here
-        if host is not None:
-            source = remote_source(host, resolved(loaded.plan.hosts[host], loaded.base_dir), loaded.plan.telemetry.gpu)
-        if source is not None:
-            sources[host or HERE] = source
+    sources = {host: source for host, source in host_sources(site, here).items() if source is not None}
     return PerHost(sources) if sources else None
 
 
@@ -61,16 +41,11 @@ def find_source(setting: str) -> GpuSource | None:
     return None
 
 
-def host_sources(loaded: LoadedPlan, roles: Iterable[str], here: GpuSource | None) -> dict[str, GpuSource | None]:
-    """Each host the window touches ('here' for fairwin's own) and its GPU source, None where it has none.
+def host_sources(site: Site, here: GpuSource | None) -> dict[str, GpuSource | None]:
+    """Each host the site touches ('here' for fairwin's own) and its GPU source, None where it has none.
     Blocking: a remote host's nvidia-smi is asked over SSH."""
-    gpu = loaded.plan.telemetry.gpu
-    return {
-        host or HERE: here
-        if host is None
-        else remote_source(host, resolved(loaded.plan.hosts[host], loaded.base_dir), gpu)
-        for host in window_hosts(loaded, roles)
-    }
+    gpu = site.plan.telemetry.gpu
+    return {host or HERE: here if host is None else remote_source(host, site.host(host), gpu) for host in site.touched}
 
 
 def unread_gpus(sources: dict[str, GpuSource | None]) -> list[str]:
@@ -78,11 +53,11 @@ def unread_gpus(sources: dict[str, GpuSource | None]) -> list[str]:
     return [host for host, source in sources.items() if source is None]
 
 
-def unwatched_clocks(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -> list[str]:
+def unwatched_clocks(plan: Plan, sources: dict[str, GpuSource | None]) -> list[str]:
     """Each host the window touches whose clock cap or dial-backs nothing observes, and why: the cap needs a GPU
     source (cap_from 'locked' or 'applications') or the servers' logs ('log'); dial-backs need a GPU source or
     the host's watchdog log. ``sources``: :func:`host_sources`."""
-    settings = loaded.plan.telemetry
+    settings = plan.telemetry
     unseen: list[str] = []
     for name, source in sources.items():
         missing = []
@@ -102,9 +77,8 @@ def unwatched_clocks(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -
     return unseen
 
 
-def declares_clocks(loaded: LoadedPlan) -> bool:
+def declares_clocks(plan: Plan) -> bool:
     """A GPU plan: one that declares production's clock cap (or a file holding it), or names a GPU source."""
-    plan = loaded.plan
     return (
         plan.window.production_clock_cap_mhz is not None
         or plan.telemetry.production_cap_file is not None

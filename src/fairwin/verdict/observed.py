@@ -4,10 +4,9 @@ step puts these into the decision's context; summary.md and report.html show the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from fairwin.directory.start_receipt import StartReceipt, StartTelemetry
-from fairwin.plan.loading import LoadedPlan
 from fairwin.production.live import LiveProduction
 from fairwin.telemetry.host_condition import not_idle_warning
 
@@ -34,22 +33,23 @@ def unobserved_checks(receipts: Sequence[StartReceipt]) -> list[str]:
     ]
 
 
-def clocks_unobserved(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
-    """The clocks nothing observed, named, with why the window went on without them."""
+def clocks_unobserved(accepted: Collection[str], hosts: Sequence[str]) -> list[str]:
+    """The clocks nothing observed, named, with why the window went on without them. ``accepted``: the plan's
+    ``runtime.accept_unobserved``."""
     if not hosts:
         return []
     why = (
         "accepted by runtime.accept_unobserved"
-        if "clocks" in loaded.plan.runtime.accept_unobserved
+        if "clocks" in accepted
         else "a plan that declares no production clock cap"
     )
     return [f"clocks ({'; '.join(hosts)}): {why}"]
 
 
-def gpus_unobserved(loaded: LoadedPlan, hosts: Sequence[str]) -> list[str]:
+def gpus_unobserved(accepted: Collection[str], hosts: Sequence[str]) -> list[str]:
     """A GPU plan's hosts whose GPUs the quiet proof could not read, accepted by the plan (else it was refused at
     admission); a CPU plan's are not named (its quiet proof reads its ports and processes, and says so)."""
-    if not hosts or "gpus" not in loaded.plan.runtime.accept_unobserved:
+    if not hosts or "gpus" not in accepted:
         return []
     return [f"GPUs ({'; '.join(hosts)}): the quiet proof read none there; accepted by runtime.accept_unobserved"]
 

@@ -22,7 +22,6 @@ from fairwin.archive.window_rows import archive_location
 from fairwin.custody.lock import (
     HardwareLocks,
     MachineLocks,
-    hardware_keys,
     lock_path,
     refuse_if_held,
     refuse_if_held_elsewhere,
@@ -35,15 +34,16 @@ from fairwin.gates.sequence import GateInputs, budget_estimate, run_gates
 from fairwin.launch.checkouts import check_checkouts, pinned_checkouts
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
-from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.models import Plan
+from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.live import LiveProduction
 from fairwin.production.live_check import production_as_it_runs
 from fairwin.production.proof import host_port
 from fairwin.rows import Order
 from fairwin.telemetry import watchdog
-from fairwin.telemetry.cap import planned_cap, production_cap, production_host
+from fairwin.telemetry.cap import planned_cap, production_cap
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import ClockWatch
 from fairwin.telemetry.watched_hosts import (
@@ -52,7 +52,6 @@ from fairwin.telemetry.watched_hosts import (
     host_sources,
     unread_gpus,
     unwatched_clocks,
-    window_hosts,
 )
 from fairwin.window.preflight import Preflight, first_look_archive, preflight
 from fairwin.window.processes import Launcher, launchable, local_launcher
@@ -102,6 +101,7 @@ class RunOptions:
 class Admission:
     """A window past its preflight and gates, before any host is contacted or anything is made."""
 
+    site: Site  # where its mode's processes and production run, every host resolved
     checked: Preflight
     out: Path
     lock: Path
@@ -117,25 +117,24 @@ class Admission:
 def gated(loaded: LoadedPlan, mode_name: str, options: RunOptions) -> Admission:
     """Preflight, the lock's state and every gate: what refuses a window before it touches any host."""
     checked = preflight(loaded, mode_name)
+    site = Site.for_mode(loaded, mode_name)
     out = loaded.output_dir(options.output_dir)
-    lock = lock_path(loaded, out)
+    lock = lock_path(site, out)
     refuse_if_held(lock)  # before anything else: a window that runs now is never disturbed, chained or not
     try:
-        archive = open_archive(archive_location(loaded, out))
+        archive = open_archive(archive_location(site, out))
         snapshot = archive.snapshot()
     except ArchiveError as exc:  # no fairwin schema, a newer one, or unreachable: refused with the gates
         raise GateRefused(f"the control archive: {exc}") from None
     # Another window on this machine's hardware (any output directory, any plan), or a second coordinator sharing
     # the archive: refused now, naming it (no host is contacted).
     here: list[HardwareLocks] = [MachineLocks.here()]
-    refuse_if_held_elsewhere(
-        [*here, archive] if isinstance(archive, HardwareLocks) else here, hardware_keys(loaded, mode_name)
-    )
+    refuse_if_held_elsewhere([*here, archive] if isinstance(archive, HardwareLocks) else here, site.lock_keys)
     if options.chain == "chain":
-        refuse_missing_placeholders(loaded)  # found missing at the chained close, production would be left bare
-    archive_starts = first_look_archive(loaded, checked.rule, snapshot, mode_name, planned_cap(loaded))
+        refuse_missing_placeholders(site)  # found missing at the chained close, production would be left bare
+    archive_starts = first_look_archive(site, checked.rule, snapshot, mode_name, planned_cap(site))
     gate_summary = run_gates(loaded, mode_name, checked.mode, options.gates, out, archive_starts)
-    return Admission(checked, out, lock, archive, snapshot, archive_starts, gate_summary)
+    return Admission(site, checked, out, lock, archive, snapshot, archive_starts, gate_summary)
 
 
 async def admit(loaded: LoadedPlan, mode_name: str, options: RunOptions) -> Admission:
@@ -143,25 +142,24 @@ async def admit(loaded: LoadedPlan, mode_name: str, options: RunOptions) -> Admi
     any host is contacted), then every host answering, pinned code, each process's command, working directory and
     fixed ports on its host, and production as it runs. The one admission of the CLI and the public API."""
     admitted = gated(loaded, mode_name, options)
-    mode = admitted.checked.mode
-    roles = (mode.control, mode.candidate)
-    await _hosts_reachable(loaded, mode_name)
-    checked_out = await _checkouts_pinned(loaded, admitted.checked)
+    site = admitted.site
+    await _hosts_reachable(site)
+    checked_out = await _checkouts_pinned(site)
     if checked_out:
         admitted.gate_summary.checkouts = checked_out  # into window.json, with the gates
-    production = Production(loaded, admitted.out) if loaded.plan.production is not None else None
-    held = (production_host(loaded), host_port(production.base_url)[1]) if production is not None else None
-    await launchable(loaded, roles, held)
+    production = Production(site, admitted.out) if site.plan.production is not None else None
+    held = (site.production_host, host_port(production.base_url)[1]) if production is not None else None
+    await launchable(site, held)
     if options.chain == "chain":
-        await refuse_missing_placeholders_there(loaded)
+        await refuse_missing_placeholders_there(site)
     admitted = await asyncio.to_thread(_with_production_cap, loaded, admitted)
-    here = find_source(loaded.plan.telemetry.gpu)
-    sources = await asyncio.to_thread(host_sources, loaded, roles, here)
-    unwatched = tuple(_clocks_watched(loaded, sources))
-    clocks = ClockWatch(unwatched, await watchdog.mark(loaded), here, tuple(_gpus_readable(loaded, sources)))
+    here = find_source(site.plan.telemetry.gpu)
+    sources = await asyncio.to_thread(host_sources, site, here)
+    unwatched = tuple(_clocks_watched(site.plan, sources))
+    clocks = ClockWatch(unwatched, await watchdog.mark(site), here, tuple(_gpus_readable(site.plan, sources)))
     admitted = replace(admitted, clocks=clocks)
     if production is not None:
-        live = await production_as_it_runs(loaded, production, roles, options.say)
+        live = await production_as_it_runs(site, production, options.say)
         admitted = replace(admitted, live=live)
     return admitted
 
@@ -170,9 +168,9 @@ def _with_production_cap(loaded: LoadedPlan, admitted: Admission) -> Admission:
     """Production's cap read where it is kept (on its host, once the hosts answered), and the archive counted
     again with it where the gates could only assume it: the first look the gate line promises is the one the
     window's looks will take, on the same rows."""
-    cap = production_cap(loaded)
+    cap = production_cap(admitted.site)
     checked = admitted.checked
-    starts = first_look_archive(loaded, checked.rule, admitted.snapshot, checked.mode_name, cap[0])
+    starts = first_look_archive(admitted.site, checked.rule, admitted.snapshot, checked.mode_name, cap[0])
     if starts == admitted.archive_starts:
         return replace(admitted, production_cap=cap)
     found = estimate(loaded, checked.mode_name, checked.mode, calibrate(admitted.out), starts)
@@ -180,11 +178,11 @@ def _with_production_cap(loaded: LoadedPlan, admitted: Admission) -> Admission:
     return replace(admitted, production_cap=cap, archive_starts=starts)
 
 
-def _gpus_readable(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -> list[str]:
+def _gpus_readable(plan: Plan, sources: dict[str, GpuSource | None]) -> list[str]:
     """The hosts whose GPUs the quiet proof cannot read: refused for a GPU plan unless it accepts them unread (the
     runbook's "both hosts proved quiet" would pass with nothing looked at); a CPU-only plan goes on."""
     unread = unread_gpus(sources)
-    if unread and declares_clocks(loaded) and "gpus" not in loaded.plan.runtime.accept_unobserved:
+    if unread and declares_clocks(plan) and "gpus" not in plan.runtime.accept_unobserved:
         raise GateRefused(
             f"the quiet proof cannot read the GPUs of {', '.join(f'host {h}' for h in unread)} (no GPU source "
             "there), and the plan declares production's clock cap: a job computing on them would pass unseen; give "
@@ -193,11 +191,11 @@ def _gpus_readable(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -> 
     return unread
 
 
-def _clocks_watched(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) -> list[str]:
+def _clocks_watched(plan: Plan, sources: dict[str, GpuSource | None]) -> list[str]:
     """The hosts whose clocks nothing observes: refused for a plan that declares production's cap (a GPU plan)
     unless it accepts them unobserved; a CPU-only plan goes on, and its decision names them."""
-    unseen = unwatched_clocks(loaded, sources)
-    if unseen and declares_clocks(loaded) and "clocks" not in loaded.plan.runtime.accept_unobserved:
+    unseen = unwatched_clocks(plan, sources)
+    if unseen and declares_clocks(plan) and "clocks" not in plan.runtime.accept_unobserved:
         raise GateRefused(
             f"the clocks cannot be observed ({'; '.join(unseen)}), and the plan declares production's clock cap: "
             "a window off that cap or dialled back would pass unseen; give each host a GPU source (nvidia-smi), or "
@@ -207,15 +205,15 @@ def _clocks_watched(loaded: LoadedPlan, sources: dict[str, GpuSource | None]) ->
     return unseen
 
 
-def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
+def refuse_missing_placeholders(site: Site) -> None:
     """Every placeholder's command exists here and its port is free (the chained close starts them, after the
     measurement): else refused with the gates, naming it."""
-    chain = loaded.plan.chain
+    chain = site.plan.chain
     for name, placeholder in chain.placeholders.items() if chain is not None else ():
         if placeholder.host is not None:
             continue  # checked on its host once the hosts answered: refuse_missing_placeholders_there
         command = placeholder.argv[0]
-        found = shutil.which(command, path=None) if "/" not in command else loaded.resolve(Path(command))
+        found = shutil.which(command, path=None) if "/" not in command else site.resolve(Path(command))
         if found is None or not os.access(found, os.X_OK):
             raise GateRefused(
                 f"placeholder {name}: {command} is not a command fairwin can run here; fix "
@@ -228,16 +226,15 @@ def refuse_missing_placeholders(loaded: LoadedPlan) -> None:
             )
 
 
-async def refuse_missing_placeholders_there(loaded: LoadedPlan) -> None:
+async def refuse_missing_placeholders_there(site: Site) -> None:
     """Every placeholder on a host finds tmux and its command there: else refused, naming what is missing."""
-    for name, placeholder in loaded.plan.chain.placeholders.items():
+    for name, placeholder in site.plan.chain.placeholders.items():
         if placeholder.host is None:
             continue
         command = shlex.quote(placeholder.argv[0])
         script = f"command -v tmux >/dev/null || echo tmux; command -v -- {command} >/dev/null || echo {command}"
-        host = resolved(loaded.plan.hosts[placeholder.host], loaded.base_dir)
         try:
-            _, out = await shell(placeholder.host, host, script)
+            _, out = await shell(placeholder.host, site.host(placeholder.host), script)
         except LaunchError as exc:
             raise GateRefused(f"placeholder {name}: {exc}") from None
         if missing := out.split():
@@ -247,21 +244,19 @@ async def refuse_missing_placeholders_there(loaded: LoadedPlan) -> None:
             )
 
 
-async def _hosts_reachable(loaded: LoadedPlan, mode_name: str) -> None:
+async def _hosts_reachable(site: Site) -> None:
     """Every host the window touches (production's, its roles' and their workers') answers with a known key,
     after the gates and before anything is touched."""
-    mode = loaded.plan.all_modes().get(mode_name)
-    names = [h for h in window_hosts(loaded, (mode.control, mode.candidate) if mode else ()) if h is not None]
-    if names:
+    if site.remote:
         from fairwin.launch.ssh import reachable  # asyncssh only where hosts are used
 
-        await reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in names})
+        await reachable(site.remote)
 
 
-async def _checkouts_pinned(loaded: LoadedPlan, checked: Preflight) -> dict[str, dict[str, str]]:
+async def _checkouts_pinned(site: Site) -> dict[str, dict[str, str]]:
     """Every pinned checkout of the mode's roles and workers, at its commit and clean on its own host, before
     any process is launched (each start checks its own again): else refused, nothing made."""
-    pinned = pinned_checkouts(loaded, (checked.mode.control, checked.mode.candidate))
+    pinned = pinned_checkouts(site)
     try:
         return await check_checkouts(pinned)
     except RuntimeCheckError as exc:

@@ -64,6 +64,7 @@ class Window(Opening, Closing):
         greedy = diagnosed_starts(self.loaded.plan.diagnostics.greedy, self.checked.mode_name, self.starts)
         self.context = StartContext(
             loaded=self.loaded,
+            site=self.site,
             window=self.directory,
             launcher=self.launcher,
             say=self.say,
@@ -73,7 +74,7 @@ class Window(Opening, Closing):
             live=self.live,
         )
         if self.loaded.plan.custody.hold_command:
-            self.team_hold = TeamHold(self.loaded, self.directory.window_id, self.directory.path)
+            self.team_hold = TeamHold(self.site, self.directory.window_id, self.directory.path)
             if self.chain is not None:  # one hold across the chain: taken by its first window, released at its end
                 carried = self.chain.found.team_hold if self.chain.found is not None else None
                 self.team_hold.held_since = carried.window_id if carried is not None else None
@@ -157,7 +158,7 @@ class Window(Opening, Closing):
             order=self.order,
             rule=self.checked.rule,
             snapshot=self.archive_snapshot,
-            planned=planned_keys(self.loaded, self.checked.mode_name, self.production_cap[0]),
+            planned=planned_keys(self.site, self.checked.mode_name, self.production_cap[0]),
             production_cap_mhz=self.production_cap[0],
         )
 
@@ -221,8 +222,8 @@ class Window(Opening, Closing):
             stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
             hold_clocks=await self._hold_clocks(records),
             unobserved=[
-                *clocks_unobserved(self.loaded, self.clocks.unwatched),
-                *gpus_unobserved(self.loaded, self.clocks.gpus_unread),
+                *clocks_unobserved(self.loaded.plan.runtime.accept_unobserved, self.clocks.unwatched),
+                *gpus_unobserved(self.loaded.plan.runtime.accept_unobserved, self.clocks.gpus_unread),
                 *production_unobserved(self.live, self._compared_with_production()),
             ],
         )
@@ -236,12 +237,10 @@ class Window(Opening, Closing):
         roles run on (their gaps between starts are watched the same)."""
         if self.hold is not None:
             return self.hold.gpu
-        mode = self.checked.mode
-        return await asyncio.to_thread(window_gpus, self.loaded, (mode.control, mode.candidate), self.gpu)
+        return await asyncio.to_thread(window_gpus, self.site, self.gpu)
 
     def _compared_with_production(self) -> list[str]:
-        mode = self.checked.mode
-        return sorted(r for r in {mode.control, mode.candidate} if compares_live(self.loaded, r))
+        return [r for r in self.site.roles if compares_live(self.site, r)]
 
     async def _hold_clocks(self, records: WindowRecords) -> HoldClocks:
         """The dial-backs and re-locks the hold's sampler saw between starts, and what each watchdog logged."""
@@ -250,7 +249,7 @@ class Window(Opening, Closing):
         return HoldClocks(
             dialbacks=dialbacks,
             relocks=relocks,
-            watchdog=await watchdog.events(self.loaded, dict(self.clocks.watchdog_marks)),
+            watchdog=await watchdog.events(self.site, dict(self.clocks.watchdog_marks)),
         )
 
     async def archive(self) -> ArchiveEnd:

@@ -70,7 +70,7 @@ class Opening(WindowState):
             rule_id=rule.id,
             rule_sha256=rule.sha256,
             archive=self.archive_store.location,  # never a password: the store redacts it
-            archive_key=archive_key_record(self.loaded),
+            archive_key=archive_key_record(self.site),
             archive_snapshot=self.archive_snapshot.record(),
             power_warnings=self.power_warnings,
             gates=self.gate_summary,

@@ -24,6 +24,7 @@ from fairwin.launch.spec import make_spec
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
 from fairwin.plan.schedule import resolve_mode
+from fairwin.plan.site import Site
 from fairwin.production.runtime_checks import check_declared_env, check_speculative
 from fairwin.profiles import PROFILES, ServerProfile
 from fairwin.rows import Order
@@ -74,82 +75,78 @@ def check_counters(profile: ServerProfile, rule: RuleSpec, why: str) -> None:
     )
 
 
-def planned_keys(loaded: LoadedPlan, mode_name: str | None, cap: float | None) -> dict[str, PlannedKey]:
+def planned_keys(site: Site, mode_name: str | None, cap: float | None) -> dict[str, PlannedKey]:
     """Each cell's archive match (``cap``: production's clock cap), which the gates, the looks and the decision
     all count rows with; any mode's cells when none is named."""
-    mode = loaded.plan.all_modes().get(mode_name) if mode_name is not None else None
+    mode = site.plan.all_modes().get(mode_name) if mode_name is not None else None
     if mode is None:
-        return {cell: PlannedKey(cell=cell) for cell in loaded.plan.cells}
+        return {cell: PlannedKey(cell=cell) for cell in site.plan.cells}
     assert mode_name is not None
-    return {cell: planned_match(loaded, mode_name, mode.control, cell, cap) for cell in loaded.plan.cells}
+    return {cell: planned_match(site, mode_name, mode.control, cell, cap) for cell in site.plan.cells}
 
 
-def read_plan_archive(loaded: LoadedPlan, output_dir: Path | None = None) -> Snapshot:
-    """The archive a run of this plan reads, read once."""
-    return open_archive(archive_location(loaded, loaded.output_dir(output_dir))).snapshot()
+def read_plan_archive(site: Site, out: Path) -> Snapshot:
+    """The archive a run of this plan reads (``out``: its output directory), read once."""
+    return open_archive(archive_location(site, out)).snapshot()
 
 
-def read_plan_archive_starts(loaded: LoadedPlan) -> int:
+def read_plan_archive_starts(site: Site, out: Path) -> int:
     """The fewest archived control starts of a deciding cell in any mode, or 0 when the archive cannot be read
     (then a sequential rule's budget is checked as if its first look came later, which is the safer side)."""
     try:
-        snapshot = read_plan_archive(loaded)
+        snapshot = read_plan_archive(site, out)
     except ArchiveError:
         return 0
-    rule = get_rule(loaded.plan.window.rule)
-    cap = planned_cap(loaded)
+    rule = get_rule(site.plan.window.rule)
+    cap = planned_cap(site)
     return min(
-        (first_look_archive(loaded, rule, snapshot, mode, cap) for mode in loaded.plan.all_modes() or [None]),
+        (first_look_archive(site, rule, snapshot, mode, cap) for mode in site.plan.all_modes() or [None]),
         default=0,
     )
 
 
 def _deciding_noise(
-    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None, cap: float | None
+    site: Site, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None, cap: float | None
 ) -> tuple[list[ArchiveNoise], list[str]]:
     """The archive's noise for the plan's cells (``cap``: production's clock cap), and the cells that decide."""
-    noise = window_noise(snapshot, planned_keys(loaded, mode_name, cap), rule)
-    return noise, [name for name, cell in loaded.plan.cells.items() if cell.decision]
+    noise = window_noise(snapshot, planned_keys(site, mode_name, cap), rule)
+    return noise, [name for name, cell in site.plan.cells.items() if cell.decision]
 
 
-def first_look_archive(
-    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None, cap: float | None
-) -> int:
+def first_look_archive(site: Site, rule: RuleSpec, snapshot: Snapshot, mode_name: str | None, cap: float | None) -> int:
     """The fewest archived control starts behind a deciding cell's primary, matched as the looks will match them
     (``cap``: production's clock cap): what a sequential rule's first look rests on."""
-    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, cap)
+    noise, deciding = _deciding_noise(site, rule, snapshot, mode_name, cap)
     return fewest_archived_starts(noise, deciding, rule.primary)
 
 
-def preflight_power(
-    loaded: LoadedPlan, rule: RuleSpec, snapshot: Snapshot, mode_name: str, cap: float | None
-) -> list[str]:
+def preflight_power(site: Site, rule: RuleSpec, snapshot: Snapshot, mode_name: str, cap: float | None) -> list[str]:
     """Warnings (never refusals) when the archive's noise makes the bar undetectable with this plan."""
-    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, cap)
-    return power_warnings(rule, loaded.plan.window.repeats, noise, deciding)
+    noise, deciding = _deciding_noise(site, rule, snapshot, mode_name, cap)
+    return power_warnings(rule, site.plan.window.repeats, noise, deciding)
 
 
-def error_rate_check(loaded: LoadedPlan, rule: RuleSpec, output_dir: Path | None = None) -> list[str]:
+def error_rate_check(site: Site, rule: RuleSpec, out: Path) -> list[str]:
     """Warnings when the plan's rule misses its error-rate targets at the control archive's noise (each mode's)."""
     try:
-        snapshot = read_plan_archive(loaded, output_dir)
+        snapshot = read_plan_archive(site, out)
     except ArchiveError as exc:
         return [f"{exc}; the error rates were not checked against the archive"]
     found: list[str] = []
-    cap = planned_cap(loaded)
-    for mode_name in loaded.plan.all_modes() or [None]:
-        noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, cap)
-        found += [w for w in error_rate_warnings(rule, loaded.plan.window.repeats, noise, deciding) if w not in found]
+    cap = planned_cap(site)
+    for mode_name in site.plan.all_modes() or [None]:
+        noise, deciding = _deciding_noise(site, rule, snapshot, mode_name, cap)
+        found += [w for w in error_rate_warnings(rule, site.plan.window.repeats, noise, deciding) if w not in found]
     return found
 
 
-def power_check(loaded: LoadedPlan, rule: RuleSpec, mode_name: str, output_dir: Path | None = None) -> list[str]:
+def power_check(site: Site, rule: RuleSpec, mode_name: str, out: Path) -> list[str]:
     """The power warnings a run of this plan and mode would print, without running it."""
     try:
-        snapshot = read_plan_archive(loaded, output_dir)
+        snapshot = read_plan_archive(site, out)
     except ArchiveError as exc:
         return [f"{exc}; the power was not checked against the archive"]
-    return preflight_power(loaded, rule, snapshot, mode_name, planned_cap(loaded))
+    return preflight_power(site, rule, snapshot, mode_name, planned_cap(site))
 
 
 def draw_order(rule: RuleSpec) -> Order:
@@ -160,15 +157,13 @@ def draw_order(rule: RuleSpec) -> Order:
     return secrets.choice(orders)
 
 
-def hold_lines(
-    loaded: LoadedPlan, rule: RuleSpec, mode_name: str, found: TimeEstimate, snapshot: Snapshot
-) -> list[str]:
+def hold_lines(site: Site, rule: RuleSpec, mode_name: str, found: TimeEstimate, snapshot: Snapshot) -> list[str]:
     """What the window holds production for under a sequential rule: the first look's, the expected (at the
     archive's noise, no change, from the rule's audit) and the maximum measurement time."""
     if not rule.looks:
         return []
-    noise, deciding = _deciding_noise(loaded, rule, snapshot, mode_name, planned_cap(loaded))
-    mean = expected_starts(rule, loaded.plan.window.repeats, noise, deciding)
+    noise, deciding = _deciding_noise(site, rule, snapshot, mode_name, planned_cap(site))
+    mean = expected_starts(rule, site.plan.window.repeats, noise, deciding)
     first, most = found.first_look or len(found.starts), len(found.starts)  # most: max_starts may cap the rule's
     mean = None if mean is None else min(mean, most)  # a budget of fewer starts ends the window there at the latest
     per_start = (found.end_after(most) - found.end_after(first)) / max(most - first, 1)

@@ -11,7 +11,7 @@ happened.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -30,8 +30,8 @@ from fairwin.launch.local import LocalServer, Note
 from fairwin.launch.readiness import wait_ready
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
-from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.roles import Ready, RepoPin
+from fairwin.plan.site import Site
 from fairwin.production.live import LiveProduction
 from fairwin.production.live_check import check_live_container, counterpart
 from fairwin.production.runtime_checks import check_identity, check_live_env, check_running_env
@@ -126,28 +126,28 @@ class StartProcess:
 
 
 def start_processes(
-    loaded: LoadedPlan, role_name: str, directory: Path, launcher: Launcher, owner: tuple[str, str]
+    site: Site, role_name: str, directory: Path, launcher: Launcher, owner: tuple[str, str]
 ) -> list[StartProcess]:
     """The role's processes for one start in launch order: its workers, then its head (always last). ``owner``:
     the window's id and the start's name, which name and label its containers."""
-    plan = loaded.plan
-    head = make_spec(role_name, plan.roles, loaded.base_dir, plan.hosts)
+    plan = site.plan
+    head = make_spec(role_name, plan.roles, site.base_dir, site.hosts)
     role = plan.roles[role_name]
     found = []
-    for spec, worker in zip(worker_specs(head, plan.roles, loaded.base_dir, plan.hosts), role.workers, strict=True):
+    for spec, worker in zip(worker_specs(head, plan.roles, site.base_dir, site.hosts), role.workers, strict=True):
         log, spec = directory / server_log(spec), spec.for_start(*owner)
         found.append(StartProcess(spec, launcher(spec, log), log, worker.identity, worker.ready, worker.repo))
     log, head = directory / server_log(head), head.for_start(*owner)
     return [*found, StartProcess(head, launcher(head, log), log, role.identity, None, role.repo)]
 
 
-async def launchable(loaded: LoadedPlan, roles: Iterable[str], production_port: tuple[str | None, int] | None) -> None:
-    """Every process of these roles could be launched on its host now: its command, its working directory and its
+async def launchable(site: Site, production_port: tuple[str | None, int] | None) -> None:
+    """Every process of the site's roles could be launched on its host now: its command, its working directory and its
     fixed ports (production's own port excepted: the take-down frees it). Else GateRefused naming each problem."""
     problems: list[str] = []
-    for name in sorted(set(roles)):
-        role = loaded.plan.roles[name]
-        for spec, worker in role_specs(loaded, name):
+    for name in site.roles:
+        role = site.plan.roles[name]
+        for spec, worker in role_specs(site, name):
             if worker is not None:
                 ports = listen_ports(spec, worker.ready.port)
             else:

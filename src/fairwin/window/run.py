@@ -21,21 +21,21 @@ from fairwin.custody.chain import (
 from fairwin.custody.chain_end import abort_chain
 from fairwin.custody.hardware_lock import HardwareLock
 from fairwin.custody.hold import Hold, fixed_role_urls
-from fairwin.custody.lock import HardwareHeld, coordinator, coordinator_of, hardware_keys
+from fairwin.custody.lock import HardwareHeld, coordinator, coordinator_of
 from fairwin.decision import RuleSpec
 from fairwin.directory.environment import Environment, capture
 from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
 from fairwin.launch.runtime_cli import container_clis
-from fairwin.plan.hosts import resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
+from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_caps
 from fairwin.telemetry.gpu import GpuSource
-from fairwin.telemetry.watched_hosts import window_gpus, window_hosts
+from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.window.admission import Admission, RunOptions, WindowOptions, admit
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import Preflight, draw_order, preflight_power
@@ -62,19 +62,20 @@ async def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission,
     say(gate_line(checked.rule, admitted.gate_summary.budget))
     environment = capture(loaded.base_dir)
     cap = admitted.production_cap  # read by the admission, once the hosts answered
-    warnings = preflight_power(loaded, checked.rule, admitted.snapshot, mode_name, cap[0])
+    warnings = preflight_power(admitted.site, checked.rule, admitted.snapshot, mode_name, cap[0])
     for warning in warnings:
         say(f"warning: {warning}")
     gpu = admitted.clocks.here  # the source admission found
-    node_caps = _node_caps(loaded, checked, say)
-    hold = _hold(loaded, admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
+    node_caps = _node_caps(admitted.site, say)
+    hold = _hold(admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
-    chain = await chain_for(loaded, checked, hold, out, environment, options)
+    chain = await chain_for(admitted.site, checked, hold, out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
-    directory, hardware = _locked_directory(loaded, mode_name, admitted, options.coordinator)
+    directory, hardware = _locked_directory(mode_name, admitted, options.coordinator)
     return Window(
         loaded=loaded,
+        site=admitted.site,
         checked=checked,
         directory=directory,
         order=chosen_order,
@@ -99,34 +100,32 @@ async def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission,
     )
 
 
-def _hold(loaded: LoadedPlan, admitted: Admission, gpu: GpuSource | None, say: Callable[[str], None]) -> Hold | None:
+def _hold(admitted: Admission, gpu: GpuSource | None, say: Callable[[str], None]) -> Hold | None:
     """The hold on production's hardware, when the plan declares production; what it really ran beside it."""
-    if loaded.plan.production is None:
+    site = admitted.site
+    if site.plan.production is None:
         return None
-    production = Production(loaded, admitted.out)
-    roles = {admitted.checked.mode.control, admitted.checked.mode.candidate}
-    gpus = window_gpus(loaded, roles, gpu)
+    production = Production(site, admitted.out)
+    gpus = window_gpus(site, gpu)
     declared = production.snapshot()
     if admitted.live is not None:  # what production really ran, beside what the plan declares
         declared = declared.model_copy(update={"live": admitted.live.as_record()})
     return Hold(
         production,
-        fixed_role_urls(loaded, roles),
+        fixed_role_urls(site),
         say,
         snapshot=declared,
         gpu=gpus,
-        containers=container_clis(loaded, roles),
-        hosts={h: resolved(loaded.plan.hosts[h], loaded.base_dir) for h in window_hosts(loaded, roles) if h},
+        containers=container_clis(site),
+        hosts=site.remote,
         gpus_unread=list(admitted.clocks.gpus_unread),
     )
 
 
-def _locked_directory(
-    loaded: LoadedPlan, mode_name: str, admitted: Admission, who_asked: str | None
-) -> tuple[WindowDir, HardwareLock]:
+def _locked_directory(mode_name: str, admitted: Admission, who_asked: str | None) -> tuple[WindowDir, HardwareLock]:
     """The hardware's lock (every lock a window takes), then the new directory; the lock let go on failure."""
     window_id = new_window_id(mode_name)
-    hardware = HardwareLock.of(loaded, admitted.lock, admitted.archive, hardware_keys(loaded, mode_name))
+    hardware = HardwareLock.of(admitted.site, admitted.lock, admitted.archive)
     record = hardware.take(window_id, admitted.out / window_id, coordinator(who_asked))
     try:
         directory = WindowDir.create(admitted.out, mode_name, window_id, coordinator=coordinator_of(record))
@@ -136,10 +135,10 @@ def _locked_directory(
     return directory, hardware
 
 
-def _node_caps(loaded: LoadedPlan, checked: Preflight, say: Callable[[str], None]) -> dict[str, float | None]:
+def _node_caps(site: Site, say: Callable[[str], None]) -> dict[str, float | None]:
     """Production's configured cap on every host the window touches, each from its own file; nodes that
     disagree are named now (the decision will be INCONCLUSIVE, naming them again)."""
-    found = production_caps(loaded, window_hosts(loaded, {checked.mode.control, checked.mode.candidate}))
+    found = production_caps(site)
     if len({c for c in found.values() if c is not None}) > 1:
         shown = ", ".join(f"{host} {c:g} MHz" for host, c in found.items() if c is not None)
         say(
@@ -161,7 +160,7 @@ def gate_line(rule: RuleSpec, budget: BudgetEstimate) -> str:
 
 
 async def chain_for(
-    loaded: LoadedPlan,
+    site: Site,
     checked: Preflight,
     hold: Hold | None,
     out: Path,
@@ -170,7 +169,7 @@ async def chain_for(
 ) -> ChainRun | None:
     """This window's part in a chain, or a refusal: chaining needs production and a mode that may chain, and a
     chain in progress is continued only by a chained window and only when it is consistent."""
-    path = marker_path(loaded, out)
+    path = marker_path(site, out)
     found = read_marker(path)
     wanted = options.chain
     if wanted is None:
@@ -181,7 +180,7 @@ async def chain_for(
             )
         return None
     if hold is None:
-        raise InputError(f"--chain needs a [production] section in {loaded.path}: a chain leaves production down")
+        raise InputError(f"--chain needs a [production] section in {site.path}: a chain leaves production down")
     if not checked.mode.chain:
         raise InputError(
             f"mode {checked.mode_name} never chains (chain = false): its windows need the restore "
@@ -194,7 +193,7 @@ async def chain_for(
     assert declared is not None  # a window's hold is made with production's declaration (_hold)
     if found is not None:
         problems = await continuation_problems(
-            loaded, found, snapshot=declared, commit=commit, capture=options.chain_production
+            site, found, snapshot=declared, commit=commit, capture=options.chain_production
         )
         if problems:
             raise GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
@@ -202,7 +201,7 @@ async def chain_for(
     return ChainRun(
         marker_path=path,
         ledger_dir=out,
-        placeholders=Placeholders(loaded, hold.production.state_dir),
+        placeholders=Placeholders(site, hold.production.state_dir),
         last=wanted == "last",
         found=found,
         snapshot=declared,
@@ -221,7 +220,7 @@ async def _abort_before_open(loaded: LoadedPlan, options: RunOptions, error: Fai
     say = options.say
     try:
         why = f"refused before its window opened: {error}"
-        aborted = await abort_chain(loaded, loaded.output_dir(options.output_dir), say, why)
+        aborted = await abort_chain(Site.of(loaded), loaded.output_dir(options.output_dir), say, why)
     except RestoreFailed as exc:
         error.with_context(aftermath=f"chain ABORTED, decision REJECT; {exc}")
         return

@@ -241,7 +241,7 @@ def _receipt(ctx: StartContext, start: StartSpec, spec: LaunchSpec) -> StartRece
 async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
     plan = ctx.loaded.plan
     directory = ctx.window.start_dir(start.name)
-    processes = start_processes(ctx.loaded, start.role, directory, ctx.launcher, (ctx.window.window_id, start.name))
+    processes = start_processes(ctx.site, start.role, directory, ctx.launcher, (ctx.window.window_id, start.name))
     head = processes[-1]
     spec = head.spec
     receipt = _receipt(ctx, start, spec)
@@ -374,4 +374,4 @@ async def _diagnose(ctx: StartContext, session: aiohttp.ClientSession, target: T
 
 def _live(ctx: StartContext, role: str) -> LiveProduction | None:
     """Production's reading, where this role is compared with it."""
-    return ctx.live if ctx.live is not None and compares_live(ctx.loaded, role) else None
+    return ctx.live if ctx.live is not None and compares_live(ctx.site, role) else None

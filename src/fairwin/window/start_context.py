@@ -13,6 +13,7 @@ from fairwin.client.prepare import PreparedPrompt
 from fairwin.directory.layout import WindowDir
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, WaveSpec, waves_for
+from fairwin.plan.site import Site
 from fairwin.production.live import LiveProduction
 from fairwin.profiles import ServerProfile
 from fairwin.telemetry.gpu import GpuSource
@@ -24,6 +25,7 @@ from fairwin.window.progress import ProgressFeed
 @dataclass
 class StartContext:
     loaded: LoadedPlan
+    site: Site
     window: WindowDir
     launcher: Launcher
     say: Callable[[str], None]

@@ -22,6 +22,7 @@ from fairwin.directory.layout import WindowDir
 from fairwin.errors import RestoreFailed
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
+from fairwin.plan.site import Site
 from fairwin.production.live import LiveProduction
 from fairwin.rows import Order, PooledRow
 from fairwin.telemetry.gpu import GpuSource
@@ -39,6 +40,7 @@ class WindowState:
     """One window's state (see the module's docstring)."""
 
     loaded: LoadedPlan
+    site: Site  # admission's: where the mode's processes and production run
     checked: Preflight
     directory: WindowDir
     order: Order
