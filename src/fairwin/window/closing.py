@@ -94,28 +94,8 @@ class Closing(WindowState):
             # The runbook keeps every finished control start, whatever happened to the window after it.
             with contextlib.suppress(FairwinError, OSError):
                 await self.archive()
-        outcome: dict[str, Any] = {}
-        if self.hold is not None:
-            outcome["restore"] = self.hold.restored
-        if self.archive_problem is not None:
-            outcome["archive"] = ArchiveProblem(appended=False, problem=self.archive_problem)
-        if self.chain is not None:
-            outcome["chain"] = self.chain.record()
-        if self.team_hold is not None and (team := self.team_hold.state()) is not None:
-            outcome["team_release"] = team  # one not released stays owed: `fairwin recover` finds it here
-        if error is None:
-            assert self.decision is not None  # the decide step ran (a failed restore let it)
-            # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
-            digest = sha256_file(self.directory.decision)
-            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **outcome)
-        elif isinstance(error, Interrupted):
-            self.directory.set_status(
-                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **outcome
-            )
-        else:
-            failed = error or restore_failure
-            message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
-            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **outcome)
+        outcome = self._outcome()
+        self._set_status(error, restore_failure, outcome)
         for raised in (error, restore_failure):
             if isinstance(raised, FairwinError):
                 aborted = self.chain is not None and self.chain.end == "ABORTED"
@@ -143,6 +123,38 @@ class Closing(WindowState):
         )
         if restore_failure is not None and not isinstance(error, RestoreFailed):
             raise self._loud(restore_failure, error)
+
+    def _outcome(self) -> dict[str, Any]:
+        """What status.json and the close's journal row keep beside the state: the restore, an archive that did not
+        append, the chain's part, the team's release."""
+        outcome: dict[str, Any] = {}
+        if self.hold is not None:
+            outcome["restore"] = self.hold.restored
+        if self.archive_problem is not None:
+            outcome["archive"] = ArchiveProblem(appended=False, problem=self.archive_problem)
+        if self.chain is not None:
+            outcome["chain"] = self.chain.record()
+        if self.team_hold is not None and (team := self.team_hold.state()) is not None:
+            outcome["team_release"] = team  # one not released stays owed: `fairwin recover` finds it here
+        return outcome
+
+    def _set_status(
+        self, error: BaseException | None, restore_failure: RestoreFailed | None, outcome: dict[str, Any]
+    ) -> None:
+        """status.json's final state: complete with the verdict and decision.json's digest, interrupted, or failed."""
+        if error is None:
+            assert self.decision is not None  # the decide step ran (a failed restore let it)
+            # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
+            digest = sha256_file(self.directory.decision)
+            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **outcome)
+        elif isinstance(error, Interrupted):
+            self.directory.set_status(
+                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **outcome
+            )
+        else:
+            failed = error or restore_failure
+            message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
+            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **outcome)
 
     def _loud(self, restore_failure: RestoreFailed, error: BaseException | None) -> RestoreFailed:
         """The failed restore, with what else happened: the window's own failure, or its verdict."""
