@@ -292,7 +292,8 @@ def test_a_carry_made_under_a_looser_qualification_than_the_plans_is_refused(
     assert message == (
         f"the carry receipt {carried} was made under a looser [qualification] than the plan's: it did not hold "
         "carried file bench/cells.py; it did not hold carried prefix bench/frozen/; it let src/* change, which the "
-        "plan's measurement layer does not; run `fairwin qualify carry` again with this plan"
+        "plan's measurement layer does not; run `fairwin qualify carry` again with this plan (refused by the "
+        "qualification check)"
     )
 
 
@@ -303,11 +304,11 @@ def test_a_window_runs_only_at_its_expected_commit_and_clean(make_plan: PlanFact
     message = refused(plan, GateInputs(expected_commit=q))
     assert message == (
         f"{repo} is at {later[:12]}, not the expected commit {q} ({q[:12]}); check it out there, or "
-        "run with the commit this window is for"
+        "run with the commit this window is for (refused by the expected commit check)"
     )
     assert (
         refused(plan, GateInputs(expected_commit="no-such-ref"))
-        == f"expected commit no-such-ref is not a commit of {repo}"
+        == f"expected commit no-such-ref is not a commit of {repo} (refused by the expected commit check)"
     )
     (repo / "src" / "runtime.py").write_text(RUNTIME + "# edited\n")  # at the expected commit, but dirty
     assert "has uncommitted changes (src/runtime.py); commit or stash them" in refused(

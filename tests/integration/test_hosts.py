@@ -152,12 +152,11 @@ def test_a_gate_that_refuses_refuses_before_any_host_is_logged_into(
     # The count is real: the same reachability check the window makes after its gates logs into each host once.
     import asyncio
 
-    from fairwin.launch.ssh import reachable
+    from fairwin.launch.ssh import unreachable
     from fairwin.plan import load_plan
-    from fairwin.plan.hosts import resolved
+    from fairwin.plan.site import Site
 
-    loaded = load_plan(plan)
-    asyncio.run(reachable({name: resolved(loaded.plan.hosts[name], loaded.base_dir) for name in ("h1", "h2")}))
+    assert asyncio.run(unreachable(Site.for_mode(load_plan(plan), "controlled").remote)) == []
     deadline = time.monotonic() + 5
     while [host.logins() for host in ssh_hosts.hosts] != [1, 1] and time.monotonic() < deadline:
         time.sleep(0.05)  # sshd writes its log line as it accepts

@@ -64,9 +64,9 @@ def test_a_max_starts_under_the_first_look_names_only_the_rules_that_fit_it(make
     with pytest.raises(GateRefused) as refused:
         check_budget(loaded, estimate(loaded, "controlled", resolve_mode(loaded, "controlled")))
     assert str(refused.value) == (
-        "budget: max_starts is 3, but rule win2-seq-v2: its first look comes after 5 starts; registered rules that "
+        "max_starts is 3, but rule win2-seq-v2: its first look comes after 5 starts; registered rules that "
         "would fit: win2-v1 (3 starts), win2-launch-v1 (3 starts) (window.rule); raise max_starts in [budget] to at "
-        "least 5"
+        "least 5 (refused by the budget check)"
     )
 
 
@@ -136,9 +136,9 @@ def test_the_runbooks_plan_fits_under_the_default_rule_with_an_archive_and_is_re
     with pytest.raises(GateRefused) as refused:
         check_budget(loaded, without)
     assert str(refused.value) == (
-        "budget: the measurement would end at 113.6 min, past its 73 min limit; rule win2-seq-v2: its first look "
+        "the measurement would end at 113.6 min, past its 73 min limit; rule win2-seq-v2: its first look "
         "comes after 5 starts; registered rules that would fit: win2-v1 (3 starts), win2-launch-v1 (3 starts) "
-        "(window.rule); or fewer repeats, cells or streams, or a larger limit in [budget]"
+        "(window.rule); or fewer repeats, cells or streams, or a larger limit in [budget] (refused by the budget check)"
     )
     alt7 = load_plan(runbook_plan(make_plan, "win2-alt7-v1"))
     with pytest.raises(GateRefused, match=r"end at 159\.0 min, .* rule win2-alt7-v1: it runs 7 starts; "):

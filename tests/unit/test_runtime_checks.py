@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.errors import GateRefused, PlanError, RuntimeCheckError
+from fairwin.errors import PlanError, RuntimeCheckError
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.launch.speculative import effective_speculative, stated_speculative
 from fairwin.plan.checks import Runtime
@@ -63,7 +63,8 @@ def test_speculative_config_from_llama_server_arguments() -> None:
 
 def test_llama_cpps_synthetic_acceptance_is_not_standard_verification() -> None:
     synthetic = ["llama-server", "--spec-type", "draft-simple", "-md", "d.gguf", "--spec-synth-len", "3.5"]
-    with pytest.raises(GateRefused, match=r"sets spec-synth-len: llama.cpp's synthetic acceptance, .* read at launch"):
+    refused = r"sets spec-synth-len: llama.cpp's synthetic acceptance, .* read at launch"
+    with pytest.raises(RuntimeCheckError, match=refused):
         check_speculative("B", None, synthetic, standard=True)
     assert check_speculative("B", None, synthetic, standard=False)["spec-synth-len"] == "3.5"
 
@@ -71,7 +72,7 @@ def test_llama_cpps_synthetic_acceptance_is_not_standard_verification() -> None:
 def test_declared_speculative_config_must_match_field_by_field() -> None:
     argv = ["vllm", "--speculative-config", NGRAM]
     assert check_speculative("B", {"method": "ngram", "num_speculative_tokens": 4}, argv, standard=True)
-    with pytest.raises(GateRefused, match="field 'num_speculative_tokens' is 4 at launch, the role declares 5"):
+    with pytest.raises(RuntimeCheckError, match="field 'num_speculative_tokens' is 4 at launch, the role declares 5"):
         check_speculative("B", {"method": "ngram", "num_speculative_tokens": 5}, argv, standard=False)
     # An argv that states no config (a wrapper may add one) is left to what the server reports at its start.
     assert check_speculative("A", {"method": "ngram", "num_speculative_tokens": 4}, ["vllm"], standard=False) == {}
@@ -82,7 +83,7 @@ def test_declared_speculative_config_must_match_field_by_field() -> None:
 def test_standard_verification() -> None:
     synthetic = ["vllm", "--speculative-config", '{"method": "ngram", "rejection_sample_method": "synthetic"}']
     refused = r"rejection_sample_method 'synthetic'; the plan requires standard .*, read at launch"
-    with pytest.raises(GateRefused, match=refused):
+    with pytest.raises(RuntimeCheckError, match=refused):
         check_speculative("B", None, synthetic, standard=True)
     assert check_speculative("B", None, synthetic, standard=False)
     explicit = ["vllm", "--speculative-config", '{"method": "ngram", "rejection_sample_method": "standard"}']
@@ -98,7 +99,7 @@ def test_derived_role_may_differ_from_its_base_only_where_allowed(tmp_path: Path
     spec = make_spec("P", roles, tmp_path)
     assert spec.declared_env == {"POLICY": "adaptive", "SHARED": "1", "TRACE": "/mnt/trace"}
     check_declared_env(spec)
-    with pytest.raises(GateRefused, match="differs from base role PROD in POLICY, which allowed_env_differences"):
+    with pytest.raises(RuntimeCheckError, match="differs from base role PROD in POLICY, which allowed_env_differences"):
         check_declared_env(make_spec("Q", roles, tmp_path))
 
 

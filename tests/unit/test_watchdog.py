@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from fairwin.errors import GateRefused
 from fairwin.plan import load_plan
 from fairwin.plan.site import Site
 from fairwin.telemetry import watchdog
+from fairwin.window.admission import RunOptions, admit
 from tests.conftest import PlanFactory
 
 
@@ -26,8 +28,8 @@ def test_only_lines_added_after_the_mark_that_match_are_events(make_plan: PlanFa
     log = tmp_path / "watchdog.log"
     log.write_text("relock 2300 -> 1800 (yesterday)\n")
     loaded = load_plan(_plan_with_watchdog(make_plan, log))
-    marks = asyncio.run(watchdog.mark(Site.of(loaded)))
-    assert marks == {"here": log.stat().st_size}
+    marks, unread = asyncio.run(watchdog.mark(Site.of(loaded)))
+    assert marks == {"here": log.stat().st_size} and unread == []
     assert asyncio.run(watchdog.events(Site.of(loaded), marks)) == {}  # nothing new: a quiet watchdog
     with log.open("a") as out:
         out.write("heartbeat\nrelock 2300 -> 1800\n" + "".join(f"relock {i}\n" for i in range(6)))
@@ -41,10 +43,18 @@ def test_only_lines_added_after_the_mark_that_match_are_events(make_plan: PlanFa
     assert found.startswith(f"its log {log} could not be read at the decision")
 
 
-def test_a_log_that_cannot_be_read_refuses_the_window_naming_it(make_plan: PlanFactory, tmp_path: Path) -> None:
+def test_a_log_that_cannot_be_read_refuses_the_window_naming_it_and_the_check(
+    make_plan: PlanFactory, tmp_path: Path
+) -> None:
     loaded = load_plan(_plan_with_watchdog(make_plan, tmp_path / "missing.log"))
-    with pytest.raises(GateRefused, match=r"telemetry.watchdog_logs.here: .*missing.log cannot be read on here"):
-        asyncio.run(watchdog.mark(Site.of(loaded)))
+    marks, (unread,) = asyncio.run(watchdog.mark(Site.of(loaded)))
+    assert marks == {}
+    assert re.match(r"telemetry.watchdog_logs.here: .*missing.log cannot be read on here", unread)
+    admitting = admit(loaded, "controlled", RunOptions(output_dir=tmp_path / "out"))
+    with pytest.raises(
+        GateRefused, match=r"missing.log cannot be read on here .*\(refused by the watchdog logs check\)$"
+    ):
+        asyncio.run(admitting)
 
 
 def test_a_watchdog_on_an_undeclared_host_or_a_bad_pattern_is_a_plan_error(make_plan: PlanFactory) -> None:

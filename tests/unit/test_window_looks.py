@@ -132,6 +132,6 @@ def test_max_starts_below_the_rules_first_look_is_refused_before_anything_starts
     events: list[str] = []
     with pytest.raises(GateRefused) as refused:
         asyncio.run(run_window(load_plan(path), "controlled", launcher=launcher_recording(events)))
-    assert str(refused.value).startswith("budget: max_starts is 4, but rule win2-seq-v2: its first look comes after 5")
-    assert str(refused.value).endswith("raise max_starts in [budget] to at least 5")
+    assert str(refused.value).startswith("max_starts is 4, but rule win2-seq-v2: its first look comes after 5")
+    assert str(refused.value).endswith("raise max_starts in [budget] to at least 5 (refused by the budget check)")
     assert events == []

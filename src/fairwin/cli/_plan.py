@@ -39,21 +39,16 @@ def print_notices(loaded: LoadedPlan) -> None:
 
 def plan_check(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
-    from fairwin.gates.budget import check_budget
-    from fairwin.gates.sequence import estimates
     from fairwin.plan import load_plan
     from fairwin.plan.site import Site
-    from fairwin.window.preflight import error_rate_check, preflight, read_plan_archive_starts
+    from fairwin.window.admission import check_plan
+    from fairwin.window.preflight import error_rate_check
 
     loaded = load_plan(args.plan, args.overrides)
-    site = Site.of(loaded)
     print_notices(loaded)
     modes = loaded.plan.all_modes()
-    for mode in modes:
-        preflight(loaded, mode)
-    # The budget's gate, as `fairwin run` applies it: a plan that cannot fit is not OK.
-    for found in estimates(loaded, loaded.output_dir(), read_plan_archive_starts(site, loaded.output_dir())):
-        check_budget(loaded, found)
+    for mode in modes:  # the plan's part of a window's admission, as `fairwin run` applies it, for every mode
+        check_plan(loaded, mode)
     # Counted before OK is printed: a server that does not answer, or a prompt too short, is not OK.
     lengths = _check_prompt_lengths(loaded, args) if args.tokenizer is not None or args.tokenize_url else None
     stdout.print(
@@ -66,7 +61,7 @@ def plan_check(args: argparse.Namespace) -> int:
             "roles A and B (mode controlled) or P and B (production-policy)",
             markup=False,
         )
-    for warning in error_rate_check(site, get_rule(loaded.plan.window.rule), loaded.output_dir()):
+    for warning in error_rate_check(Site.of(loaded), get_rule(loaded.plan.window.rule), loaded.output_dir()):
         stderr.print(f"warning: {warning}", markup=False)
     if lengths is not None:
         stdout.print(lengths, markup=False)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from fairwin.decision.registry import RULES
 from fairwin.directory.gate_summary import BudgetEstimate
-from fairwin.errors import GateRefused
 from fairwin.gates.estimate import TimeEstimate
+from fairwin.gates.refusal import refuse
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import BudgetSettings
 from fairwin.plan.schedule import StartSpec
@@ -51,37 +51,42 @@ def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
     )
 
 
-def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
-    """Refuses a window whose first chance to stop (a sequential rule's first look; a fixed rule's last start)
-    cannot fit the limits: its measurement end, and its total on the measured pair reserve where earlier windows
-    measured one, else its dry bound. A sequential window's later starts are checked as it runs."""
+def budget_problems(loaded: LoadedPlan, found: TimeEstimate) -> list[str]:
+    """Why a window whose first chance to stop (a sequential rule's first look; a fixed rule's last start) cannot
+    fit the limits: its measurement end, and its total on the measured pair reserve where earlier windows measured
+    one, else its dry bound ([] when it fits). A sequential window's later starts are checked as it runs."""
     budget = loaded.plan.budget
     starts = found.first_stop
     if budget.max_starts is not None and budget.max_starts < starts:
-        raise GateRefused(
-            f"budget: max_starts is {budget.max_starts}, but {_rule_words(loaded, found)}; raise max_starts in "
+        return [
+            f"max_starts is {budget.max_starts}, but {_rule_words(loaded, found)}; raise max_starts in "
             f"[budget] to at least {starts}"
-        )
+        ]
     end_min = found.end_after(starts) / 60.0
     if end_min > budget.measurement_limit_min:
-        raise GateRefused(
-            f"budget: the measurement would end at {end_min:.1f} min, past its {budget.measurement_limit_min:g} min "
+        return [
+            f"the measurement would end at {end_min:.1f} min, past its {budget.measurement_limit_min:g} min "
             f"limit; {_rule_words(loaded, found)}; or fewer repeats, cells or streams, or a larger limit in [budget]"
-        )
+        ]
     if found.deciding_bound_after(starts) / 60.0 <= budget.limit_min:
-        return
+        return []
     if found.pair_reserve_measured:
-        raise GateRefused(
-            f"budget: on the measured pair reserve ({found.pair_reserve_s:.0f} s) the window needs "
+        return [
+            f"on the measured pair reserve ({found.pair_reserve_s:.0f} s) the window needs "
             f"{found.reserve_after(starts) / 60.0:.1f} min, over the {budget.limit_min:g} min limit; "
             f"{_rule_words(loaded, found)}"
-        )
-    raise GateRefused(
-        f"budget: nothing measured a pair reserve yet, and the dry bound is {found.dry_bound_after(starts) / 60.0:.1f} "
+        ]
+    return [
+        f"nothing measured a pair reserve yet, and the dry bound is {found.dry_bound_after(starts) / 60.0:.1f} "
         f"min, over the {budget.limit_min:g} min limit; it fits while the pair reserve is at most "
         f"{found.room_s(starts, budget.limit_min):.0f} s (dry_reserve_s is {found.dry_reserve_s:g} s), which "
         f"earlier windows of this mode's roles measure; {_rule_words(loaded, found)}"
-    )
+    ]
+
+
+def check_budget(loaded: LoadedPlan, found: TimeEstimate) -> None:
+    """:func:`budget_problems`, refused (exit 4) by the budget check."""
+    refuse("budget", budget_problems(loaded, found))
 
 
 def next_pair_refused(

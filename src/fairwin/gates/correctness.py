@@ -17,11 +17,12 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict
 
-from fairwin.errors import GateRefused
+from fairwin.errors import InputError, UsageError
 from fairwin.files import sha256_file
 from fairwin.formats import GATE_RUN, RecordFormat
 from fairwin.gates.qualify import git
-from fairwin.gates.receipt import Receipt, read_receipt, require_admitting, write_receipt
+from fairwin.gates.receipt import Receipt, admitting_problems, read_receipt, write_receipt
+from fairwin.gates.refusal import refuse
 
 TAIL_CHARS = 4000
 
@@ -47,8 +48,10 @@ class GateRunRecord(Receipt):
 
 
 def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[Path], repo: Path) -> GateRunRecord:
+    """Run the gate's command at the repository's HEAD and write its receipt; a FAIL is refused (exit 4) after the
+    receipt is written, naming it and the log."""
     if not command:
-        raise GateRefused("gate run needs a command after --")
+        raise UsageError("gate run needs a command after --, the check to run")
     commit = git(repo, "rev-parse", "HEAD").strip()
     dirty = bool(git(repo, "status", "--porcelain", "--untracked-files=no").strip())
     log = out.with_suffix(".log")
@@ -57,8 +60,8 @@ def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[P
     with log.open("wb") as handle:
         try:
             status = subprocess.run(list(command), stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
-        except OSError as exc:
-            raise GateRefused(f"gate {name}: cannot run {command[0]!r}: {exc.strerror}") from None
+        except OSError as exc:  # not a FAIL: the check never ran (a typo, a missing tool)
+            raise InputError(f"gate {name}: cannot run {command[0]!r}: {exc.strerror}; fix the command") from None
     duration = time.monotonic() - t0
     hashes = {str(path): sha256_file(path) if path.is_file() else None for path in artifacts}
     missing = [p for p, digest in hashes.items() if digest is None]
@@ -79,15 +82,17 @@ def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[P
     document = write_receipt(out, document)
     if verdict != "PASS":
         why = f"exit status {status}" if status != 0 else f"artifacts missing: {', '.join(missing)}"
-        raise GateRefused(f"gate {name} FAILED ({why}); receipt {out}, output in {log}")
+        refuse(f"gate {name}", [f"gate {name} FAILED ({why}); receipt {out}, output in {log}"])
     return document
 
 
-def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | None) -> GateRunRecord:
-    """Refuse unless the receipt is PASS at ``head`` and its artifacts are the qualified ones."""
-    receipt = read_receipt(path, GateRunRecord)
+def gate_problems(
+    path: Path, receipt: GateRunRecord, head: str, qualified_artifacts: dict[str, str] | None
+) -> list[str]:
+    """Why the receipt does not admit a window at ``head``: not PASS there, run on a dirty tree, or an artifact
+    that is not the qualified one ([] when it admits)."""
     name = receipt.name
-    require_admitting(
+    problems = admitting_problems(
         path,
         receipt.verdict,
         receipt.commit,
@@ -97,38 +102,50 @@ def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | No
         again="run the gate again at HEAD",
     )
     if receipt.dirty:
-        raise GateRefused(f"gate {name}: receipt {path} ran on a dirty work tree; commit, then run it again")
+        problems.append(f"gate {name}: receipt {path} ran on a dirty work tree; commit, then run it again")
     for artifact, digest in receipt.artifacts.items():
         key = Path(artifact).name
+        expected = qualified_artifacts.get(key) if qualified_artifacts is not None else None
         if qualified_artifacts is None:
-            raise GateRefused(f"gate {name}: artifact {key} needs --qualification to say which sha256 was qualified")
-        expected = qualified_artifacts.get(key)
-        if expected is None:
-            raise GateRefused(f"gate {name}: artifact {key} is not among the qualified artifacts")
-        if expected != digest:
-            raise GateRefused(
+            problems.append(f"gate {name}: artifact {key} needs --qualification to say which sha256 was qualified")
+        elif expected is None:
+            problems.append(f"gate {name}: artifact {key} is not among the qualified artifacts")
+        elif expected != digest:
+            problems.append(
                 f"gate {name}: artifact {key} has sha256 {str(digest)[:16]}..., the qualified one "
                 f"{expected[:16]}...; the artifact being measured is not the one that was qualified"
             )
+    return problems
+
+
+def require_gate(path: Path, head: str, qualified_artifacts: dict[str, str] | None) -> GateRunRecord:
+    """The receipt, refused (exit 4) unless it is PASS at ``head`` for the qualified artifacts."""
+    receipt = read_receipt(path, GateRunRecord)
+    refuse("correctness receipts", gate_problems(path, receipt, head, qualified_artifacts))
     return receipt
 
 
-def bind_to_hosts(receipts: Sequence[GateRunRecord], pins: dict[str, list[str]], remote: bool) -> dict[str, list[str]]:
+def unbound_artifacts(receipts: Sequence[GateRunRecord], pins: dict[str, list[str]], remote: bool) -> list[str]:
+    """Where a role of the window runs on another host, each gate artifact no identity pin holds: a remote server
+    loads its own copy, and a local file (or its base name) says nothing about it."""
+    if not remote:
+        return []
+    return [
+        f"gate {receipt.name}: artifact {Path(artifact).name} (sha256 {str(digest)[:16]}...) is what no role of "
+        "the window pins on its host; a remote server loads its own copy: pin it there (roles.R.identity "
+        f'= {{ "/path/on/host" = "{digest}" }}), and every start checks the host holds it'
+        for receipt in receipts
+        for artifact, digest in receipt.artifacts.items()
+        if str(digest) not in pins
+    ]
+
+
+def bind_to_hosts(receipts: Sequence[GateRunRecord], pins: dict[str, list[str]]) -> dict[str, list[str]]:
     """Each gate artifact to the identity pins (``"role B worker 1 on host w1: /opt/verifier.so"``) holding its
-    sha256, which every start checks on its host before launching. Where a role of the window runs on another
-    host, an artifact no pin holds is refused: a remote server loads its own copy, and a local file (or its base
-    name) says nothing about it."""
-    bound: dict[str, list[str]] = {}
-    for receipt in receipts:
-        name = receipt.name
-        for artifact, digest in receipt.artifacts.items():
-            where = pins.get(str(digest), [])
-            if not where and remote:
-                raise GateRefused(
-                    f"gate {name}: artifact {Path(artifact).name} (sha256 {str(digest)[:16]}...) is what no role of "
-                    "the window pins on its host; a remote server loads its own copy: pin it there (roles.R.identity "
-                    f'= {{ "/path/on/host" = "{digest}" }}), and every start checks the host holds it'
-                )
-            if where:
-                bound[f"{name}: {Path(artifact).name}"] = where
-    return bound
+    sha256, which every start checks on its host before launching (:func:`unbound_artifacts`: those none holds)."""
+    return {
+        f"{receipt.name}: {Path(artifact).name}": pins[str(digest)]
+        for receipt in receipts
+        for artifact, digest in receipt.artifacts.items()
+        if pins.get(str(digest))
+    }

@@ -18,22 +18,27 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.errors import CorruptRecordError, GateRefused
+from fairwin.errors import CorruptRecordError, InputError
 from fairwin.formats import CARRY, RecordFormat
 from fairwin.gates.foreign_admission import read_admission
-from fairwin.gates.receipt import Receipt, read_receipt, require_admitting, write_receipt
+from fairwin.gates.receipt import Receipt, admitting_problems, read_receipt, write_receipt
+from fairwin.gates.refusal import refuse
 from fairwin.plan.checks import Qualification
 
 SHOWN = 10
+
+
+class GitFailed(InputError):
+    """git could not answer in the repository the plan names (not a repository, an unknown revision)."""
 
 
 def git(repo: Path, *args: str) -> str:
     try:
         done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=60, check=False)
     except OSError as exc:
-        raise GateRefused(f"cannot run git in {repo}: {exc.strerror}") from None
+        raise GitFailed(f"cannot run git in {repo}: {exc.strerror}; check qualification.repo") from None
     if done.returncode != 0:
-        raise GateRefused(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip().splitlines()[-1:]}")
+        raise GitFailed(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip().splitlines()[-1:]}")
     return done.stdout
 
 
@@ -41,27 +46,33 @@ def resolve(repo: Path, revision: str) -> str:
     return git(repo, "rev-parse", "--verify", f"{revision}^{{commit}}").strip()
 
 
-def require_commit(repo: Path, expected: str) -> str:
-    """HEAD of ``repo``, when it is ``expected`` (a sha or any revision) and nothing tracked is uncommitted; else
-    a refusal naming what is there instead. The runbook's --expected-experiment-commit."""
+def expected_commit_problems(repo: Path, expected: str) -> list[str]:
+    """Why ``repo`` is not at ``expected`` (a sha or any revision) with nothing tracked uncommitted ([] when it
+    is). The runbook's --expected-experiment-commit."""
     head = resolve(repo, "HEAD")
     try:
         wanted = resolve(repo, expected)
-    except GateRefused:
-        raise GateRefused(f"expected commit {expected} is not a commit of {repo}") from None
+    except GitFailed:
+        return [f"expected commit {expected} is not a commit of {repo}"]
     if head != wanted:
-        raise GateRefused(
+        return [
             f"{repo} is at {head[:12]}, not the expected commit {expected} ({wanted[:12]}); "
             f"check it out there, or run with the commit this window is for"
-        )
+        ]
     changed = [line[3:] for line in git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        raise GateRefused(
+        return [
             f"{repo} is at the expected commit {head[:12]} but has uncommitted changes "
             f"({', '.join(changed[:3])}{more}); commit or stash them"
-        )
-    return head
+        ]
+    return []
+
+
+def require_commit(repo: Path, expected: str) -> str:
+    """HEAD of ``repo``, refused (exit 4) unless it is ``expected`` and clean."""
+    refuse("expected commit", expected_commit_problems(repo, expected))
+    return resolve(repo, "HEAD")
 
 
 def blobs(repo: Path, commit: str) -> dict[str, str]:
@@ -78,7 +89,7 @@ def blobs(repo: Path, commit: str) -> dict[str, str]:
 def file_at(repo: Path, commit: str, path: str) -> str | None:
     try:
         return git(repo, "show", f"{commit}:{path}")
-    except GateRefused:
+    except GitFailed:
         return None
 
 
@@ -163,14 +174,14 @@ class CarryRecord(Receipt):
 def _admitted_commit(repo: Path, receipt_path: Path, commit: str) -> str:
     try:
         return resolve(repo, commit)
-    except GateRefused:
+    except GitFailed:
         raise CorruptRecordError(
             f"{receipt_path}: names commit {commit}, which {repo} does not have; it was damaged, or is for another repo"
         ) from None
 
 
 def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, head: str, out: Path) -> CarryRecord:
-    """Write the carry receipt; raise GateRefused (after writing it) when the qualification does not carry."""
+    """Write the carry receipt; refused (exit 4, after writing it) when the qualification does not carry."""
     admission, foreign = read_admission(receipt_path, rules.foreign_admission)
     q, h = resolve(repo, qualified), resolve(repo, head)
     problems: list[str] = []
@@ -205,16 +216,17 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
         units=units,
     )
     document = write_receipt(out, document)
-    if problems:
-        raise GateRefused(f"qualification does not carry from {q[:12]} to {h[:12]}: {problems[0]} (receipt: {out})")
+    refuse(
+        "qualification",
+        [f"qualification does not carry from {q[:12]} to {h[:12]}: {p} (receipt: {out})" for p in problems],
+    )
     return document
 
 
-def require_carry(path: Path, head: str, rules: Qualification | None) -> CarryRecord:
-    """Refuse unless the carry receipt is CARRIED, to exactly the commit under test, under rules at least as strict
-    as the plan's ``[qualification]``."""
-    carried = read_receipt(path, CarryRecord)
-    require_admitting(
+def carry_problems(path: Path, carried: CarryRecord, head: str, rules: Qualification | None) -> list[str]:
+    """Why the carry receipt does not admit a window at ``head``: not CARRIED, to another commit, or under rules
+    looser than the plan's ``[qualification]`` ([] when it admits)."""
+    problems = admitting_problems(
         path,
         carried.verdict,
         carried.head,
@@ -225,10 +237,17 @@ def require_carry(path: Path, head: str, rules: Qualification | None) -> CarryRe
     )
     looser = looser_than(carried.rules, rules) if rules is not None else []
     if looser:
-        raise GateRefused(
+        problems.append(
             f"the carry receipt {path} was made under a looser [qualification] than the plan's: "
             f"{'; '.join(looser)}; run `fairwin qualify carry` again with this plan"
         )
+    return problems
+
+
+def require_carry(path: Path, head: str, rules: Qualification | None) -> CarryRecord:
+    """The carry receipt, refused (exit 4) unless it admits a window at ``head``."""
+    carried = read_receipt(path, CarryRecord)
+    refuse("qualification", carry_problems(path, carried, head, rules))
     return carried
 
 
@@ -255,7 +274,7 @@ def successor_problems(repo: Path, rules: Qualification, earlier: str, later: st
         return []
     try:
         git(repo, "merge-base", "--is-ancestor", earlier, later)
-    except GateRefused:
+    except GitFailed:
         return [f"commit {later[:12]} does not descend from {earlier[:12]}"]
     at_e, at_l = blobs(repo, earlier), blobs(repo, later)
     differing = sorted(p for p in at_e.keys() | at_l.keys() if protected(p, rules) and at_e.get(p) != at_l.get(p))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fairwin.errors import CorruptRecordError, GateRefused, InputError
+from fairwin.errors import CorruptRecordError, InputError
 from fairwin.files import canonical_json, read_json, sha256_bytes, write_json_atomic
 from fairwin.records import Record, validated
 
@@ -43,7 +43,7 @@ def read_receipt(path: Path, model: type[R], *, sealed: bool = True) -> R:
 
     Missing: :class:`InputError`. Torn, not JSON, another format, unsealed, edited after
     writing or not of its format's shape: :class:`CorruptRecordError`. Both exit 2; a gate's
-    refusal of a sound receipt (a FAIL verdict, another commit) is the caller's :class:`GateRefused`.
+    refusal of a sound receipt (a FAIL verdict, another commit) is :func:`admitting_problems`'s.
     ``sealed=False`` is for receipts another tool writes (the admission): their seal is checked when present.
     """
     if not path.exists():
@@ -57,15 +57,16 @@ def read_receipt(path: Path, model: type[R], *, sealed: bool = True) -> R:
     return validated(model, document, str(path))
 
 
-def require_admitting(
+def admitting_problems(
     path: Path, verdict_found: str, commit_found: str | None, *, what: str, verdict: str, head: str, again: str
-) -> None:
-    """Refuse (a gate's refusal, exit 4) a sound receipt whose verdict is not ``verdict``, or whose commit is not
-    the commit under test: ``again`` says how to get one that is."""
+) -> list[str]:
+    """Why a sound receipt does not admit: its verdict is not ``verdict``, or its commit is not the commit under
+    test (``again`` says how to get one that is); [] when it admits."""
     if verdict_found != verdict:
-        raise GateRefused(f"{what}: receipt {path} is {verdict_found}, not {verdict}")
+        return [f"{what}: receipt {path} is {verdict_found}, not {verdict}"]
     if commit_found != head:
-        raise GateRefused(
+        return [
             f"{what}: receipt {path} is for commit {str(commit_found)[:12]}, not the commit under test "
             f"{head[:12]}; {again}"
-        )
+        ]
+    return []

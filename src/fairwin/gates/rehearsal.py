@@ -25,12 +25,13 @@ from typing import ClassVar, Literal
 import aiohttp
 from pydantic import ConfigDict
 
-from fairwin.errors import GateRefused, InputError, more
+from fairwin.errors import InputError
 from fairwin.files import write_text_atomic
 from fairwin.formats import REHEARSAL, RecordFormat
 from fairwin.gates.binding import bind, moved, rehearsal_parts
 from fairwin.gates.probes import ProbeResult, judge, probes_for, real_prompts, send
 from fairwin.gates.receipt import Receipt, read_receipt, write_receipt
+from fairwin.gates.refusal import refuse
 from fairwin.metrics.profile import choose_profile
 from fairwin.plan.loading import LoadedPlan
 from fairwin.transport import api_headers
@@ -112,29 +113,34 @@ async def rehearse(
     return write_receipt(out / "rehearsal.json", document)
 
 
-def require_rehearsal(directory: Path, loaded: LoadedPlan) -> RehearsalRecord:
+def rehearsal_problems(directory: Path, document: RehearsalRecord, loaded: LoadedPlan) -> list[str]:
+    """Why the rehearsal in ``directory`` does not admit this plan's window: not PASS, against another URL, for
+    another plan or for what changed since, or too old ([] when it admits)."""
     settings = loaded.plan.rehearsal
-    document = read_receipt(directory / "rehearsal.json", RehearsalRecord)
     if document.verdict != "PASS":
-        raise GateRefused(f"rehearsal {directory} is {document.verdict}, not PASS: {document.failures}")
+        return [f"rehearsal {directory} is {document.verdict}, not PASS: {document.failures}"]
     if settings.url is None:
-        raise GateRefused("--require-rehearsal needs the plan's rehearsal.url (production's URL) to compare with")
+        return ["--require-rehearsal needs the plan's rehearsal.url (production's URL) to compare with"]
     if document.url != settings.url.rstrip("/"):
-        raise GateRefused(f"rehearsal {directory} was against {document.url}, the plan's is {settings.url}")
+        return [f"rehearsal {directory} was against {document.url}, the plan's is {settings.url}"]
     if document.binds is None and document.plan_sha256 != loaded.sha256:
-        raise GateRefused(f"rehearsal {directory} was for another version of the plan (sha256 differs); rehearse again")
+        return [f"rehearsal {directory} was for another version of the plan (sha256 differs); rehearse again"]
     changed = moved(document.binds or {}, bind(rehearsal_parts(loaded)))
     if document.binds is not None and changed:
-        raise GateRefused(
-            f"rehearsal {directory} vouches for what changed since: {', '.join(changed[:3])}{more(changed[3:])}; "
-            "rehearse again",
-            details=changed[3:],
-        )
+        return [
+            f"rehearsal {directory} vouches for what changed since: {', '.join(changed[:3])}; rehearse again",
+            *(f"{key} changed since the rehearsal too" for key in changed[3:]),
+        ]
     age_h = (time.time() - document.created_unix) / 3600.0
     if age_h > settings.max_age_h:
-        raise GateRefused(
-            f"rehearsal {directory} is {age_h:.1f} h old, older than {settings.max_age_h:g} h; rehearse again"
-        )
+        return [f"rehearsal {directory} is {age_h:.1f} h old, older than {settings.max_age_h:g} h; rehearse again"]
+    return []
+
+
+def require_rehearsal(directory: Path, loaded: LoadedPlan) -> RehearsalRecord:
+    """The rehearsal's receipt, refused (exit 4) unless it admits this plan's window."""
+    document = read_receipt(directory / "rehearsal.json", RehearsalRecord)
+    refuse("rehearsal", rehearsal_problems(directory, document, loaded))
     return document
 
 

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from fairwin.errors import (
-    GateRefused,
     HostUnreachable,
     InputError,
     LaunchError,
@@ -106,15 +105,17 @@ async def stop_remote_group(conn: asyncssh.SSHClientConnection, pgid: int, grace
     return sent[-1]
 
 
-async def reachable(hosts: Mapping[str, Host]) -> None:
-    """Connect to each host (its key verified) and close: a host that would refuse the window refuses it now,
-    before anything is touched (GateRefused, exit 4, naming the host)."""
+async def unreachable(hosts: Mapping[str, Host]) -> list[str]:
+    """Connect to each host (its key verified) and close: each host that would refuse a window now, and why."""
+    problems = []
     for name, host in hosts.items():
         try:
             conn = await connect(name, host)
         except LaunchError as exc:
-            raise GateRefused(str(exc)) from None
+            problems.append(str(exc))
+            continue
         conn.close()
+    return problems
 
 
 async def run_once(name: str, host: Host, command: str, timeout_s: float | None = None) -> asyncssh.SSHCompletedProcess:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fairwin.directory.declaration import LiveMember
-from fairwin.errors import GateRefused, ProductionError, RuntimeCheckError
+from fairwin.errors import ProductionError, RuntimeCheckError
 from fairwin.launch.container import expected_env
 from fairwin.launch.inspect import image_env
 from fairwin.launch.runtime_cli import RuntimeCli
@@ -67,25 +67,25 @@ async def read_live(site: Site, production: Production) -> LiveProduction:
 
 async def production_as_it_runs(
     site: Site, production: Production, say: Callable[[str], None]
-) -> LiveProduction | None:
-    """Read production before the take-down and check every compared role of the site against it: GateRefused
-    (nothing touched) on a difference, or when a compared role has nothing to be compared with."""
+) -> tuple[LiveProduction | None, list[str]]:
+    """Production read before the take-down (else its last reading), and why a compared role of the site differs
+    from it or has nothing to be compared with ([] when none does)."""
     compared = [r for r in site.roles if compares_live(site, r)]
     settings = site.plan.production
     if settings is None or (settings.role is None and settings.live is None):
-        return None
+        return None, []
     try:
         live = await read_live(site, production)
     except ProductionError as exc:
         kept = stored(production.state_dir)
         if kept is None and compared:
-            raise GateRefused(
+            return None, [
                 f"role {compared[0]} is compared with production as it runs, but {exc}; bring "
                 "production up so it can be read, then run the window"
-            ) from None
+            ]
         say(f"production as it runs: not read ({exc})" + (f"; comparing with {kept.from_snapshot}" if kept else ""))
         if kept is None:
-            return None
+            return None, []
         live = kept
     else:
         before = stored(production.state_dir)
@@ -93,14 +93,12 @@ async def production_as_it_runs(
             live.changed.extend(changed)
             say(f"warning: production changed since its last reading ({before.from_snapshot}): {'; '.join(changed)}")
         keep(production.state_dir, live)
-    for role in compared:
-        await check_before_take_down(site, role, live)
-    return live
+    return live, [problem for role in compared for problem in await live_problems(site, role, live)]
 
 
-async def check_before_take_down(site: Site, role_name: str, live: LiveProduction) -> None:
+async def live_problems(site: Site, role_name: str, live: LiveProduction) -> list[str]:
     """The role's head and workers as they would run on their hosts (that host's login env plus what the plan
-    declares) against production's live processes: refused before production is touched."""
+    declares) against production's live processes: the first difference, before production is touched."""
     plan = site.plan
     head = make_spec(role_name, plan.roles, site.base_dir, site.hosts)
     specs = [*worker_specs(head, plan.roles, site.base_dir, site.hosts), head]
@@ -121,7 +119,8 @@ async def check_before_take_down(site: Site, role_name: str, live: LiveProductio
             elif member.mounts is not None:
                 check_live_container(spec, member, None, None)
     except RuntimeCheckError as exc:
-        raise GateRefused(f"before production is taken down: {exc}") from None
+        return [f"before production is taken down: {exc}"]
+    return []
 
 
 def counterpart(spec: LaunchSpec, live: LiveProduction) -> LiveMember | None:

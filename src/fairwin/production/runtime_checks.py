@@ -28,7 +28,7 @@ from pydantic import JsonValue
 
 from fairwin.directory.declaration import LiveMember
 from fairwin.directory.start_receipt import SpeculativeSource
-from fairwin.errors import GateRefused, RuntimeCheckError
+from fairwin.errors import RuntimeCheckError
 from fairwin.launch.reported import reported_speculative
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.speculative import LLAMA_SYNTHETIC, stated_speculative
@@ -79,7 +79,7 @@ def check_declared_env(spec: LaunchSpec) -> None:
     base, own = (spec.base_env, spec.env) if spec.base_env is not None else (spec.base_declared_env, spec.declared_env)
     extra = [k for k in env_differences(base, own) if k not in spec.allowed_env_differences]
     if extra:
-        raise GateRefused(
+        raise RuntimeCheckError(
             f"role {spec.role_name}: its {'environment' if here else 'declared environment'} differs from base "
             f"role {spec.base_role} in {_listed(extra)}, which allowed_env_differences does not list; declare them "
             "or stop changing them"
@@ -179,11 +179,11 @@ def check_speculative(
     role_name: str, declared: Mapping[str, Any] | None, argv: Sequence[str], standard: bool
 ) -> dict[str, JsonValue]:
     """Refuse a role whose launch arguments ask for another speculative config than the declared one, or not the
-    standard verification when it is required (before anything starts: GateRefused). Arguments that state none
-    are left to the start, which reads what the server reports."""
+    standard verification when it is required (RuntimeCheckError; the preflight refuses with it before anything
+    starts). Arguments that state none are left to the start, which reads what the server reports."""
     stated = stated_speculative(argv)
     if stated is not None:
-        compare_speculative(f"role {role_name}", declared, stated, standard, "at launch", GateRefused)
+        compare_speculative(f"role {role_name}", declared, stated, standard, "at launch")
     return stated or {}
 
 
@@ -193,25 +193,24 @@ def compare_speculative(
     effective: Mapping[str, Any],
     standard: bool,
     where: str,
-    error: type[GateRefused] | type[RuntimeCheckError] = RuntimeCheckError,
 ) -> None:
     """The effective config (``where`` it was read) is the declared one, and standard when that is required."""
     if declared is not None:
         for key in sorted(declared.keys() | effective.keys()):
             if declared.get(key) != effective.get(key):
-                raise error(
+                raise RuntimeCheckError(
                     f"{label}: speculative config field {key!r} is {effective.get(key)!r} {where}, "
                     f"the role declares {declared.get(key)!r}"
                 )
     method = effective.get("rejection_sample_method", STANDARD)
     if standard and effective and method != STANDARD:
-        raise error(
+        raise RuntimeCheckError(
             f"{label}: speculative config uses rejection_sample_method {method!r}; the plan requires standard "
             f"verification (runtime.standard_verification), read {where}"
         )
     synthetic = [key for key in LLAMA_SYNTHETIC if key in effective]
     if standard and synthetic:
-        raise error(
+        raise RuntimeCheckError(
             f"{label}: speculative config sets {', '.join(synthetic)}: llama.cpp's synthetic acceptance, which "
             f"accepts drafts at a set rate without verifying them; the plan requires standard verification "
             f"(runtime.standard_verification), read {where}"

@@ -16,7 +16,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from fairwin.errors import GateRefused, LaunchError
+from fairwin.errors import LaunchError
 from fairwin.launch.shell import shell
 from fairwin.plan.site import Site
 from fairwin.telemetry.gpu import HERE
@@ -57,18 +57,20 @@ async def _added(site: Site, host: str, mark: int) -> str:
     return out
 
 
-async def mark(site: Site) -> dict[str, int]:
-    """Each host's watchdog log's size now; a log that cannot be read refuses the window, naming it."""
+async def mark(site: Site) -> tuple[dict[str, int], list[str]]:
+    """Each host's watchdog log's size now, and each log that cannot be read (its dial-backs would go unseen)."""
     marks: dict[str, int] = {}
+    unread: list[str] = []
     for host, path in sorted(site.plan.telemetry.watchdog_logs.items()):
         size = await _size(site, host)
         if isinstance(size, str):
-            raise GateRefused(
+            unread.append(
                 f"telemetry.watchdog_logs.{host}: {path} cannot be read on {host} ({size}); its dial-backs would "
                 "go unseen: fix the path, or remove the key"
             )
-        marks[host] = size
-    return marks
+        else:
+            marks[host] = size
+    return marks, unread
 
 
 async def events(site: Site, marks: dict[str, int]) -> dict[str, list[str]]:

@@ -16,13 +16,14 @@ from fairwin.archive.archive_row import PlannedKey
 from fairwin.archive.window_rows import archive_location, planned_match, window_noise
 from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
 from fairwin.decision.sequential import fewest_archived_starts
-from fairwin.errors import ArchiveError, PlanError
+from fairwin.errors import ArchiveError, PlanError, RuntimeCheckError
 from fairwin.gates.estimate import TimeEstimate
 from fairwin.gates.power import audit_trials, error_rate_warnings, expected_starts, power_warnings
+from fairwin.gates.refusal import refuse
 from fairwin.launch.scheduling import check_cpus_exist
-from fairwin.launch.spec import make_spec
+from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import Mode
+from fairwin.plan.models import Mode, Plan
 from fairwin.plan.schedule import resolve_mode
 from fairwin.plan.site import Site
 from fairwin.production.runtime_checks import check_declared_env, check_speculative
@@ -46,8 +47,7 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
     check_cpus_exist("window.client_cpus", plan.window.client_cpus)
     for role in sorted({mode.control, mode.candidate}):
         spec = make_spec(role, plan.roles, loaded.base_dir)  # env files and {env:NAME} must resolve
-        check_declared_env(spec)
-        check_speculative(role, plan.roles[role].speculative, spec.argv, plan.runtime.standard_verification)
+        refuse("runtime declarations", _declaration_problems(spec, plan))
         check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
         api_headers(plan.roles[role].api_key_env, f"roles.{role}.api_key_env")  # its key must be there to send
     rule = get_rule(plan.window.rule)
@@ -60,6 +60,19 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
             "point it at a stored greedy.jsonl or remove the key"
         )
     return Preflight(mode_name=mode_name, mode=mode, rule=rule)
+
+
+def _declaration_problems(spec: LaunchSpec, plan: Plan) -> list[str]:
+    """A derived role's environment against its base's, and the speculative config its arguments state against
+    the declared one: what refuses before anything starts, where each start checks them again."""
+    try:
+        check_declared_env(spec)
+        check_speculative(
+            spec.role_name, plan.roles[spec.role_name].speculative, spec.argv, plan.runtime.standard_verification
+        )
+    except RuntimeCheckError as exc:
+        return [str(exc)]
+    return []
 
 
 def check_counters(profile: ServerProfile, rule: RuleSpec, why: str) -> None:
@@ -88,21 +101,6 @@ def planned_keys(site: Site, mode_name: str | None, cap: float | None) -> dict[s
 def read_plan_archive(site: Site, out: Path) -> Snapshot:
     """The archive a run of this plan reads (``out``: its output directory), read once."""
     return open_archive(archive_location(site, out)).snapshot()
-
-
-def read_plan_archive_starts(site: Site, out: Path) -> int:
-    """The fewest archived control starts of a deciding cell in any mode, or 0 when the archive cannot be read
-    (then a sequential rule's budget is checked as if its first look came later, which is the safer side)."""
-    try:
-        snapshot = read_plan_archive(site, out)
-    except ArchiveError:
-        return 0
-    rule = get_rule(site.plan.window.rule)
-    cap = planned_cap(site)
-    return min(
-        (first_look_archive(site, rule, snapshot, mode, cap) for mode in site.plan.all_modes() or [None]),
-        default=0,
-    )
 
 
 def _deciding_noise(

@@ -20,7 +20,7 @@ import aiohttp
 
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.start_receipt import ContainerReceipt, StopRecord, WorkerReceipt
-from fairwin.errors import GateRefused, LaunchError
+from fairwin.errors import LaunchError
 from fairwin.launch.checkouts import check_checkouts, role_specs
 from fairwin.launch.container import ContainerServer
 from fairwin.launch.identity import digests
@@ -141,9 +141,9 @@ def start_processes(
     return [*found, StartProcess(head, launcher(head, log), log, role.identity, None, role.repo)]
 
 
-async def launchable(site: Site, production_port: tuple[str | None, int] | None) -> None:
-    """Every process of the site's roles could be launched on its host now: its command, its working directory and its
-    fixed ports (production's own port excepted: the take-down frees it). Else GateRefused naming each problem."""
+async def unlaunchable(site: Site, production_port: tuple[str | None, int] | None) -> list[str]:
+    """Why a process of the site's roles could not be launched on its host now: its command, its working directory
+    or its fixed ports (production's own port excepted: the take-down frees it); [] when every one could."""
     problems: list[str] = []
     for name in site.roles:
         role = site.plan.roles[name]
@@ -154,8 +154,7 @@ async def launchable(site: Site, production_port: tuple[str | None, int] | None)
                 ports = listen_ports(spec) if role.port != "auto" else []  # an auto port is chosen at each start
             fixed = [port for port in ports if (spec.host, port) != production_port]
             problems += await launch_problems(spec, fixed)
-    if problems:
-        raise GateRefused(f"before production is taken down: {'; '.join(problems)}")
+    return problems
 
 
 async def check_identities(processes: list[StartProcess]) -> dict[str, dict[str, str]]:

@@ -13,8 +13,6 @@ from typing import Unpack
 from fairwin.custody.chain import (
     ChainRun,
     chained_order,
-    continuation_problems,
-    in_progress,
     marker_path,
     read_marker,
 )
@@ -26,7 +24,7 @@ from fairwin.decision import RuleSpec
 from fairwin.directory.environment import Environment, capture
 from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.directory.layout import WindowDir, new_window_id
-from fairwin.errors import FairwinError, GateRefused, InputError, RestoreFailed
+from fairwin.errors import FairwinError, RestoreFailed
 from fairwin.launch.runtime_cli import container_clis
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
@@ -38,7 +36,7 @@ from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.window.admission import Admission, RunOptions, WindowOptions, admit
 from fairwin.window.machine import Window, WindowResult
-from fairwin.window.preflight import Preflight, draw_order, preflight_power
+from fairwin.window.preflight import draw_order, preflight_power
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
 
@@ -69,7 +67,7 @@ async def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission,
     node_caps = _node_caps(admitted.site, say)
     hold = _hold(admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
-    chain = await chain_for(admitted.site, checked, hold, out, environment, options)
+    chain = chain_for(admitted.site, hold, out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
     directory, hardware = _locked_directory(mode_name, admitted, options.coordinator)
@@ -159,44 +157,18 @@ def gate_line(rule: RuleSpec, budget: BudgetEstimate) -> str:
     )
 
 
-async def chain_for(
-    site: Site,
-    checked: Preflight,
-    hold: Hold | None,
-    out: Path,
-    environment: Environment,
-    options: RunOptions,
+def chain_for(
+    site: Site, hold: Hold | None, out: Path, environment: Environment, options: RunOptions
 ) -> ChainRun | None:
-    """This window's part in a chain, or a refusal: chaining needs production and a mode that may chain, and a
-    chain in progress is continued only by a chained window and only when it is consistent."""
+    """This window's part in a chain (admission's chain checks have passed: window/admission_checks.py)."""
+    wanted = options.chain
+    if wanted is None or hold is None:
+        return None
     path = marker_path(site, out)
     found = read_marker(path)
-    wanted = options.chain
-    if wanted is None:
-        if found is not None:
-            raise GateRefused(
-                f"{in_progress(path, found)}; run with --chain or --chain-last, or end it with "
-                "`fairwin chain abort PLAN`"
-            )
-        return None
-    if hold is None:
-        raise InputError(f"--chain needs a [production] section in {site.path}: a chain leaves production down")
-    if not checked.mode.chain:
-        raise InputError(
-            f"mode {checked.mode_name} never chains (chain = false): its windows need the restore "
-            "and the watch; run it without --chain"
-        )
-    if wanted == "last" and found is None:
-        raise InputError(f"--chain-last: no chain is in progress ({path}); run the window without it")
-    commit = environment.commit
     declared = hold.snapshot
     assert declared is not None  # a window's hold is made with production's declaration (_hold)
     if found is not None:
-        problems = await continuation_problems(
-            site, found, snapshot=declared, commit=commit, capture=options.chain_production
-        )
-        if problems:
-            raise GateRefused(f"the chain cannot continue: {'; '.join(problems)}")
         hold.taken = True  # the chain left production down: from the window's first step, it is owed back
     return ChainRun(
         marker_path=path,
@@ -205,7 +177,7 @@ async def chain_for(
         last=wanted == "last",
         found=found,
         snapshot=declared,
-        commit=commit,
+        commit=environment.commit,
         coordinator=coordinator(options.coordinator),
     )
 
