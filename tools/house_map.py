@@ -116,17 +116,19 @@ COMMAND_CALLS = {
     "subprocess.Popen",
     "subprocess.check_output",
     "subprocess.check_call",
+    "subprocess.call",
     "asyncio.create_subprocess_exec",
     "asyncio.create_subprocess_shell",
+    "os.system",
+    "os.popen",
+    "os.posix_spawn",
     "os.execvp",
     "os.execv",
     "os.execvpe",
     "asyncssh.connect",
-    "connection.run",
-    "connection.create_process",
-    "conn.run",
-    "conn.create_process",
 }
+#: Methods of an SSH connection (``conn``, ``self.conn``, ``connection``) that open a channel.
+CHANNEL_METHODS = ("conn.run", "conn.create_process", "connection.run", "connection.create_process")
 
 
 def _functions_taking_plan(paths: list[Path]) -> tuple[int, int]:
@@ -154,7 +156,10 @@ def _nodes(paths: list[Path], match: Callable[[ast.AST], bool]) -> dict[str, int
 
 
 def _runs_a_command(node: ast.AST) -> bool:
-    return isinstance(node, ast.Call) and ast.unparse(node.func) in COMMAND_CALLS
+    if not isinstance(node, ast.Call):
+        return False
+    called = ast.unparse(node.func)
+    return called in COMMAND_CALLS or called.endswith(CHANNEL_METHODS)
 
 
 def _resolves_a_host(node: ast.AST) -> bool:

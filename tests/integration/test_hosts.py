@@ -448,3 +448,31 @@ def test_a_server_that_died_while_its_connection_was_down_fails_the_start(
     assert status(window)["state"] == "failed" and status(window)["restore"]["state"] == "RESTORED"
     assert not (window / "pooled.jsonl").exists() or "s2" not in (window / "pooled.jsonl").read_text()
     assert processes_with("ssh-died-b") == [] and processes_with("ssh-died-a") == []
+
+
+def test_a_read_is_asked_again_on_a_new_connection_and_an_action_never_runs_twice(
+    ssh_hosts: SshHosts, tmp_path: Path
+) -> None:
+    """The command seam's retry rule: the first run of each command drops its own connection (its sshd session
+    killed under it, as a network blip would); a read is asked again and answers, an action is not run again."""
+    import asyncio
+
+    from fairwin.errors import LaunchError
+    from fairwin.launch.ssh import run_once
+    from fairwin.plan.hosts import Host
+
+    host = Host.model_validate({**ssh_hosts.plan_hosts()["h1"], "reconnect_s": 30.0})
+    runs = tmp_path / "runs"
+
+    def dropping_once(name: str) -> str:
+        seen = tmp_path / f"{name}.seen"
+        return (
+            f"echo {name} >> {runs}; if [ -e {seen} ]; then echo answered; "
+            f"else touch {seen}; kill -9 $PPID; sleep 5; fi"
+        )
+
+    read = asyncio.run(run_once("h1", host, dropping_once("read"), 20.0, retry="read"))
+    assert (read.exit_status, str(read.stdout).strip()) == (0, "answered")
+    with pytest.raises(LaunchError, match=r"it may have run, so it is not run again: check host h1$"):
+        asyncio.run(run_once("h1", host, dropping_once("action"), 20.0, retry="action"))
+    assert runs.read_text().split() == ["read", "read", "action"]

@@ -133,7 +133,7 @@ def test_a_worker_of_the_derived_role_differing_from_productions_worker_is_refus
         f"setsid --fork env PRODUCTION_OF=team WORKER_BUILD=prod-7 {shlex.join([*sleep, marker])} "
         "> /dev/null 2>&1 < /dev/null"
     )
-    assert blocking(run_once("h1", h1, started)).exit_status == 0
+    assert blocking(run_once("h1", h1, started, retry="action")).exit_status == 0
     try:
         pp_worker = {"host": "h1", "argv": [*sleep, "exp-worker"], "env": {"WORKER_BUILD": "exp-9"}}
         plan = live_plan(

@@ -24,6 +24,7 @@ LAYERS = (
     "rows",
     "profiles",
     "transport",
+    "commands",
     "directory",
     "decision",
     "plan",

@@ -138,7 +138,7 @@ class Hold:
                 return pid in holders or os.getpgid(pid) in holders
             except OSError:
                 return False
-        code, out = await shell(str(host), self.hosts.get(str(host)), f"ps -o pgid= -p {pid}")
+        code, out = await shell(str(host), self.hosts.get(str(host)), f"ps -o pgid= -p {pid}", retry="read")
         return pid in holders or (code == 0 and out.strip().isdigit() and int(out) in holders)
 
     async def _container_problems(self) -> list[str]:

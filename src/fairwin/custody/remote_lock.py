@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from fairwin.commands import Retry
 from fairwin.directory.lock_record import LockRecord
 from fairwin.errors import ArchiveError, LaunchError
 from fairwin.plan.hosts import Host
@@ -28,17 +29,17 @@ class SshHardwareLock:
     def location(self) -> str:
         return f"{self.path} on host {self.name}"
 
-    def _run(self, command: str) -> tuple[int, str]:
+    def _run(self, command: str, retry: Retry) -> tuple[int, str]:
         from fairwin.launch.ssh import blocking, run_once  # asyncssh only where a host is used
 
         try:
-            done = blocking(run_once(self.name, self.host, command, 30.0))
+            done = blocking(run_once(self.name, self.host, command, 30.0, retry=retry))
         except LaunchError as exc:
             raise ArchiveError(f"the hardware's lock {self.location}: {exc}") from None
         return (done.exit_status if done.exit_status is not None else -1), str(done.stdout or "")
 
     def _read(self) -> LockRecord | None:
-        code, out = self._run(f"cat -- {shlex.quote(self.path)} 2>/dev/null")
+        code, out = self._run(f"cat -- {shlex.quote(self.path)} 2>/dev/null", "read")
         if code != 0 or not out.strip():
             return None
         return LockRecord.shared(out, self.location)
@@ -48,7 +49,9 @@ class SshHardwareLock:
         taken, else the record of the window that holds it."""
         path = shlex.quote(self.path)
         text = shlex.quote(json.dumps(record.stored()))
-        code, _ = self._run(f"mkdir -p -- \"$(dirname -- {path})\" && (set -C; printf '%s\\n' {text} > {path})")
+        code, _ = self._run(
+            f"mkdir -p -- \"$(dirname -- {path})\" && (set -C; printf '%s\\n' {text} > {path})", "action"
+        )
         if code == 0:
             return None
         held = self._read()
@@ -60,4 +63,4 @@ class SshHardwareLock:
     def release_hardware(self, window_id: str) -> None:
         held = self._read()
         if held is not None and held.window_id == window_id:
-            self._run(f"rm -f -- {shlex.quote(self.path)}")
+            self._run(f"rm -f -- {shlex.quote(self.path)}", "action")

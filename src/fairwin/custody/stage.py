@@ -63,13 +63,14 @@ class StageRecord(Record):
 
 
 async def _git(spec: LaunchSpec, path: str, *args: str) -> tuple[int, str]:
-    return await shell(spec.host, spec.remote, shlex.join(["git", "-C", path, *args]) + " 2>&1")
+    """A git command that changes the checkout (fetch, worktree add, checkout): never re-run blindly."""
+    return await shell(spec.host, spec.remote, shlex.join(["git", "-C", path, *args]) + " 2>&1", retry="action")
 
 
 async def _make_worktree(spec: LaunchSpec, pin: RepoPin) -> None:
     """``path`` made a git worktree of ``worktree_of`` at the pinned commit, when it is not there yet."""
     assert pin.worktree_of is not None
-    code, _ = await shell(spec.host, spec.remote, f"test -e {shlex.quote(pin.path)}")
+    code, _ = await shell(spec.host, spec.remote, f"test -e {shlex.quote(pin.path)}", retry="read")
     if code == 0:
         return
     add = ("worktree", "add", "--quiet", "--detach", pin.path, pin.commit)
@@ -122,9 +123,9 @@ async def _write_artifact(spec: LaunchSpec, path: str, dest: str, source: str) -
         else f"git -C {shlex.quote(path)} show {shlex.quote(source)} > {temporary}"
     )
     command = f"mkdir -p {folder} && {fill} && mv {temporary} {shlex.quote(dest)}"
-    code, out = await shell(spec.host, spec.remote, command + " 2>&1")
+    code, out = await shell(spec.host, spec.remote, command + " 2>&1", retry="action")
     if code != 0:
-        await shell(spec.host, spec.remote, f"rm -f {temporary}")
+        await shell(spec.host, spec.remote, f"rm -f {temporary}", retry="action")
         raise GateRefused(f"{spec.label}: artifact {dest} from {source} could not be written: {out.strip()[-200:]}")
     read = await digests(spec, [dest, source] if built else [dest])
     if read[dest] is None:

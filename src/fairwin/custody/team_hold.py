@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
+from fairwin.commands import runner
 from fairwin.directory.journal import HOLD_STEP, RELEASE_STEP, JournalRow
 from fairwin.directory.status import TeamRelease
 from fairwin.errors import GateRefused, LaunchError
-from fairwin.launch.shell import run_to_exit
 from fairwin.plan.custody import CustodySettings
 from fairwin.plan.site import Site
 from fairwin.records import SparseModel
@@ -127,17 +127,19 @@ class TeamHold:
         host = self.settings.host
         if host is None:
             try:
-                code, output, _ = await run_to_exit(argv, timeout, {**os.environ, **env}, merge_stderr=True)
+                here = await runner().run_async(argv, env={**os.environ, **env}, timeout_s=timeout, merge_stderr=True)
             except TimeoutError:
                 return Ran(argv, "", None, [f"killed after its {timeout:g} s (custody.timeout_s)"])
             except OSError as exc:
                 return Ran(argv, "", None, [f"could not run: {exc}"])
-            return Ran(argv, "", code, output.strip().splitlines()[-OUTPUT_LINES:])
+            return Ran(argv, "", here.status, here.out.strip().splitlines()[-OUTPUT_LINES:])
         from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
 
         assigned = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
         try:
-            done = await run_once(host, self.site.host(host), f"env {assigned} {shlex.join(argv)}", timeout)
+            done = await run_once(
+                host, self.site.host(host), f"env {assigned} {shlex.join(argv)}", timeout, retry="action"
+            )
         except LaunchError as exc:
             return Ran(argv, f" on host {host}", None, [str(exc)])
         output = str(done.stdout or "") + str(done.stderr or "")

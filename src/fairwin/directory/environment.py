@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import platform
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from fairwin._version import __version__
+from fairwin.commands import runner
 
 
-def _git(directory: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10, check=True)
-    return done.stdout.strip()
+def _git(directory: Path, *args: str) -> str | None:
+    """git's answer in ``directory``; None where it has none (not a work tree, no git, too slow)."""
+    try:
+        done = runner().run(["git", *args], cwd=directory, timeout_s=10)
+    except (OSError, TimeoutError):
+        return None
+    return done.out.strip() if done.status == 0 else None
 
 
 class GitState(BaseModel):
@@ -47,10 +51,9 @@ class Environment(BaseModel):
 
 def git_state(directory: Path) -> GitState:
     """The commit and whether the tree is dirty; empty outside a git work tree."""
-    try:
-        commit = _git(directory, "rev-parse", "HEAD")
-        dirty = _git(directory, "status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
+    commit = _git(directory, "rev-parse", "HEAD")
+    dirty = _git(directory, "status", "--porcelain", "--untracked-files=no") if commit is not None else None
+    if commit is None or dirty is None:
         return GitState()
     return GitState(commit=commit, dirty=bool(dirty))
 

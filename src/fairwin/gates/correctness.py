@@ -9,7 +9,6 @@ be PASS at the commit under test, for the very artifacts the qualification recor
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict
 
+from fairwin.commands import runner
 from fairwin.errors import InputError, UsageError
 from fairwin.files import sha256_file
 from fairwin.formats import GATE_RUN, RecordFormat
@@ -59,7 +59,7 @@ def run_gate(name: str, command: Sequence[str], out: Path, artifacts: Sequence[P
     started, t0 = time.time(), time.monotonic()
     with log.open("wb") as handle:
         try:
-            status = subprocess.run(list(command), stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
+            status = runner().run(command, output=handle).status
         except OSError as exc:  # not a FAIL: the check never ran (a typo, a missing tool)
             raise InputError(f"gate {name}: cannot run {command[0]!r}: {exc.strerror}; fix the command") from None
     duration = time.monotonic() - t0

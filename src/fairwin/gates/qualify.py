@@ -12,12 +12,12 @@ from __future__ import annotations
 import ast
 import fnmatch
 import hashlib
-import subprocess
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fairwin.commands import runner
 from fairwin.errors import CorruptRecordError, InputError
 from fairwin.formats import CARRY, RecordFormat
 from fairwin.gates.foreign_admission import read_admission
@@ -34,12 +34,12 @@ class GitFailed(InputError):
 
 def git(repo: Path, *args: str) -> str:
     try:
-        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=60, check=False)
-    except OSError as exc:
-        raise GitFailed(f"cannot run git in {repo}: {exc.strerror}; check qualification.repo") from None
-    if done.returncode != 0:
-        raise GitFailed(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip().splitlines()[-1:]}")
-    return done.stdout
+        done = runner().run(["git", *args], cwd=repo, timeout_s=60)
+    except (OSError, TimeoutError) as exc:
+        raise GitFailed(f"cannot run git in {repo}: {exc}; check qualification.repo") from None
+    if done.status != 0:
+        raise GitFailed(f"git {' '.join(args)} failed in {repo}: {done.err.strip().splitlines()[-1:]}")
+    return done.out
 
 
 def resolve(repo: Path, revision: str) -> str:

@@ -17,7 +17,9 @@ async def digests(spec: LaunchSpec, paths: list[str]) -> dict[str, str | None]:
         return {p: sha256_file(Path(p)) if Path(p).is_file() else None for p in paths}
     from fairwin.launch.ssh import run_once  # asyncssh only where a role runs remotely
 
-    done = await run_once(spec.host, spec.remote, "sha256sum -- " + " ".join(shlex.quote(p) for p in paths))
+    done = await run_once(
+        spec.host, spec.remote, "sha256sum -- " + " ".join(shlex.quote(p) for p in paths), retry="read"
+    )
     found: dict[str, str | None] = dict.fromkeys(paths)
     for line in str(done.stdout or "").splitlines():
         digest, _, path = line.partition("  ")
@@ -33,7 +35,7 @@ _CHECKOUT = "git -C {path} rev-parse HEAD && echo -- && git -C {path} status --p
 async def checkout(spec: LaunchSpec, path: str) -> tuple[str | None, list[str]]:
     """A git checkout on the role's host: (its HEAD, the tracked files it changed); HEAD None where it is no
     checkout (or git is missing)."""
-    code, out = await shell(spec.host, spec.remote, _CHECKOUT.format(path=shlex.quote(path)))
+    code, out = await shell(spec.host, spec.remote, _CHECKOUT.format(path=shlex.quote(path)), retry="read")
     head, _, changed = out.partition("--\n")
     if code != 0 or not head.strip():
         return None, []

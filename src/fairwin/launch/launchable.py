@@ -47,7 +47,7 @@ async def _missing_on_host(spec: LaunchSpec) -> str:
         command=shlex.quote(spec.argv[0]),
     )
     try:
-        code, out = await shell(spec.host, spec.remote, script)
+        code, out = await shell(spec.host, spec.remote, script, retry="read")
     except LaunchError as exc:
         return f"not checked: {exc}"
     return out.strip() if code == 0 else f"not checked: the check exited {code}"

@@ -100,7 +100,7 @@ def _described_here(pid: int | None) -> Listener:
 async def _on_host(spec: LaunchSpec, port: int) -> list[Listener]:
     """Listeners of ``port`` on the spec's host, through ``ss`` and ``ps`` over SSH."""
     command = f"command -v ss >/dev/null || exit 127; ss -Hltnp 'sport = :{port}'"
-    code, out = await shell(spec.host, spec.remote, command)
+    code, out = await shell(spec.host, spec.remote, command, retry="read")
     if code == 127:
         raise LaunchError(
             f"{spec.label}: cannot see who listens on port {port} on host {spec.host}: `ss` is not installed "
@@ -112,7 +112,9 @@ async def _on_host(spec: LaunchSpec, port: int) -> list[Listener]:
     pids = sorted({int(p) for line in lines for p in SS_PID.findall(line)})
     found = [Listener(None) for line in lines if not SS_PID.search(line)]
     if pids:
-        code, out = await shell(spec.host, spec.remote, f"ps -o pid=,pgid=,sid=,args= -p {','.join(map(str, pids))}")
+        code, out = await shell(
+            spec.host, spec.remote, f"ps -o pid=,pgid=,sid=,args= -p {','.join(map(str, pids))}", retry="read"
+        )
         described = {int(f[0]): f for f in (line.split(None, 3) for line in out.splitlines()) if len(f) >= 3}
         for pid in pids:
             fields = described.get(pid)

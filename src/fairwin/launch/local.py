@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import aiohttp
 
+from fairwin.commands import runner
 from fairwin.directory.start_receipt import ContainerReceipt, StopRecord
 from fairwin.errors import HealthTimeoutError, LaunchError, ServerExitedError
 from fairwin.launch.spec import LaunchSpec
@@ -109,15 +110,9 @@ class LocalServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         prefix = self.spec.scheduling.command_prefix(self.spec.role_name)
         with self.log_path.open("ab") as log:
-            try:
-                self.process = subprocess.Popen(
-                    [*prefix, *self.spec.argv],
-                    env=self.spec.env,
-                    cwd=self.spec.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group, so stop() reaches its workers
+            try:  # in a session of its own: its process group, so stop() reaches its workers
+                self.process = runner().spawn(
+                    [*prefix, *self.spec.argv], env=self.spec.env, cwd=self.spec.cwd, output=log
                 )
             except OSError as exc:
                 raise LaunchError(

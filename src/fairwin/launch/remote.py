@@ -41,7 +41,7 @@ except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a 
 from fairwin.launch.local import HEALTH_POLL_S, Note, health_answer, refuse_when_late
 from fairwin.launch.process_scripts import PROCESS_RUNNING
 from fairwin.launch.spec import LaunchSpec
-from fairwin.launch.ssh import connect, parse_env, stop_remote_group
+from fairwin.launch.ssh import connect, on, parse_env, process_on, stop_remote_group
 from fairwin.plan.hosts import BACKOFF_S, MAX_BACKOFF_S, Host
 from fairwin.redaction import scrub_bytes, scrub_file
 
@@ -150,7 +150,7 @@ class RemoteServer:
 
     async def _run(self, command: str) -> asyncssh.SSHCompletedProcess:
         assert self.conn is not None
-        return await self.conn.run(command, check=False, encoding=None)
+        return await on(self.conn, command, encoding=None)
 
     # -- following it, through drops -------------------------------------------------------------
 
@@ -170,13 +170,13 @@ class RemoteServer:
     async def _follow(self) -> str:
         """Copy the log and watch the server over the current connection: its exit status, or "lost ..."."""
         assert self.conn is not None
-        tail = await self.conn.create_process(
-            f"tail -c +{self._received + 1} -F {self.dir}/log 2>/dev/null", encoding=None
+        tail = await process_on(
+            self.conn, f"tail -c +{self._received + 1} -F {self.dir}/log 2>/dev/null", encoding=None
         )
         pump = asyncio.create_task(self._copy(tail.stdout))
         try:
             script = PROCESS_RUNNING + WATCH.format(pid=self.remote_pid, s=WATCH_S, d=self.dir)
-            watch = await self.conn.run(script, check=False)
+            watch = await on(self.conn, script)
             if watch.exit_status is None:
                 return "lost: the connection closed"
             await asyncio.sleep(WATCH_S)  # the tail's last lines
@@ -281,7 +281,7 @@ class RemoteServer:
                 await asyncio.wait_for(asyncio.shield(self._supervisor), 3.0)
         assert self.conn is not None  # _stop_group connected
         with contextlib.suppress(asyncssh.Error, OSError):  # a directory left behind names a dead group: harmless
-            await self.conn.run(f"rm -rf {self.dir}", check=False)
+            await on(self.conn, f"rm -rf {self.dir}")
         self.stop_record = StopRecord(signal=sent, returncode=self.exited, seconds=time.monotonic() - t0)
         await self._close()
         return self.stop_record

@@ -39,7 +39,7 @@ def _base(host: Host) -> str:
 async def live_runs(name: str, host: Host, window_id: str | None = None) -> list[str]:
     """'NAME (group G)' for each server fairwin left running on the host (of one window, or of any)."""
     prefix = shlex.quote(RUN_PREFIX + (f"{window_id}-" if window_id else ""))
-    code, out = await shell(name, host, GROUP_ALIVE + _LIVE.format(base=_base(host), prefix=prefix))
+    code, out = await shell(name, host, GROUP_ALIVE + _LIVE.format(base=_base(host), prefix=prefix), retry="read")
     if code != 0:
         raise LaunchError(f"cannot list the servers fairwin runs on host {name} (exit {code})")
     return [f"{run} (group {group})" for run, _, group in (line.partition(" ") for line in out.split("\n")) if group]
@@ -50,7 +50,7 @@ async def stop_runs(name: str, host: Host, window_id: str, grace_s: float) -> li
     directories; what was stopped, one line each."""
     prefix = shlex.quote(f"{RUN_PREFIX}{window_id}-")
     script = GROUP_ALIVE + _STOP.format(base=_base(host), prefix=prefix, tenths=max(1, round(grace_s * 10)))
-    code, out = await shell(name, host, script)
+    code, out = await shell(name, host, script, retry="action")
     if code != 0:
         raise LaunchError(f"cannot stop the servers fairwin left on host {name} (exit {code})")
     return [f"group {g} ({run}) on host {name}" for run, _, g in (line.partition(" ") for line in out.split("\n")) if g]

@@ -7,7 +7,6 @@ not by a pid or a session, on every host the plan's containers run on.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shlex
@@ -16,14 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairwin.commands import Retry, runner
 from fairwin.errors import LaunchError
-from fairwin.launch.shell import run_to_exit
 from fairwin.plan.container_settings import Container
 from fairwin.plan.hosts import Host
 from fairwin.plan.site import Site
 from fairwin.redaction import scrub_bytes
 
 COMMAND_TIMEOUT_S = 120.0
+#: The runtime's subcommands that only read: asked again on a new connection when one is lost.
+READS = frozenset({"ps", "inspect", "image", "logs", "version", "info"})
 
 
 @dataclass(frozen=True)
@@ -55,18 +56,23 @@ class RuntimeCli:
 
     async def run(self, *args: str, timeout_s: float = COMMAND_TIMEOUT_S) -> tuple[int, str, str]:
         """One runtime command to its end: (exit status, stdout, stderr); 127 when the runtime is not installed
-        here, LaunchError when its host cannot be reached or the command outlives ``timeout_s``."""
+        here, LaunchError when its host cannot be reached or the command outlives ``timeout_s``. On a host, a
+        command that only reads (:data:`READS`) is asked again on a new connection; any other is never re-run."""
         if self.host_name is None or self.host is None:
             return await self._run_here(list(args), timeout_s)
         from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
 
-        done = await run_once(self.host_name, self.host, self.command(args), timeout_s)
+        retry: Retry = "read" if args[0] in READS else "action"
+        done = await run_once(self.host_name, self.host, self.command(args), timeout_s, retry=retry)
         code = done.exit_status if done.exit_status is not None else -1
         return code, str(done.stdout or ""), str(done.stderr or "")
 
     async def _run_here(self, args: list[str], timeout_s: float) -> tuple[int, str, str]:
         try:
-            return await run_to_exit([self.runtime, *args], timeout_s, {**os.environ, **self.env})
+            done = await runner().run_async(
+                [self.runtime, *args], env={**os.environ, **self.env}, timeout_s=timeout_s, merge_stderr=False
+            )
+            return done.status, done.out, done.err
         except FileNotFoundError:
             return 127, "", f"{self.runtime}: not installed here"
         except TimeoutError:
@@ -76,14 +82,7 @@ class RuntimeCli:
         """A command that runs on (``logs -f``, ``wait``), its output appended to ``log`` as it comes (scrubbed of
         secrets); its exit status (None: its SSH connection was lost) and its last line."""
         if self.host_name is None or self.host is None:
-            process = await asyncio.create_subprocess_exec(
-                self.runtime,
-                *args,
-                env={**os.environ, **self.env},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-            )
+            process = await runner().stream([self.runtime, *args], env={**os.environ, **self.env})
             try:
                 last = await _copy(process.stdout, log)
                 return await process.wait(), last
@@ -97,11 +96,11 @@ class RuntimeCli:
     async def _follow_there(self, args: list[str], log: Path | None) -> tuple[int | None, str]:
         import asyncssh
 
-        from fairwin.launch.ssh import connect
+        from fairwin.launch.ssh import connect, process_on
 
         conn = await connect(str(self.host_name), self.host)  # type: ignore[arg-type]
         try:
-            process = await conn.create_process(self.command(args), stderr=asyncssh.STDOUT, encoding=None)
+            process = await process_on(conn, self.command(args), stderr=asyncssh.STDOUT, encoding=None)
             try:
                 last = await _copy(process.stdout, log)
             except (asyncssh.Error, OSError):

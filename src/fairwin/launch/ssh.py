@@ -12,6 +12,7 @@ import contextlib
 import math
 import shlex
 import threading
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -28,8 +29,9 @@ try:
 except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a host is used
     raise MissingExtraError("ssh", exc.name) from None
 
+from fairwin.commands import Retry
 from fairwin.launch.process_scripts import GROUP_ALIVE
-from fairwin.plan.hosts import Host
+from fairwin.plan.hosts import BACKOFF_S, MAX_BACKOFF_S, Host
 from fairwin.redaction import scrub, secret_from_env
 
 POLL_S = 0.1
@@ -118,18 +120,67 @@ async def unreachable(hosts: Mapping[str, Host]) -> list[str]:
     return problems
 
 
-async def run_once(name: str, host: Host, command: str, timeout_s: float | None = None) -> asyncssh.SSHCompletedProcess:
-    """One command on the host over a connection of its own, closed after; LaunchError when the host cannot be
-    reached or the command outlives ``timeout_s``. Its exit status is the caller's to judge."""
+async def run_once(
+    name: str, host: Host, command: str, timeout_s: float | None = None, *, retry: Retry
+) -> asyncssh.SSHCompletedProcess:
+    """One command on the host over a connection of its own, closed after; its exit status is the caller's to judge.
+
+    ``retry="read"``: a host that cannot be reached, or a connection lost while the command runs, is tried again
+    with backoff for as long as the host's ``reconnect_s`` allows (a blip must not fail a check the server would
+    pass). ``retry="action"``: one try; a connection lost once the command was sent is a LaunchError saying it may
+    have run, never a second run. A command that outlives ``timeout_s`` is a LaunchError either way."""
+    t0, delay = time.monotonic(), BACKOFF_S
+    while True:
+        done: asyncssh.SSHCompletedProcess | None = None
+        try:
+            done = await _once(name, host, command, timeout_s)
+            if done.exit_status is not None or done.exit_signal is not None:
+                return done
+            failure: LaunchError = LaunchError(f"{command!r} on host {name}: the connection closed before it exited")
+        except HostUnreachable as exc:
+            failure = exc
+        except _Lost as exc:
+            failure = LaunchError(f"{command!r} on host {name}: the connection was lost ({exc.__cause__})")
+        if retry == "action":
+            if done is not None or not isinstance(failure, HostUnreachable):
+                raise LaunchError(f"{failure}; it may have run, so it is not run again: check host {name}")
+            raise failure
+        left = host.reconnect_s - (time.monotonic() - t0)
+        if left <= 0:
+            if done is not None:
+                return done  # no exit status: the caller reads it as a failure
+            raise failure
+        await asyncio.sleep(min(delay, left))
+        delay = min(delay * 2, MAX_BACKOFF_S)
+
+
+class _Lost(Exception):
+    """The connection was lost between its login and the command's end (its cause says how)."""
+
+
+async def _once(name: str, host: Host, command: str, timeout_s: float | None) -> asyncssh.SSHCompletedProcess:
     conn = await connect(name, host)
     try:
         return await asyncio.wait_for(conn.run(command, check=False), timeout_s)
     except TimeoutError:
         raise LaunchError(f"{command!r} on host {name} took over {timeout_s:g} s") from None
-    except (asyncssh.Error, OSError) as exc:  # the connection lost between its login and the command's channel
-        raise LaunchError(f"{command!r} on host {name}: the connection was lost ({exc})") from None
+    except (asyncssh.Error, OSError) as exc:
+        raise _Lost() from exc
     finally:
         conn.close()
+
+
+async def on(conn: asyncssh.SSHClientConnection, command: str, **options: Any) -> asyncssh.SSHCompletedProcess:
+    """A command over a connection the caller keeps (a server's, launch/remote.py), to its exit; its status is the
+    caller's to judge. Whether it may be sent again on a new connection is the caller's rule to apply."""
+    return await conn.run(command, check=False, **options)
+
+
+async def process_on(
+    conn: asyncssh.SSHClientConnection, command: str, **options: Any
+) -> asyncssh.SSHClientProcess[Any]:
+    """A command over a connection the caller keeps, started and left to run (a log followed as it grows)."""
+    return await conn.create_process(command, **options)
 
 
 def runner(name: str, host: Host, timeout_s: float = 10.0) -> Callable[[list[str]], str]:

@@ -10,12 +10,12 @@ id of its process group too: stopping it signals the whole group.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import psutil
 
+from fairwin.commands import runner
 from fairwin.errors import ProductionError
 
 PID_WAIT_S = 10.0
@@ -31,15 +31,9 @@ def launch_detached(argv: list[str], *, env: dict[str, str], cwd: Path | None, s
     pid_file.unlink(missing_ok=True)
     wrapper = ["sh", "-c", 'echo $$ > "$0"; exec "$@"', str(pid_file), *argv]
     with (state_dir / f"{name}.log").open("ab") as log:
-        subprocess.run(
-            [setsid, "--fork", *wrapper],
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=True,
-        )
+        forked = runner().run([setsid, "--fork", *wrapper], env=env, cwd=cwd, output=log)
+    if forked.status != 0:
+        raise ProductionError(f"cannot launch {name} detached: setsid exited {forked.status} (see {log.name})")
     deadline = time.monotonic() + PID_WAIT_S
     while not pid_file.exists() or not pid_file.read_text().strip():
         if time.monotonic() >= deadline:

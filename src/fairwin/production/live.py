@@ -122,7 +122,7 @@ async def _reported_line(
         command = f"tac {shlex.quote(launched_log)} 2>/dev/null | sed '/^'{mark}'$/q' | {grep} | head -n 1"
     else:
         return ""
-    code, out = await shell(name, host, command)
+    code, out = await shell(name, host, command, retry="read")
     return out if code == 0 else ""
 
 
@@ -139,9 +139,8 @@ async def read_member(
     name, host = where
     on = f" on host {name}" if name else " here"
     if process is not None and process.container is not None:
-        code, out = await shell(
-            name, host, f"{_runtime(process)} inspect --type container {shlex.quote(process.container)}"
-        )
+        command = f"{_runtime(process)} inspect --type container {shlex.quote(process.container)}"
+        code, out = await shell(name, host, command, retry="read")
         if code != 0:
             raise ProductionError(
                 f"production's {member}: container {process.container}{on} could not be "
@@ -153,7 +152,7 @@ async def read_member(
         return live_member(member, name, found_by, box.env, box.argv, (box.mounts, box.image_id), reported)
     found_by = f"pid {pid} (fairwin launched it)"
     if process is not None and process.match is not None:
-        code, out = await shell(name, host, _PS)
+        code, out = await shell(name, host, _PS, retry="read")
         pid = oldest_match(out, process.match) if code == 0 else None
         if pid is None:
             raise ProductionError(f"production's {member}: no process{on} has {process.match!r} in its command line")
@@ -161,9 +160,8 @@ async def read_member(
     if pid is None:
         raise ProductionError(f"production's {member}: it is not running{on}")
     reported = await _reported_line(where, process, log, pid)
-    code, out = await shell(
-        name, host, f"cat /proc/{pid}/environ && printf '\\0{_MARKER_NAME}\\0' && cat /proc/{pid}/cmdline"
-    )
+    command = f"cat /proc/{pid}/environ && printf '\\0{_MARKER_NAME}\\0' && cat /proc/{pid}/cmdline"
+    code, out = await shell(name, host, command, retry="read")
     if code != 0:
         raise ProductionError(f"production's {member}: /proc/{pid}{on} could not be read (is it ours to read?)")
     env, argv = parse_process(out)

@@ -151,7 +151,7 @@ async def would_run_with(spec: LaunchSpec, live: LiveMember) -> dict[str, str]:
     if spec.inherit_env:
         from fairwin.launch.ssh import parse_env  # asyncssh only where a host is used
 
-        code, out = await shell(spec.host, spec.remote, "env -0")
+        code, out = await shell(spec.host, spec.remote, "env -0", retry="read")
         base = parse_env(out) if code == 0 else {}
     return {**{k: v for k, v in base.items() if k not in SESSION_VARIABLES}, **spec.declared_env}
 

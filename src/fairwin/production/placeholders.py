@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import ConfigDict
 
+from fairwin.commands import Retry
 from fairwin.errors import LaunchError, ProductionError
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
@@ -101,7 +102,7 @@ class Placeholders:
             f"{tmux} new-session -d -s {session} {shlex.quote(inner)} && "
             f"{tmux} list-panes -t ={session} -F '#{{pane_pid}}'"
         )
-        code, out = await self._shell(host, script)
+        code, out = await self._shell(host, script, "action")
         if out.strip() == "exists":
             raise ProductionError(
                 f"placeholder {name}: tmux session {session} already runs on host {host}; end it (`{tmux} "
@@ -121,11 +122,12 @@ class Placeholders:
             tmux_socket=placeholder.tmux_socket,
         )
 
-    async def _shell(self, host: str, command: str) -> tuple[int, str]:
+    async def _shell(self, host: str, command: str, retry: Retry = "read") -> tuple[int, str]:
+        """The command on the placeholder's host: a read unless it says otherwise."""
         if host not in self.hosts:
             raise ProductionError(f"the placeholder's host {host} is not declared in the plan's [hosts]")
         try:
-            return await shell(host, self.hosts[host], command)
+            return await shell(host, self.hosts[host], command, retry=retry)
         except LaunchError as exc:
             raise ProductionError(str(exc)) from None
 
@@ -190,7 +192,7 @@ class Placeholders:
             f"while kill -0 {pid} 2>/dev/null && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done; "
             f"if kill -0 {pid} 2>/dev/null; then kill -KILL -- -{pid}; echo SIGKILL; else echo SIGTERM; fi"
         )
-        _, out = await self._shell(str(record.host), script)
+        _, out = await self._shell(str(record.host), script, "action")
         return out.strip() or "SIGTERM"
 
     async def stop_all(self, listed: list[RunningPlaceholder]) -> list[str]:

@@ -16,8 +16,8 @@ import shlex
 from pathlib import Path
 from typing import Protocol
 
+from fairwin.commands import Retry, runner
 from fairwin.errors import LaunchError, ProductionError
-from fairwin.launch.shell import run_to_exit
 from fairwin.plan.hosts import Host
 from fairwin.production.detached import PID_WAIT_S, command_of, launch_detached
 from fairwin.production.proof import pid_alive, running, start_ticks, stop_group
@@ -91,11 +91,11 @@ class Here:
 
     async def run(self, what: str, argv: list[str]) -> str:
         try:
-            code, output, _ = await run_to_exit(argv, COMMAND_TIMEOUT_S, merge_stderr=True)
+            done = await runner().run_async(argv, timeout_s=COMMAND_TIMEOUT_S, merge_stderr=True)
         except (OSError, TimeoutError) as exc:
             raise ProductionError(f"production {what} command {argv[0]!r} could not run: {exc}") from None
-        if code != 0:
-            raise _failed(what, argv, code, output, self.label)
+        if done.status != 0:
+            raise _failed(what, argv, done.status, done.out, self.label)
         return f"ran: {shlex.join(argv)}"
 
     async def running(self, patterns: list[str]) -> list[str]:
@@ -110,17 +110,18 @@ class OverSsh:
         quoted = shlex.quote(remote_dir)
         self.dir = quoted if remote_dir.startswith("/") else f'"$HOME"/{quoted}'
 
-    async def _run(self, command: str) -> tuple[int | None, str]:
+    async def _run(self, command: str, retry: Retry = "read") -> tuple[int | None, str]:
+        """The command on production's host: its status and output. A read unless it says otherwise."""
         from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
 
         try:
-            done = await run_once(self.name, self.host, command, COMMAND_TIMEOUT_S)
+            done = await run_once(self.name, self.host, command, COMMAND_TIMEOUT_S, retry=retry)
         except LaunchError as exc:
             raise ProductionError(str(exc)) from None
         return done.exit_status, str(done.stdout or "") + str(done.stderr or "")
 
     async def run(self, what: str, argv: list[str]) -> str:
-        code, output = await self._run(shlex.join(argv))
+        code, output = await self._run(shlex.join(argv), "action")
         if code != 0:
             raise _failed(what, argv, code, output, self.label)
         return f"ran{self.label}: {shlex.join(argv)}"
@@ -154,7 +155,9 @@ class OverSsh:
         code, output = await self._run(
             f"mkdir -p {self.dir} && rm -f {self.dir}/production.pid && "
             f"echo {shlex.quote(LAUNCH_MARK)} >> {self.dir}/production.log && {cd}setsid --fork sh -c {wrapper} "
-            f"{self.dir}/production.pid env -i {whole} {shlex.join(argv)} >> {self.dir}/production.log 2>&1 < /dev/null"
+            f"{self.dir}/production.pid env -i {whole} {shlex.join(argv)} >> {self.dir}/production.log 2>&1 "
+            "< /dev/null",
+            "action",
         )
         if code != 0:
             raise ProductionError(f"production could not be launched{self.label}: {output.strip()[:200]}")

@@ -90,7 +90,7 @@ def _remote_text(site: Site, name: str, path: str) -> str | None:
     host = site.host(name)
 
     async def read() -> str | None:
-        done = await run_once(name, host, f"cat -- {shlex.quote(path)}", 30.0)
+        done = await run_once(name, host, f"cat -- {shlex.quote(path)}", 30.0, retry="read")
         return str(done.stdout or "") if done.exit_status == 0 else None
 
     try:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from fairwin.commands import runner
 from fairwin.errors import InputError
 from fairwin.plan.hosts import Host
 
@@ -177,12 +177,12 @@ Runner = Callable[[list[str]], str]  # runs a command, returns its stdout, raise
 
 def run_here(argv: list[str], timeout_s: float = 10.0) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = runner().run(argv, timeout_s=timeout_s)
+    except (OSError, TimeoutError) as exc:
         raise InputError(f"{argv[0]} could not run: {exc}") from None
-    if done.returncode != 0:
-        raise InputError(f"{' '.join(argv)} exited {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}")
-    return done.stdout
+    if done.status != 0:
+        raise InputError(f"{' '.join(argv)} exited {done.status}: {(done.err or done.out).strip()[:200]}")
+    return done.out
 
 
 class NvidiaSmi:

@@ -29,7 +29,7 @@ async def _run(site: Site, host: str, command: str) -> tuple[int, str]:
     """``command`` on the watchdog's host (here, or over SSH): its status and output; 255 where it cannot run."""
     where = None if host == HERE else site.host(host)
     try:
-        return await shell(None if host == HERE else host, where, command)
+        return await shell(None if host == HERE else host, where, command, retry="read")
     except (LaunchError, OSError, subprocess.SubprocessError) as exc:
         return 255, str(exc)
 

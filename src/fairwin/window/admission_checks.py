@@ -148,7 +148,7 @@ async def _placeholders_there(admitting: Admission) -> Problems:
         command = shlex.quote(placeholder.argv[0])
         script = f"command -v tmux >/dev/null || echo tmux; command -v -- {command} >/dev/null || echo {command}"
         try:
-            _, out = await shell(placeholder.host, admitting.site.host(placeholder.host), script)
+            _, out = await shell(placeholder.host, admitting.site.host(placeholder.host), script, retry="read")
         except LaunchError as exc:
             problems.append(f"placeholder {name}: {exc}")
             continue

@@ -1,0 +1,81 @@
+"""The command seam (fairwin/commands.py): a test's runner answers every command run here, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from fairwin.commands import Ran, runner, using
+from fairwin.directory.environment import GitState, git_state
+from fairwin.gates.qualify import GitFailed, git
+from fairwin.launch.shell import shell
+
+
+@dataclass
+class Answering:
+    """A runner that answers each command from a script and records what was asked, with where."""
+
+    answers: dict[tuple[str, ...], Ran]
+    asked: list[tuple[tuple[str, ...], Path | None]] = field(default_factory=list)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        output: IO[bytes] | None = None,
+    ) -> Ran:
+        self.asked.append((tuple(argv), cwd))
+        return self.answers[tuple(argv)]
+
+    async def run_async(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float, merge_stderr: bool
+    ) -> Ran:
+        return self.run(argv)
+
+    async def stream(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> asyncio.subprocess.Process:
+        raise AssertionError(f"not expected to follow {argv}")
+
+    def spawn(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: Path | None, output: IO[bytes]
+    ) -> subprocess.Popen[bytes]:
+        raise AssertionError(f"not expected to start {argv}")
+
+
+def test_the_windows_git_state_is_what_git_answers_asked_in_order(tmp_path: Path) -> None:
+    fake = Answering(
+        {
+            ("git", "rev-parse", "HEAD"): Ran(0, "0123abcd\n"),
+            ("git", "status", "--porcelain", "--untracked-files=no"): Ran(0, " M src/x.py\n"),
+        }
+    )
+    with using(fake):
+        assert git_state(tmp_path) == GitState(commit="0123abcd", dirty=True)
+    assert fake.asked == [
+        (("git", "rev-parse", "HEAD"), tmp_path),
+        (("git", "status", "--porcelain", "--untracked-files=no"), tmp_path),
+    ]
+    assert runner() is not fake  # let go after the block
+
+
+def test_a_git_that_fails_outside_a_work_tree_leaves_the_state_empty(tmp_path: Path) -> None:
+    fake = Answering({("git", "rev-parse", "HEAD"): Ran(128, "", "fatal: not a git repository\n")})
+    with using(fake):
+        assert git_state(tmp_path) == GitState()
+        with pytest.raises(GitFailed, match=r"git rev-parse HEAD failed in .*: \['fatal: not a git repository'\]"):
+            git(tmp_path, "rev-parse", "HEAD")
+
+
+def test_a_shell_command_here_is_run_by_sh_through_the_seam() -> None:
+    fake = Answering({("sh", "-c", "nproc"): Ran(0, "4\n")})
+    with using(fake):
+        assert asyncio.run(shell(None, None, "nproc", retry="read")) == (0, "4\n")
+    assert fake.asked == [(("sh", "-c", "nproc"), None)]
