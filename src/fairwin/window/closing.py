@@ -83,14 +83,16 @@ class Closing(WindowState):
         """The final status, journaled: production given back if it is still owed, then complete with the
         verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
         self.directory.journal_event("close", "begin")
-        if self.chain is not None and error is not None:
+        if self.custody.chain is not None and error is not None:
             await self._abort_chain(error)
-        restore_failure = self.restore_failure or await self._give_back_if_owed()
-        if self.team_hold is not None and self.team_hold.owed:  # a failure skipped the release step: after the restore
+        restore_failure = self.outcome.restore_failure or await self._give_back_if_owed()
+        if (
+            self.custody.team_hold is not None and self.custody.team_hold.owed
+        ):  # a failure skipped the release step: after the restore
             await self._journaled(Step(RELEASE_STEP, self.release_team_hold))
-        if self.chain is not None and self.hold is not None and self.chain.end == "ABORTED":
-            self.chain.cleared(self.hold)
-        if error is not None and not self.archived and self.rows:
+        if self.custody.chain is not None and self.custody.hold is not None and self.custody.chain.end == "ABORTED":
+            self.custody.chain.cleared(self.custody.hold)
+        if error is not None and not self.outcome.archived and self.measured.rows:
             # The runbook keeps every finished control start, whatever happened to the window after it.
             with contextlib.suppress(FairwinError, OSError):
                 await self.archive()
@@ -98,27 +100,31 @@ class Closing(WindowState):
         self._set_status(error, restore_failure, outcome)
         for raised in (error, restore_failure):
             if isinstance(raised, FairwinError):
-                aborted = self.chain is not None and self.chain.end == "ABORTED"
+                aborted = self.custody.chain is not None and self.custody.chain.end == "ABORTED"
                 after = (
-                    "chain ABORTED, decision REJECT; " + (self.hold.line() if self.hold else "") if aborted else None
+                    "chain ABORTED, decision REJECT; " + (self.custody.hold.line() if self.custody.hold else "")
+                    if aborted
+                    else None
                 )
                 raised.with_context(
                     window_path=self.directory.path,
                     window_state="complete" if error is None else None,
                     aftermath=after,
                 )
-        if self.chain is not None:  # the chain's end, with the restore's proof, in the output directory's ledger
-            verdict = self.decision.verdict if self.decision is not None and error is None else None
-            restore = self.hold.restored if self.hold is not None else None
-            self.chain.write_end(self.directory.window_id, verdict, restore)
+        if (
+            self.custody.chain is not None
+        ):  # the chain's end, with the restore's proof, in the output directory's ledger
+            verdict = self.outcome.decision.verdict if self.outcome.decision is not None and error is None else None
+            restore = self.custody.hold.restored if self.custody.hold is not None else None
+            self.custody.chain.write_end(self.directory.window_id, verdict, restore)
         state = "complete" if error is None else type(error).__name__
         self.directory.journal_event("close", "end", state=state, **outcome)
-        if self.decision is not None and self.loaded.plan.window.report_html:
-            report_after_close(self.directory, self.decision, self.say)
+        if self.outcome.decision is not None and self.loaded.plan.window.report_html:
+            report_after_close(self.directory, self.outcome.decision, self.say)
         self.feed.emit(
             "close",
             state=state,
-            verdict=self.decision.verdict if self.decision and error is None else None,
+            verdict=self.outcome.decision.verdict if self.outcome.decision and error is None else None,
             path=str(self.directory.path),
         )
         if restore_failure is not None and not isinstance(error, RestoreFailed):
@@ -128,13 +134,13 @@ class Closing(WindowState):
         """What status.json and the close's journal row keep beside the state: the restore, an archive that did not
         append, the chain's part, the team's release."""
         outcome: dict[str, Any] = {}
-        if self.hold is not None:
-            outcome["restore"] = self.hold.restored
-        if self.archive_problem is not None:
-            outcome["archive"] = ArchiveProblem(appended=False, problem=self.archive_problem)
-        if self.chain is not None:
-            outcome["chain"] = self.chain.record()
-        if self.team_hold is not None and (team := self.team_hold.state()) is not None:
+        if self.custody.hold is not None:
+            outcome["restore"] = self.custody.hold.restored
+        if self.outcome.archive_problem is not None:
+            outcome["archive"] = ArchiveProblem(appended=False, problem=self.outcome.archive_problem)
+        if self.custody.chain is not None:
+            outcome["chain"] = self.custody.chain.record()
+        if self.custody.team_hold is not None and (team := self.custody.team_hold.state()) is not None:
             outcome["team_release"] = team  # one not released stays owed: `fairwin recover` finds it here
         return outcome
 
@@ -143,10 +149,12 @@ class Closing(WindowState):
     ) -> None:
         """status.json's final state: complete with the verdict and decision.json's digest, interrupted, or failed."""
         if error is None:
-            assert self.decision is not None  # the decide step ran (a failed restore let it)
+            assert self.outcome.decision is not None  # the decide step ran (a failed restore let it)
             # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
             digest = sha256_file(self.directory.decision)
-            self.directory.set_status("complete", verdict=self.decision.verdict, decision_sha256=digest, **outcome)
+            self.directory.set_status(
+                "complete", verdict=self.outcome.decision.verdict, decision_sha256=digest, **outcome
+            )
         elif isinstance(error, Interrupted):
             self.directory.set_status(
                 "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **outcome
@@ -161,33 +169,37 @@ class Closing(WindowState):
         if error is not None:
             after = f"after: {error}"
         else:
-            assert self.decision is not None
-            after = f"the window itself completed: {self.decision.verdict}, {self.directory.summary}"
+            assert self.outcome.decision is not None
+            after = f"the window itself completed: {self.outcome.decision.verdict}, {self.directory.summary}"
         return RestoreFailed(f"{restore_failure} ({after})", window_path=self.directory.path)
 
     async def _abort_chain(self, error: BaseException) -> None:
         """A failure inside a chained window aborts the chain; its placeholders go before production comes back."""
-        assert self.chain is not None
+        assert self.custody.chain is not None
         reason = str(error) if isinstance(error, FairwinError) else repr(error)
         with contextlib.suppress(Exception):  # a placeholder that will not stop must not keep production down
-            await self._journaled(Step("chain abort", partial(self.chain.abort, reason)))
-        if self.hold is not None and self.hold.restored is not None and self.hold.restored.state == "CHAINED":
-            self.hold.restored = None  # left down for a chain that no longer is: production is owed again
+            await self._journaled(Step("chain abort", partial(self.custody.chain.abort, reason)))
+        if (
+            self.custody.hold is not None
+            and self.custody.hold.restored is not None
+            and self.custody.hold.restored.state == "CHAINED"
+        ):
+            self.custody.hold.restored = None  # left down for a chain that no longer is: production is owed again
 
     async def release_team_hold(self) -> TeamCommand:
         """The team's release step: a failure is said, journaled as not released, and left to recover."""
-        assert self.team_hold is not None
-        record = await self.team_hold.release()
+        assert self.custody.team_hold is not None
+        record = await self.custody.team_hold.release()
         if not record.released:
             self.say(f"warning: {record.error}; release it by hand, or `fairwin recover PLAN` runs it again")
         return record
 
     async def _give_back_if_owed(self) -> RestoreFailed | None:
         """The restore step, journaled like every other, when a failure skipped it; its failure returned."""
-        if self.hold is None or not self.hold.owed:
+        if self.custody.hold is None or not self.custody.hold.owed:
             return None
         try:
-            await self._journaled(Step("restore", self.hold.give_back))
+            await self._journaled(Step("restore", self.custody.hold.give_back))
         except RestoreFailed as exc:
             return exc
         return None

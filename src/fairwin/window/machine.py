@@ -11,7 +11,6 @@ still owed, is window/closing.py, with how each step is journaled.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -26,7 +25,7 @@ from fairwin.directory.layout import WindowDir, http_errors_logged
 from fairwin.directory.window_records import WindowRecords
 from fairwin.errors import ArchiveError, Interrupted, RestoreFailed
 from fairwin.launch.scheduling import ClientAffinity
-from fairwin.plan.schedule import StartSpec, diagnosed_starts
+from fairwin.plan.schedule import diagnosed_starts
 from fairwin.production.live_check import compares_live
 from fairwin.records import write_record
 from fairwin.rows import PooledRow
@@ -38,11 +37,11 @@ from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.verdict.observed import clocks_unobserved, gpus_unobserved, production_unobserved
 from fairwin.verdict.stored import Deciding, decide_and_report
 from fairwin.window.closing import ArchiveEnd, Closing, Step
-from fairwin.window.looks import LookEnd, LookResult, go_on_or_stop, look_now, unspent_line
+from fairwin.window.looks import unspent_line
+from fairwin.window.measuring import Measuring
 from fairwin.window.opening import Opening
 from fairwin.window.preflight import planned_keys
 from fairwin.window.progress import ProgressFeed
-from fairwin.window.start import run_start
 from fairwin.window.start_context import StartContext
 
 
@@ -60,8 +59,8 @@ class Window(Opening, Closing):
     close it is made of."""
 
     def __post_init__(self) -> None:
-        self.feed = ProgressFeed(self.directory.window_id, self.listener)
-        greedy = diagnosed_starts(self.loaded.plan.diagnostics.greedy, self.checked.mode_name, self.starts)
+        self.feed = ProgressFeed(self.directory.window_id, self.admission.options.progress)
+        greedy = diagnosed_starts(self.loaded.plan.diagnostics.greedy, self.checked.mode_name, self.fixed.starts)
         self.context = StartContext(
             loaded=self.loaded,
             site=self.site,
@@ -73,43 +72,53 @@ class Window(Opening, Closing):
             greedy_starts=greedy,
             live=self.live,
         )
+        rule, budget = self.checked.rule, self.gate_summary.budget
+        self.measuring = Measuring(
+            self.measured, self.context, self.fixed.starts, rule, self.archive_starts, budget, self._deciding
+        )
         if self.loaded.plan.custody.hold_command:
-            self.team_hold = TeamHold(self.site, self.directory.window_id, self.directory.path)
-            if self.chain is not None:  # one hold across the chain: taken by its first window, released at its end
-                carried = self.chain.found.team_hold if self.chain.found is not None else None
-                self.team_hold.held_since = carried.window_id if carried is not None else None
-                self.team_hold.held = carried is not None  # owed back from the first step, should this window abort
-                self.chain.team_hold = carried or ChainedWindow(
+            self.custody.team_hold = TeamHold(self.site, self.directory.window_id, self.directory.path)
+            if (
+                self.custody.chain is not None
+            ):  # one hold across the chain: taken by its first window, released at its end
+                carried = self.custody.chain.found.team_hold if self.custody.chain.found is not None else None
+                self.custody.team_hold.held_since = carried.window_id if carried is not None else None
+                self.custody.team_hold.held = (
+                    carried is not None
+                )  # owed back from the first step, should this window abort
+                self.custody.chain.team_hold = carried or ChainedWindow(
                     window_id=self.directory.window_id,
                     window_path=str(self.directory.path),
                     mode=self.checked.mode_name,
-                    order=self.order,
+                    order=self.fixed.order,
                 )
-        if self.chain is not None and not self.chain.last and self.hold is not None:
+        if self.custody.chain is not None and not self.custody.chain.last and self.custody.hold is not None:
             # The placeholders take the hardware before the last start's servers let go of it.
-            self.context.before_stop = self._placeholders_if_last
-            self.hold.tolerated = self.chain.started
+            self.context.before_stop = partial(self.measuring.placeholders_if_last, self.custody.chain)
+            self.custody.hold.tolerated = self.custody.chain.started
 
     def steps(self) -> list[Step]:
         starts: list[Step] = []
-        looks = self._looks()
-        for number, start in enumerate(self.starts, 1):
-            starts.append(Step(start_step(start.name), partial(self.start, start), measuring=True))
-            if number in looks and number < len(self.starts):
-                starts.append(Step(look_step(start.name), partial(self.look, number), measuring=True))
-        if self.hold is not None:
-            hold = self.hold
+        measuring = self.measuring
+        for number, start in enumerate(self.fixed.starts, 1):
+            starts.append(Step(start_step(start.name), partial(measuring.start, start), measuring=True))
+            if number in measuring.looks and number < len(self.fixed.starts):
+                starts.append(Step(look_step(start.name), partial(measuring.look, number), measuring=True))
+        if self.custody.hold is not None:
+            hold = self.custody.hold
             starts = [
                 self._down_step(hold),
-                Step("quiet", partial(hold.prove_quiet, f"before {self.starts[0].name}")),
+                Step("quiet", partial(hold.prove_quiet, f"before {self.fixed.starts[0].name}")),
                 *starts,
-                Step("quiet after", lambda: hold.prove_quiet(f"after {self._last_start()}")),
+                Step("quiet after", lambda: hold.prove_quiet(f"after {measuring.last_start()}")),
                 *self._end_steps(hold),
             ]
-        if self.team_hold is not None:  # the team's hold around everything that touches the hardware
-            starts = [Step(HOLD_STEP, self.team_hold.take), *starts]
-            held_over = self.chain is not None and not self.chain.last  # the chain's next window carries it on
-            if self.team_hold.settings.release_command and not held_over:
+        if self.custody.team_hold is not None:  # the team's hold around everything that touches the hardware
+            starts = [Step(HOLD_STEP, self.custody.team_hold.take), *starts]
+            held_over = (
+                self.custody.chain is not None and not self.custody.chain.last
+            )  # the chain's next window carries it on
+            if self.custody.team_hold.settings.release_command and not held_over:
                 starts.append(Step(RELEASE_STEP, self.release_team_hold))
         return [
             Step("open", self.open),
@@ -119,43 +128,43 @@ class Window(Opening, Closing):
             Step("budget", self.budget),
         ]
 
-    def _last_start(self) -> str:
-        """The last start that finished (its rows are in): where a sequential window stopped."""
-        return self.rows[-1].start if self.rows else "no start"
-
     def _down_step(self, hold: Hold) -> Step:
         """Production taken down; or, continuing a chain, proved still down with the placeholders taken down."""
-        if self.chain is not None and self.chain.found is not None:
-            return Step("production down", partial(self.chain.take_over, hold))
+        if self.custody.chain is not None and self.custody.chain.found is not None:
+            return Step("production down", partial(self.custody.chain.take_over, hold))
         return Step("production down", hold.take_down)
 
     def _end_steps(self, hold: Hold) -> list[Step]:
         """The restore and watch; or, chained, production left down under placeholders (and the marker)."""
-        if self.chain is not None and not self.chain.last:
+        if self.custody.chain is not None and not self.custody.chain.last:
             here = ChainedWindow(
                 window_id=self.directory.window_id,
                 window_path=str(self.directory.path),
                 mode=self.checked.mode_name,
-                order=self.order,
+                order=self.fixed.order,
             )
             return [Step("chain hold", partial(self._hold_over, hold, here))]
         restore = Step("restore", hold.give_back)
-        return [restore, Step("chain end", partial(self.chain.finish, hold))] if self.chain is not None else [restore]
+        return (
+            [restore, Step("chain end", partial(self.custody.chain.finish, hold))]
+            if self.custody.chain is not None
+            else [restore]
+        )
 
     async def _hold_over(self, hold: Hold, here: ChainedWindow) -> HeldOver:
         """The chained close; the team's hold, where there is one, goes on with the chain (its last window, or an
         abort, releases it)."""
-        assert self.chain is not None
-        held = await self.chain.hold_over(hold, here)
-        if self.team_hold is not None:
-            self.team_hold.kept_for_chain = True
+        assert self.custody.chain is not None
+        held = await self.custody.chain.hold_over(hold, here)
+        if self.custody.team_hold is not None:
+            self.custody.team_hold.kept_for_chain = True
         return held
 
     def _deciding(self) -> Deciding:
         """What the looks and the decide step decide with: the archive as read at open, the rule, the order."""
         return Deciding(
             mode=self.checked.mode_name,
-            order=self.order,
+            order=self.fixed.order,
             rule=self.checked.rule,
             snapshot=self.archive_snapshot,
             planned=planned_keys(self.site, self.checked.mode_name, self.production_cap[0]),
@@ -164,62 +173,22 @@ class Window(Opening, Closing):
 
     def _held_lines(self) -> list[str]:
         """The summary's lines about the hardware: production's restore, and the chain."""
-        lines = [self.hold.line()] if self.hold is not None else []
-        team = self.team_hold.line() if self.team_hold is not None else None
-        return lines + ([self.chain.line()] if self.chain is not None else []) + ([team] if team else [])
-
-    async def start(self, start: StartSpec) -> None:
-        self.rows.extend(await run_start(self.context, start))
-
-    async def _placeholders_if_last(self, start: StartSpec) -> None:
-        """A chained window's placeholders, started while this start's servers still hold the hardware when it is
-        the window's last: the last planned, or one whose look ends the window (that look is taken now, before
-        the stop, and the look step takes it as it is)."""
-        assert self.chain is not None
-        after = next(number for number, planned in enumerate(self.starts, 1) if planned.name == start.name)
-        last = after == len(self.starts)
-        if not last and after in self._looks():
-            result = self.looked[after] = self._looked(after)
-            last = result is not None and result.stopped is not None
-        if last:
-            self.say(f"  {start.name}: starting the chain's placeholders before its servers stop")
-            await self.chain.start_placeholders()
-
-    def _looks(self) -> tuple[int, ...]:
-        return tuple(self.checked.rule.looks_taken(self.archive_starts)) if self.checked.rule.looks else ()
-
-    def _looked(self, after: int) -> LookResult | None:
-        """What the look after ``after`` starts finds, and whether the window stops there; None where the rule
-        takes no look then."""
-        found = look_now(self.loaded, self.directory, self._deciding())
-        if found is None:
-            return None
-        elapsed = time.monotonic() - self.opened_at
-        return go_on_or_stop(found, after, self.starts, self.gate_summary.budget, elapsed, self.loaded)
-
-    async def look(self, after: int) -> LookEnd:
-        """A sequential rule's look after ``after`` starts: stop when it settles the verdict, or when the next
-        pair of starts would not fit the budget; else go on. Journaled, said, and sent as a progress event."""
-        result = self.looked.pop(after) if after in self.looked else self._looked(after)
-        if result is None:
-            first = "too few archived control starts for a look after 3"
-            return LookEnd(taken=False, why=f"{self.checked.rule.id} takes its first look later ({first})")
-        found = result.look
-        self.stopped = result.stopped
-        self.say(result.line(after))
-        self.feed.emit("look", after=after, verdict=found.verdict, cells=found.cells, stop=self.stopped)
-        return result.record()
+        lines = [self.custody.hold.line()] if self.custody.hold is not None else []
+        team = self.custody.team_hold.line() if self.custody.team_hold is not None else None
+        return (
+            lines + ([self.custody.chain.line()] if self.custody.chain is not None else []) + ([team] if team else [])
+        )
 
     async def decide(self) -> None:
         records = WindowRecords.read(self.directory)  # each of the window's files read once for the decision
-        self.decision = decide_and_report(
+        self.outcome.decision = decide_and_report(
             self.loaded,
             self.directory,
             self._deciding(),
             records=records,
             held=self._held_lines(),
-            production_caps_by_host=self.production_caps,
-            stop_reason=self.stopped if self.stopped not in (None, "decided") else None,
+            production_caps_by_host=self.fixed.node_caps,
+            stop_reason=self.measured.stopped if self.measured.stopped not in (None, "decided") else None,
             hold_clocks=await self._hold_clocks(records),
             unobserved=[
                 *clocks_unobserved(self.loaded.plan.runtime.accept_unobserved, self.clocks.unwatched),
@@ -227,16 +196,21 @@ class Window(Opening, Closing):
                 *production_unobserved(self.live, self._compared_with_production()),
             ],
         )
-        if self.decision.sequential is not None:
+        if self.outcome.decision.sequential is not None:
             self.say(
-                unspent_line(self.decision.sequential, self.decision.verdict, self.starts, self.gate_summary.budget)
+                unspent_line(
+                    self.outcome.decision.sequential,
+                    self.outcome.decision.verdict,
+                    self.fixed.starts,
+                    self.gate_summary.budget,
+                )
             )
 
     async def _held_gpus(self) -> GpuSource | None:
         """The GPUs of every host the window touches: production's hold's, or, without production, those its
         roles run on (their gaps between starts are watched the same)."""
-        if self.hold is not None:
-            return self.hold.gpu
+        if self.custody.hold is not None:
+            return self.custody.hold.gpu
         return await asyncio.to_thread(window_gpus, self.site, self.gpu)
 
     def _compared_with_production(self) -> list[str]:
@@ -245,7 +219,7 @@ class Window(Opening, Closing):
     async def _hold_clocks(self, records: WindowRecords) -> HoldClocks:
         """The dial-backs and re-locks the hold's sampler saw between starts, and what each watchdog logged."""
         telemetry = self.loaded.plan.telemetry
-        dialbacks, relocks = between_starts_clocks(self.hold_sampler, self.directory, records, telemetry)
+        dialbacks, relocks = between_starts_clocks(self.measured.hold_sampler, self.directory, records, telemetry)
         return HoldClocks(
             dialbacks=dialbacks,
             relocks=relocks,
@@ -256,15 +230,15 @@ class Window(Opening, Closing):
         """Every finished control start into the control archive (also from a window that failed later). An
         archive that cannot be written loses nothing and fails nothing: the rows are rebuilt from the window's
         directory by the command the warning names, and the archive skips what it already holds."""
-        self.archived = True
+        self.outcome.archived = True
         try:
             appended = self.archive_store.append(control_rows(self.directory))
         except (ArchiveError, OSError) as exc:
-            self.archive_problem = (
+            self.outcome.archive_problem = (
                 f"{exc}; nothing of the window is lost: append its control starts with "
                 f"`fairwin archive append {self.directory.path}`"
             )
-            self.say(f"warning: the control archive was not appended: {self.archive_problem}")
+            self.say(f"warning: the control archive was not appended: {self.outcome.archive_problem}")
             return ArchiveEnd(appended=False, error=str(exc))
         self.say(
             f"archived {appended.added} control rows in {self.archive_store.location}"
@@ -285,10 +259,10 @@ class Window(Opening, Closing):
         try:
             await self._steps_then_close()
         finally:
-            for problem in self.hardware.release() if self.hardware is not None else ():
+            for problem in self.custody.hardware.release() if self.custody.hardware is not None else ():
                 self.say(f"warning: {problem}; `fairwin recover PLAN` releases it")
-        assert self.decision is not None  # the decide step ran
-        return WindowResult(window=self.directory, decision=self.decision, rows=self.rows)
+        assert self.outcome.decision is not None  # the decide step ran
+        return WindowResult(window=self.directory, decision=self.outcome.decision, rows=self.measured.rows)
 
     async def _steps_then_close(self) -> None:
         try:
@@ -298,10 +272,12 @@ class Window(Opening, Closing):
                 http_errors_logged(self.directory.http_errors),
                 ClientAffinity(self.loaded.plan.window.client_cpus),
             ):
-                async with sampling(gpus, hold_samples, self.loaded.plan.telemetry.interval_s) as self.hold_sampler:
-                    self.context.hold_sampler = self.hold_sampler
+                async with sampling(
+                    gpus, hold_samples, self.loaded.plan.telemetry.interval_s
+                ) as self.measured.hold_sampler:
+                    self.context.hold_sampler = self.measured.hold_sampler
                     for step in self.steps():
-                        if not (step.measuring and self.stopped):
+                        if not (step.measuring and self.measured.stopped):
                             await self._step(step)
         except asyncio.CancelledError:
             interrupted = Interrupted("interrupted; every server was stopped")
@@ -318,4 +294,4 @@ class Window(Opening, Closing):
         except RestoreFailed as exc:
             # The starts are measured: the window still decides, archives and says RESTORE FAILED in its
             # summary and status; close raises this afterwards (exit 6).
-            self.restore_failure = exc
+            self.outcome.restore_failure = exc

@@ -35,20 +35,22 @@ class Opening(WindowState):
 
     async def open(self) -> OpenEnd:
         """Copy the plan and write window.json: what is about to run, and under which rule and gates."""
-        self.opened_at = time.monotonic()
+        self.measured.opened_at = time.monotonic()
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
         write_record(self.directory.manifest, self._manifest())
-        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.order})")
+        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.fixed.order})")
         self.feed.opened(
             self.directory.path,
-            self.order,
-            self.starts,
+            self.fixed.order,
+            self.fixed.starts,
             self.gate_summary.budget,
             sum(len(waves) for waves in self.context.schedule.values()),
             self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else (),
         )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
-        return OpenEnd(plan_sha256=self.loaded.sha256, production=self.hold.snapshot if self.hold else None)
+        return OpenEnd(
+            plan_sha256=self.loaded.sha256, production=self.custody.hold.snapshot if self.custody.hold else None
+        )
 
     def _manifest(self) -> WindowManifest:
         """window.json: what is about to run, and under which rule, gates, production and telemetry."""
@@ -58,8 +60,8 @@ class Opening(WindowState):
             mode=self.checked.mode_name,
             control_role=mode.control,
             candidate_role=mode.candidate,
-            order=self.order,
-            starts=[PlannedStart(start=s.name, kind=s.kind, role=s.role) for s in self.starts],
+            order=self.fixed.order,
+            starts=[PlannedStart(start=s.name, kind=s.kind, role=s.role) for s in self.fixed.starts],
             plan_path=str(self.loaded.path),
             plan_sha256=self.loaded.sha256,
             plan_file_sha256=self.loaded.file_sha256,
@@ -72,20 +74,20 @@ class Opening(WindowState):
             archive=self.archive_store.location,  # never a password: the store redacts it
             archive_key=archive_key_record(self.site),
             archive_snapshot=self.archive_snapshot.record(),
-            power_warnings=self.power_warnings,
+            power_warnings=self.fixed.power_warnings,
             gates=self.gate_summary,
             coordinator=self.directory.coordinator,
             families={
                 name: FamilyPins(prompts_sha256=fam.prompts_sha256, order_sha256=fam.order_sha256)
                 for name, fam in self.loaded.families.items()
             },
-            environment=self.environment,
-            production=self.hold.snapshot if self.hold is not None else None,
-            chain=self.chain.record(with_last=True) if self.chain is not None else None,
+            environment=self.fixed.environment,
+            production=self.custody.hold.snapshot if self.custody.hold is not None else None,
+            chain=self.custody.chain.record(with_last=True) if self.custody.chain is not None else None,
             telemetry=ManifestTelemetry(
                 gpu=self.gpu.name if self.gpu is not None else None,
                 production_cap_mhz=self.production_cap[0],
                 production_cap_from=self.production_cap[1],
-                production_caps_by_host=self.production_caps,
+                production_caps_by_host=self.fixed.node_caps,
             ),
         )

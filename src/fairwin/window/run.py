@@ -37,6 +37,7 @@ from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.window.admission import Admission, RunOptions, WindowOptions, admit
 from fairwin.window.machine import Window, WindowResult
 from fairwin.window.preflight import draw_order, preflight_power
+from fairwin.window.state import Custody, Fixed
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
 
@@ -46,55 +47,37 @@ async def open_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[Wind
     refused here aborts its chain (placeholders down, production restored, the marker cleared: decision REJECT)."""
     given = RunOptions.of(options)
     try:
-        return await open_admitted(loaded, mode_name, await admit(loaded, mode_name, given), given)
+        return await open_admitted(await admit(loaded, mode_name, given))
     except FairwinError as exc:
         if given.chain is not None and not isinstance(exc, HardwareHeld):
             await _abort_before_open(loaded, given, exc)
         raise
 
 
-async def open_admitted(loaded: LoadedPlan, mode_name: str, admitted: Admission, options: RunOptions) -> Window:
+async def open_admitted(admitted: Admission) -> Window:
     """A new window directory for an admitted window, under the hardware's lock."""
+    options, checked = admitted.options, admitted.checked
     say = options.say
-    checked, out = admitted.checked, admitted.out
     say(gate_line(checked.rule, admitted.gate_summary.budget))
-    environment = capture(loaded.base_dir)
+    environment = capture(admitted.site.base_dir)
     cap = admitted.production_cap  # read by the admission, once the hosts answered
-    warnings = preflight_power(admitted.site, checked.rule, admitted.snapshot, mode_name, cap[0])
+    warnings = preflight_power(admitted.site, checked.rule, admitted.snapshot, admitted.mode_name, cap[0])
     for warning in warnings:
         say(f"warning: {warning}")
     gpu = admitted.clocks.here  # the source admission found
     node_caps = _node_caps(admitted.site, say)
     hold = _hold(admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
-    chain = chain_for(admitted.site, hold, out, environment, options)
+    chain = chain_for(admitted.site, hold, admitted.out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
-    directory, hardware = _locked_directory(mode_name, admitted, options.coordinator)
+    directory, hardware = _locked_directory(admitted.mode_name, admitted, options.coordinator)
+    starts = starts_for(checked.mode, chosen_order, checked.rule.start_count)
     return Window(
-        loaded=loaded,
-        site=admitted.site,
-        checked=checked,
+        admission=admitted,
         directory=directory,
-        order=chosen_order,
-        starts=starts_for(checked.mode, chosen_order, checked.rule.start_count),
-        gate_summary=admitted.gate_summary,
-        environment=environment,
-        archive_store=admitted.archive,
-        archive_snapshot=admitted.snapshot,
-        power_warnings=warnings,
-        launcher=options.launcher,
-        say=say,
-        hold=hold,
-        hardware=hardware,
-        chain=chain,
-        gpu=gpu,
-        listener=options.progress,
-        production_cap=cap,
-        production_caps=node_caps,
-        archive_starts=admitted.archive_starts,
-        live=admitted.live,
-        clocks=admitted.clocks,
+        fixed=Fixed(chosen_order, starts, environment, warnings, node_caps),
+        custody=Custody(hold=hold, chain=chain, hardware=hardware),
     )
 
 

@@ -1,8 +1,16 @@
-"""A window's state: what it was admitted with and what its steps leave behind, declared once.
+"""A window's state, grouped by who produces it: each group is written by its own steps and only read by others.
 
 :class:`~fairwin.window.machine.Window` is made of its open (:class:`~fairwin.window.opening.Opening`)
-and its close (:class:`~fairwin.window.closing.Closing`); all three read and write this state, so
-each type-checks alone without restating a field.
+and its close (:class:`~fairwin.window.closing.Closing`). What it holds:
+
+- ``admission``: what the admission's checks observed (window/admitted.py): the plan, the site,
+  the rule, the gates, the archive's rows, the clocks and production as it ran. Read only.
+- ``fixed``: what was fixed before the first step (:class:`Fixed`): the order and its starts,
+  the environment, the power warnings, each host's configured cap. Read only.
+- ``custody``: the hardware held (:class:`Custody`): production's hold, the chain, the team's
+  hold, the locks; each of those objects keeps its own state (taken, restored, owed).
+- ``measured``: what the starts and the looks produce (:class:`Measured`).
+- ``outcome``: what the decide, archive and restore steps leave for the close (:class:`Outcome`).
 """
 
 from __future__ import annotations
@@ -24,59 +32,117 @@ from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec
 from fairwin.plan.site import Site
 from fairwin.production.live import LiveProduction
-from fairwin.rows import Order, PooledRow
+from fairwin.rows import Order
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import ClockWatch
-from fairwin.telemetry.sampler import Sampler
-from fairwin.window.looks import LookResult
+from fairwin.window.admitted import Admission
+from fairwin.window.measuring import Measured, Measuring
 from fairwin.window.preflight import Preflight
 from fairwin.window.processes import Launcher
-from fairwin.window.progress import Listener, ProgressFeed
+from fairwin.window.progress import ProgressFeed
 from fairwin.window.start_context import StartContext
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """What :func:`~fairwin.window.run.open_admitted` fixed before the window's first step."""
+
+    order: Order
+    starts: list[StartSpec]
+    environment: Environment
+    power_warnings: list[str]
+    node_caps: dict[str, float | None]  # production's configured cap on each host the window touches
+
+
+@dataclass
+class Custody:
+    """The hardware the window holds, each part with its own state."""
+
+    hold: Hold | None = None  # production's hardware, when the plan has a [production]
+    chain: ChainRun | None = None  # its part in a chain (--chain, --chain-last)
+    hardware: HardwareLock | None = None  # every lock on the hardware, held until the close
+    team_hold: TeamHold | None = None  # the team's own hold ([custody]), where declared
+
+
+@dataclass
+class Outcome:
+    """What the decide, archive and restore steps leave for the close."""
+
+    decision: Decision | None = None
+    archived: bool = False
+    archive_problem: str | None = None  # why the archive step could not append, with the command that retries
+    restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
 
 
 @dataclass
 class WindowState:
     """One window's state (see the module's docstring)."""
 
-    loaded: LoadedPlan
-    site: Site  # admission's: where the mode's processes and production run
-    checked: Preflight
+    admission: Admission
     directory: WindowDir
-    order: Order
-    starts: list[StartSpec]
-    gate_summary: GateSummary
-    environment: Environment
-    archive_store: ArchiveStore
-    archive_snapshot: Snapshot  # read once at open: the power warnings and the decision's noise both come from it
-    power_warnings: list[str]
-    launcher: Launcher
-    say: Callable[[str], None]
-    hold: Hold | None = None  # production's hardware, when the plan has a [production]
-    live: LiveProduction | None = None  # production as it ran before the take-down, where it was read
-    chain: ChainRun | None = None  # its part in a chain (--chain, --chain-last)
-    gpu: GpuSource | None = None  # GPU telemetry, sampled through every start
-    production_cap: tuple[float | None, str] = (None, "none declared")  # production's clock cap, read at open
-    production_caps: dict[str, float | None] = field(default_factory=dict)  # each host's own configured cap
-    hardware: HardwareLock | None = None  # every lock on the hardware this window holds until its close
-    clocks: ClockWatch = field(default_factory=ClockWatch)  # admission's: unobserved clocks, watchdog marks
-    archive_starts: int = 0  # the fewest archived control starts of a deciding cell: a sequential rule's first look
-    listener: Listener | None = None  # follows the window's progress events (window/progress.py)
-    archived: bool = False
-    archive_problem: str | None = None  # why the archive step could not append, with the command that retries
-    restore_failure: RestoreFailed | None = None  # the restore step's, kept until close raises it
-    rows: list[PooledRow] = field(default_factory=list)
-    decision: Decision | None = None
-    stopped: str | None = None  # a sequential window: why it runs no more starts ("decided", or the budget's words)
-    looked: dict[int, LookResult | None] = field(
-        default_factory=dict
-    )  # a look taken before its start's servers stopped
-    opened_at: float = 0.0  # time.monotonic() at the open step: the budget's clock
-    # One context for every start: it carries the prompts the first start prepared.
+    fixed: Fixed
+    custody: Custody
+    measured: Measured = field(default_factory=Measured)
+    outcome: Outcome = field(default_factory=Outcome)
+    # Made by the window itself (``Window.__post_init__``): one context for every start (it carries the prompts
+    # the first start prepared), and the progress events.
     context: StartContext = field(init=False)
     feed: ProgressFeed = field(init=False)
-    hold_sampler: Sampler | None = field(init=False, default=None)  # the GPUs through the hold, where read
-    team_hold: TeamHold | None = field(init=False, default=None)  # the team's own hold ([custody]), where declared
+    measuring: Measuring = field(init=False)  # the starts and looks, which write ``measured``
+
+    # Read from the admission, which observed them.
+    @property
+    def loaded(self) -> LoadedPlan:
+        return self.admission.loaded
+
+    @property
+    def site(self) -> Site:
+        return self.admission.site
+
+    @property
+    def checked(self) -> Preflight:
+        return self.admission.checked
+
+    @property
+    def gate_summary(self) -> GateSummary:
+        return self.admission.gate_summary
+
+    @property
+    def archive_store(self) -> ArchiveStore:
+        return self.admission.archive
+
+    @property
+    def archive_snapshot(self) -> Snapshot:
+        return self.admission.snapshot
+
+    @property
+    def archive_starts(self) -> int:
+        return self.admission.archive_starts
+
+    @property
+    def live(self) -> LiveProduction | None:
+        return self.admission.live
+
+    @property
+    def production_cap(self) -> tuple[float | None, str]:
+        return self.admission.production_cap
+
+    @property
+    def clocks(self) -> ClockWatch:
+        return self.admission.clocks
+
+    @property
+    def gpu(self) -> GpuSource | None:
+        """The GPU source here, found by admission: sampled through every start."""
+        return self.admission.clocks.here
+
+    @property
+    def say(self) -> Callable[[str], None]:
+        return self.admission.options.say
+
+    @property
+    def launcher(self) -> Launcher:
+        return self.admission.options.launcher
 
     def __post_init__(self) -> None:
         """The window's own (``Window.__post_init__``) makes what ``init=False`` leaves out."""
