@@ -96,6 +96,12 @@ def more(hidden: Sequence[str]) -> str:
     return f" (+{len(hidden)} more; -v lists them)" if hidden else ""
 
 
+def shortlist(items: Sequence[str], shown: int) -> str:
+    """The first ``shown`` of many names, comma-separated, and how many more there are (which a receipt lists)."""
+    rest = f" (+{len(items) - shown} more)" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + rest
+
+
 class InputError(FairwinError):
     """The user's input is wrong; nothing was started."""
 

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.commands import runner
-from fairwin.errors import CorruptRecordError, InputError
+from fairwin.errors import CorruptRecordError, InputError, shortlist
 from fairwin.formats import CARRY, RecordFormat
 from fairwin.gates.foreign_admission import read_admission
 from fairwin.gates.receipt import Receipt, admitting_problems, read_receipt, write_receipt
@@ -195,8 +195,7 @@ def carry(repo: Path, rules: Qualification, receipt_path: Path, qualified: str, 
     compared = sorted(p for p in at_q.keys() | at_h.keys() if protected(p, rules))
     differing = [p for p in compared if at_q.get(p) != at_h.get(p)]
     if differing:
-        more = f" (+{len(differing) - SHOWN} more)" if len(differing) > SHOWN else ""
-        problems.append(f"files outside the measurement layer differ: {', '.join(differing[:SHOWN])}{more}")
+        problems.append(f"files outside the measurement layer differ: {shortlist(differing, SHOWN)}")
     units, unit_problems = _check_units(repo, q, h, rules.carried_units)
     problems += unit_problems
     document = CarryRecord(
@@ -280,9 +279,8 @@ def successor_problems(repo: Path, rules: Qualification, earlier: str, later: st
     differing = sorted(p for p in at_e.keys() | at_l.keys() if protected(p, rules) and at_e.get(p) != at_l.get(p))
     problems = []
     if differing:
-        more = f" (+{len(differing) - SHOWN} more)" if len(differing) > SHOWN else ""
         problems.append(
-            f"files outside the measurement layer changed since {earlier[:12]}: {', '.join(differing[:SHOWN])}{more}"
+            f"files outside the measurement layer changed since {earlier[:12]}: {shortlist(differing, SHOWN)}"
         )
     problems += _check_units(repo, earlier, later, rules.carried_units)[1]
     return problems

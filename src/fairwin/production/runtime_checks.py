@@ -28,7 +28,7 @@ from pydantic import JsonValue
 
 from fairwin.directory.declaration import LiveMember
 from fairwin.directory.start_receipt import SpeculativeSource
-from fairwin.errors import RuntimeCheckError
+from fairwin.errors import RuntimeCheckError, shortlist
 from fairwin.launch.reported import reported_speculative
 from fairwin.launch.spec import LaunchSpec
 from fairwin.launch.speculative import LLAMA_SYNTHETIC, stated_speculative
@@ -67,8 +67,7 @@ def env_differences(expected: Mapping[str, str], actual: Mapping[str, str]) -> l
 
 
 def _listed(keys: Sequence[str]) -> str:
-    more = f" (+{len(keys) - SHOWN} more)" if len(keys) > SHOWN else ""
-    return ", ".join(keys[:SHOWN]) + more
+    return shortlist(keys, SHOWN)
 
 
 def check_declared_env(spec: LaunchSpec) -> None:

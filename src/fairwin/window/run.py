@@ -71,7 +71,7 @@ async def open_admitted(admitted: Admission) -> Window:
     chain = chain_for(admitted.site, hold, admitted.out, environment, options)
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
-    directory, hardware = _locked_directory(admitted.mode_name, admitted, options.coordinator)
+    directory, hardware = _locked_directory(admitted)
     starts = starts_for(checked.mode, chosen_order, checked.rule.start_count)
     return Window(
         admission=admitted,
@@ -103,15 +103,18 @@ def _hold(admitted: Admission, gpu: GpuSource | None, say: Callable[[str], None]
     )
 
 
-def _locked_directory(mode_name: str, admitted: Admission, who_asked: str | None) -> tuple[WindowDir, HardwareLock]:
-    """The hardware's lock (every lock a window takes), then the new directory; the lock let go on failure."""
+def _locked_directory(admitted: Admission) -> tuple[WindowDir, HardwareLock]:
+    """The hardware's lock (every lock a window takes), then the new directory; the lock let go on failure (what
+    could not be let go is said, with the command that releases it)."""
+    mode_name, options = admitted.mode_name, admitted.options
     window_id = new_window_id(mode_name)
     hardware = HardwareLock.of(admitted.site, admitted.lock, admitted.archive)
-    record = hardware.take(window_id, admitted.out / window_id, coordinator(who_asked))
+    record = hardware.take(window_id, admitted.out / window_id, coordinator(options.coordinator))
     try:
         directory = WindowDir.create(admitted.out, mode_name, window_id, coordinator=coordinator_of(record))
     except BaseException:
-        hardware.release()
+        for problem in hardware.release():
+            options.say(f"warning: {problem}; `fairwin recover PLAN` releases it")
         raise
     return directory, hardware
 
