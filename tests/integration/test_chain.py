@@ -187,6 +187,38 @@ def test_a_failure_inside_a_chained_window_aborts_the_chain(
 
 
 @pytest.mark.slow
+def test_a_chain_abort_while_a_window_holds_the_hardware_is_refused_naming_it_and_touches_nothing(
+    make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path, tmp_path: Path
+) -> None:
+    """`fairwin chain abort` holds the hardware as a window does: with the next chained window running (its lock
+    held), it would give production back under that window's starts; it refuses instead, and aborts once it is
+    gone."""
+    from fairwin.custody.lock import acquire, lock_path, release
+    from fairwin.plan import load_plan
+
+    plan = chain_plan(make_plan, "chain-held")
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    assert run(plan, "--chain").returncode == 0
+    loaded = load_plan(plan)
+    lock = lock_path(Site.of(loaded), loaded.output_dir())
+    running = "20261205T120000Z-controlled-next"
+    acquire(lock, running, tmp_path / "next-window", "ci")
+    try:
+        refused = fairwin("chain", "abort", str(plan))
+        assert refused.returncode == 4, refused.stderr
+        assert f"the hardware is held by window {running}" in refused.stderr
+        assert scratch_chain_marker.exists() and processes_with("hold-chain-held") != []  # nothing touched
+        assert fairwin("production", "status", str(plan)).returncode == ANSWER_IS_NO  # still down, as chained
+    finally:
+        release(lock, running)
+    aborted = fairwin("chain", "abort", str(plan))
+    assert aborted.returncode == 0 and aborted.stdout.startswith("ABORTED "), aborted.stderr
+    assert not scratch_chain_marker.exists() and processes_with("hold-chain-held") == []
+    assert fairwin("production", "status", str(plan)).returncode == 0
+
+
+@pytest.mark.slow
 def test_check_prev_refuses_a_dead_placeholder_and_aborts_the_chain(
     make_plan: PlanFactory, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:

@@ -63,10 +63,10 @@ def check_prev(args: argparse.Namespace) -> int:
 
 def abort(args: argparse.Namespace) -> int:
     """Exit 0 once production is back and the marker cleared; a restore that fails is exit 6, the marker kept."""
-    from fairwin.custody.chain_end import abort_chain
+    from fairwin.custody.chain_end import abort_between_windows
 
     site, out = _site(args)
-    aborted = asyncio.run(abort_chain(site, out, _say, "aborted by hand (`fairwin chain abort`)"))
+    aborted = asyncio.run(abort_between_windows(site, out, _say, "aborted by hand (`fairwin chain abort`)"))
     if aborted is None:
         stdout.print("no chain in progress: nothing to abort", markup=False)
         return 0

@@ -21,6 +21,7 @@ from fairwin.custody.chain import (
     read_marker,
 )
 from fairwin.custody.chain_receipts import last_end, ledger_path, write_end
+from fairwin.custody.hardware_lock import holding
 from fairwin.custody.hold import Hold
 from fairwin.custody.team_hold import TeamHold
 from fairwin.decision.registry import get_rule
@@ -32,6 +33,18 @@ from fairwin.errors import GateRefused, InputError, RestoreFailed
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
+
+
+async def abort_between_windows(
+    site: Site, output_dir: Path, say: Callable[[str], None], reason: str
+) -> ChainAborted | None:
+    """:func:`abort_chain` from outside a window (``fairwin chain abort``, ``check-prev``): the hardware held as a
+    window holds it, so that a chained window running now refuses it, named (exit 4), and none starts meanwhile."""
+    marker = marker_path(site, output_dir)
+    if read_marker(marker) is None:
+        return None
+    with holding(site, output_dir, "chain-abort", marker):
+        return await abort_chain(site, output_dir, say, reason)
 
 
 async def abort_chain(site: Site, output_dir: Path, say: Callable[[str], None], reason: str) -> ChainAborted | None:
@@ -132,7 +145,7 @@ async def check_previous(site: Site, output_dir: Path, capture: Path | None, say
         return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
     why = f"the chain cannot continue: {'; '.join(problems)}"
     try:
-        aborted = await abort_chain(site, output_dir, say, why)
+        aborted = await abort_between_windows(site, output_dir, say, why)
     except RestoreFailed as exc:
         raise GateRefused(why, aftermath=f"chain ABORTED, decision REJECT; {exc}") from None
     state = aborted.restore.state if aborted else "not owed"

@@ -10,13 +10,27 @@ lets it go last, once production is back and its status written; ``stage`` holds
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairwin.custody.lock import HardwareLocks, acquire, acquire_shared, release, release_shared, shared_locks
+from fairwin.archive import open_archive
+from fairwin.archive.window_rows import archive_location
+from fairwin.custody.lock import (
+    HardwareLocks,
+    acquire,
+    acquire_shared,
+    coordinator,
+    lock_path,
+    release,
+    release_shared,
+    shared_locks,
+)
 from fairwin.directory.lock_record import LockRecord
 from fairwin.errors import ArchiveError
+from fairwin.gates.refusal import refusal
 from fairwin.plan.site import Site
 
 
@@ -74,3 +88,18 @@ class HardwareLock:
             problems = self.release()
         if problems:
             raise ArchiveError(f"{problems[0]}; `fairwin recover PLAN` releases it")
+
+
+@contextlib.contextmanager
+def holding(site: Site, out: Path, doing: str, where: Path) -> Iterator[LockRecord]:
+    """Every lock a window of the site's roles would take, held by a command that acts on the hardware between
+    windows (``doing``: ``stage``, ``chain-abort``) around the ``with`` block, as a window holds it: no window
+    starts meanwhile, and a window running now refuses the command, named (exit 4). ``where``: what the lock
+    records as the holder's path (its receipt, the chain's marker)."""
+    holder = f"{doing}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+    try:  # this machine's locks, and the shared one other coordinators see
+        hardware = HardwareLock.of(site, lock_path(site, out), open_archive(archive_location(site, out)))
+    except ArchiveError as exc:
+        raise refusal("hardware", [f"the hardware's shared lock cannot be read: {exc}"]) from None
+    with hardware.held(holder, where, coordinator()) as record:
+        yield record

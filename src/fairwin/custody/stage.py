@@ -10,7 +10,6 @@ now, and the role's ``identity`` pins (checked at every start) can be set from i
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -19,12 +18,9 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from fairwin.archive import open_archive
-from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import in_progress, marker_path, read_marker
-from fairwin.custody.hardware_lock import HardwareLock
-from fairwin.custody.lock import coordinator, lock_path
-from fairwin.errors import ArchiveError, GateRefused
+from fairwin.custody.hardware_lock import holding
+from fairwin.errors import GateRefused
 from fairwin.formats import STAGE, RecordFormat
 from fairwin.launch.checkouts import check_checkout, pinned_checkouts
 from fairwin.launch.identity import checkout, digests
@@ -163,10 +159,5 @@ def _holding(site: Site, out: Path, receipt: Path) -> Iterator[None]:
     marker = marker_path(site, out)
     if (found := read_marker(marker)) is not None:
         raise GateRefused(f"{in_progress(marker, found)}; stage after it ends (`fairwin chain abort PLAN` ends it now)")
-    stage_id = f"stage-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-    try:  # every lock a window of this plan takes: this machine's, and the shared one other coordinators see
-        hardware = HardwareLock.of(site, lock_path(site, out), open_archive(archive_location(site, out)))
-    except ArchiveError as exc:
-        raise GateRefused(f"the hardware's shared lock cannot be read: {exc}") from None
-    with hardware.held(stage_id, receipt, coordinator()):
+    with holding(site, out, "stage", receipt):
         yield

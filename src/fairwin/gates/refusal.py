@@ -32,12 +32,17 @@ class Check(Generic[Given]):
     find: Callable[[Given], Problems | Awaitable[Problems]]
 
 
+def refusal(check: str, problems: Sequence[str]) -> GateRefused:
+    """The refusal (exit 4) of these problems (at least one): the first, how many more there are (listed by
+    ``-v``) and the check's name."""
+    first, rest = problems[0], list(problems[1:])
+    return GateRefused(f"{first}{more(rest)} (refused by the {check} check)", details=rest)
+
+
 def refuse(check: str, problems: Sequence[str]) -> None:
-    """GateRefused (exit 4) with the first problem, how many more there are (listed by ``-v``) and the check's
-    name; nothing when there is no problem."""
+    """:func:`refusal` raised when there is a problem; nothing when there is none."""
     if problems:
-        first, rest = problems[0], list(problems[1:])
-        raise GateRefused(f"{first}{more(rest)} (refused by the {check} check)", details=rest)
+        raise refusal(check, problems)
 
 
 async def run_checks(checks: Iterable[Check[Given]], given: Given) -> None:

@@ -1,13 +1,11 @@
-"""Every gate, in order, before any host is touched; and the budget's record after the window.
+"""Every gate, in order, before any host is touched (:data:`GATES`); and the budget's record after the window.
 
-1. qualification carry (``--qualification CARRIED.json``): CARRIED, to the commit under test;
-2. correctness receipts (``--require-gate R``): PASS at that commit, for the qualified artifacts;
-   the API rehearsal (``--require-rehearsal DIR``): PASS, for the plan's URL and sha256, recent enough;
-3. runtime declarations (in :func:`fairwin.window.preflight.preflight`): derived environments, speculative configs;
-4. the budget: the estimate must fit the plan's limits.
-
-Each gate is a named check (:data:`GATES`, gates/checks.py): a refusal (exit 4) names it, and nothing has been
-started.
+The overrides a qualification vouches for; the expected commit; the qualification carried to the commit under
+test (``--qualification CARRIED.json``); each correctness receipt (``--require-gate R``) PASS at that commit for
+the qualified artifacts, and held on the hosts that run them; the gates the plan requires; the API rehearsal
+(``--require-rehearsal DIR``) for the plan's URL and sha256, recent enough; the budget. Each is a named check
+(gates/refusal.py): its refusal (exit 4) names it, and nothing has been started. A window's admission runs them in
+its own list (window/admission_checks.py), after the plan's runtime declarations.
 """
 
 from __future__ import annotations
