@@ -35,3 +35,15 @@ def test_a_recomputation_differing_beyond_rounding_or_in_a_word_differs() -> Non
     assert rounding_difference(record, {"verdict": "WIN", "cells": [{"point_pct": 2.5000001, "n": 3}]}) is None
     assert rounding_difference(record, {"verdict": "LOSS", "cells": [{"point_pct": 2.5, "n": 3}]}) is None
     assert rounding_difference(record, {"verdict": "WIN", "cells": []}) is None
+
+
+def test_a_looks_level_reads_as_it_is_and_a_decision_2_still_compares_with_its_whole_percents() -> None:
+    """fairwin.decision/2 rounded an interval's level to a whole percent (win2-seq-v1's guards, at 99.75 %, read
+    "(100%)"); /3 states it, and a /2 window's recomputation is compared as /2 worded it."""
+    recorded = (STORED / "win2-seq-v1" / "decision.json").read_text()
+    assert '"format": "fairwin.decision/2"' in recorded and "(100%); fails when" in recorded
+    (decision,) = decide_window(STORED / "win2-seq-v1").decisions
+    assert decision.format == "fairwin.decision/3"
+    (cell,) = decision.cells
+    judged = [guard.detail for guard in cell.guards if guard.estimate is not None]
+    assert judged == ["decode_tps +5.97 % [-1.70, +14.24] (99.75%); fails when the whole interval is below -3 %"]

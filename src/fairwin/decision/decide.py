@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairwin.decision.alternating import AlternatingProcedure, SequentialProcedure
-from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise
+from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise, level_text
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict, verdict_for
 from fairwin.decision.procedures import LaunchProcedure, Procedure, Win2Procedure
@@ -48,7 +48,7 @@ def _metric(procedure: Procedure, table: CellTable, metric: str, rule: RuleSpec)
     verdict = verdict_for(estimate, rule.bar_pct, higher)
     reason = (
         f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}] "
-        f"({estimate.method}, {rule.confidence:.0%}, df {estimate.df:g}), bar {rule.bar_pct:g} %"
+        f"({estimate.method}, {level_text(rule.confidence)}, df {estimate.df:g}), bar {rule.bar_pct:g} %"
         + ("" if higher else ", lower is better")
     )
     return MetricResult(metric=metric, higher_is_better=higher, verdict=verdict, estimate=estimate, reasons=[reason])

@@ -1,4 +1,4 @@
-"""The decision document (``fairwin.decision/2``): what was decided, on what, and why."""
+"""The decision document (``fairwin.decision/3``): what was decided, on what, and why."""
 
 from __future__ import annotations
 
@@ -105,12 +105,19 @@ class Stopping(Frozen):
         return f"ended after {self.starts_used} of at most {self.max_starts} starts, between looks: {verdict}"
 
 
+def level_text(confidence: float) -> str:
+    """An interval's two-sided level as a reason states it: ``95%``, ``99.75%`` (``fairwin.decision/2`` rounded it
+    to a whole percent: a look's 99.75 % interval read ``(100%)``)."""
+    return f"{100 * confidence:.4g}%"
+
+
 class Decision(Frozen, Record):
-    """``fairwin.decision/2``: a window's verdict, every cell's, and the rule that gave them."""
+    """``fairwin.decision/3``: a window's verdict, every cell's, and the rule that gave them (``/2``, whose reasons
+    rounded an interval's level to a whole percent, is still read)."""
 
     record_format: ClassVar[RecordFormat] = DECISION
 
-    format: Literal["fairwin.decision/2"] = "fairwin.decision/2"
+    format: Literal["fairwin.decision/2", "fairwin.decision/3"] = "fairwin.decision/3"
     window_id: str
     mode: str
     order: str

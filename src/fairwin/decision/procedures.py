@@ -24,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-from fairwin.decision.document import GuardResult
+from fairwin.decision.document import GuardResult, level_text
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, check_control, make_estimate, paired_t, t_quantile
 from fairwin.decision.rules import RuleSpec
@@ -188,6 +188,6 @@ def interval_guard(procedure: Procedure, rule: RuleSpec, table: CellTable, metri
     failed = estimate.ci_high_pct < -tolerance
     detail = (
         f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}] "
-        f"({estimate.confidence:.0%}); fails when the whole interval is below -{tolerance:g} %"
+        f"({level_text(estimate.confidence)}); fails when the whole interval is below -{tolerance:g} %"
     )
     return GuardResult(metric=metric, failed=failed, detail=detail, estimate=estimate)

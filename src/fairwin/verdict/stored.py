@@ -11,6 +11,7 @@ again, and says whether the recomputation is the recorded decision.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,9 +225,28 @@ def rounding_difference(before: Any, now: Any) -> float | None:
     return None if None in found else max(found, default=0.0)  # type: ignore[type-var]
 
 
+#: Where a reason states an interval's level: an estimate's ``(method, 95%, df 6)``, a guard's ``(99.8%); fails``.
+_LEVELS = re.compile(r"(?<=, )(\d+(?:\.\d+)?)%(?=, df )|(?<=\()(\d+(?:\.\d+)?)%(?=\); fails )")
+
+
+def _worded_as_2(tree: Any) -> Any:
+    """A recomputed decision's JSON worded as ``fairwin.decision/2`` wrote it: each level rounded to a whole
+    percent, so that a window decided before ``/3`` compares with its own record."""
+    if isinstance(tree, dict):
+        return {k: ("fairwin.decision/2" if k == "format" else _worded_as_2(v)) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_worded_as_2(v) for v in tree]
+    if isinstance(tree, str):
+        return _LEVELS.sub(lambda m: f"{float(m.group(1) or m.group(2)) / 100:.0%}", tree)
+    return tree
+
+
 def _compared(recorded: Decision, recomputed: Decision) -> str:
     before = recorded.model_dump(mode="json", exclude={"inputs"})
-    difference = rounding_difference(before, recomputed.model_dump(mode="json", exclude={"inputs"}))
+    now = recomputed.model_dump(mode="json", exclude={"inputs"})
+    if recorded.format == "fairwin.decision/2":
+        now = _worded_as_2(now)
+    difference = rounding_difference(before, now)
     if difference == 0.0:
         return f"recomputed: identical to the recorded decision ({recorded.verdict})"
     if difference is not None:

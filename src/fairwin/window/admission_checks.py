@@ -101,10 +101,13 @@ def _placeholders(admitting: Admission) -> Problems:
         command = placeholder.argv[0]
         found = shutil.which(command, path=None) if "/" not in command else admitting.site.resolve(Path(command))
         if found is None or not os.access(found, os.X_OK):
-            problems.append(f"placeholder {name}: {command} is not a command fairwin can run here")
+            problems.append(f"placeholder {name}: {command} is not a command fairwin can run here; fix")
         elif placeholder.port is not None and (holder := held_here(placeholder.port)) is not None:
-            problems.append(f"placeholder {name}: its port {placeholder.port} here is already held by {holder}")
-    return [f"{p}; fix [chain.placeholders] before a chained window leaves production down for it" for p in problems]
+            problems.append(
+                f"placeholder {name}: its port {placeholder.port} here is already held by {holder}; stop it, or "
+                "give the placeholder another port in"
+            )
+    return [f"{p} [chain.placeholders] before a chained window leaves production down for it" for p in problems]
 
 
 def _gate(check: Check[GateReading]) -> Check[Admission]:
