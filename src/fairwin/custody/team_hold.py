@@ -20,7 +20,8 @@ from pydantic import ConfigDict
 from fairwin.commands import runner
 from fairwin.directory.journal import HOLD_STEP, RELEASE_STEP, JournalRow
 from fairwin.directory.status import TeamRelease
-from fairwin.errors import GateRefused, LaunchError
+from fairwin.errors import LaunchError
+from fairwin.gates.refusal import refuse
 from fairwin.plan.custody import CustodySettings
 from fairwin.plan.site import Site
 from fairwin.records import SparseModel
@@ -93,8 +94,7 @@ class TeamHold:
             self.held = True
             return TeamCommand(argv=[], exit=None, output=[], held_by_chain_since=self.held_since)
         ran = await self._run(self.settings.hold_command)
-        if ran.code != 0:
-            raise GateRefused(f"{ran.failure('hold')}; production was not touched")
+        refuse("team hold", [f"{ran.failure('hold')}; production was not touched"] if ran.code != 0 else [])
         self.held = True
         return ran.record()
 
