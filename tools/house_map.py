@@ -171,8 +171,9 @@ def _resolves_a_host(node: ast.AST) -> bool:
 
 
 def _raises_gate_refused(node: ast.AST) -> bool:
+    """``raise GateRefused(...)``, or ``raise refusal(...)`` (gates/refusal.py's builder of the same error)."""
     raised = node.exc if isinstance(node, ast.Raise) else None
-    return isinstance(raised, ast.Call) and ast.unparse(raised.func) == "GateRefused"
+    return isinstance(raised, ast.Call) and ast.unparse(raised.func) in ("GateRefused", "refusal")
 
 
 def _class_fields(path: Path, name: str) -> int:

@@ -28,7 +28,7 @@ class Check(Generic[Given]):
     """One named check of ``Given`` (what a run of the list is given: a window's admission, a plan)."""
 
     name: str
-    observes: str  # what it looks at, for `fairwin plan check -v` and docs/plan.md
+    observes: str  # what it looks at: the list documents itself (docs/gates.md names the checks in order)
     find: Callable[[Given], Problems | Awaitable[Problems]]
 
 
