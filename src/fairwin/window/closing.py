@@ -83,49 +83,36 @@ class Closing(WindowState):
         """The final status, journaled: production given back if it is still owed, then complete with the
         verdict and decision.json's digest, or why not. A failed restore is raised as RestoreFailed (exit 6)."""
         self.directory.journal_event("close", "begin")
-        if self.custody.chain is not None and error is not None:
+        chain, hold, team = self.custody.chain, self.custody.hold, self.custody.team_hold
+        if chain is not None and error is not None:
             await self._abort_chain(error)
         restore_failure = self.outcome.restore_failure or await self._give_back_if_owed()
-        if (
-            self.custody.team_hold is not None and self.custody.team_hold.owed
-        ):  # a failure skipped the release step: after the restore
+        if team is not None and team.owed:  # a failure skipped the release step: after the restore
             await self._journaled(Step(RELEASE_STEP, self.release_team_hold))
-        if self.custody.chain is not None and self.custody.hold is not None and self.custody.chain.end == "ABORTED":
-            self.custody.chain.cleared(self.custody.hold)
+        if chain is not None and hold is not None and chain.end == "ABORTED":
+            chain.cleared(hold)
         if error is not None and not self.outcome.archived and self.measured.rows:
             # The runbook keeps every finished control start, whatever happened to the window after it.
             with contextlib.suppress(FairwinError, OSError):
                 await self.archive()
         outcome = self._outcome()
         self._set_status(error, restore_failure, outcome)
+        aborted = chain is not None and chain.end == "ABORTED"
+        after = "chain ABORTED, decision REJECT; " + (hold.line() if hold else "") if aborted else None
         for raised in (error, restore_failure):
             if isinstance(raised, FairwinError):
-                aborted = self.custody.chain is not None and self.custody.chain.end == "ABORTED"
-                after = (
-                    "chain ABORTED, decision REJECT; " + (self.custody.hold.line() if self.custody.hold else "")
-                    if aborted
-                    else None
-                )
-                raised.with_context(
-                    window_path=self.directory.path,
-                    window_state="complete" if error is None else None,
-                    aftermath=after,
-                )
-        if (
-            self.custody.chain is not None
-        ):  # the chain's end, with the restore's proof, in the output directory's ledger
-            verdict = self.outcome.decision.verdict if self.outcome.decision is not None and error is None else None
-            restore = self.custody.hold.restored if self.custody.hold is not None else None
-            self.custody.chain.write_end(self.directory.window_id, verdict, restore)
+                ended = "complete" if error is None else None  # a failed restore after a complete window
+                raised.with_context(window_path=self.directory.path, window_state=ended, aftermath=after)
+        decision = self.outcome.decision if error is None else None
+        if chain is not None:  # the chain's end, with the restore's proof, in the output directory's ledger
+            restore = hold.restored if hold is not None else None
+            chain.write_end(self.directory.window_id, decision.verdict if decision else None, restore)
         state = "complete" if error is None else type(error).__name__
         self.directory.journal_event("close", "end", state=state, **outcome)
         if self.outcome.decision is not None and self.loaded.plan.window.report_html:
             report_after_close(self.directory, self.outcome.decision, self.say)
         self.feed.emit(
-            "close",
-            state=state,
-            verdict=self.outcome.decision.verdict if self.outcome.decision and error is None else None,
-            path=str(self.directory.path),
+            "close", state=state, verdict=decision.verdict if decision else None, path=str(self.directory.path)
         )
         if restore_failure is not None and not isinstance(error, RestoreFailed):
             raise self._loud(restore_failure, error)

@@ -77,25 +77,28 @@ class Window(Opening, Closing):
             self.measured, self.context, self.fixed.starts, rule, self.archive_starts, budget, self._deciding
         )
         if self.loaded.plan.custody.hold_command:
-            self.custody.team_hold = TeamHold(self.site, self.directory.window_id, self.directory.path)
-            if (
-                self.custody.chain is not None
-            ):  # one hold across the chain: taken by its first window, released at its end
-                carried = self.custody.chain.found.team_hold if self.custody.chain.found is not None else None
-                self.custody.team_hold.held_since = carried.window_id if carried is not None else None
-                self.custody.team_hold.held = (
-                    carried is not None
-                )  # owed back from the first step, should this window abort
-                self.custody.chain.team_hold = carried or ChainedWindow(
-                    window_id=self.directory.window_id,
-                    window_path=str(self.directory.path),
-                    mode=self.checked.mode_name,
-                    order=self.fixed.order,
-                )
+            self.custody.team_hold = self._team_hold()
         if self.custody.chain is not None and not self.custody.chain.last and self.custody.hold is not None:
             # The placeholders take the hardware before the last start's servers let go of it.
             self.context.before_stop = partial(self.measuring.placeholders_if_last, self.custody.chain)
             self.custody.hold.tolerated = self.custody.chain.started
+
+    def _team_hold(self) -> TeamHold:
+        """The team's own hold ([custody]). One hold across a chain: taken by its first window, released at its end,
+        and owed back from this window's first step should it abort."""
+        team = TeamHold(self.site, self.directory.window_id, self.directory.path)
+        chain = self.custody.chain
+        if chain is not None:
+            carried = chain.found.team_hold if chain.found is not None else None
+            team.held_since = carried.window_id if carried is not None else None
+            team.held = carried is not None
+            chain.team_hold = carried or ChainedWindow(
+                window_id=self.directory.window_id,
+                window_path=str(self.directory.path),
+                mode=self.checked.mode_name,
+                order=self.fixed.order,
+            )
+        return team
 
     def steps(self) -> list[Step]:
         starts: list[Step] = []
@@ -113,12 +116,11 @@ class Window(Opening, Closing):
                 Step("quiet after", lambda: hold.prove_quiet(f"after {measuring.last_start()}")),
                 *self._end_steps(hold),
             ]
-        if self.custody.team_hold is not None:  # the team's hold around everything that touches the hardware
-            starts = [Step(HOLD_STEP, self.custody.team_hold.take), *starts]
-            held_over = (
-                self.custody.chain is not None and not self.custody.chain.last
-            )  # the chain's next window carries it on
-            if self.custody.team_hold.settings.release_command and not held_over:
+        team, chain = self.custody.team_hold, self.custody.chain
+        if team is not None:  # the team's hold around everything that touches the hardware
+            starts = [Step(HOLD_STEP, team.take), *starts]
+            held_over = chain is not None and not chain.last  # the chain's next window carries it on
+            if team.settings.release_command and not held_over:
                 starts.append(Step(RELEASE_STEP, self.release_team_hold))
         return [
             Step("open", self.open),
