@@ -175,15 +175,14 @@ class Window(Opening, Closing):
 
     def _held_lines(self) -> list[str]:
         """The summary's lines about the hardware: production's restore, and the chain."""
-        lines = [self.custody.hold.line()] if self.custody.hold is not None else []
-        team = self.custody.team_hold.line() if self.custody.team_hold is not None else None
-        return (
-            lines + ([self.custody.chain.line()] if self.custody.chain is not None else []) + ([team] if team else [])
-        )
+        hold, chain, team = self.custody.hold, self.custody.chain, self.custody.team_hold
+        said = [hold.line() if hold else None, chain.line() if chain else None, team.line() if team else None]
+        return [line for line in said if line]
 
     async def decide(self) -> None:
         records = WindowRecords.read(self.directory)  # each of the window's files read once for the decision
-        self.outcome.decision = decide_and_report(
+        accepted = self.loaded.plan.runtime.accept_unobserved
+        decision = self.outcome.decision = decide_and_report(
             self.loaded,
             self.directory,
             self._deciding(),
@@ -193,20 +192,13 @@ class Window(Opening, Closing):
             stop_reason=self.measured.stopped if self.measured.stopped not in (None, "decided") else None,
             hold_clocks=await self._hold_clocks(records),
             unobserved=[
-                *clocks_unobserved(self.loaded.plan.runtime.accept_unobserved, self.clocks.unwatched),
-                *gpus_unobserved(self.loaded.plan.runtime.accept_unobserved, self.clocks.gpus_unread),
+                *clocks_unobserved(accepted, self.clocks.unwatched),
+                *gpus_unobserved(accepted, self.clocks.gpus_unread),
                 *production_unobserved(self.live, self._compared_with_production()),
             ],
         )
-        if self.outcome.decision.sequential is not None:
-            self.say(
-                unspent_line(
-                    self.outcome.decision.sequential,
-                    self.outcome.decision.verdict,
-                    self.fixed.starts,
-                    self.gate_summary.budget,
-                )
-            )
+        if decision.sequential is not None:
+            self.say(unspent_line(decision.sequential, decision.verdict, self.fixed.starts, self.gate_summary.budget))
 
     async def _held_gpus(self) -> GpuSource | None:
         """The GPUs of every host the window touches: production's hold's, or, without production, those its
