@@ -184,8 +184,9 @@ async def process_on(
 
 
 def runner(name: str, host: Host, timeout_s: float = 10.0) -> Callable[[list[str]], str]:
-    """A blocking command runner on the host (for the GPU sampler's thread): its stdout, or InputError. Every
-    runner of one host shares one connection, kept open (:class:`HostSession`)."""
+    """A blocking runner of reads on the host (the GPU sampler's nvidia-smi, on its thread): its stdout, or
+    InputError. Every runner of one host shares one connection, kept open (:class:`HostSession`); what it runs
+    only reads, so a command whose connection was lost is asked again once, on a new one."""
     key = (name, host.model_dump_json())
     with _SESSIONS_GUARD:
         session = _SESSIONS.get(key)
