@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import socket
 import sys
@@ -36,7 +37,32 @@ RUN_PREFIX = "fairwin-"
 PLACEHOLDER = re.compile(r"\{(port|python|plan_dir|head_address|env:[A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+#: The lowest port :func:`free_port` picks.
+LOWEST_PICKED = 20000
+_PICKS = random.SystemRandom()  # never the seeded module random: two processes seeded alike would pick alike
+
+
+def _ephemeral_start() -> int:
+    """Where the kernel's ephemeral ports begin (every outgoing connection's, every bind to port 0)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default, and near enough elsewhere
+
+
 def free_port() -> int:
+    """A port free here now, for a server to bind soon: drawn below the kernel's ephemeral range, so that nothing
+    the kernel hands out between this pick and the server's bind (an outgoing connection's port, another bind to
+    port 0) can be it. Where that range leaves no room below it, the kernel's own pick."""
+    high = _ephemeral_start() - 1
+    for _ in range(100 if high > LOWEST_PICKED else 0):
+        port = _PICKS.randint(LOWEST_PICKED, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # taken: draw again
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
