@@ -74,7 +74,7 @@ class SimProcess:
     """`fairwin sim` as a child process on a free loopback port."""
 
     def __init__(self, *flags: str) -> None:
-        from fairwin.launch.spec import free_port
+        from tests.ports import free_port
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.launch.spec import free_port
 from tests.components import missing
+from tests.ports import free_port
 
 USER = "fairwin"
 

@@ -16,9 +16,9 @@ import pytest
 
 from fairwin.directory.journal import DRILL_KILL_AT
 from fairwin.files import scan_jsonl
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import OWN_SESSION, fairwin
+from tests.ports import free_port
 
 
 def production_state(plan: Path) -> Path:

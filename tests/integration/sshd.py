@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fairwin.launch.spec import free_port
 from tests.components import missing
+from tests.ports import free_port
 
 
 def _sshd() -> str | None:

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 import fairwin
-from fairwin.launch.spec import free_port
 from fairwin.production.proof import port_state
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import SimProcess, only_window, processes_with
 from tests.integration.helpers import fairwin as run_cli
 from tests.integration.production import production_plan, start_run, wait_for_step
+from tests.ports import free_port
 
 
 def test_a_typo_in_role_bs_command_is_refused_before_production_goes_down(

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from fairwin.files import read_jsonl, scan_jsonl
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.containers import IMAGE, Engine, sim_mounts
 from tests.integration.helpers import fairwin, only_window, status
 from tests.integration.production import WATCH, killed_inside, production_plan, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
+from tests.ports import free_port
 
 pytestmark = pytest.mark.usefixtures("container_engine")
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from fairwin.files import read_jsonl, scan_jsonl, sha256_file
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import OWN_SESSION, fairwin, only_window, processes_with, servers_with, status
 from tests.integration.production import WATCH, killed_inside, start_run
 from tests.integration.sshd import SshHosts
+from tests.ports import free_port
 
 
 def remote_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, orphan_b: bool = False, **extra: object) -> Path:

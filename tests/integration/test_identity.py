@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import SimProcess, fairwin, only_window, processes_with, status
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
+from tests.ports import free_port
 
 
 def _kill(marker: str) -> None:

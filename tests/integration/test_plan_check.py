@@ -9,10 +9,10 @@ import pytest
 
 from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
 from fairwin.archive.window_rows import planned_match
-from fairwin.launch.spec import free_port
 from fairwin.plan.site import Site
 from tests.conftest import PlanFactory
 from tests.integration.helpers import fairwin
+from tests.ports import free_port
 
 
 def noisy_archive(plan: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from fairwin.errors import ANSWER_IS_NO, ServerExitedError
 from fairwin.files import read_jsonl
-from fairwin.launch.spec import LaunchSpec, free_port
+from fairwin.launch.spec import LaunchSpec
 from fairwin.plan import load_plan
 from fairwin.production.proof import port_state
 from fairwin.window.processes import ServerHandle, local_launcher
@@ -23,6 +23,7 @@ from fairwin.window.run import run_window
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, processes_with, status
 from tests.integration.production import killed_inside, production_plan, production_state, start_run, wait_for_step
+from tests.ports import free_port
 
 
 # make test-fast runs the {python} case; the {env:NAME} one (the demo's argv) in make test.

@@ -17,7 +17,6 @@ import psutil
 import pytest
 
 from fairwin.errors import ProductionError
-from fairwin.launch.spec import free_port
 from fairwin.launch.ssh import blocking, run_once
 from fairwin.plan.hosts import Host, resolved
 from fairwin.plan.production import LiveProcess
@@ -27,6 +26,7 @@ from tests.integration.helpers import fairwin, only_window
 from tests.integration.production import WATCH, production_state
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
+from tests.ports import free_port
 
 CELLS = {"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}}
 

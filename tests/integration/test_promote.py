@@ -15,13 +15,13 @@ import pytest
 from fairwin.decision.divergence import Divergence
 from fairwin.directory.layout import WindowDir
 from fairwin.errors import ANSWER_IS_NO
-from fairwin.launch.spec import free_port
 from fairwin.promote.check import CHECKS, gather
 from fairwin.promote.policy import PromotionPolicy
 from tests.conftest import PlanFactory, plan_factory, sim_role, to_toml
 from tests.integration.helpers import fairwin
 from tests.integration.production import WATCH
 from tests.integration.test_gates import QUALIFICATION, admission, carry, gate_run, git, make_repo
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow  # one production-policy window with every receipt, built once for the module
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from fairwin.files import read_jsonl
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status
 from tests.integration.production import WATCH, killed_inside, production_state, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
+from tests.ports import free_port
 
 
 def remote_production_plan(make_plan: PlanFactory, ssh: SshHosts, model: str, tmp_path: Path) -> Path:

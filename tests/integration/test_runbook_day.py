@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from fairwin.files import read_jsonl, scan_jsonl
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.containers import IMAGE, Engine, sim_mounts
 from tests.integration.helpers import fairwin
@@ -33,6 +32,7 @@ from tests.integration.test_chain import placeholders_on_two_hosts, tmux_session
 from tests.integration.test_gates import QUALIFICATION, admission, carry, git, make_repo
 from tests.integration.test_hosts import cut_h2_once_serving
 from tests.integration.test_stage import two_commits
+from tests.ports import free_port
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PRODUCTION_COMMIT = "9f1c2ab"

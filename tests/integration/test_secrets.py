@@ -19,12 +19,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import SimProcess, fairwin, only_window, processes_with, status
 from tests.integration.production import WATCH, killed_inside, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import remote_plan
+from tests.ports import free_port
 
 KEY_ENV, HF_ENV = "FW_CANARY_API_KEY", "FW_CANARY_HF_TOKEN"
 PASS_ENV = "FW_CANARY_SSH_PASSPHRASE"

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from fairwin.files import read_jsonl
-from fairwin.launch.spec import free_port
 from fairwin.plan import load_plan
 from fairwin.plan.site import Site
 from fairwin.telemetry.cap import production_caps
@@ -20,6 +19,7 @@ from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, status
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
+from tests.ports import free_port
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from fairwin.files import read_jsonl
-from fairwin.launch.spec import free_port
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, servers_with, status
 from tests.integration.production import killed_inside, start_run
 from tests.integration.sshd import SshHosts
 from tests.integration.test_hosts import with_hosts
+from tests.ports import free_port
 
 # An engine worker stand-in: it listens on its port at once, says it is ready after a while, then serves on.
 # It serves on when the channel its output went to is gone (its fairwin killed before the ready line, CI
