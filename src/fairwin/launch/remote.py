@@ -31,17 +31,11 @@ from typing import Any, BinaryIO
 import aiohttp
 
 from fairwin.directory.start_receipt import ContainerReceipt, StopRecord
-from fairwin.errors import HostUnreachable, LaunchError, MissingExtraError, ServerExitedError
-
-try:
-    import asyncssh
-except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a host is used
-    raise MissingExtraError("ssh", exc.name) from None
-
+from fairwin.errors import HostUnreachable, LaunchError, ServerExitedError
 from fairwin.launch.local import HEALTH_POLL_S, Note, health_answer, refuse_when_late
 from fairwin.launch.process_scripts import PROCESS_RUNNING
 from fairwin.launch.spec import LaunchSpec
-from fairwin.launch.ssh import connect, on, parse_env, process_on, stop_remote_group
+from fairwin.launch.ssh import asyncssh, connect, on, parse_env, process_on, stop_remote_group  # the ssh extra
 from fairwin.plan.hosts import BACKOFF_S, MAX_BACKOFF_S, Host
 from fairwin.redaction import scrub_bytes, scrub_file
 

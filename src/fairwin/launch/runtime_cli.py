@@ -94,9 +94,7 @@ class RuntimeCli:
         return await self._follow_there(args, log)
 
     async def _follow_there(self, args: list[str], log: Path | None) -> tuple[int | None, str]:
-        import asyncssh
-
-        from fairwin.launch.ssh import connect, process_on
+        from fairwin.launch.ssh import asyncssh, connect, process_on
 
         conn = await connect(str(self.host_name), self.host)  # type: ignore[arg-type]
         try:

@@ -13,6 +13,7 @@ import math
 import shlex
 import threading
 import time
+import warnings
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -25,7 +26,11 @@ from fairwin.errors import (
 )
 
 try:
-    import asyncssh
+    with warnings.catch_warnings():
+        # cryptography 51 deprecates DSA, which asyncssh still names as it imports; said on stderr, the warning
+        # would break every one-line error of a command that touches a host. fairwin offers no DSA key.
+        warnings.filterwarnings("ignore", message="DSA is deprecated", category=UserWarning)
+        import asyncssh as asyncssh  # re-exported: fairwin imports asyncssh from here, its warnings filtered
 except ModuleNotFoundError as exc:  # an extra: fairwin runs without it until a host is used
     raise MissingExtraError("ssh", exc.name) from None
 
