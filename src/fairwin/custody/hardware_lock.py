@@ -1,10 +1,12 @@
 """The hardware's lock as one object: every lock a window takes, taken all or none and let go together.
 
-A window, ``fairwin stage`` and ``fairwin recover`` hold the hardware the same way, through :class:`HardwareLock`:
+A window, ``fairwin stage``, ``fairwin chain abort`` and ``check-prev``, and ``fairwin recover`` hold the hardware
+the same way, through :class:`HardwareLock`:
 the output directory's lock file (it names the window, so that ``recover`` finds it), this machine's locks (one
 file per piece of hardware, whatever the output directory or plan) and the lock other coordinators see (a
 PostgreSQL archive's rows, else a file on production's host). A window takes it when its directory is made and
-lets it go last, once production is back and its status written; ``stage`` holds it around its commands.
+lets it go last, once production is back and its status written; a command between windows holds it around
+what it does (:func:`holding`); ``recover`` lets a dead window's go.
 """
 
 from __future__ import annotations
