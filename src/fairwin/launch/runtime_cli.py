@@ -23,8 +23,8 @@ from fairwin.plan.site import Site
 from fairwin.redaction import scrub_bytes
 
 COMMAND_TIMEOUT_S = 120.0
-#: The runtime's subcommands that only read: asked again on a new connection when one is lost.
-READS = frozenset({"ps", "inspect", "image", "logs", "version", "info"})
+#: The runtime's commands that only read: asked again on a new connection when one is lost.
+READS = frozenset({("ps",), ("inspect",), ("image", "inspect"), ("logs",), ("version",), ("info",)})
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class RuntimeCli:
             return await self._run_here(list(args), timeout_s)
         from fairwin.launch.ssh import run_once  # asyncssh only where a host is used
 
-        retry: Retry = "read" if args[0] in READS else "action"
+        retry: Retry = "read" if args[:1] in READS or args[:2] in READS else "action"
         done = await run_once(self.host_name, self.host, self.command(args), timeout_s, retry=retry)
         code = done.exit_status if done.exit_status is not None else -1
         return code, str(done.stdout or ""), str(done.stderr or "")
