@@ -46,10 +46,9 @@ def resolve(repo: Path, revision: str) -> str:
     return git(repo, "rev-parse", "--verify", f"{revision}^{{commit}}").strip()
 
 
-def expected_commit_problems(repo: Path, expected: str) -> list[str]:
-    """Why ``repo`` is not at ``expected`` (a sha or any revision) with nothing tracked uncommitted ([] when it
-    is). The runbook's --expected-experiment-commit."""
-    head = resolve(repo, "HEAD")
+def expected_commit_problems(repo: Path, expected: str, head: str) -> list[str]:
+    """Why ``repo``, at ``head``, is not at ``expected`` (a sha or any revision) with nothing tracked uncommitted
+    ([] when it is). The runbook's --expected-experiment-commit."""
     try:
         wanted = resolve(repo, expected)
     except GitFailed:
@@ -71,8 +70,9 @@ def expected_commit_problems(repo: Path, expected: str) -> list[str]:
 
 def require_commit(repo: Path, expected: str) -> str:
     """HEAD of ``repo``, refused (exit 4) unless it is ``expected`` and clean."""
-    refuse("expected commit", expected_commit_problems(repo, expected))
-    return resolve(repo, "HEAD")
+    head = resolve(repo, "HEAD")
+    refuse("expected commit", expected_commit_problems(repo, expected, head))
+    return head
 
 
 def blobs(repo: Path, commit: str) -> dict[str, str]:

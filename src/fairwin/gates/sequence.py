@@ -109,7 +109,12 @@ class GateReading:
     @cached_property
     def head(self) -> str | None:
         """The commit under test, where a receipt is given to be bound to it."""
-        return resolve(self.repo, "HEAD") if self.inputs.qualification is not None or self.inputs.gates else None
+        return self.repo_head if self.inputs.qualification is not None or self.inputs.gates else None
+
+    @cached_property
+    def repo_head(self) -> str:
+        """The qualification repository's HEAD, asked of git once."""
+        return resolve(self.repo, "HEAD")
 
     @cached_property
     def carried(self) -> CarryRecord | None:
@@ -138,7 +143,7 @@ class GateReading:
 
 def _expected_commit(reading: GateReading) -> list[str]:
     expected = reading.inputs.expected_commit or reading.loaded.plan.window.expected_commit
-    return expected_commit_problems(reading.repo, expected) if expected is not None else []
+    return expected_commit_problems(reading.repo, expected, reading.repo_head) if expected is not None else []
 
 
 def _qualification(reading: GateReading) -> list[str]:
@@ -211,7 +216,7 @@ def gate_summary(reading: GateReading) -> GateSummary:
     gates = [ReceiptRef(path=str(p), sha256=r.sha256) for p, r in zip(inputs.gates, receipts, strict=True)]
     rehearsal = reading.rehearsal
     return GateSummary(
-        expected_commit=resolve(reading.repo, "HEAD") if expected is not None else None,
+        expected_commit=reading.repo_head if expected is not None else None,
         head=reading.head,
         qualification=qualification,
         gates=gates if inputs.qualification is not None or inputs.gates else None,

@@ -15,12 +15,13 @@ from fairwin.plan.site import Site
 from fairwin.telemetry.gpu import HERE, GpuSource, NvidiaSmi, PerHost, remote_source
 
 
-def window_gpus(site: Site, here: GpuSource | None) -> GpuSource | None:
-    """``here`` alone when every process runs on fairwin's host (as before hosts existed), else every host's."""
-    if not site.remote:
-        return here
-    sources = {host: source for host, source in host_sources(site, here).items() if source is not None}
-    return PerHost(sources) if sources else None
+def window_gpus(sources: dict[str, GpuSource | None]) -> GpuSource | None:
+    """The GPUs a window watches, from each host's source (:func:`host_sources`): the one here alone when every
+    process runs on fairwin's host (as before hosts existed), else every host's that has one."""
+    if set(sources) <= {HERE}:
+        return sources.get(HERE)
+    found = {host: source for host, source in sources.items() if source is not None}
+    return PerHost(found) if found else None
 
 
 def find_source(setting: str) -> GpuSource | None:

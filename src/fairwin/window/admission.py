@@ -10,16 +10,12 @@ as it runs.
 
 from __future__ import annotations
 
-from fairwin.archive import open_archive
-from fairwin.archive.window_rows import archive_location
 from fairwin.errors import ArchiveError
 from fairwin.gates.refusal import run_checks, run_plain
 from fairwin.plan.loading import LoadedPlan
-from fairwin.telemetry.cap import planned_cap
 from fairwin.window.admission_checks import ADMISSION, checks
 from fairwin.window.admitted import Admission
 from fairwin.window.options import RunOptions, WindowOptions
-from fairwin.window.preflight import first_look_archive
 
 __all__ = ["ADMISSION", "Admission", "RunOptions", "WindowOptions", "admit", "check_plan"]
 
@@ -39,11 +35,7 @@ def check_plan(loaded: LoadedPlan, mode_name: str) -> Admission:
     then checked as if the first look came later, the safer side)."""
     admitting = Admission(loaded, mode_name, RunOptions())
     try:
-        snapshot = open_archive(archive_location(admitting.site, admitting.out)).snapshot()
-        rule = admitting.checked.rule
-        admitting.archive_starts_read = first_look_archive(
-            admitting.site, rule, snapshot, mode_name, planned_cap(admitting.site)
-        )
+        admitting.archive_starts_read = admitting.archive_starts
     except ArchiveError:
         admitting.archive_starts_read = 0
     run_plain(checks("plan"), admitting)

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from fairwin.custody.chain import continuation_problems, in_progress, marker_path, read_marker
+from fairwin.custody.chain import continuation_problems, in_progress
 from fairwin.custody.lock import HardwareLocks, MachineLocks, refuse_if_held, refuse_if_held_elsewhere
 from fairwin.directory.environment import git_state
 from fairwin.errors import ArchiveError, InputError, LaunchError, RuntimeCheckError
@@ -71,8 +71,7 @@ def _chain(admitting: Admission) -> Problems:
     """A chain in progress is continued only by a chained window; chaining needs production and a mode that
     chains."""
     site, wanted = admitting.site, admitting.options.chain
-    path = marker_path(site, admitting.out)
-    found = read_marker(path)
+    path, found = admitting.chain_marker
     if wanted is None:
         how = "run with --chain or --chain-last, or end it with `fairwin chain abort PLAN`"
         return [f"{in_progress(path, found)}; {how}"] if found is not None else []
@@ -224,7 +223,7 @@ async def _production_as_it_runs(admitting: Admission) -> Problems:
 async def _chain_continues(admitting: Admission) -> Problems:
     """A chain in progress continues only with production declared as it left it, the commit it was for, its
     last window complete and its placeholders running."""
-    found = read_marker(marker_path(admitting.site, admitting.out))
+    found = admitting.chain_marker[1]
     if admitting.options.chain is None or found is None or admitting.production is None:
         return []
     problems = await continuation_problems(

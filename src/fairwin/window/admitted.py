@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fairwin.archive import ArchiveStore, Snapshot, open_archive
 from fairwin.archive.window_rows import archive_location
+from fairwin.custody.chain import Marker, marker_path, read_marker
 from fairwin.custody.lock import lock_path
 from fairwin.directory.gate_summary import GateSummary
 from fairwin.gates.calibration import calibrate
@@ -97,6 +98,13 @@ class Admission:
         if self.checkouts:
             summary.checkouts = self.checkouts
         return summary
+
+    @cached_property
+    def chain_marker(self) -> tuple[Path, Marker | None]:
+        """Where a chain in progress is marked, and its marker (None: no chain), read once: the chain checks and
+        the window's part in the chain see the same one."""
+        path = marker_path(self.site, self.out)
+        return path, read_marker(path)
 
     @cached_property
     def production(self) -> Production | None:

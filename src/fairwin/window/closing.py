@@ -95,8 +95,8 @@ class Closing(WindowState):
             # The runbook keeps every finished control start, whatever happened to the window after it.
             with contextlib.suppress(FairwinError, OSError):
                 await self.archive()
-        outcome = self._outcome()
-        self._set_status(error, restore_failure, outcome)
+        details = self._status_details()
+        self._set_status(error, restore_failure, details)
         aborted = chain is not None and chain.end == "ABORTED"
         after = "chain ABORTED, decision REJECT; " + (hold.line() if hold else "") if aborted else None
         for raised in (error, restore_failure):
@@ -108,7 +108,7 @@ class Closing(WindowState):
             restore = hold.restored if hold is not None else None
             chain.write_end(self.directory.window_id, decision.verdict if decision else None, restore)
         state = "complete" if error is None else type(error).__name__
-        self.directory.journal_event("close", "end", state=state, **outcome)
+        self.directory.journal_event("close", "end", state=state, **details)
         if self.outcome.decision is not None and self.loaded.plan.window.report_html:
             report_after_close(self.directory, self.outcome.decision, self.say)
         self.feed.emit(
@@ -117,22 +117,22 @@ class Closing(WindowState):
         if restore_failure is not None and not isinstance(error, RestoreFailed):
             raise self._loud(restore_failure, error)
 
-    def _outcome(self) -> dict[str, Any]:
+    def _status_details(self) -> dict[str, Any]:
         """What status.json and the close's journal row keep beside the state: the restore, an archive that did not
         append, the chain's part, the team's release."""
-        outcome: dict[str, Any] = {}
+        details: dict[str, Any] = {}
         if self.custody.hold is not None:
-            outcome["restore"] = self.custody.hold.restored
+            details["restore"] = self.custody.hold.restored
         if self.outcome.archive_problem is not None:
-            outcome["archive"] = ArchiveProblem(appended=False, problem=self.outcome.archive_problem)
+            details["archive"] = ArchiveProblem(appended=False, problem=self.outcome.archive_problem)
         if self.custody.chain is not None:
-            outcome["chain"] = self.custody.chain.record()
+            details["chain"] = self.custody.chain.record()
         if self.custody.team_hold is not None and (team := self.custody.team_hold.state()) is not None:
-            outcome["team_release"] = team  # one not released stays owed: `fairwin recover` finds it here
-        return outcome
+            details["team_release"] = team  # one not released stays owed: `fairwin recover` finds it here
+        return details
 
     def _set_status(
-        self, error: BaseException | None, restore_failure: RestoreFailed | None, outcome: dict[str, Any]
+        self, error: BaseException | None, restore_failure: RestoreFailed | None, details: dict[str, Any]
     ) -> None:
         """status.json's final state: complete with the verdict and decision.json's digest, interrupted, or failed."""
         if error is None:
@@ -140,16 +140,16 @@ class Closing(WindowState):
             # decision.json's own digest: a later edit of the decision itself is seen too (fairwin decide WINDOW).
             digest = sha256_file(self.directory.decision)
             self.directory.set_status(
-                "complete", verdict=self.outcome.decision.verdict, decision_sha256=digest, **outcome
+                "complete", verdict=self.outcome.decision.verdict, decision_sha256=digest, **details
             )
         elif isinstance(error, Interrupted):
             self.directory.set_status(
-                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **outcome
+                "interrupted", error="interrupted (Ctrl-C, SIGTERM or SIGHUP); every server was stopped", **details
             )
         else:
             failed = error or restore_failure
             message = str(failed) if isinstance(failed, FairwinError) else repr(failed)
-            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **outcome)
+            self.directory.set_status("failed", error=message, error_type=type(failed).__name__, **details)
 
     def _loud(self, restore_failure: RestoreFailed, error: BaseException | None) -> RestoreFailed:
         """The failed restore, with what else happened: the window's own failure, or its verdict."""

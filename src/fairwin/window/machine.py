@@ -205,7 +205,7 @@ class Window(Opening, Closing):
         roles run on (their gaps between starts are watched the same)."""
         if self.custody.hold is not None:
             return self.custody.hold.gpu
-        return await asyncio.to_thread(window_gpus, self.site, self.gpu)
+        return window_gpus(self.admission.sources)
 
     def _compared_with_production(self) -> list[str]:
         return [r for r in self.site.roles if compares_live(self.site, r)]

@@ -7,14 +7,11 @@ The window itself, one method per journaled step, is :class:`fairwin.window.mach
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Unpack
 
 from fairwin.custody.chain import (
     ChainRun,
     chained_order,
-    marker_path,
-    read_marker,
 )
 from fairwin.custody.chain_end import abort_chain
 from fairwin.custody.hardware_lock import HardwareLock
@@ -29,10 +26,8 @@ from fairwin.launch.runtime_cli import container_clis
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import starts_for
 from fairwin.plan.site import Site
-from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_caps
-from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.window.admission import Admission, RunOptions, WindowOptions, admit
 from fairwin.window.machine import Window, WindowResult
@@ -66,9 +61,9 @@ async def open_admitted(admitted: Admission) -> Window:
         say(f"warning: {warning}")
     gpu = admitted.clocks.here  # the source admission found
     node_caps = _node_caps(admitted.site, say)
-    hold = _hold(admitted, gpu, say)  # made before the lock: nothing after it may fail short of the directory
+    hold = _hold(admitted, say)  # made before the lock: nothing after it may fail short of the directory
     say(f"GPU telemetry: {gpu.name if gpu is not None else 'none (clock caps and dial-backs unobserved)'}")
-    chain = chain_for(admitted.site, hold, admitted.out, environment, options)
+    chain = chain_for(admitted, hold, environment)
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
     directory, hardware = _locked_directory(admitted)
@@ -81,13 +76,14 @@ async def open_admitted(admitted: Admission) -> Window:
     )
 
 
-def _hold(admitted: Admission, gpu: GpuSource | None, say: Callable[[str], None]) -> Hold | None:
+def _hold(admitted: Admission, say: Callable[[str], None]) -> Hold | None:
     """The hold on production's hardware, when the plan declares production; what it really ran beside it."""
     site = admitted.site
     if site.plan.production is None:
         return None
-    production = Production(site, admitted.out)
-    gpus = window_gpus(site, gpu)
+    production = admitted.production
+    assert production is not None  # admission made it for the [production] the plan declares
+    gpus = window_gpus(admitted.sources)  # the sources admission found: no host is asked again
     declared = production.snapshot()
     if admitted.live is not None:  # what production really ran, beside what the plan declares
         declared = declared.model_copy(update={"live": admitted.live.as_record()})
@@ -143,23 +139,21 @@ def gate_line(rule: RuleSpec, budget: BudgetEstimate) -> str:
     )
 
 
-def chain_for(
-    site: Site, hold: Hold | None, out: Path, environment: Environment, options: RunOptions
-) -> ChainRun | None:
+def chain_for(admitted: Admission, hold: Hold | None, environment: Environment) -> ChainRun | None:
     """This window's part in a chain (admission's chain checks have passed: window/admission_checks.py)."""
+    options = admitted.options
     wanted = options.chain
     if wanted is None or hold is None:
         return None
-    path = marker_path(site, out)
-    found = read_marker(path)
+    path, found = admitted.chain_marker
     declared = hold.snapshot
     assert declared is not None  # a window's hold is made with production's declaration (_hold)
     if found is not None:
         hold.taken = True  # the chain left production down: from the window's first step, it is owed back
     return ChainRun(
         marker_path=path,
-        ledger_dir=out,
-        placeholders=Placeholders(site, hold.production.state_dir),
+        ledger_dir=admitted.out,
+        placeholders=Placeholders(admitted.site, hold.production.state_dir),
         last=wanted == "last",
         found=found,
         snapshot=declared,
