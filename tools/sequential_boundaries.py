@@ -1,11 +1,15 @@
 """Nominal one-sided levels of a group-sequential rule's looks, from a Lan-DeMets spending function.
 
     python tools/sequential_boundaries.py --looks 3 5 7 9 --alpha 0.025 --shape obrien-fleming
+    python tools/sequential_boundaries.py --rounds 2 3 4 5 --alpha 0.025 --candidates 2 3 4 5 6 7 8 --shape pocock
 
 A sequential rule registers its levels as numbers (so they are part of its sha256); this is how they
-were computed, and tests/unit/test_sequential.py recomputes them. Each look's information is the
-inverse of the effect's variance factor in the alternating fit (level, drift, effect) over that many
-starts, as a fraction of the last look's. The level at look j is the tail probability of the
+were computed, and tests/unit/test_decision_sequential.py and test_decision_arms.py recompute them.
+Each look's information is the inverse of the effect's variance factor in the alternating fit (level,
+drift, effect) over that many starts, as a fraction of the last look's; for a many-arm rule's looks
+after rounds (``--rounds``) each arm has one launch a round, so a look's information is its rounds over
+the last look's, and the family's alpha is split evenly over the candidates (Bonferroni;
+``--candidates``: one line of levels per count). The level at look j is the tail probability of the
 boundary c_j that spends alpha(t_j) - alpha(t_{j-1}) under no effect, given no earlier crossing:
 the joint law of the looks' z statistics is multivariate normal with corr(Z_i, Z_j) = sqrt(t_i / t_j).
 Written here because scipy has the multivariate normal but no group-sequential boundary solver.
@@ -53,7 +57,16 @@ def _below(bounds: list[float], corr: np.ndarray) -> float:
 
 def levels(looks: tuple[int, ...], alpha: float, shape: str) -> list[float]:
     """Each look's nominal one-sided level: the tail probability beyond its boundary."""
-    t = information(looks)
+    return levels_at(information(looks), alpha, shape)
+
+
+def round_information(rounds: tuple[int, ...]) -> list[float]:
+    """A many-arm rule's looks after ``rounds``: every arm one launch a round, so information grows with them."""
+    return [r / rounds[-1] for r in rounds]
+
+
+def levels_at(t: list[float], alpha: float, shape: str) -> list[float]:
+    """The nominal one-sided levels of looks at information fractions ``t`` (the last one 1)."""
     corr = np.array([[math.sqrt(min(a, b) / max(a, b)) for b in t] for a in t])
     bounds: list[float] = []
     for j, tj in enumerate(t):
@@ -69,10 +82,19 @@ def levels(looks: tuple[int, ...], alpha: float, shape: str) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--looks", type=int, nargs="+", required=True)
-    parser.add_argument("--alpha", type=float, required=True, help="one-sided total")
+    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--looks", type=int, nargs="+", help="a two-arm rule's looks, in starts")
+    chosen.add_argument("--rounds", type=int, nargs="+", help="a many-arm rule's looks, in rounds")
+    parser.add_argument("--alpha", type=float, required=True, help="one-sided total (the family's, with --candidates)")
+    parser.add_argument("--candidates", type=int, nargs="+", help="with --rounds: alpha split over this many")
     parser.add_argument("--shape", choices=("obrien-fleming", "pocock"), default="obrien-fleming")
     args = parser.parse_args()
+    if args.rounds:
+        rounds = tuple(args.rounds)
+        for count in args.candidates or [1]:
+            found = levels_at(round_information(rounds), args.alpha / count, args.shape)
+            print(f"{count}: ({', '.join(f'{level:.6f}' for level in found)})")
+        return
     looks = tuple(args.looks)
     for k, t, level in zip(looks, information(looks), levels(looks, args.alpha, args.shape), strict=True):
         print(f"after {k} starts: information {t:.3f}, one-sided level {level:.6f} (z {stats.norm.isf(level):.4f})")

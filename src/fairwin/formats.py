@@ -40,7 +40,7 @@ TELEMETRY = RecordFormat("fairwin.telemetry", 1, model="fairwin.telemetry.sample
 PREPARED_PROMPT = RecordFormat("fairwin.prepared-prompt", 1, model="fairwin.client.prepare:PreparedPrompt")
 POOLED = RecordFormat("fairwin.pooled", 1, model="fairwin.rows:PooledRow")
 CONTEXT = RecordFormat("fairwin.decision-context", 1, model="fairwin.decision.inputs:WindowContext")
-DECISION = RecordFormat("fairwin.decision", 3, reads=(2,), model="fairwin.decision.document:Decision")
+DECISION = RecordFormat("fairwin.decision", 4, reads=(2, 3), model="fairwin.decision.document:Decision")
 BUDGET = RecordFormat("fairwin.budget", 1, model="fairwin.directory.gate_summary:BudgetRecord")
 PROGRESS = RecordFormat("fairwin.progress", 1, model="fairwin.window.progress:ProgressEvent")
 GREEDY = RecordFormat("fairwin.greedy", 1, model="fairwin.decision.divergence:GreedyStream")

@@ -10,7 +10,9 @@ a rule may register more starts, which alternate the same way.
 
 from __future__ import annotations
 
+import random
 import re
+from collections.abc import Sequence
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -36,6 +38,32 @@ def order_kinds(order: str, count: int = BRACKET_STARTS) -> dict[str, Kind]:
     first: Kind = "control" if order == "control-first" else "candidate"
     second: Kind = "candidate" if first == "control" else "control"
     return {name: (first if i % 2 == 0 else second) for i, name in enumerate(start_names(count))}
+
+
+def williams_rows(arms: int) -> list[list[int]]:
+    """The orders of a Williams design for ``arms`` arms: over them every arm follows every other equally often
+    (once over ``arms`` rows for an even count; twice over the ``2 * arms`` rows and their mirrors for an odd one)."""
+    first, low, high = [0], 1, arms - 1
+    while len(first) < arms:
+        first.append(low)
+        low += 1
+        if len(first) < arms:
+            first.append(high)
+            high -= 1
+    rows = [[(arm + shift) % arms for arm in first] for shift in range(arms)]
+    return rows + [row[::-1] for row in rows] if arms % 2 else rows
+
+
+def round_orders(arms: Sequence[str], rounds: int, seed: int) -> list[list[str]]:
+    """Each round's order of a many-arm window: the rows of a Williams design, its arms' labels and its rows
+    shuffled by ``seed``, taken in turn, so that no arm always follows another. A round runs its row without the
+    arms dropped by then (the window's own business)."""
+    drawn = random.Random(seed)  # a design's shuffle, recorded by its seed: not a secret
+    labels = list(arms)
+    drawn.shuffle(labels)
+    rows = williams_rows(len(labels))
+    drawn.shuffle(rows)
+    return [[labels[arm] for arm in rows[number % len(rows)]] for number in range(rounds)]
 
 
 def _start_name(value: str) -> str:

@@ -31,7 +31,7 @@ def test_the_documented_example_gives_the_documented_decision(tmp_path: Path) ->
     printed = json.loads(done.stdout)
     assert printed["format"] == "fairwin.decisions/1" and printed["notes"] == []
     (doc,) = printed["decisions"]
-    assert doc["format"] == "fairwin.decision/3" and doc["verdict"] == "WIN"
+    assert doc["format"] == "fairwin.decision/4" and doc["verdict"] == "WIN"
     cell = doc["cells"][0]
     estimate = cell["primary"]["estimate"]
     assert estimate["control"] == [100.5, 99.5, 100.5] and estimate["deltas"] == [5.5, 5.5, 6.0]

@@ -366,7 +366,7 @@ def test_rule_identity() -> None:
     assert decision.rule_id == "win2-v1" and decision.rule_sha256 == WIN2_V1.sha256
     assert (WIN2_V1.bar_pct, WIN2_V1.confidence, WIN2_V1.guard_fail_repeats) == (2.0, 0.95, 2)
     assert WIN2_V1.model_copy(update={"bar_pct": 3.0}).sha256 != WIN2_V1.sha256
-    assert decision.format == "fairwin.decision/3"
+    assert decision.format == "fairwin.decision/4"
 
 
 def test_the_t_quantile_is_scipy_stats_own_bit_for_bit() -> None:

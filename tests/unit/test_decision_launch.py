@@ -140,6 +140,7 @@ def test_rule_is_registered_apart_from_win2_v1() -> None:
         "win2-alt7-client-v1",
         "win2-seq-v1",
         "win2-seq-v2",
+        "win-arms-v1",
     }
     assert WIN2_LAUNCH_V1.sha256 != WIN2_V1.sha256
     assert (WIN2_LAUNCH_V1.order, WIN2_LAUNCH_V1.equivalence_confidence) == ("random", 0.90)

@@ -66,6 +66,7 @@ def test_the_default_rule_is_sequential_and_the_rules_before_it_keep_their_sha25
         "win2-alt7-v1": "2c7df7998e9deca5",
         "win2-alt7-client-v1": "e8c047357b445391",
         "win2-seq-v1": "8d6decc107005547",
+        "win-arms-v1": "17647fab4ce96188",
     }
     # v2 is v1 but for the archive's degrees of freedom: every other parameter, the levels included, is v1's.
     changed = {k for k, v in WIN2_SEQ_V2.model_dump().items() if v != WIN2_SEQ_V1.model_dump()[k]}

@@ -8,6 +8,9 @@ round, two repeats, an archive of 11 control starts from five windows before it)
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -43,7 +46,20 @@ def test_a_looks_level_reads_as_it_is_and_a_decision_2_still_compares_with_its_w
     recorded = (STORED / "win2-seq-v1" / "decision.json").read_text()
     assert '"format": "fairwin.decision/2"' in recorded and "(100%); fails when" in recorded
     (decision,) = decide_window(STORED / "win2-seq-v1").decisions
-    assert decision.format == "fairwin.decision/3"
+    assert decision.format == "fairwin.decision/4"
     (cell,) = decision.cells
     judged = [guard.detail for guard in cell.guards if guard.estimate is not None]
     assert judged == ["decode_tps +5.97 % [-1.70, +14.24] (99.75%); fails when the whole interval is below -3 %"]
+
+
+def test_a_decision_3_compares_with_its_recomputation_without_the_arms_4_added(tmp_path: Path) -> None:
+    window = tmp_path / "window"
+    shutil.copytree(STORED / "win2-launch-v1", window)
+    (now,) = decide_window(window).decisions
+    recorded = now.model_dump(mode="json", exclude={"arms"}) | {"format": "fairwin.decision/3"}
+    recorded["inputs"] = json.loads((window / "decision.json").read_text())["inputs"]
+    (window / "decision.json").write_text(json.dumps(recorded))
+    status = json.loads((window / "status.json").read_text())  # the decision's seal, as the window wrote it
+    status["decision_sha256"] = hashlib.sha256((window / "decision.json").read_bytes()).hexdigest()
+    (window / "status.json").write_text(json.dumps(status))
+    assert decide_window(window).notes == [f"recomputed: identical to the recorded decision ({now.verdict})"]

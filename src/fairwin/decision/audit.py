@@ -122,7 +122,7 @@ def _noise(metric: str, starts: int, spreads: tuple[float | None, float | None, 
     )
 
 
-def _archive(
+def draw_archive(
     rng: np.random.Generator, rule: RuleSpec, starts: int, repeat_cv: float, launch_cv: float, repeats: int
 ) -> list[ArchiveNoise]:
     """An archive of ``starts`` control starts, drawn at the point's noise for the primary and each guard, and
@@ -172,7 +172,7 @@ def _trial(
     archive given its true spread, else one is drawn and estimated for this trial."""
     order = "control-first" if rule.order == "control-first" or rng.random() < 0.5 else "candidate-first"
     if archive is None:
-        archive = _archive(rng, rule, noise.archive_starts, noise.repeat_cv_pct, noise.launch_cv_pct, noise.repeats)
+        archive = draw_archive(rng, rule, noise.archive_starts, noise.repeat_cv_pct, noise.launch_cv_pct, noise.repeats)
     context = WindowContext(window_id="audit", mode="audit", cells=[CELL], order=order, archive=archive)
     rows = _rows(
         rng, rule, noise.repeats, noise.repeat_cv_pct, noise.launch_cv_pct, noise.effect_pct, order, noise.drift_pct

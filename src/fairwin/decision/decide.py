@@ -6,7 +6,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairwin.decision.alternating import AlternatingProcedure, SequentialProcedure
-from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise, level_text
+from fairwin.decision.arms_decision import arms_verdict, decide_arms
+from fairwin.decision.document import (
+    ArmsOutcome,
+    CellDecision,
+    Decision,
+    GuardResult,
+    MetricResult,
+    Noise,
+    Stopping,
+    level_text,
+)
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict, verdict_for
 from fairwin.decision.procedures import LaunchProcedure, Procedure, Win2Procedure
@@ -149,8 +159,36 @@ def window_verdict(cells: Sequence[CellDecision]) -> tuple[Verdict, list[str]]:
     return "NEUTRAL", [f"not every decision cell WINs: {', '.join(others)}"]
 
 
+def _many_arms(
+    rows: Sequence[DecisionRow], rule: RuleSpec, context: WindowContext
+) -> tuple[list[CellDecision], Verdict, list[str], ArmsOutcome | None]:
+    """A many-arm rule's cells, verdict, reasons and outcome; INCONCLUSIVE, naming why, when nothing decides."""
+    found = decide_arms(rows, rule, context)
+    if isinstance(found, list):
+        empty: dict[str, Any] = {"validity": None, "primary": None, "guards": [], "reported": []}
+        cells = [
+            CellDecision(
+                cell=c,
+                decides=c not in context.reported,
+                verdict="INCONCLUSIVE",
+                reasons=found,
+                checklist_literal=None,
+                noise=None,
+                **empty,
+            )
+            for c in context.cells
+        ]
+        return cells, "INCONCLUSIVE", found, None
+    cells, outcome = found
+    verdict, reasons = arms_verdict(outcome.arms)
+    return cells, verdict, [*reasons, outcome.ranking.line, outcome.line()], outcome
+
+
 def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContext) -> Decision:
-    stopping = None
+    stopping, arms = None, None
+    if rule.kind == "arms":
+        cells, verdict, reasons, arms = _many_arms(rows, rule, context)
+        return _decision(rule, context, cells, (verdict, reasons), None, arms)
     if rule.kind == "sequential":
         cells, stopping = judge_looks(rows, rule, context, decide_cell, window_verdict)
     else:
@@ -158,6 +196,18 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
     verdict, reasons = window_verdict(cells)
     if stopping is not None:
         reasons = [*reasons, stopping.line(verdict)]
+    return _decision(rule, context, cells, (verdict, reasons), stopping, arms)
+
+
+def _decision(
+    rule: RuleSpec,
+    context: WindowContext,
+    cells: list[CellDecision],
+    said: tuple[Verdict, list[str]],
+    stopping: Stopping | None,
+    arms: ArmsOutcome | None,
+) -> Decision:
+    verdict, reasons = said
     if context.greedy is not None:
         reasons = [*reasons, context.greedy.line()]
     if context.unobserved:
@@ -177,4 +227,5 @@ def decide(rows: Sequence[DecisionRow], *, rule: RuleSpec, context: WindowContex
         greedy=context.greedy,
         sequential=stopping,
         unobserved=context.unobserved,
+        arms=arms,
     )

@@ -1,4 +1,4 @@
-"""The decision document (``fairwin.decision/3``): what was decided, on what, and why."""
+"""The decision document (``fairwin.decision/4``): what was decided, on what, and why."""
 
 from __future__ import annotations
 
@@ -105,6 +105,63 @@ class Stopping(Frozen):
         return f"ended after {self.starts_used} of at most {self.max_starts} starts, between looks: {verdict}"
 
 
+class ArmLook(Frozen):
+    """One look of a many-arm window: after which round and start, and every candidate's state there."""
+
+    round: int
+    after: int  # starts run by then
+    level: float  # the two-sided confidence of the look's WIN interval (the family's, split over the candidates)
+    states: dict[str, LookVerdict]  # candidate -> its verdict once settled (NEUTRAL: it cannot WIN), else CONTINUE
+    primary: dict[str, tuple[float, float, float]]  # candidate -> the first deciding cell's point, low, high in %
+
+
+class Arm(Frozen):
+    """One candidate of a many-arm window: its verdict, the look that settled it and its cells there."""
+
+    candidate: str
+    verdict: Verdict
+    settled_after_round: int | None  # None: still open when the window ended
+    dropped: bool  # settled before the window's last round ran: not launched again
+    why: str
+    cells: list[CellDecision]
+
+
+class Ranking(Frozen):
+    """Among the candidates called WIN: the best, and whether it is separated from the next best WIN."""
+
+    best: str | None
+    runner_up: str | None
+    difference_pct: tuple[float, float, float] | None  # best over runner-up: point, low, high in %
+    confidence: float
+    separated: bool | None  # the interval of the difference above 0; None: fewer than two WINs
+    line: str
+
+
+class ArmsOutcome(Frozen):
+    """How a many-arm window ended: every candidate's verdict, the looks, and the best of the WINs."""
+
+    candidates: list[str]
+    arms: list[Arm]
+    looks: list[ArmLook]
+    rounds_run: int
+    starts_used: int
+    max_starts: int
+    ended: Ended
+    ranking: Ranking
+    stop_reason: str | None = None
+
+    def line(self) -> str:
+        """'every candidate settled after 3 rounds (12 of at most 20 starts)' and the like."""
+        used = f"{self.starts_used} of at most {self.max_starts} starts"
+        if self.ended == "decided":
+            return f"every candidate settled after {self.rounds_run} rounds ({used})"
+        if self.ended == "maximum":
+            return f"the last round ran ({used}); a candidate still open is NEUTRAL"
+        if self.ended == "budget":
+            return f"stopped at the budget after {self.rounds_run} rounds ({used})"
+        return f"ended after {self.rounds_run} whole rounds, between looks ({used})"
+
+
 def level_text(confidence: float) -> str:
     """An interval's two-sided level as a reason states it: ``95%``, ``99.75%`` (``fairwin.decision/2`` rounded it
     to a whole percent: a look's 99.75 % interval read ``(100%)``)."""
@@ -112,12 +169,13 @@ def level_text(confidence: float) -> str:
 
 
 class Decision(Frozen, Record):
-    """``fairwin.decision/3``: a window's verdict, every cell's, and the rule that gave them (``/2``, whose reasons
-    rounded an interval's level to a whole percent, is still read)."""
+    """``fairwin.decision/4``: a window's verdict, every cell's, and the rule that gave them. A many-arm window's
+    ``arms`` holds every candidate's; its ``cells`` are the best WIN's (else the first candidate's). ``/3`` (no
+    ``arms``) and ``/2`` (whose reasons rounded an interval's level to a whole percent) are still read."""
 
     record_format: ClassVar[RecordFormat] = DECISION
 
-    format: Literal["fairwin.decision/2", "fairwin.decision/3"] = "fairwin.decision/3"
+    format: Literal["fairwin.decision/2", "fairwin.decision/3", "fairwin.decision/4"] = "fairwin.decision/4"
     window_id: str
     mode: str
     order: str
@@ -140,6 +198,8 @@ class Decision(Frozen, Record):
     sequential: Stopping | None = None
     # The checks that could not observe their input and that the plan accepted so (runtime.accept_unobserved).
     unobserved: list[str] = []
+    # A many-arm rule's candidates, looks and ranking (None for a two-arm window).
+    arms: ArmsOutcome | None = None
 
 
 class DecisionsPrinted(Record):

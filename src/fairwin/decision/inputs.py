@@ -86,6 +86,10 @@ class WindowContext(Record):
         None, description="The lines each host's clock watchdog logged during the window (telemetry.watchdog_logs)."
     )
     order: Order = "control-first"
+    candidates: list[str] = Field(
+        default_factory=list,
+        description="A many-arm window's candidates (their roles), in the plan's order; empty for a two-arm window.",
+    )
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
     archive_snapshot: ArchiveSnapshot | None = Field(None, description="The archive snapshot the noise came from.")
     greedy: GreedyFindings | None = Field(None, description="The greedy diagnostics' findings, when they ran.")

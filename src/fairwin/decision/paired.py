@@ -32,7 +32,7 @@ class Estimate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     metric: str
-    method: Literal["paired-t", "two-level", "alternating"]
+    method: Literal["paired-t", "two-level", "alternating", "arms"]
     n: int
     control: list[float]
     candidate: list[float]

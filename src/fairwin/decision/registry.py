@@ -142,8 +142,51 @@ WIN2_SEQ_V2 = RuleSpec(
     }
 )
 
+WIN_ARMS_V1 = RuleSpec(
+    id="win-arms-v1",
+    kind="arms",
+    description=(
+        "One control against 2 to 8 candidates in one window, win2's question for each: every round launches the "
+        "control and every candidate still in play once, in an order drawn per round from a Williams design; after "
+        "rounds 2, 3, 4 and 5 every open candidate is judged by one log-scale fit over every start of the window "
+        "(level, drift, one effect per candidate; the launch variance pooled over every arm's launches and the "
+        "archive's spread at half its degrees of freedom, never below the repeat variance over n). WIN beyond +2 % "
+        "with the look's interval above 0, its level the family's one-sided 2.5 % split evenly over the candidates "
+        "and spent over the looks (Lan-DeMets, Pocock's shape); LOSS beyond -2 % with the candidate's own 2.5 % "
+        "spent the same way, or a guard's 99 % interval, split over the looks, wholly below -3 %; NO-CHANGE when "
+        "the equivalence interval (each test 5 %, spent) lies within +-2 %; a candidate whose equivalence interval "
+        "lies below +2 % cannot WIN. A settled candidate is not launched again; the window stops when every one "
+        "is settled, and one still open after round 5 is NEUTRAL. Among the WINs, the best is named with its "
+        "95 % interval over the next."
+    ),
+    **WIN2_QUESTION,
+    guard_tolerance_pct=3.0,
+    order="random",
+    guard_confidence=0.99,
+    rounds=(2, 3, 4, 5),
+    # python tools/sequential_boundaries.py --rounds 2 3 4 5 --shape pocock --alpha 0.025 (LOSS, and with
+    # --candidates 2 ... 8 each WIN line), --alpha 0.05 (each NO-CHANGE test)
+    look_levels=(0.013078, 0.008957, 0.008765, 0.008837),
+    equivalence_levels=(0.026157, 0.019370, 0.019433, 0.019931),
+    win_levels={
+        2: (0.006539, 0.004187, 0.004018, 0.003997),
+        3: (0.004359, 0.002695, 0.002561, 0.002532),
+        4: (0.003270, 0.001974, 0.001865, 0.001836),
+        5: (0.002616, 0.001552, 0.001460, 0.001433),
+        6: (0.002180, 0.001276, 0.001196, 0.001171),
+        7: (0.001868, 0.001082, 0.001011, 0.000988),
+        8: (0.001635, 0.000938, 0.000875, 0.000853),
+    },
+    spending=(
+        "lan-demets pocock over rounds (information r / 5); one-sided 0.025 for the family's WIN split evenly over "
+        "the candidates, 0.025 for each candidate's LOSS, 0.05 for each NO-CHANGE test"
+    ),
+    archive_df_share=0.5,
+)
+
 RULES: dict[str, RuleSpec] = {
-    rule.id: rule for rule in (WIN2_V1, WIN2_LAUNCH_V1, WIN2_ALT7_V1, WIN2_ALT7_CLIENT_V1, WIN2_SEQ_V1, WIN2_SEQ_V2)
+    rule.id: rule
+    for rule in (WIN2_V1, WIN2_LAUNCH_V1, WIN2_ALT7_V1, WIN2_ALT7_CLIENT_V1, WIN2_SEQ_V1, WIN2_SEQ_V2, WIN_ARMS_V1)
 }
 #: The rule a plan gets when it names none: the registered rule whose audited error rates hold at the noise
 #: measured on shared machines, with an archive estimated from its own starts as a real one is, and which

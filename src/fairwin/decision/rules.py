@@ -25,6 +25,8 @@ ADDED_PARAMETERS = (
     "spending",
     "first_look_archive_starts",
     "archive_df_share",
+    "rounds",
+    "win_levels",
 )
 
 
@@ -32,7 +34,7 @@ class RuleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
-    kind: Literal["win2", "launch", "alternating", "sequential"] = Field(
+    kind: Literal["win2", "launch", "alternating", "sequential", "arms"] = Field(
         description="The decision procedure the parameters feed."
     )
     description: str
@@ -84,16 +86,29 @@ class RuleSpec(BaseModel):
         ),
     )
 
+    rounds: tuple[int, ...] | None = Field(
+        None,
+        description="arms: the rounds (one launch of every arm in play) after which the window decides or goes on; "
+        "the last is its maximum.",
+    )
+    win_levels: dict[int, tuple[float, ...]] | None = Field(
+        None,
+        description="arms: per number of candidates, each look's nominal one-sided level for one candidate's WIN "
+        "(the family's alpha split over the candidates and spent over the looks).",
+    )
+
     @model_validator(mode="after")
     def _parameters_fit_the_kind(self) -> RuleSpec:
         """Each kind's procedure reads its own parameters: a rule missing one, or carrying another
         kind's, cannot register (a win2 rule without guard_fail_repeats once failed every guard)."""
         sequential = ("looks", "look_levels", "equivalence_levels", "spending", "first_look_archive_starts")
+        arms = ("rounds", "win_levels")
         needs = {
             "win2": ("guard_fail_repeats",),
             "launch": ("guard_tolerance_pct",),
             "alternating": ("guard_tolerance_pct", "starts"),
             "sequential": ("guard_tolerance_pct", "equivalence_confidence", *sequential),
+            "arms": ("guard_tolerance_pct", "look_levels", "equivalence_levels", "spending", *arms),
         }[self.kind]
         foreign = {
             "win2": (
@@ -103,10 +118,12 @@ class RuleSpec(BaseModel):
                 "starts",
                 "archive_df_share",
                 *sequential,
+                *arms,
             ),
-            "launch": ("guard_fail_repeats", "guard_confidence", "starts", *sequential),
-            "alternating": ("guard_fail_repeats", *sequential),
-            "sequential": ("guard_fail_repeats", "starts"),
+            "launch": ("guard_fail_repeats", "guard_confidence", "starts", *sequential, *arms),
+            "alternating": ("guard_fail_repeats", *sequential, *arms),
+            "sequential": ("guard_fail_repeats", "starts", *arms),
+            "arms": ("guard_fail_repeats", "starts", "looks", "first_look_archive_starts"),
         }[self.kind]
         missing = [name for name in needs if getattr(self, name) is None]
         if missing:
@@ -118,6 +135,8 @@ class RuleSpec(BaseModel):
             raise ValueError("an alternating rule needs an odd number of starts, at least 5")
         if self.kind == "sequential":
             self._looks_fit()
+        if self.kind == "arms":
+            self._rounds_fit()
         unknown = [m for m in self.metrics if m not in METRICS]
         if unknown:
             raise ValueError(f"{', '.join(unknown)}: not a pooled-row metric ({', '.join(METRICS)})")
@@ -132,9 +151,37 @@ class RuleSpec(BaseModel):
         if not all(0 < level < 0.5 for level in (*levels, *equivalence)):
             raise ValueError("a look's level is a one-sided tail probability, between 0 and 0.5")
 
+    def _rounds_fit(self) -> None:
+        rounds, levels = self.rounds or (), self.win_levels or {}
+        if len(rounds) < 2 or list(rounds) != sorted(set(rounds)) or rounds[0] < 2:
+            raise ValueError("a many-arm rule's looks are two or more rounds, rising, from 2")
+        if len(self.look_levels or ()) != len(rounds) or len(self.equivalence_levels or ()) != len(rounds):
+            raise ValueError("a many-arm rule needs one LOSS level and one equivalence level per look")
+        if not levels or min(levels) < 2 or any(len(found) != len(rounds) for found in levels.values()):
+            raise ValueError("a many-arm rule registers one WIN level per look for each number of candidates, from 2")
+        every = (*(self.look_levels or ()), *(self.equivalence_levels or ()), *(x for f in levels.values() for x in f))
+        if not all(0 < level < 0.5 for level in every):
+            raise ValueError("a look's level is a one-sided tail probability, between 0 and 0.5")
+
+    @property
+    def candidates_allowed(self) -> tuple[int, int]:
+        """(fewest, most) candidates a window of this rule may hold: (1, 1) for every two-arm rule."""
+        if not self.win_levels:
+            return 1, 1
+        return min(self.win_levels), max(self.win_levels)
+
+    def arm_starts(self, candidates: int) -> int:
+        """The starts a window of this rule runs at most with ``candidates`` candidates (every arm every round)."""
+        if not self.rounds:
+            return self.start_count
+        return self.rounds[-1] * (candidates + 1)
+
     @property
     def start_count(self) -> int:
-        """The starts a window of this rule runs at most (a sequential rule's last look)."""
+        """The starts a two-arm window of this rule runs at most (a sequential rule's last look); a many-arm rule's
+        rounds, each of at least one control and two candidates (``arm_starts`` counts its candidates)."""
+        if self.rounds:
+            return self.rounds[-1] * 3
         if self.looks:
             return self.looks[-1]
         return self.starts or BRACKET_STARTS
@@ -154,6 +201,8 @@ class RuleSpec(BaseModel):
 
     def starts_text(self) -> str:
         """The starts in words: 'fixed 7', or 'looks 3*, 5, 7, 9' (* only with enough archived control starts)."""
+        if self.rounds:
+            return "rounds " + ", ".join(str(r) for r in self.rounds) + " (every arm in play once a round)"
         if not self.looks:
             return f"fixed {self.start_count}"
         return "looks " + ", ".join(f"{k}*" if i == 0 else str(k) for i, k in enumerate(self.looks))
