@@ -79,8 +79,10 @@ def test_the_fit_recovers_every_effect_and_cancels_a_drift() -> None:
     for arm, effect in effects.items():
         assert math.log1p(effect) == pytest.approx(float(fit.deltas[fit.index(arm)]), abs=1e-9)
     assert fit.df == 9 - 4  # nine starts; level, drift and two effects
-    # No launch noise at all: the launch variance is the within-launch repeat variance over n, its floor.
-    assert fit.tau2 > 0
+    # No launch noise at all: the launch variance is the within-launch repeat variance over n, its floor (the
+    # repeats here spread the same in every arm: +-1 % around the start's level).
+    assert fit.pooled_tau2 == pytest.approx(0.0, abs=1e-20)
+    assert fit.tau2(None, "b1") == pytest.approx(fit.floors[None]) and fit.floors[None] > 0
 
 
 def test_the_registered_rule_holds_two_to_eight_candidates_and_its_own_sha256() -> None:

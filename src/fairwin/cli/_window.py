@@ -159,7 +159,7 @@ def stage(args: argparse.Namespace) -> int:
     loaded = load_plan(args.plan, args.overrides)
     if args.mode is not None:
         mode = resolve_mode(loaded, args.mode)
-        roles = [mode.control, mode.candidate]
+        roles = list(mode.roles)
     else:
         roles = list(loaded.plan.roles)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

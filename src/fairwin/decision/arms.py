@@ -7,7 +7,9 @@ Each start is one launch of one arm, and the log of its mean over its repeats is
 fitted by least squares (numpy) over every start of the window that ran, the dropped arms' too. The
 drift and the launch variance are the whole window's: tau^2 has N - K - 2 degrees of freedom (N starts,
 K candidates), growing with every arm's launches, and is pooled with the archive's launch spread at the
-rule's share and never below the within-launch repeat variance over n, as win2-alt7-v1's is. Candidate
+rule's share. As win2-alt7-v1's, it is never below the within-launch repeat variance over n: for one
+candidate's effect, that of its own starts and the control's (an arm whose repeats vary more, a
+speculative one whose acceptance differs from prompt to prompt, does not widen another's). Candidate
 k's effect is delta_k, with var(delta_k) = [(X'X)^-1]_kk tau^2; the difference of two candidates is
 the contrast of their deltas. Effects and intervals are reported as % changes: 100 (exp(delta) - 1).
 """
@@ -22,7 +24,8 @@ import numpy as np
 
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import t_quantile
-from fairwin.decision.procedures import pooled_tau2
+from fairwin.decision.procedures import PlannedError, launch_error, pooled_tau2
+from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
 from fairwin.rows import DecisionRow
 
@@ -95,23 +98,28 @@ class ArmsFit:
     candidates: tuple[str, ...]
     deltas: np.ndarray  # log(candidate / control), one per candidate
     factors: np.ndarray  # (X'X)^-1 over the candidates' columns: cov(deltas) = factors * tau^2
-    tau2: float  # pooled with the archive, floored at the repeat variance over n
+    pooled_tau2: float  # the window's launch variance pooled with the archive's
     df: float
+    floors: dict[str | None, float]  # each arm's within-launch repeat variance over n (None: the control's)
 
     def index(self, candidate: str) -> int:
         return self.candidates.index(candidate)
 
+    def tau2(self, *arms: str | None) -> float:
+        """The launch variance a comparison of ``arms`` reads: the pooled one, never below their floors' mean."""
+        return max(self.pooled_tau2, sum(self.floors[arm] for arm in arms) / len(arms))
+
     def interval(self, candidate: str, level: float) -> tuple[float, float, float]:
         """(point, low, high) in % of one candidate's effect, two-sided at ``level``."""
         k = self.index(candidate)
-        half = t_quantile(0.5 + level / 2.0, self.df) * math.sqrt(self.factors[k, k] * self.tau2)
+        half = t_quantile(0.5 + level / 2.0, self.df) * math.sqrt(self.factors[k, k] * self.tau2(None, candidate))
         delta = float(self.deltas[k])
         return 100.0 * math.expm1(delta), 100.0 * math.expm1(delta - half), 100.0 * math.expm1(delta + half)
 
     def difference(self, first: str, second: str, level: float) -> tuple[float, float, float]:
         """(point, low, high) in % of ``first`` over ``second``, two-sided at ``level``."""
         i, j = self.index(first), self.index(second)
-        variance = (self.factors[i, i] + self.factors[j, j] - 2.0 * self.factors[i, j]) * self.tau2
+        variance = (self.factors[i, i] + self.factors[j, j] - 2.0 * self.factors[i, j]) * self.tau2(first, second)
         half = t_quantile(0.5 + level / 2.0, self.df) * math.sqrt(max(variance, 0.0))
         delta = float(self.deltas[i] - self.deltas[j])
         return 100.0 * math.expm1(delta), 100.0 * math.expm1(delta - half), 100.0 * math.expm1(delta + half)
@@ -139,8 +147,21 @@ def fit_arms(table: ArmsTable, metric: str, archive: ArchiveNoise | None, share:
     if pooled_df <= 0:
         raise ValueError(f"{metric}: {starts} starts leave no degree of freedom for the launch variance")
     logs = np.log(values)
-    within = logs - logs.mean(axis=1, keepdims=True)
-    df_repeat = starts * (repeats - 1)
-    repeat_var = float((within**2).sum() / df_repeat) if df_repeat > 0 else 0.0
+    within = (logs - logs.mean(axis=1, keepdims=True)) ** 2
+    floors = {}
+    for arm in (None, *candidates):
+        mine = [i for i, found in enumerate(table.arms) if found == arm]
+        df_repeat = len(mine) * (repeats - 1)
+        floors[arm] = float(within[mine].sum() / df_repeat) / repeats if df_repeat > 0 else 0.0
     factors = np.linalg.inv(design.T @ design)[2:, 2:]
-    return ArmsFit(candidates, coefficients[2:], factors, max(tau2, repeat_var / repeats), pooled_df)
+    return ArmsFit(candidates, coefficients[2:], factors, tau2, pooled_df, floors)
+
+
+def arms_planned_error(rule: RuleSpec, noise: ArchiveNoise | None) -> PlannedError | None:
+    """The standard error of one candidate's effect after a many-arm rule's last round, at the archive's launch
+    spread: R launches of the candidate against R of the control (2 / R launch variances), the drift's cost left
+    out; its degrees of freedom a window of two candidates' (the fewest: 3 R - 4) and the archive's share."""
+    if not rule.rounds:
+        return None
+    rounds = rule.rounds[-1]
+    return launch_error(noise, 2.0 / rounds, float(3 * rounds - 4), rule.archive_df_share)

@@ -72,7 +72,7 @@ def _estimate(table: ArmsTable, fit: ArmsFit, candidate: str, metric: str, level
         equivalence_low_pct=eq_low,
         equivalence_high_pct=eq_high,
         equivalence_confidence=eq,
-        launch_cv_pct=100.0 * float(np.sqrt(fit.tau2)),
+        launch_cv_pct=100.0 * float(np.sqrt(fit.tau2(None, candidate))),
     )
 
 

@@ -60,6 +60,7 @@ class PlannedStart(BaseModel):
     start: str
     kind: Kind
     role: str
+    round: int | None = None  # a many-arm window's round
 
 
 class FamilyPins(BaseModel):
@@ -102,6 +103,8 @@ class WindowManifest(Record):
     control_role: str
     candidate_role: str
     order: Order
+    candidates: list[str] = Field(default_factory=list)  # a many-arm window's candidate roles, in the plan's order
+    round_seed: int | None = None  # a many-arm window's seed of its rounds' orders
     starts: list[PlannedStart] = Field(min_length=1)
     plan_path: str
     plan_sha256: str  # the effective plan's: the file's own when nothing overrides it

@@ -36,12 +36,32 @@ def _with_starts(found: TimeEstimate, count: int) -> TimeEstimate:
     return dataclasses.replace(found, starts=starts, first_look=0)
 
 
+def _candidates_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
+    """A many-arm window's refusal: its first look after two rounds of every arm, and how many candidates would fit
+    (each round one start fewer a candidate fewer; the candidates' starts costed at their mean)."""
+    control = [s for s in found.starts if s.role == found.control_role]
+    candidates = [s for s in found.starts if s.role != found.control_role] or control
+    fitting = 0
+    for count in range(found.candidates - 1, 1, -1):
+        rounds = [control[0], *candidates[:count]] * 2  # two rounds: the first look
+        if fits_limits(loaded, dataclasses.replace(found, starts=rounds, first_look=0), len(rounds)):
+            fitting = count
+            break
+    fits = f"{fitting} candidates would fit" if fitting else "not even 2 candidates would fit"
+    return (
+        f"rule {found.rule_id}: its first look comes after 2 rounds of the control and {found.candidates} candidates "
+        f"({found.first_stop} starts); {fits}"
+    )
+
+
 def _rule_words(loaded: LoadedPlan, found: TimeEstimate) -> str:
     """Which rule's starts the refusal rests on, and which registered rules would fit (at their first look)."""
+    if found.candidates > 1:
+        return _candidates_words(loaded, found)
     starts = found.first_stop
     most = loaded.plan.budget.max_starts
     fitting = []
-    for other in RULES.values():
+    for other in (rule for rule in RULES.values() if rule.kind != "arms"):
         first = other.first_look(found.archive_starts)
         if (most is None or first <= most) and fits_limits(loaded, _with_starts(found, first), first):
             fitting.append(f"{other.id} ({first} starts)")

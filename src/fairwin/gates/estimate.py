@@ -15,11 +15,10 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from fairwin.decision.registry import get_rule
 from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
-from fairwin.plan.schedule import diagnosed_starts, starts_for
+from fairwin.plan.schedule import arm_starts_for, diagnosed_starts, round_ends, starts_for
 from fairwin.plan.site import Site
 from fairwin.production.control import snapshot
 
@@ -53,6 +52,8 @@ class TimeEstimate:
     pair_reserve_measured: bool = False  # pair_reserve_s is the median restart of this mode's pair, measured
     first_look: int = 0  # a sequential rule's first look (starts); 0: the rule's starts are fixed
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell, which the first look rests on
+    candidates: int = 1  # a many-arm window's candidates
+    control_role: str = ""
 
     @property
     def first_stop(self) -> int:
@@ -112,7 +113,7 @@ def estimate(
     """``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look
     comes after 3 starts only with enough of them)."""
     plan, budget = loaded.plan, loaded.plan.budget
-    rule = get_rule(plan.window.rule)
+    rule = plan.rule_for(mode_name, mode)
     found = calibration or Calibration()
     sources: dict[str, str] = {}
     one_wave, waves_s, waves = _waves(loaded, found, sources)
@@ -120,7 +121,12 @@ def estimate(
     # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
     warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
-    schedule = starts_for(mode, count=rule.start_count)[: budget.max_starts]  # the budget may stop it sooner
+    if rule.rounds:  # a many-arm window: every arm every round (any seed's order costs the same)
+        schedule = arm_starts_for(mode, rule.rounds[-1], seed=0)[: budget.max_starts]
+        first_look = round_ends(schedule).get(rule.rounds[0], len(schedule))
+    else:
+        schedule = starts_for(mode, count=rule.start_count)[: budget.max_starts]  # the budget may stop it sooner
+        first_look = rule.first_look(archive_starts) if rule.looks else 0
     diagnosed = diagnosed_starts(plan.diagnostics.greedy, mode_name, schedule)
     greedy_s = _greedy_seconds(loaded, sources)
     starts = []
@@ -148,8 +154,10 @@ def estimate(
         takedown_s,
         rule.id,
         pair is not None,
-        rule.first_look(archive_starts) if rule.looks else 0,
+        first_look,
         archive_starts,
+        len(mode.arms),
+        mode.control,
     )
 
 
@@ -212,7 +220,7 @@ def _measured_pair(loaded: LoadedPlan, found: Calibration, mode: Mode, sources: 
     """The time to restart this mode's pair of servers (each role's median stop and start-up), when earlier windows
     measured both roles; None otherwise (then the gate holds the dry bound)."""
     total = 0.0
-    for role in dict.fromkeys((mode.control, mode.candidate)):
+    for role in mode.roles:
         key = role_key(loaded.plan.roles[role])
         startup, stop = _median(found.startup_s.get(key)), _median(found.stop_s.get(key))
         if startup is None or stop is None:

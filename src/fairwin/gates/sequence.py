@@ -80,7 +80,7 @@ def identity_pins(loaded: LoadedPlan, mode: Mode) -> tuple[dict[str, list[str]],
     """sha256 -> where the mode's roles and workers pin it on their hosts; and whether any runs on another host."""
     pins: dict[str, list[str]] = {}
     remote = False
-    for name in sorted({mode.control, mode.candidate}):
+    for name in sorted(mode.roles):
         role = loaded.plan.roles[name]
         members = [(f"role {name}", role.host, role.identity)]
         members += [(f"role {name} worker {i}", w.host, w.identity) for i, w in enumerate(role.workers, 1)]

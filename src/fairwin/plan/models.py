@@ -13,6 +13,9 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
+from fairwin.decision import RULES, RuleSpec, get_rule
+from fairwin.decision.registry import WIN_ARMS_V1
+from fairwin.errors import InputError
 from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain_settings import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
@@ -34,15 +37,49 @@ REGISTERED_MODES: dict[str, tuple[str, str]] = {
 
 
 class Mode(StrictModel):
-    """A registered pair: the control role brackets the candidate role (A/A is allowed: it measures noise)."""
+    """A registered pair: the control role brackets the candidate role (A/A is allowed: it measures noise); or a
+    control against several candidates, every arm launched once a round (``candidates``)."""
 
     control: str
-    candidate: str
+    candidate: str | None = Field(None, description="The candidate role of a two-arm window.")
+    candidates: list[str] = Field(
+        default_factory=list,
+        description="A many-arm window: 2 to 8 candidate roles, each decided against the control, launches shared "
+        "(decided by a many-arm rule, win-arms-v1 unless `rule` names another).",
+    )
+    rule: str | None = Field(
+        None, description="The registered rule that decides this mode's windows (unset: window.rule, or the default)."
+    )
     chain: bool = Field(
         True,
         description="Whether its windows may chain; false for windows whose receipts need the restore and "
         "the watch (an admission, a pair-only window).",
     )
+
+    @model_validator(mode="after")
+    def _one_kind_of_candidate(self) -> Mode:
+        if (self.candidate is None) == (not self.candidates):
+            raise ValueError("a mode names its candidate role, or (a many-arm window) its candidates, not both")
+        if self.candidates and (len(set(self.candidates)) != len(self.candidates) or self.control in self.candidates):
+            raise ValueError("a many-arm mode's candidates are distinct roles, none of them the control")
+        if self.candidates and not 2 <= len(self.candidates) <= 8:
+            raise ValueError(f"a many-arm mode has 2 to 8 candidates, not {len(self.candidates)}")
+        return self
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        """Its candidate roles: one for a two-arm window."""
+        return tuple(self.candidates) if self.candidates else (self.candidate or "",)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Every role its windows launch, the control first (once, for an A/A mode)."""
+        return tuple(dict.fromkeys((self.control, *self.arms)))
+
+    @property
+    def many(self) -> bool:
+        """Whether it is a many-arm mode."""
+        return bool(self.candidates)
 
 
 class Family(StrictModel):
@@ -257,13 +294,19 @@ class Plan(StrictModel):
     @model_validator(mode="after")
     def _references(self) -> Plan:
         for mode_name, mode in self.modes.items():
-            for which in ("control", "candidate"):
-                role = getattr(mode, which)
-                if role not in self.roles:
+            named = [("control", mode.control)]
+            named += [("candidate", arm) for arm in mode.arms] if not mode.many else []
+            named += [("candidates", arm) for arm in mode.candidates]
+            for which, arm in named:
+                if arm not in self.roles:
                     raise ValueError(
-                        f"modes.{mode_name}.{which} names role {role!r}, which is not declared; "
+                        f"modes.{mode_name}.{which} names role {arm!r}, which is not declared; "
                         f"declared roles: {', '.join(sorted(self.roles))}"
                     )
+            try:
+                self.rule_for(mode_name, mode)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
         for cell_name, cell in self.cells.items():
             for family in cell.families:
                 if family not in self.families:
@@ -368,6 +411,25 @@ class Plan(StrictModel):
     def first_decision_cell(self) -> str:
         """The cell warm-ups use: the first that decides (the plan guarantees one)."""
         return next(name for name, cell in self.cells.items() if cell.decision)
+
+    def rule_for(self, mode_name: str, mode: Mode | None = None) -> RuleSpec:
+        """The registered rule that decides a mode's windows: the mode's own, else window.rule, else the default
+        for its kind (win-arms-v1 for a many-arm mode). InputError names a rule of the wrong kind."""
+        mode = mode or self.all_modes()[mode_name]
+        named = mode.rule or self.window.rule
+        rule = get_rule(named if (named is not None or not mode.many) else WIN_ARMS_V1.id)
+        if mode.many and rule.kind != "arms":
+            raise InputError(
+                f"mode {mode_name} has {len(mode.candidates)} candidates; {rule.id} decides one candidate: name a "
+                f"many-arm rule ({', '.join(r for r, spec in RULES.items() if spec.kind == 'arms')}) in "
+                f"modes.{mode_name}.rule"
+            )
+        if not mode.many and rule.kind == "arms":
+            raise InputError(
+                f"mode {mode_name} has one candidate; {rule.id} decides several: list them in "
+                f"modes.{mode_name}.candidates, or name a two-arm rule in modes.{mode_name}.rule"
+            )
+        return rule
 
     def all_modes(self) -> dict[str, Mode]:
         """Declared modes plus the registered defaults whose roles this plan declares."""

@@ -13,7 +13,7 @@ from fairwin.errors import PlanError
 from fairwin.plan.diagnostics import GreedySettings
 from fairwin.plan.loading import LoadedPlan, Prompt
 from fairwin.plan.models import REGISTERED_MODES, Mode
-from fairwin.rows import BRACKET_STARTS, Kind, order_kinds
+from fairwin.rows import BRACKET_STARTS, Kind, order_kinds, round_orders
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class StartSpec:
     name: str  # s1, s2, ... in run order
     kind: Kind
     role: str
+    round: int | None = None  # a many-arm window's round (1-based); None for a two-arm window
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,23 @@ def starts_for(mode: Mode, order: str = "control-first", count: int = BRACKET_ST
     return [
         StartSpec(name=name, kind=kind, role=getattr(mode, kind)) for name, kind in order_kinds(order, count).items()
     ]
+
+
+def arm_starts_for(mode: Mode, rounds: int, seed: int) -> list[StartSpec]:
+    """A many-arm window's planned starts: every arm once a round, in the round's order drawn by ``seed`` (a
+    Williams design, rows.round_orders). A candidate dropped at a look is skipped in the rounds after it, so
+    the names of the starts that ran keep their run order with gaps where a dropped arm's turn was."""
+    starts: list[StartSpec] = []
+    for number, order in enumerate(round_orders(mode.roles, rounds, seed), 1):
+        for role in order:
+            kind: Kind = "control" if role == mode.control else "candidate"
+            starts.append(StartSpec(name=f"s{len(starts) + 1}", kind=kind, role=role, round=number))
+    return starts
+
+
+def round_ends(starts: Sequence[StartSpec]) -> dict[int, int]:
+    """Each round's last planned start, by its number in run order (1-based): where a many-arm window looks."""
+    return {start.round: number for number, start in enumerate(starts, 1) if start.round is not None}
 
 
 def prompts_sent(waves: Sequence[WaveSpec]) -> dict[tuple[str, str], Prompt]:

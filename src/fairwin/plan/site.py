@@ -47,7 +47,7 @@ class Site:
     def for_mode(cls, loaded: LoadedPlan, mode_name: str) -> Site:
         """The site of a window of ``mode_name``: its control's and candidate's (none for a mode not declared)."""
         mode = loaded.plan.all_modes().get(mode_name)
-        return cls.of(loaded, (mode.control, mode.candidate) if mode is not None else ())
+        return cls.of(loaded, mode.roles if mode is not None else ())
 
     @property
     def base_dir(self) -> Path:

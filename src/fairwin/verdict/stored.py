@@ -65,6 +65,7 @@ def context_for(
         reported=[name for name, cell in loaded.plan.cells.items() if not cell.decision],
         production_clock_cap_mhz=production_cap_mhz,
         order="candidate-first" if order == "candidate-first" else "control-first",
+        candidates=list(chosen.candidates) if (chosen := loaded.plan.all_modes().get(mode)) else [],
         archive=archive,
         archive_snapshot=ArchiveSnapshot(rows=snapshot.count, sha256=snapshot.digest),
         greedy=findings(window, greedy, loaded.base_dir) if (greedy := loaded.plan.diagnostics.greedy) else None,

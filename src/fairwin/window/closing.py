@@ -44,7 +44,9 @@ class ArchiveEnd(SparseModel):
 class Step:
     name: str
     action: Callable[[], Awaitable[BaseModel | None]]  # what it returns is journaled with its end
-    measuring: bool = False  # a start or a look: skipped once a sequential window has stopped
+    # A start or a look: skipped, unjournaled, once a sequential window has stopped (and a start of a candidate a
+    # many-arm window's look settled); None: always run.
+    skip: Callable[[], bool] | None = None
 
 
 class Closing(WindowState):

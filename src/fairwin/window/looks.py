@@ -52,6 +52,8 @@ class LookEnd(SparseModel):
     stopped: str | None = None
     taken: bool | None = None
     why: str | None = None
+    arms: dict[str, LookVerdict] | None = None  # a many-arm window: each candidate's state after the look
+    dropped: list[str] | None = None  # a many-arm window: the candidates this look settled, not launched again
 
 
 @dataclass(frozen=True)

@@ -104,9 +104,11 @@ class Window(Opening, Closing):
         starts: list[Step] = []
         measuring = self.measuring
         for number, start in enumerate(self.fixed.starts, 1):
-            starts.append(Step(start_step(start.name), partial(measuring.start, start), measuring=True))
+            starts.append(
+                Step(start_step(start.name), partial(measuring.start, start), partial(measuring.skipped, start))
+            )
             if number in measuring.looks and number < len(self.fixed.starts):
-                starts.append(Step(look_step(start.name), partial(measuring.look, number), measuring=True))
+                starts.append(Step(look_step(start.name), partial(measuring.look, number), measuring.stopped))
         if self.custody.hold is not None:
             hold = self.custody.hold
             starts = [
@@ -271,7 +273,7 @@ class Window(Opening, Closing):
                 ) as self.measured.hold_sampler:
                     self.context.hold_sampler = self.measured.hold_sampler
                     for step in self.steps():
-                        if not (step.measuring and self.measured.stopped):
+                        if step.skip is None or not step.skip():
                             await self._step(step)
         except asyncio.CancelledError:
             interrupted = Interrupted("interrupted; every server was stopped")

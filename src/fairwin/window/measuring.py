@@ -15,13 +15,17 @@ from fairwin.custody.chain import ChainRun
 from fairwin.decision import RuleSpec
 from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import StartSpec
+from fairwin.plan.schedule import StartSpec, round_ends
 from fairwin.rows import PooledRow
 from fairwin.telemetry.sampler import Sampler
 from fairwin.verdict.stored import Deciding
 from fairwin.window.looks import LookEnd, LookResult, go_on_or_stop, look_now
+from fairwin.window.rounds import RoundResult, go_on_or_stop_rounds, round_look
 from fairwin.window.start import run_start
 from fairwin.window.start_context import StartContext
+
+#: What a look found: a sequential window's, or a many-arm window's between rounds (None: no look was taken).
+Looked = LookResult | RoundResult | None
 
 
 @dataclass
@@ -30,7 +34,8 @@ class Measured:
 
     rows: list[PooledRow] = field(default_factory=list)
     stopped: str | None = None  # a sequential window: why it runs no more starts ("decided", or the budget's words)
-    looked: dict[int, LookResult | None] = field(default_factory=dict)  # a look taken before its servers stopped
+    dropped: set[str] = field(default_factory=set)  # a many-arm window: candidates settled, not launched again
+    looked: dict[int, Looked] = field(default_factory=dict)  # a look taken before its servers stopped
     opened_at: float = 0.0  # time.monotonic() at the open step: the budget's clock
     hold_sampler: Sampler | None = None  # the GPUs through the hold, where read
 
@@ -49,7 +54,11 @@ class Measuring:
         deciding: Callable[[], Deciding],
     ) -> None:
         self.state, self.context, self.starts, self.rule = state, context, starts, rule
-        self.looks = tuple(rule.looks_taken(archive_starts)) if rule.looks else ()
+        if rule.rounds:  # a many-arm window looks after the last planned start of each round the rule looks at
+            ends = round_ends(starts)
+            self.looks = tuple(ends[r] for r in rule.rounds if r in ends)
+        else:
+            self.looks = tuple(rule.looks_taken(archive_starts)) if rule.looks else ()
         self.budget, self.deciding = budget, deciding
 
     @property
@@ -59,6 +68,14 @@ class Measuring:
     def last_start(self) -> str:
         """The last start that finished (its rows are in): where a sequential window stopped."""
         return self.state.rows[-1].start if self.state.rows else "no start"
+
+    def stopped(self) -> bool:
+        """Whether the window runs no more starts (a look settled it, or the budget ended it)."""
+        return self.state.stopped is not None
+
+    def skipped(self, start: StartSpec) -> bool:
+        """Whether a start is not run: the window stopped, or (many-arm) its candidate was settled at a look."""
+        return self.state.stopped is not None or (start.role in self.state.dropped and start.kind == "candidate")
 
     async def start(self, start: StartSpec) -> None:
         self.state.rows.extend(await run_start(self.context, start))
@@ -76,13 +93,16 @@ class Measuring:
             self.context.say(f"  {start.name}: starting the chain's placeholders before its servers stop")
             await chain.start_placeholders()
 
-    def _looked(self, after: int) -> LookResult | None:
+    def _looked(self, after: int) -> Looked:
         """What the look after ``after`` starts finds, and whether the window stops there; None where the rule
         takes no look then."""
+        elapsed = time.monotonic() - self.state.opened_at
+        if self.rule.rounds:
+            found_round = round_look(self.loaded, self.context.window, self.deciding())
+            return go_on_or_stop_rounds(found_round, after, self.starts, self.budget, elapsed, self.loaded)
         found = look_now(self.loaded, self.context.window, self.deciding())
         if found is None:
             return None
-        elapsed = time.monotonic() - self.state.opened_at
         return go_on_or_stop(found, after, self.starts, self.budget, elapsed, self.loaded)
 
     async def look(self, after: int) -> LookEnd:
@@ -92,9 +112,15 @@ class Measuring:
         if result is None:
             first = "too few archived control starts for a look after 3"
             return LookEnd(taken=False, why=f"{self.rule.id} takes its first look later ({first})")
-        found = result.look
         self.state.stopped = result.stopped
         self.context.say(result.line(after))
+        if isinstance(result, RoundResult):
+            self.state.dropped |= result.dropped
+            states = result.look.states if result.look is not None else {}
+            if self.context.feed is not None:
+                self.context.feed.emit("look", after=after, verdict=result.verdict, arms=states, stop=result.stopped)
+            return result.record()
+        found = result.look
         if self.context.feed is not None:
             self.context.feed.emit("look", after=after, verdict=found.verdict, cells=found.cells, stop=result.stopped)
         return result.record()

@@ -14,7 +14,7 @@ from pathlib import Path
 from fairwin.archive import Snapshot, open_archive
 from fairwin.archive.archive_row import PlannedKey
 from fairwin.archive.window_rows import archive_location, planned_match, window_noise
-from fairwin.decision import RULES, ArchiveNoise, RuleSpec, get_rule
+from fairwin.decision import RULES, ArchiveNoise, RuleSpec
 from fairwin.decision.sequential import fewest_archived_starts
 from fairwin.errors import ArchiveError, PlanError, RuntimeCheckError
 from fairwin.gates.estimate import TimeEstimate
@@ -45,12 +45,12 @@ def preflight(loaded: LoadedPlan, mode_name: str) -> Preflight:
     mode = resolve_mode(loaded, mode_name)
     plan = loaded.plan
     check_cpus_exist("window.client_cpus", plan.window.client_cpus)
-    for role in sorted({mode.control, mode.candidate}):
+    for role in sorted(mode.roles):
         spec = make_spec(role, plan.roles, loaded.base_dir)  # env files and {env:NAME} must resolve
         refuse("runtime declarations", _declaration_problems(spec, plan))
         check_cpus_exist(f"roles.{role}.cpus", plan.roles[role].cpus)
         api_headers(plan.roles[role].api_key_env, f"roles.{role}.api_key_env")  # its key must be there to send
-    rule = get_rule(plan.window.rule)
+    rule = plan.rule_for(mode_name, mode)
     if plan.window.counters != "auto":  # auto: checked at the first start, once its server's /metrics is read
         check_counters(PROFILES[plan.window.counters], rule, f'window.counters = "{plan.window.counters}"')
     greedy = plan.diagnostics.greedy
@@ -145,6 +145,11 @@ def power_check(site: Site, rule: RuleSpec, mode_name: str, out: Path) -> list[s
     except ArchiveError as exc:
         return [f"{exc}; the power was not checked against the archive"]
     return preflight_power(site, rule, snapshot, mode_name, planned_cap(site))
+
+
+def draw_round_seed() -> int:
+    """A many-arm window's seed for its rounds' orders, from the OS: recorded in window.json."""
+    return secrets.randbits(31)
 
 
 def draw_order(rule: RuleSpec) -> Order:

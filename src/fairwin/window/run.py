@@ -24,14 +24,14 @@ from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import FairwinError, RestoreFailed
 from fairwin.launch.runtime_cli import container_clis
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import starts_for
+from fairwin.plan.schedule import arm_starts_for, starts_for
 from fairwin.plan.site import Site
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_caps
 from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.window.admission import Admission, RunOptions, WindowOptions, admit
 from fairwin.window.machine import Window, WindowResult
-from fairwin.window.preflight import draw_order, preflight_power
+from fairwin.window.preflight import draw_order, draw_round_seed, preflight_power
 from fairwin.window.state import Custody, Fixed
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
@@ -67,11 +67,15 @@ async def open_admitted(admitted: Admission) -> Window:
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
     directory, hardware = _locked_directory(admitted)
-    starts = starts_for(checked.mode, chosen_order, checked.rule.start_count)
+    seed = draw_round_seed() if checked.mode.many else None
+    if seed is not None and checked.rule.rounds:
+        starts = arm_starts_for(checked.mode, checked.rule.rounds[-1], seed)
+    else:
+        starts = starts_for(checked.mode, chosen_order, checked.rule.start_count)
     return Window(
         admission=admitted,
         directory=directory,
-        fixed=Fixed(chosen_order, starts, environment, warnings, node_caps),
+        fixed=Fixed(chosen_order, starts, environment, warnings, node_caps, seed),
         custody=Custody(hold=hold, chain=chain, hardware=hardware),
     )
 

@@ -52,6 +52,7 @@ class Fixed:
     environment: Environment
     power_warnings: list[str]
     node_caps: dict[str, float | None]  # production's configured cap on each host the window touches
+    round_seed: int | None = None  # a many-arm window's seed of its rounds' orders
 
 
 @dataclass
