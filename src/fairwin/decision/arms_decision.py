@@ -132,11 +132,21 @@ def _cell(
         noise=Noise(
             metric=rule.primary,
             bar_pct=rule.bar_pct,
-            off_off_spread_pct=[],
+            off_off_spread_pct=_control_spread(table, rule.primary),
             archive=context.noise(table.cell, rule.primary),
             notes=[],
         ),
     )
+
+
+def _control_spread(table: ArmsTable, metric: str) -> list[float]:
+    """Per repeat, how far the control's starts disagree: (max - min) / mean, in % (none with one control start)."""
+    if table.missing(metric):
+        return []
+    values = table.matrix(metric)[[arm is None for arm in table.arms]]
+    if len(values) < 2:
+        return []
+    return [float(x) for x in 100.0 * np.ptp(values, axis=0) / values.mean(axis=0)]
 
 
 def fits_at_metric(table: ArmsTable, metric: str, rule: RuleSpec, context: WindowContext) -> ArmsFit | str:

@@ -58,6 +58,7 @@ class CellRow:
     primary: tuple[str, str]  # the point and the interval; a cell with no estimate: why, and nothing
     guards: tuple[str, ...]  # "decode_tps ok", "ttft_s FAIL", "accepted_per_round not judged"
     checklist: str
+    arm: str | None = None  # a many-arm window's candidate
 
     @property
     def primary_text(self) -> str:
@@ -65,7 +66,7 @@ class CellRow:
         return " ".join(part for part in self.primary if part)
 
     @classmethod
-    def of(cls, cell: CellDecision) -> CellRow:
+    def of(cls, cell: CellDecision, arm: str | None = None) -> CellRow:
         estimate = cell.primary.estimate if cell.primary is not None else None
         # A cell with no estimate says why in the primary's column: the reason is the result.
         primary = interval_parts(cell.primary) if estimate is not None else ("; ".join(cell.reasons) or NOT_JUDGED, "")
@@ -80,17 +81,28 @@ class CellRow:
                 f"{g.metric} {'FAIL' if g.failed else 'ok' if g.failed is False else NOT_JUDGED}" for g in cell.guards
             ),
             checklist=cell.checklist_literal.verdict if cell.checklist_literal is not None else NO_VALUE,
+            arm=arm,
         )
 
 
 def rows(decision: Decision) -> list[CellRow]:
+    """Every cell's row; a many-arm window's, every candidate's cells, each at the look that settled it."""
+    if decision.arms is not None:
+        return [CellRow.of(cell, arm.candidate) for arm in decision.arms.arms for cell in arm.cells]
     return [CellRow.of(cell) for cell in decision.cells]
+
+
+def title(decision: Decision) -> str:
+    """``win2-seq-v2: pooled_rate_tps, control-first``; a many-arm window's: its candidates against the control."""
+    if decision.arms is not None:
+        return f"{decision.rule_id}: {decision.rule.primary}, {len(decision.arms.candidates)} candidates"
+    return f"{decision.rule_id}: {decision.rule.primary}, {decision.order}"
 
 
 def console_table(decision: Decision, width: int) -> Table:
     """For a terminal ``width`` columns wide; below :data:`NARROW_COLUMNS` each value that has two parts (control
     and candidate, point and interval) takes two lines, each guard its own, and the checklist is left out."""
-    table = Table(title=f"{decision.rule_id}: {decision.rule.primary}, {decision.order}")
+    table = Table(title=title(decision))
     found = rows(decision)
     if width < NARROW_COLUMNS:
         table.add_column("cell")
@@ -124,7 +136,8 @@ def console_table(decision: Decision, width: int) -> Table:
 
 
 def _name(row: CellRow) -> str:
-    return row.cell if row.decides else f"{row.cell} (reported)"
+    cell = row.cell if row.decides else f"{row.cell} (reported)"
+    return f"{row.arm}: {cell}" if row.arm else cell
 
 
 def markdown_table(decision: Decision) -> list[str]:
@@ -134,8 +147,9 @@ def markdown_table(decision: Decision) -> list[str]:
     ]
     for row in rows(decision):
         primary, guards = row.primary_text, ", ".join(row.guards) or NO_VALUE
+        name = _name(row) if row.arm else row.cell
         lines.append(
-            f"| {row.cell} | {'yes' if row.decides else 'reported'} | **{row.verdict}** | {row.control} | "
+            f"| {name} | {'yes' if row.decides else 'reported'} | **{row.verdict}** | {row.control} | "
             f"{row.candidate} | {primary} | {guards} | {row.checklist} |"
         )
     return lines

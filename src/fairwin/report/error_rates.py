@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from fairwin.decision import AuditResult, Decision, audit
+from fairwin.decision.arms_audit import ArmsNoise, ArmsTally, arms_audit
 from fairwin.gates.power import AUDIT_SEED, audit_trials
 
 
@@ -43,6 +44,8 @@ def audited_rates(decision: Decision) -> str:
         return f"{decision.rule_id}'s error rates: not audited (no decision cell has an estimate)"
     repeat_cv, launch_cv, repeats = noise
     trials = audit_trials()
+    if decision.arms is not None:
+        return _arms_rates(decision, noise, trials)
     key = (decision.rule_sha256, repeat_cv, launch_cv, repeats, trials)
     if key not in _AUDITED:  # a window states its rates twice (summary.md, report.html): one audit of ~2 s
         _AUDITED[key] = audit(
@@ -65,3 +68,26 @@ def audited_rates(decision: Decision) -> str:
 
 # The audit is seeded, so the same rule at the same noise always gives the same rates.
 _AUDITED: dict[tuple[str, float, float, int, int], AuditResult] = {}
+
+
+_ARMS_AUDITED: dict[tuple[str, int, float, float, int, int], ArmsTally] = {}
+
+
+def _arms_rates(decision: Decision, noise: tuple[float, float, int], trials: int) -> str:
+    """A many-arm window's: the family's false WIN (any unchanged candidate called WIN) and the highest false LOSS
+    of one candidate, simulated with as many candidates as the window had."""
+    assert decision.arms is not None
+    repeat_cv, launch_cv, repeats = noise
+    count = len(decision.arms.candidates)
+    key = (decision.rule_sha256, count, repeat_cv, launch_cv, repeats, trials)
+    if key not in _ARMS_AUDITED:
+        unchanged = ArmsNoise((0.0,) * count, repeat_cv, launch_cv, repeats=repeats)
+        _ARMS_AUDITED[key] = arms_audit(decision.rule, unchanged, trials=trials, seed=AUDIT_SEED)
+    found = _ARMS_AUDITED[key]
+    return (
+        f"{decision.rule_id}'s own error rates at this window's noise (repeat cv {repeat_cv:.2f} %, launch cv "
+        f"{launch_cv:.2f} %, {repeats} repeats; {trials} simulated no-change windows of {count} candidates, seed "
+        f"{AUDIT_SEED}): the family's false WIN {100 * found.family_false_win / found.trials:.1f} %, a candidate's "
+        f"false LOSS at most {100 * found.false_loss:.1f} % (Monte Carlo error about "
+        f"{100 * math.sqrt(0.25 / trials):.1f} points)"
+    )

@@ -91,7 +91,10 @@ def _wave_tokens(streams: Path) -> dict[tuple[str, str], float]:
 def _figures(files: WindowDir, decision: Decision) -> list[str]:
     from fairwin.report import plots  # matplotlib is loaded only when a page is drawn (about 0.8 s)
 
-    parts = ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
+    parts = []
+    if decision.arms is not None:
+        parts += ["<h2>The candidates, ranked</h2>", _image(plots.candidates(decision), "candidates ranked")]
+    parts += ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
     parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
     waves = read_records(files.waves, WaveRow) if files.waves.exists() else []
     parts += [

@@ -9,6 +9,7 @@ from pathlib import Path
 from fairwin.decision import CellDecision, Decision, MetricResult
 from fairwin.decision.decide import guard_reason
 from fairwin.directory.start_receipt import StartTelemetry
+from fairwin.report.arms_section import arms_section
 from fairwin.report.decision_table import NO_VALUE, interval, markdown_table
 from fairwin.report.error_rates import audited_rates
 from fairwin.rows import PooledRow
@@ -151,7 +152,8 @@ def render_summary(
         "",
         f"- {rates}",
         *(f"- {line}" for line in held),
-        f"- mode: `{decision.mode}`, order: {decision.order}",
+        f"- mode: `{decision.mode}`, "
+        + ("rounds in the orders window.json's round_seed drew" if decision.arms else f"order: {decision.order}"),
         f"- plan: `{plan_path}` (sha256 `{plan_sha256}`)",
         f"- rule: `{rule.id}` (sha256 `{decision.rule_sha256}`): primary `{rule.primary}`, bar {rule.bar_pct:g} %, "
         f"{rule.confidence:.0%} interval; guards {', '.join(rule.guards) or 'none'}; "
@@ -159,6 +161,7 @@ def render_summary(
         f"- primary measured by: {_measured_by(decision)}",
         "",
         *looks_section(decision),
+        *arms_section(decision),
         "## Decision by cell",
         "",
         *markdown_table(decision),

@@ -7,6 +7,7 @@ Each figure answers one question a reader asks of a window:
 - **rate over time**: did a start drift, warm up or throttle while it ran?
 - **noise**: is the effect larger than what the same control does between starts (in
   this window, and day to day in the archive)?
+- **candidates** (a many-arm window): which candidates beat the control, by how much, and how they rank?
 - **across windows** (``fairwin compare``): do windows agree on the effect?
 """
 
@@ -160,6 +161,23 @@ def noise(decision: Decision) -> bytes | None:
     ax.set_xlabel(f"% of the control (bar ±{bar:g} %)")
     ax.set_title("noise next to the effect", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return png(figure)
+
+
+def candidates(decision: Decision) -> bytes | None:
+    """A many-arm window's candidates ranked by their primary's point, each with its interval at the look that
+    settled it and its verdict, against zero and the bar."""
+    if decision.arms is None:
+        return None
+    ranked = []
+    for arm in decision.arms.arms:
+        cell = next((c for c in arm.cells if c.decides), None)
+        estimate = cell.primary.estimate if cell is not None and cell.primary is not None else None
+        effect = [estimate.point_pct, estimate.ci_low_pct, estimate.ci_high_pct] if estimate is not None else None
+        ranked.append((f"{arm.candidate}: {arm.verdict}", effect))
+    ranked.sort(key=lambda found: found[1][0] if found[1] is not None else float("-inf"))
+    figure = _figure(9, 1.0 + 0.5 * len(ranked))
+    _interval_axes(figure.subplots(), ranked, decision.rule.bar_pct, decision.arms.ranking.line)
     return png(figure)
 
 
