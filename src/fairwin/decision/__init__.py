@@ -3,7 +3,7 @@
 from fairwin.decision.audit import AuditResult, audit
 from fairwin.decision.decide import decide, decide_cell, procedure_for, window_verdict
 from fairwin.decision.document import CellDecision, Decision, GuardResult, MetricResult, Noise, SealedInputs
-from fairwin.decision.inputs import ArchiveNoise, ArchiveSnapshot, DecisionRow, WindowContext
+from fairwin.decision.inputs import ArchiveNoise, ArchiveSnapshot, DecisionRow, FailedStart, WindowContext
 from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
 from fairwin.decision.procedures import PlannedError, Procedure
 from fairwin.decision.registry import (
@@ -35,6 +35,7 @@ __all__ = [
     "Decision",
     "DecisionRow",
     "Estimate",
+    "FailedStart",
     "GuardResult",
     "MetricResult",
     "Noise",

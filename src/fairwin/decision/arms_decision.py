@@ -162,6 +162,19 @@ def _arm(candidate: str, found: Rounds, tables: dict[str, ArmsTable], rule: Rule
     """The candidate at the look that settled it (else the last look)."""
     index = found.settled_at.get(candidate, len(found.looks) - 1)
     look = found.looks[index]
+    failure = next((f for f in context.failed_starts if f.candidate == candidate), None)
+    if failure is not None:
+        why = f"its start {failure.start} (round {failure.round}) failed: {failure.error}"
+        cells = [CellDecision.unjudged(cell, cell not in context.reported, [why]) for cell in tables]
+        dropped = index < len(found.looks) - 1 or failure.round < look.round
+        return Arm(
+            candidate=candidate,
+            verdict="INCONCLUSIVE",
+            settled_after_round=look.round,
+            dropped=dropped,
+            why=why,
+            cells=cells,
+        )
     levels = levels_at(rule, len(found.candidates), look.index)
     judged = look.judged.get(candidate, {})
     cells = []

@@ -181,9 +181,11 @@ def run_rounds(
     """Every look in order until every candidate is settled or the rows end (``tables``: the deciding cells')."""
     assert rule.rounds
     found = Rounds(tuple(candidates))
+    failed = {f.candidate: f.round for f in context.failed_starts}
     first = next(iter(tables.values()))
     in_play, start, number = set(candidates), 0, 0
     while start < len(first.starts) and number < rule.rounds[-1]:
+        in_play -= {c for c in in_play if failed.get(c) == number + 1}  # its start in this round failed: no rows
         end = min(start + 1 + len(in_play), len(first.starts))
         ran = first.arms[start:end]
         complete = end - start == 1 + len(in_play)
@@ -221,6 +223,10 @@ def _look(
     fits = {cell: fits_at(table.upto(after), rule, context) for cell, table in tables.items()}
     judged = {c: {cell: judge(f, c, rule, levels, context) for cell, f in fits.items()} for c in sorted(in_play)}
     states = {c: found.state(c) for c in found.candidates}
+    for candidate in found.candidates:  # a start that failed by this round settles its candidate INCONCLUSIVE
+        if states[candidate] == "OPEN" and candidate not in in_play and candidate not in found.settled_at:
+            states[candidate] = "INCONCLUSIVE"
+            found.settled_at[candidate] = len(found.looks)
     for candidate, cells in judged.items():
         states[candidate] = arm_state([j.state for j in cells.values()])
         if states[candidate] != "OPEN":

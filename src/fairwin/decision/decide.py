@@ -165,20 +165,12 @@ def _many_arms(
     """A many-arm rule's cells, verdict, reasons and outcome; INCONCLUSIVE, naming why, when nothing decides."""
     found = decide_arms(rows, rule, context)
     if isinstance(found, list):
-        empty: dict[str, Any] = {"validity": None, "primary": None, "guards": [], "reported": []}
-        cells = [
-            CellDecision(
-                cell=c,
-                decides=c not in context.reported,
-                verdict="INCONCLUSIVE",
-                reasons=found,
-                checklist_literal=None,
-                noise=None,
-                **empty,
-            )
-            for c in context.cells
-        ]
-        return cells, "INCONCLUSIVE", found, None
+        return (
+            [CellDecision.unjudged(c, c not in context.reported, found) for c in context.cells],
+            "INCONCLUSIVE",
+            found,
+            None,
+        )
     cells, outcome = found
     verdict, reasons = arms_verdict(outcome.arms)
     return cells, verdict, [*reasons, outcome.ranking.line, outcome.line()], outcome

@@ -60,6 +60,12 @@ class CellDecision(Frozen):
     checklist_literal: MetricResult | None
     noise: Noise | None
 
+    @classmethod
+    def unjudged(cls, cell: str, decides: bool, reasons: list[str], validity: Validity | None = None) -> CellDecision:
+        """INCONCLUSIVE, with why and nothing estimated."""
+        return cls(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=reasons, validity=validity,
+                   primary=None, guards=[], reported=[], checklist_literal=None, noise=None)  # fmt: skip
+
 
 class SealedInputs(Frozen):
     """The sha256 of the stored files a window's decision was computed from (``fairwin decide`` checks them)."""

@@ -19,7 +19,7 @@ from fairwin.profiles import ProfileName
 from fairwin.records import Record
 from fairwin.rows import DecisionRow, Order
 
-__all__ = ["ArchiveNoise", "ArchiveSnapshot", "DecisionRow", "WindowContext"]
+__all__ = ["ArchiveNoise", "ArchiveSnapshot", "DecisionRow", "FailedStart", "WindowContext"]
 
 
 class ArchiveNoise(BaseModel):
@@ -59,6 +59,18 @@ def archive_spreads(
     return launch_cv, repeat_cv, spread
 
 
+class FailedStart(BaseModel):
+    """A many-arm window's candidate whose start failed (its server died, or a runtime check refused it): dropped
+    INCONCLUSIVE there, while the window went on with the others."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    candidate: str
+    start: str
+    round: int
+    error: str
+
+
 class WindowContext(Record):
     """``fairwin.decision-context/1``: everything besides the rows: the cells (and which never decide),
     production's clock cap, the order, the archive's noise."""
@@ -89,6 +101,9 @@ class WindowContext(Record):
     candidates: list[str] = Field(
         default_factory=list,
         description="A many-arm window's candidates (their roles), in the plan's order; empty for a two-arm window.",
+    )
+    failed_starts: list[FailedStart] = Field(
+        default_factory=list, description="A many-arm window's candidates whose start failed, each dropped there."
     )
     archive: list[ArchiveNoise] = Field(default_factory=list, description="Per cell and metric, from the archive.")
     archive_snapshot: ArchiveSnapshot | None = Field(None, description="The archive snapshot the noise came from.")

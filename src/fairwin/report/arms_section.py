@@ -43,7 +43,7 @@ def arms_section(decision: Decision) -> list[str]:
             shown = f" {interval[0]:+.2f} % [{interval[1]:+.2f}, {interval[2]:+.2f}]" if interval else ""
             found.append(f"{candidate} {'cannot WIN' if state == 'NEUTRAL' else state}{shown}")
         lines.append(
-            f"- after round {look.round} (s{look.after} ran; {look.level:.2%} WIN interval): {'; '.join(found)}"
+            f"- after round {look.round} ({look.after} starts ran; {look.level:.2%} WIN interval): {'; '.join(found)}"
         )
     saved = outcome.max_starts - outcome.starts_used
     if saved > 0:

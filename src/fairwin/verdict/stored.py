@@ -26,6 +26,7 @@ from fairwin.decision import (
     ArchiveSnapshot,
     Decision,
     DecisionRow,
+    FailedStart,
     RuleSpec,
     SealedInputs,
     WindowContext,
@@ -82,14 +83,20 @@ class Deciding:
     snapshot: Snapshot  # the archive as read once at open, before this window was added
     planned: dict[str, PlannedKey]  # each cell's archive key as known at open (for a cell no control finished)
     production_cap_mhz: float | None
+    failed_starts: tuple[FailedStart, ...] = ()  # a many-arm window's candidates whose start failed, so far
 
 
 def window_context(loaded: LoadedPlan, window: WindowDir, deciding: Deciding, records: WindowRecords) -> WindowContext:
     """The context a window's rows are decided in: the archive's noise keyed as its own control starts (as
     ``planned`` where none of a cell finished). The decide step and a sequential rule's looks both read it."""
     noise = window_noise(deciding.snapshot, deciding.planned, deciding.rule)
-    return context_for(
+    context = context_for(
         loaded, window, deciding.mode, deciding.order, noise, deciding.production_cap_mhz, deciding.snapshot
+    )
+    return (
+        context.model_copy(update={"failed_starts": list(deciding.failed_starts)})
+        if deciding.failed_starts
+        else context
     )
 
 

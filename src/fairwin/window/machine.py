@@ -173,6 +173,7 @@ class Window(Opening, Closing):
             snapshot=self.archive_snapshot,
             planned=planned_keys(self.site, self.checked.mode_name, self.production_cap[0]),
             production_cap_mhz=self.production_cap[0],
+            failed_starts=tuple(self.measured.failed),
         )
 
     def _held_lines(self) -> list[str]:

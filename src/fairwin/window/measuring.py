@@ -11,11 +11,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pydantic import ConfigDict
+
 from fairwin.custody.chain import ChainRun
 from fairwin.decision import RuleSpec
+from fairwin.decision.inputs import FailedStart
 from fairwin.directory.gate_summary import BudgetEstimate
+from fairwin.errors import LaunchError, MetricsError, RuntimeCheckError, WaveError
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import StartSpec, round_ends
+from fairwin.records import SparseModel
 from fairwin.rows import PooledRow
 from fairwin.telemetry.sampler import Sampler
 from fairwin.verdict.stored import Deciding
@@ -23,6 +28,16 @@ from fairwin.window.looks import LookEnd, LookResult, go_on_or_stop, look_now
 from fairwin.window.rounds import RoundResult, go_on_or_stop_rounds, round_look
 from fairwin.window.start import run_start
 from fairwin.window.start_context import StartContext
+
+
+class StartEnd(SparseModel):
+    """A start step's journaled end, where it says more than that it ended: a many-arm window's candidate whose
+    start failed, dropped while the window went on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    failed: str | None = None
+
 
 #: What a look found: a sequential window's, or a many-arm window's between rounds (None: no look was taken).
 Looked = LookResult | RoundResult | None
@@ -35,6 +50,7 @@ class Measured:
     rows: list[PooledRow] = field(default_factory=list)
     stopped: str | None = None  # a sequential window: why it runs no more starts ("decided", or the budget's words)
     dropped: set[str] = field(default_factory=set)  # a many-arm window: candidates settled, not launched again
+    failed: list[FailedStart] = field(default_factory=list)  # a many-arm window: candidates whose start failed
     looked: dict[int, Looked] = field(default_factory=dict)  # a look taken before its servers stopped
     opened_at: float = 0.0  # time.monotonic() at the open step: the budget's clock
     hold_sampler: Sampler | None = None  # the GPUs through the hold, where read
@@ -77,8 +93,21 @@ class Measuring:
         """Whether a start is not run: the window stopped, or (many-arm) its candidate was settled at a look."""
         return self.state.stopped is not None or (start.role in self.state.dropped and start.kind == "candidate")
 
-    async def start(self, start: StartSpec) -> None:
-        self.state.rows.extend(await run_start(self.context, start))
+    async def start(self, start: StartSpec) -> StartEnd | None:
+        """One start. In a many-arm window a candidate whose start fails (its server died, a wave or a runtime check
+        failed) is dropped INCONCLUSIVE there, its servers stopped, and the window goes on with the others."""
+        if not (self.rule.rounds and start.kind == "candidate" and start.round is not None):
+            self.state.rows.extend(await run_start(self.context, start))
+            return None
+        try:
+            self.state.rows.extend(await run_start(self.context, start))
+        except (LaunchError, WaveError, MetricsError, RuntimeCheckError) as exc:
+            failure = FailedStart(candidate=start.role, start=start.name, round=start.round, error=str(exc))
+            self.state.failed.append(failure)
+            self.state.dropped.add(start.role)
+            self.context.say(f"  {start.name}: candidate {start.role} dropped INCONCLUSIVE, its start failed: {exc}")
+            return StartEnd(failed=str(exc))
+        return None
 
     async def placeholders_if_last(self, chain: ChainRun, start: StartSpec) -> None:
         """A chained window's placeholders, started while this start's servers still hold the hardware when it is
