@@ -51,6 +51,11 @@ def add_parsers(commands: Commands) -> None:
         "--coordinator",
         help="who runs this window, kept in the hardware's lock (default: $FAIRWIN_COORDINATOR, else your user name)",
     )
+    window.add_argument(
+        "--round-seed",
+        type=int,
+        help="a many-arm window: the seed of its rounds' orders, to repeat a window's (default: drawn; window.json)",
+    )
     chained = window.add_mutually_exclusive_group()
     chained.add_argument(
         "--chain",
@@ -123,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             coordinator=args.coordinator,
             chain=chain,
             chain_production=capture,
+            round_seed=args.round_seed,
         )
 
     with window_display(stderr, quiet=args.quiet, as_json=args.progress_json) as (say, listener):

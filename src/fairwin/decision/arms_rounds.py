@@ -203,7 +203,7 @@ def run_rounds(
             _look(found, tables, rule, context, (number, end, index), in_play)
             in_play = {c for c in candidates if found.state(c) == "OPEN"}
             if not in_play:
-                found.decided = True
+                found.decided = complete and number in rule.rounds  # a registered look settled them all
                 break
     return found
 

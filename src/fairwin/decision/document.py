@@ -159,13 +159,14 @@ class ArmsOutcome(Frozen):
     def line(self) -> str:
         """'every candidate settled after 3 rounds (12 of at most 20 starts)' and the like."""
         used = f"{self.starts_used} of at most {self.max_starts} starts"
+        rounds = f"{self.rounds_run} round{'' if self.rounds_run == 1 else 's'}"
         if self.ended == "decided":
-            return f"every candidate settled after {self.rounds_run} rounds ({used})"
+            return f"every candidate settled after {rounds} ({used})"
         if self.ended == "maximum":
             return f"the last round ran ({used}); a candidate still open is NEUTRAL"
         if self.ended == "budget":
-            return f"stopped at the budget after {self.rounds_run} rounds ({used})"
-        return f"ended after {self.rounds_run} whole rounds, between looks ({used})"
+            return f"stopped at the budget after {rounds} ({used})"
+        return f"ended after {self.rounds_run} whole round{'' if self.rounds_run == 1 else 's'}, between looks ({used})"
 
 
 def level_text(confidence: float) -> str:

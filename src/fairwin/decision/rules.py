@@ -202,7 +202,7 @@ class RuleSpec(BaseModel):
     def starts_text(self) -> str:
         """The starts in words: 'fixed 7', or 'looks 3*, 5, 7, 9' (* only with enough archived control starts)."""
         if self.rounds:
-            return "rounds " + ", ".join(str(r) for r in self.rounds) + " (every arm in play once a round)"
+            return "looks after rounds " + ", ".join(str(r) for r in self.rounds) + " (every arm in play once a round)"
         if not self.looks:
             return f"fixed {self.start_count}"
         return "looks " + ", ".join(f"{k}*" if i == 0 else str(k) for i, k in enumerate(self.looks))

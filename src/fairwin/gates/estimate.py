@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
-from fairwin.plan.schedule import arm_starts_for, diagnosed_starts, round_ends, starts_for
+from fairwin.plan.schedule import diagnosed_starts, round_ends, window_starts
 from fairwin.plan.site import Site
 from fairwin.production.control import snapshot
 
@@ -121,11 +121,10 @@ def estimate(
     # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
     warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
-    if rule.rounds:  # a many-arm window: every arm every round (any seed's order costs the same)
-        schedule = arm_starts_for(mode, rule.rounds[-1], seed=0)[: budget.max_starts]
+    schedule = window_starts(mode, rule)[: budget.max_starts]  # the budget may stop it sooner
+    if rule.rounds:  # a many-arm window first looks after its rule's first round to look at
         first_look = round_ends(schedule).get(rule.rounds[0], len(schedule))
     else:
-        schedule = starts_for(mode, count=rule.start_count)[: budget.max_starts]  # the budget may stop it sooner
         first_look = rule.first_look(archive_starts) if rule.looks else 0
     diagnosed = diagnosed_starts(plan.diagnostics.greedy, mode_name, schedule)
     greedy_s = _greedy_seconds(loaded, sources)

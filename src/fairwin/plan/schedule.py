@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fairwin.decision import RuleSpec
 from fairwin.errors import PlanError
 from fairwin.plan.diagnostics import GreedySettings
 from fairwin.plan.loading import LoadedPlan, Prompt
@@ -86,6 +87,15 @@ def arm_starts_for(mode: Mode, rounds: int, seed: int) -> list[StartSpec]:
             kind: Kind = "control" if role == mode.control else "candidate"
             starts.append(StartSpec(name=f"s{len(starts) + 1}", kind=kind, role=role, round=number))
     return starts
+
+
+def window_starts(mode: Mode, rule: RuleSpec, order: str = "control-first", seed: int = 0) -> list[StartSpec]:
+    """The starts a window of ``mode`` plans under ``rule``: a many-arm rule's, every arm every round in the
+    orders ``seed`` draws (any seed's costs the same); else as many as the rule registers, kinds alternating from
+    the one ``order`` names."""
+    if rule.rounds:
+        return arm_starts_for(mode, rule.rounds[-1], seed)
+    return starts_for(mode, order, rule.start_count)
 
 
 def round_ends(starts: Sequence[StartSpec]) -> dict[int, int]:

@@ -7,10 +7,12 @@ from fairwin.gates.budget import render_table
 from fairwin.gates.estimate import TimeEstimate
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Mode
-from fairwin.plan.schedule import starts_for, waves_for
+from fairwin.plan.schedule import waves_for, window_starts
 
 
 def _starts(rule: RuleSpec, max_starts: int | None) -> str:
+    if rule.rounds:
+        return rule.starts_text()
     if not rule.looks:
         return f"{rule.start_count} starts"
     capped = max_starts is not None and max_starts < rule.start_count
@@ -25,17 +27,22 @@ def render_dry_plan(
     loaded: LoadedPlan, mode_name: str, mode: Mode, rule: RuleSpec, estimates: list[TimeEstimate]
 ) -> str:
     plan = loaded.plan
+    order = (
+        "orders drawn per round (one seed's shown; a dropped candidate's turns are skipped)"
+        if rule.rounds
+        else f"kinds alternating, {'first kind drawn at random' if rule.order == 'random' else 'control first'}"
+    )
     lines = [
         f"plan {loaded.path} (sha256 {loaded.sha256})",
-        f"mode {mode_name}: control {mode.control}, candidate {mode.candidate}; rule {rule.id} "
-        f"({_starts(rule, plan.budget.max_starts)}, kinds alternating, "
-        f"{'first kind drawn at random' if rule.order == 'random' else 'control first'})",
+        f"mode {mode_name}: control {mode.control}, {'candidates' if mode.many else 'candidate'} "
+        f"{', '.join(mode.arms)}; rule {rule.id} ({_starts(rule, plan.budget.max_starts)}, {order})",
         "",
         "starts, in order (each: launch, health, 1 warm-up stream, every cell's waves, stop):",
     ]
-    for start in starts_for(mode, count=rule.start_count)[: plan.budget.max_starts]:
+    for start in window_starts(mode, rule)[: plan.budget.max_starts]:
         role = plan.roles[start.role]
-        lines.append(f"  {start.name}  {start.kind:<9}  role {start.role}: {' '.join(role.argv)}")
+        in_round = f"  round {start.round}" if start.round is not None else ""
+        lines.append(f"  {start.name}  {start.kind:<9}  role {start.role}{in_round}: {' '.join(role.argv)}")
     for cell_name, cell in plan.cells.items():
         lines += [
             "",

@@ -1,7 +1,8 @@
 """``fairwin decide --pooled``: a decision from a file of pooled rows alone, written by hand or by a window.
 
 Every line must be a whole, valid row (errors name the line, for a file fixed in an
-editor); the rule is the one named, else the default one that decides as many starts.
+editor); the rule is the one named, else the default one that decides as many starts (rows of
+several candidate roles: win-arms-v1, the candidates in the order they first ran).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
+from fairwin.decision.registry import WIN_ARMS_V1
 from fairwin.errors import InputError
 from fairwin.files import first_problem
 
@@ -80,8 +82,11 @@ def decide_pooled(
     """Every named rule's decision of the rows (the default rule's when none is named), and notes on them."""
     rows = load_pooled(path)
     notes: list[str] = []
+    # A many-arm window's rows name each candidate by its role: in the order they first ran (no plan here).
+    candidates = list(dict.fromkeys(row.role for row in rows if row.kind == "candidate" and row.role))
+    many = len(candidates) > 1
     if not rules:
-        default, notes = default_rule_for(path, rows)
+        default, notes = (WIN_ARMS_V1, []) if many else default_rule_for(path, rows)
         rules = [default]
     cells = list(dict.fromkeys(row.cell for row in rows))
     unknown = sorted(set(reported) - set(cells))
@@ -93,5 +98,6 @@ def decide_pooled(
         cells=cells,
         reported=reported,
         production_clock_cap_mhz=clock_cap_mhz,
+        candidates=candidates if many else [],
     )
     return [decide(rows, rule=rule, context=context) for rule in rules], notes

@@ -29,6 +29,7 @@ class WindowOptions(TypedDict, total=False):
     coordinator: str | None  # who runs it, for the lock (default: FAIRWIN_COORDINATOR, else the user)
     chain: Literal["chain", "last"] | None  # --chain (leave production down) or --chain-last (end the chain)
     chain_production: Path | None  # --chain-production: a new capture of production, when its declaration changed
+    round_seed: int | None  # a many-arm window's seed of its rounds' orders (default: drawn)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class RunOptions:
     coordinator: str | None = None
     chain: Literal["chain", "last"] | None = None
     chain_production: Path | None = None
+    round_seed: int | None = None
 
     @classmethod
     def of(cls, options: WindowOptions) -> RunOptions:

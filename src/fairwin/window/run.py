@@ -24,7 +24,7 @@ from fairwin.directory.layout import WindowDir, new_window_id
 from fairwin.errors import FairwinError, RestoreFailed
 from fairwin.launch.runtime_cli import container_clis
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.schedule import arm_starts_for, starts_for
+from fairwin.plan.schedule import window_starts
 from fairwin.plan.site import Site
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_caps
@@ -67,11 +67,8 @@ async def open_admitted(admitted: Admission) -> Window:
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
     directory, hardware = _locked_directory(admitted)
-    seed = draw_round_seed() if checked.mode.many else None
-    if seed is not None and checked.rule.rounds:
-        starts = arm_starts_for(checked.mode, checked.rule.rounds[-1], seed)
-    else:
-        starts = starts_for(checked.mode, chosen_order, checked.rule.start_count)
+    seed = (options.round_seed if options.round_seed is not None else draw_round_seed()) if checked.mode.many else None
+    starts = window_starts(checked.mode, checked.rule, chosen_order, seed or 0)
     return Window(
         admission=admitted,
         directory=directory,
