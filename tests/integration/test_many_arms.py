@@ -87,9 +87,8 @@ def test_a_many_arm_window_the_budget_cannot_hold_is_refused_naming_how_many_can
     plan.write_text(text)
     refused = fairwin("run", str(plan), "--mode", "tune")
     assert refused.returncode == 4, refused.stderr
-    assert "its first look comes after 2 rounds of the control and 4 candidates (10 starts); 3 candidates would fit" in (
-        refused.stderr
-    )
+    said = "its first look comes after 2 rounds of the control and 4 candidates (10 starts); 3 candidates would fit"
+    assert said in refused.stderr
     assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").glob("*/window.json"))
 
 
