@@ -58,6 +58,7 @@ class PromotionRecord(Receipt):
     accepted: list[str] = Field(default_factory=list)  # what went unjudged and the policy accepted, named
     window_id: str
     window_path: str
+    candidate: str | None = None  # the role promoted: the window's candidate, or a many-arm window's best WIN
     decision_sha256: str | None
     commit: str | None
     policy_path: str
@@ -77,6 +78,14 @@ class Evidence:
     @property
     def gates(self) -> GateSummary | None:
         return self.manifest.gates
+
+    @property
+    def candidate(self) -> str | None:
+        """The role a promotion promotes: a many-arm window's best WIN (its cells are the decision's), else the
+        window's candidate."""
+        if self.decision is not None and self.decision.arms is not None:
+            return self.decision.arms.ranking.best
+        return self.manifest.candidate_role
 
     @property
     def commit(self) -> str | None:
@@ -286,6 +295,7 @@ def check_promotion(
         accepted=_accepted(found, policy),
         window_id=found.manifest.window_id,
         window_path=str(window.path),
+        candidate=found.candidate if not reasons else None,
         decision_sha256=found.status.decision_sha256,
         commit=found.commit,
         policy_path=str(policy_path),
