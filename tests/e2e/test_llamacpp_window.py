@@ -29,6 +29,13 @@ from tests.e2e.conftest import (  # REPEATS: the rule's least, as on vLLM
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(WINDOW_TEST_TIMEOUT_S)]
 
 NGRAM = ["--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "2", "--spec-ngram-map-k-size-m", "4"]
+#: The same n-gram drafting with drafts of eight tokens: the speculative window's second candidate.
+NGRAM_LONG = [*NGRAM[:-1], "8"]
+#: Each candidate's speculative config as its start's receipt states it (from argv).
+SPECULATIVE = {
+    role: {"method": "ngram-map-k", "spec-ngram-map-k-size-n": "2", "spec-ngram-map-k-size-m": drafts}
+    for role, drafts in (("B", "4"), ("B8", "8"))
+}
 CELLS = {"short-b1": (256, 256, 2, 1), "short-b4": (256, 128, 4, 4)}  # prompt, max tokens, streams, concurrency
 #: Measured and reported, never deciding: four streams at once on one server thread are compute-bound, where
 #: n-gram drafts gain little (NEUTRAL, +3 to +10 %, here), and a window deciding on it ran all nine starts.
@@ -88,8 +95,15 @@ def llama_plan(directory: Path, max_starts: int | None = None, reported: bool = 
     data: dict[str, Any] = {
         "window": {"output_dir": "windows", "repeats": REPEATS, "warmup_max_tokens": 16, "counters": "auto"},
         "budget": {"startup_s": 2, "stop_s": 1, "decode_ms_per_token": 5, "prefill_ms_per_token": 0.5},
-        "roles": {"A": llama_role("--spec-type", "none"), "B": llama_role(*NGRAM)},
-        "modes": {"spec-vs-spec": {"control": "B", "candidate": "B"}},
+        "roles": {
+            "A": llama_role("--spec-type", "none"),
+            "B": llama_role(*NGRAM),
+            "B8": llama_role(*NGRAM_LONG),
+        },
+        "modes": {
+            "spec-vs-spec": {"control": "B", "candidate": "B"},
+            "draft-lengths": {"control": "A", "candidates": ["B", "B8"]},
+        },
         "families": prompt_families(),
         "cells": cells,
     }
@@ -103,9 +117,10 @@ def llama_plan(directory: Path, max_starts: int | None = None, reported: bool = 
 
 @pytest.fixture(scope="session")
 def llama_spec_window(llama_engine: LlamaEngine, tmp_path_factory: pytest.TempPathFactory) -> Window:
-    """A controlled window: A (no speculation) against B (n-gram speculation), the default rule."""
+    """A many-arm window: A (no speculation) against B and B8 (n-gram drafts of 4 and of 8 tokens), one control's
+    launches shared by both, under win-arms-v1 (the two-arm rule's windows are vLLM's and the A/A one here)."""
     directory = tmp_path_factory.mktemp("llama-spec")
-    return run_plan(llama_plan(directory), directory, "controlled")
+    return run_plan(llama_plan(directory), directory, "draft-lengths")
 
 
 def aa_window(directory: Path) -> Window:
@@ -120,27 +135,41 @@ def llama_aa_window(llama_engine: LlamaEngine, tmp_path_factory: pytest.TempPath
     return aa_window(tmp_path_factory.mktemp("llama-aa"))
 
 
-def test_the_speculative_window_reaches_a_verdict_on_llama_cpps_own_counters(llama_spec_window: Window) -> None:
+def ran_starts(window: Window) -> list[dict[str, Any]]:
+    """The planned starts that ran (a many-arm window skips a settled candidate's later turns)."""
+    return [s for s in window.json("window.json")["starts"] if (window.path / "starts" / s["start"]).is_dir()]
+
+
+def test_the_draft_lengths_window_decides_each_candidate_and_names_the_best(llama_spec_window: Window) -> None:
     decision = llama_spec_window.json("decision.json")
     assert llama_spec_window.json("status.json")["state"] == "complete"
-    assert decision["rule_id"] == "win2-seq-v2" and decision["counters"] == "llamacpp"
+    assert decision["rule_id"] == "win-arms-v1" and decision["counters"] == "llamacpp"
     assert decision["primary_source"] == "server"
-    # n-gram drafts of a greedy, repetitive output: about +30 % at one stream.
-    cells = {c["cell"]: c for c in decision["cells"]}
-    assert cells["short-b1"]["verdict"] == decision["verdict"] == "WIN", cells["short-b1"]["reasons"]
-    assert decision["sequential"]["ended"] == "decided", decision["sequential"]
-    for start in llama_spec_window.json("window.json")["starts"][: decision["sequential"]["starts_used"]]:
+    # n-gram drafts of a greedy, repetitive output: about +30 % at one stream, at either draft length.
+    arms = decision["arms"]
+    assert {arm["candidate"]: arm["verdict"] for arm in arms["arms"]} == {"B": "WIN", "B8": "WIN"}, arms["arms"]
+    assert decision["verdict"] == "WIN" and arms["ended"] == "decided", arms
+    # The best is the WIN with the larger effect over every start, and the ranking says whether it is separated.
+    ranking = arms["ranking"]
+    points = {arm["candidate"]: arm["cells"][0]["primary"]["estimate"]["point_pct"] for arm in arms["arms"]}
+    assert {ranking["best"], ranking["runner_up"]} == {"B", "B8"}
+    low = ranking["difference_pct"][1]
+    assert ranking["separated"] == (low > 0) and ("not separated" in ranking["line"]) == (low <= 0), ranking
+    assert ranking["difference_pct"][0] > 0 and points[ranking["best"]] > 0 and points[ranking["runner_up"]] > 0
+    ran = ran_starts(llama_spec_window)
+    assert len(ran) == arms["starts_used"] and arms["starts_used"] % 3 == 0  # whole rounds of all three arms
+    for start in ran:
         receipt = llama_spec_window.json(f"starts/{start['start']}/start.json")
         assert receipt["counters"] == "llamacpp", receipt
         assert receipt["counters_reason"].startswith("auto: http://127.0.0.1:"), receipt
-        spec = {"method": "ngram-map-k", "spec-ngram-map-k-size-n": "2", "spec-ngram-map-k-size-m": "4"}
-        assert receipt["speculative"] == (spec if start["role"] == "B" else {}), receipt
+        assert receipt["speculative"] == SPECULATIVE.get(start["role"], {}), receipt
         assert receipt["speculative_source"] == "argv"
+    assert "## Candidates" in (llama_spec_window.path / "summary.md").read_text()
 
 
 def test_every_stream_is_exactly_max_tokens_with_prompts_at_target_length(llama_spec_window: Window) -> None:
     streams = [s for s in llama_spec_window.jsonl("streams.jsonl") if s["repeat"] > 0]
-    starts = llama_spec_window.json("decision.json")["sequential"]["starts_used"]
+    starts = llama_spec_window.json("decision.json")["arms"]["starts_used"]
     assert len(streams) == starts * REPEATS * 2 * sum(streams for _, _, streams, _ in CELLS.values())
     for s in streams:
         prompt, tokens, _, _ = CELLS[s["cell"]]
@@ -165,7 +194,7 @@ def test_pooled_rows_recompute_from_the_stored_deltas_with_first_tokens_from_the
         assert generation == row["streams"] * CELLS[row["cell"]][1]  # exactly the tokens the streams received
         assert row["first_tokens"] == first and row["rounds"] == generation - first - accepted
         assert row["pooled_rate_tps"] == pytest.approx((generation - first) / decode_s, rel=1e-12)
-        if row["role"] == "B":
+        if row["role"] in SPECULATIVE:
             assert accepted > 0 and sum(d[LLAMACPP.drafts] for d in deltas) > 0, row
         else:
             assert accepted == 0 and sum(d[LLAMACPP.drafts] for d in deltas) == 0, row
