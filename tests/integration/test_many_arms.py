@@ -92,17 +92,31 @@ def test_a_many_arm_window_the_budget_cannot_hold_is_refused_naming_how_many_can
     assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").glob("*/window.json"))
 
 
-def test_a_many_arm_window_killed_mid_round_recovers_with_production_restored(
-    make_plan: PlanFactory, stop_production: list[Path]
-) -> None:
+def tune_with_production(make_plan: PlanFactory, model: str) -> Path:
+    """A plan with production (role P) and a many-arm mode ``tune``: A against B1 (speculating) and B2."""
     plan = production_plan(
         make_plan,
-        "prod-arms",
-        B1=sim_role("--ms-per-round", "2", *SPECULATES, model="exp-prod-arms"),
-        B2=sim_role("--ms-per-round", "2", model="exp-prod-arms"),
+        model,
+        B1=sim_role("--ms-per-round", "2", *SPECULATES, model=f"exp-{model}"),
+        B2=sim_role("--ms-per-round", "2", model=f"exp-{model}"),
     )
     plan.write_text(plan.read_text() + '\n[modes."tune"]\ncontrol = "A"\ncandidates = ["B1", "B2"]\n')
     plan.write_text(plan.read_text().replace('rule = "win2-v1"', ""))
+    return plan
+
+
+def test_a_many_arm_window_does_not_chain(make_plan: PlanFactory) -> None:
+    plan = tune_with_production(make_plan, "prod-arms-chain")
+    refused = fairwin("run", str(plan), "--mode", "tune", "--chain")
+    assert refused.returncode == 2
+    assert "mode tune is a many-arm window, which does not chain: run it without --chain" in refused.stderr
+    assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").glob("*/window.json"))
+
+
+def test_a_many_arm_window_killed_mid_round_recovers_with_production_restored(
+    make_plan: PlanFactory, stop_production: list[Path]
+) -> None:
+    plan = tune_with_production(make_plan, "prod-arms")
     stop_production.append(plan)
     assert fairwin("production", "up", str(plan)).returncode == 0
     window = killed_inside(

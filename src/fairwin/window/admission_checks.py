@@ -77,6 +77,13 @@ def _chain(admitting: Admission) -> Problems:
         return [f"{in_progress(path, found)}; {how}"] if found is not None else []
     if site.plan.production is None:
         raise InputError(f"--chain needs a [production] section in {site.path}: a chain leaves production down")
+    if admitting.checked.mode.many:
+        # Its last start is known only when a look drops the last open candidate: the placeholders that must take
+        # the hardware before that start's servers stop could not be started in time.
+        raise InputError(
+            f"mode {admitting.mode_name} is a many-arm window, which does not chain: run it without --chain, "
+            "before or after the chain"
+        )
     if not admitting.checked.mode.chain:
         raise InputError(
             f"mode {admitting.mode_name} never chains (chain = false): its windows need the restore "
