@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from fairwin.gates.calibration import Calibration, cell_key, role_key
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import Mode
+from fairwin.plan.modes import Mode
 from fairwin.plan.schedule import diagnosed_starts, round_ends, window_starts
 from fairwin.plan.site import Site
 from fairwin.production.control import snapshot

@@ -24,7 +24,7 @@ from fairwin.gates.receipt import read_receipt
 from fairwin.gates.refusal import Check, run_plain
 from fairwin.gates.rehearsal import RehearsalRecord, rehearsal_problems
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import Mode
+from fairwin.plan.modes import Mode
 
 
 @dataclass(frozen=True)

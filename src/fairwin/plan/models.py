@@ -23,63 +23,12 @@ from fairwin.plan.cpus import CpuList
 from fairwin.plan.custody import CustodySettings
 from fairwin.plan.diagnostics import Diagnostics
 from fairwin.plan.hosts import Host
+from fairwin.plan.modes import REGISTERED_MODES, Mode, expand_sweeps
 from fairwin.plan.production import ProductionSettings
 from fairwin.plan.roles import SHA256_RE, Role
 from fairwin.plan.secrets import SecretsSettings
 from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.profiles import CountersSetting
-
-#: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
-REGISTERED_MODES: dict[str, tuple[str, str]] = {
-    "controlled": ("A", "B"),
-    "production-policy": ("P", "B"),
-}
-
-
-class Mode(StrictModel):
-    """A registered pair: the control role brackets the candidate role (A/A is allowed: it measures noise); or a
-    control against several candidates, every arm launched once a round (``candidates``)."""
-
-    control: str
-    candidate: str | None = Field(None, description="The candidate role of a two-arm window.")
-    candidates: list[str] = Field(
-        default_factory=list,
-        description="A many-arm window: 2 to 8 candidate roles, each decided against the control, launches shared "
-        "(decided by a many-arm rule, win-arms-v1 unless `rule` names another).",
-    )
-    rule: str | None = Field(
-        None, description="The registered rule that decides this mode's windows (unset: window.rule, or the default)."
-    )
-    chain: bool = Field(
-        True,
-        description="Whether its windows may chain; false for windows whose receipts need the restore and "
-        "the watch (an admission, a pair-only window).",
-    )
-
-    @model_validator(mode="after")
-    def _one_kind_of_candidate(self) -> Mode:
-        if (self.candidate is None) == (not self.candidates):
-            raise ValueError("a mode names its candidate role, or (a many-arm window) its candidates, not both")
-        if self.candidates and (len(set(self.candidates)) != len(self.candidates) or self.control in self.candidates):
-            raise ValueError("a many-arm mode's candidates are distinct roles, none of them the control")
-        if self.candidates and not 2 <= len(self.candidates) <= 8:
-            raise ValueError(f"a many-arm mode has 2 to 8 candidates, not {len(self.candidates)}")
-        return self
-
-    @property
-    def arms(self) -> tuple[str, ...]:
-        """Its candidate roles: one for a two-arm window."""
-        return tuple(self.candidates) if self.candidates else (self.candidate or "",)
-
-    @property
-    def roles(self) -> tuple[str, ...]:
-        """Every role its windows launch, the control first (once, for an A/A mode)."""
-        return tuple(dict.fromkeys((self.control, *self.arms)))
-
-    @property
-    def many(self) -> bool:
-        """Whether it is a many-arm mode."""
-        return bool(self.candidates)
 
 
 class Family(StrictModel):
@@ -285,6 +234,12 @@ class Plan(StrictModel):
     secrets: SecretsSettings = Field(
         default_factory=SecretsSettings, description="More secret names and flags (docs/security.md)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sweeps(cls, data: Any) -> Any:
+        """Each mode's sweep made into its roles and candidates before any table is read."""
+        return expand_sweeps(data)
 
     @field_validator("hosts", "roles", "modes", "families", "cells")
     @classmethod

@@ -13,7 +13,7 @@ from fairwin.decision import RuleSpec
 from fairwin.errors import PlanError
 from fairwin.plan.diagnostics import GreedySettings
 from fairwin.plan.loading import LoadedPlan, Prompt
-from fairwin.plan.models import REGISTERED_MODES, Mode
+from fairwin.plan.modes import REGISTERED_MODES, Mode
 from fairwin.rows import BRACKET_STARTS, Kind, order_kinds, round_orders
 
 

@@ -6,7 +6,7 @@ from fairwin.decision import RuleSpec
 from fairwin.gates.budget import render_table
 from fairwin.gates.estimate import TimeEstimate
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import Mode
+from fairwin.plan.modes import Mode
 from fairwin.plan.schedule import waves_for, window_starts
 
 

@@ -23,7 +23,8 @@ from fairwin.gates.refusal import refuse
 from fairwin.launch.scheduling import check_cpus_exist
 from fairwin.launch.spec import LaunchSpec, make_spec
 from fairwin.plan.loading import LoadedPlan
-from fairwin.plan.models import Mode, Plan
+from fairwin.plan.models import Plan
+from fairwin.plan.modes import Mode
 from fairwin.plan.schedule import resolve_mode
 from fairwin.plan.site import Site
 from fairwin.production.runtime_checks import check_declared_env, check_speculative
