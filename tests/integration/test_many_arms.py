@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PlanFactory, sim_role
+from tests.conftest import PlanFactory, sim_role, to_toml
 from tests.integration.helpers import fairwin, only_window, processes_with, status
 from tests.integration.production import killed_inside, production_plan, start_run
 from tests.integration.test_window_sim import STARVATION_PROOF_CELLS
@@ -77,6 +77,28 @@ def test_a_many_arm_window_drops_what_it_settles_and_names_the_best(make_plan: P
     assert status(window)["state"] == "complete" and processes_with("arms-best") == []
     replayed = fairwin("decide", str(window))
     assert "recomputed: identical to the recorded decision (WIN)" in replayed.stdout + replayed.stderr
+    # The promotion gate promotes the best WIN: its cells are the decision's, and the receipt names it.
+    policy = plan.parent / "promote.toml"
+    rule = {"id": decision["rule_id"], "sha256": decision["rule_sha256"]}
+    policy.write_text(
+        to_toml(
+            {
+                "promote": {
+                    "rules": [rule],
+                    "mode": "tune",
+                    "require_qualification": False,
+                    "require_rehearsal": False,
+                    "require_greedy": False,
+                    "require_restored": False,
+                    "require_metrics": ["pooled_rate_tps"],
+                    "accept_unjudged_guards": ["accepted_per_round"],  # the control does not speculate
+                }
+            }
+        )
+    )
+    promoted = fairwin("promote", "check", str(window), "--policy", str(policy))
+    assert promoted.returncode == 0 and promoted.stdout.splitlines()[0] == "ALLOWED", promoted.stdout
+    assert json.loads((window / "promotion.json").read_text())["candidate"] == "B1"
 
 
 def test_a_many_arm_window_the_budget_cannot_hold_is_refused_naming_how_many_candidates_would_fit(
