@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -285,3 +287,15 @@ def plan_factory(tmp_path: Path) -> PlanFactory:
         return path
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def boundaries_tool() -> Any:
+    """tools/sequential_boundaries.py, loaded as a module: how the registered rules' look levels were computed."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "sequential_boundaries.py"
+    spec = importlib.util.spec_from_file_location("sequential_boundaries", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules["sequential_boundaries"] = tool
+    spec.loader.exec_module(tool)
+    return tool

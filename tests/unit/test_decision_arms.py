@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import collections
-import importlib.util
 import math
-import sys
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,8 +15,6 @@ from fairwin.decision.arms_audit import ArmsNoise, arms_audit, simulated_window
 from fairwin.decision.arms_rounds import run_rounds
 from fairwin.decision.registry import RULES, WIN_ARMS_V1
 from fairwin.rows import DecisionRow, round_orders, williams_rows
-
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "sequential_boundaries.py"
 
 
 def rows_of(plan: list[tuple[str | None, float]], repeats: int = 3, cell: str = "c") -> list[DecisionRow]:
@@ -96,12 +92,8 @@ def test_the_registered_rule_holds_two_to_eight_candidates_and_its_own_sha256() 
 
 
 @pytest.mark.slow  # about 20 s: scipy's multivariate normal, integrated a dozen times
-def test_the_registered_levels_are_the_spending_functions() -> None:
-    spec = importlib.util.spec_from_file_location("sequential_boundaries", TOOL)
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    sys.modules["sequential_boundaries"] = tool
-    spec.loader.exec_module(tool)
+def test_the_registered_levels_are_the_spending_functions(boundaries_tool: Any) -> None:
+    tool = boundaries_tool
     rounds = WIN_ARMS_V1.rounds
     assert rounds is not None and WIN_ARMS_V1.win_levels is not None
     information = tool.round_information(rounds)

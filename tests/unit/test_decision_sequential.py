@@ -3,9 +3,6 @@ settled; v2 pools the archive's spread on half its degrees of freedom."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +26,6 @@ from fairwin.decision.sequential import look_points, rule_at_look
 from fairwin.rows import order_kinds
 
 METRICS = ("pooled_rate_tps", "accepted_per_round", "decode_tps", "ms_per_round", "ttft_s")
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "sequential_boundaries.py"
 
 
 def window_rows(
@@ -87,12 +83,8 @@ def test_every_parameter_of_the_stopping_is_in_the_sha256() -> None:
 
 
 @pytest.mark.slow  # about 20 s: scipy's multivariate normal, integrated some forty times
-def test_the_registered_levels_are_the_spending_functions() -> None:
-    spec = importlib.util.spec_from_file_location("sequential_boundaries", TOOL)
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    sys.modules["sequential_boundaries"] = tool
-    spec.loader.exec_module(tool)
+def test_the_registered_levels_are_the_spending_functions(boundaries_tool: Any) -> None:
+    tool = boundaries_tool
     looks = WIN2_SEQ_V1.looks
     assert looks is not None
     assert tool.levels(looks, 0.025, "pocock") == pytest.approx(WIN2_SEQ_V1.look_levels, abs=2e-6)
