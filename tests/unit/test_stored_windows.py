@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fairwin.verdict.stored import decide_window, rounding_difference
+from fairwin.verdict.recomputed import rounding_difference
+from fairwin.verdict.stored import decide_window
 
 STORED = Path(__file__).resolve().parents[1] / "fixtures" / "windows"
 

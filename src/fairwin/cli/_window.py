@@ -22,6 +22,21 @@ if TYPE_CHECKING:
     from fairwin.window.progress import Listener
 
 
+def _chain_arguments(window: argparse.ArgumentParser) -> None:
+    chained = window.add_mutually_exclusive_group()
+    chained.add_argument(
+        "--chain",
+        action="store_true",
+        help="leave production down for the next window of a chain (placeholders hold the hardware; docs/chain.md)",
+    )
+    chained.add_argument("--chain-last", action="store_true", help="the chain's last window: restore production")
+    window.add_argument(
+        "--chain-production",
+        help="production's new capture (`fairwin production snapshot`) when its "
+        "declaration changed since the chain left it down",
+    )
+
+
 def add_parsers(commands: Commands) -> None:
     window = commands.add_parser(
         "run", help="run one window: control and candidate take turns, as many starts as the rule registers"
@@ -56,18 +71,7 @@ def add_parsers(commands: Commands) -> None:
         type=int,
         help="a many-arm window: the seed of its rounds' orders, to repeat a window's (default: drawn; window.json)",
     )
-    chained = window.add_mutually_exclusive_group()
-    chained.add_argument(
-        "--chain",
-        action="store_true",
-        help="leave production down for the next window of a chain (placeholders hold the hardware; docs/chain.md)",
-    )
-    chained.add_argument("--chain-last", action="store_true", help="the chain's last window: restore production")
-    window.add_argument(
-        "--chain-production",
-        help="production's new capture (`fairwin production snapshot`) when its "
-        "declaration changed since the chain left it down",
-    )
+    _chain_arguments(window)
     window.set_defaults(func=run)
     recovery = commands.add_parser(
         "recover", help="after fairwin died: stop the window's servers, give production back, mark it interrupted"

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairwin.decision.inputs import ArchiveNoise
-from fairwin.decision.paired import t_quantile
+from fairwin.decision.inputs import ArchiveNoise, WindowContext
+from fairwin.decision.paired import Estimate, t_quantile
 from fairwin.decision.procedures import PlannedError, launch_error, pooled_tau2
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
@@ -165,3 +165,55 @@ def arms_planned_error(rule: RuleSpec, noise: ArchiveNoise | None) -> PlannedErr
         return None
     rounds = rule.rounds[-1]
     return launch_error(noise, 2.0 / rounds, float(3 * rounds - 4), rule.archive_df_share)
+
+
+def arm_estimate(
+    table: ArmsTable, fit: ArmsFit, candidate: str, metric: str, level: float, eq: float | None
+) -> Estimate:
+    """One candidate's effect on ``metric`` as the decision states it: per repeat, the mean of the control's starts
+    and of the candidate's, and the fit's point and interval at ``level`` (and the equivalence interval at ``eq``)."""
+    values = table.matrix(metric)
+    control = values[[arm is None for arm in table.arms]].mean(axis=0)
+    treated = values[[arm == candidate for arm in table.arms]].mean(axis=0)
+    point, low, high = fit.interval(candidate, level)
+    eq_low, eq_high = fit.interval(candidate, eq)[1:] if eq is not None else (None, None)
+    return Estimate(
+        metric=metric,
+        method="arms",
+        n=len(table.repeats),
+        control=control.tolist(),
+        candidate=treated.tolist(),
+        deltas=(treated - control).tolist(),
+        control_mean=float(control.mean()),
+        candidate_mean=float(treated.mean()),
+        point_pct=point,
+        ci_low_pct=low,
+        ci_high_pct=high,
+        confidence=level,
+        df=fit.df,
+        equivalence_low_pct=eq_low,
+        equivalence_high_pct=eq_high,
+        equivalence_confidence=eq,
+        launch_cv_pct=100.0 * float(np.sqrt(fit.tau2(None, candidate))),
+    )
+
+
+def control_spread(table: ArmsTable, metric: str) -> list[float]:
+    """Per repeat, how far the control's starts disagree: (max - min) / mean, in % (none with one control start)."""
+    if table.missing(metric):
+        return []
+    values = table.matrix(metric)[[arm is None for arm in table.arms]]
+    if len(values) < 2:
+        return []
+    return [float(x) for x in 100.0 * np.ptp(values, axis=0) / values.mean(axis=0)]
+
+
+def fit_metric(table: ArmsTable, metric: str, rule: RuleSpec, context: WindowContext) -> ArmsFit | str:
+    """The fit of one metric, or why it cannot be made (the metric unobserved somewhere, a value <= 0, no degree of
+    freedom left)."""
+    if table.missing(metric):
+        return f"{metric} unobserved in some start of {table.cell}"
+    try:
+        return fit_arms(table, metric, context.noise(table.cell, metric), rule.archive_df_share)
+    except ValueError as exc:
+        return str(exc)

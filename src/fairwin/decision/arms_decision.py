@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from fairwin.decision.arms import ArmsFit, ArmsTable, arrange_arms, fit_arms
+from fairwin.decision.arms import ArmsFit, ArmsTable, arm_estimate, arrange_arms, control_spread, fit_metric
 from fairwin.decision.arms_rounds import (
     CellState,
     Judged,
@@ -32,7 +30,7 @@ from fairwin.decision.document import (
     Ranking,
 )
 from fairwin.decision.inputs import DecisionRow, WindowContext
-from fairwin.decision.paired import Estimate, Verdict, verdict_for
+from fairwin.decision.paired import Verdict, verdict_for
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import check_validity
 
@@ -49,33 +47,6 @@ CELL_VERDICTS: dict[CellState, Verdict] = {
 RANKING_CONFIDENCE = 0.95
 
 
-def _estimate(table: ArmsTable, fit: ArmsFit, candidate: str, metric: str, level: float, eq: float | None) -> Estimate:
-    values = table.matrix(metric)
-    control = values[[arm is None for arm in table.arms]].mean(axis=0)
-    treated = values[[arm == candidate for arm in table.arms]].mean(axis=0)
-    point, low, high = fit.interval(candidate, level)
-    eq_low, eq_high = fit.interval(candidate, eq)[1:] if eq is not None else (None, None)
-    return Estimate(
-        metric=metric,
-        method="arms",
-        n=len(table.repeats),
-        control=control.tolist(),
-        candidate=treated.tolist(),
-        deltas=(treated - control).tolist(),
-        control_mean=float(control.mean()),
-        candidate_mean=float(treated.mean()),
-        point_pct=point,
-        ci_low_pct=low,
-        ci_high_pct=high,
-        confidence=level,
-        df=fit.df,
-        equivalence_low_pct=eq_low,
-        equivalence_high_pct=eq_high,
-        equivalence_confidence=eq,
-        launch_cv_pct=100.0 * float(np.sqrt(fit.tau2(None, candidate))),
-    )
-
-
 def _metric(
     table: ArmsTable, fit: ArmsFit | str, candidate: str, metric: str, rule: RuleSpec, level: float, verdict: Verdict
 ) -> MetricResult:
@@ -84,7 +55,7 @@ def _metric(
         return MetricResult(
             metric=metric, higher_is_better=higher, verdict="INCONCLUSIVE", estimate=None, reasons=[fit]
         )
-    estimate = _estimate(table, fit, candidate, metric, level, None)
+    estimate = arm_estimate(table, fit, candidate, metric, level, None)
     said = f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}] (arms)"
     return MetricResult(metric=metric, higher_is_better=higher, verdict=verdict, estimate=estimate, reasons=[said])
 
@@ -98,7 +69,7 @@ def _cell(
     primary = fits.by_metric[rule.primary]
     primary_result = _metric(table, primary, candidate, rule.primary, rule, levels.win, verdict)
     if isinstance(primary, ArmsFit):
-        estimate = _estimate(table, primary, candidate, rule.primary, levels.win, levels.equivalence)
+        estimate = arm_estimate(table, primary, candidate, rule.primary, levels.win, levels.equivalence)
         primary_result = primary_result.model_copy(update={"estimate": estimate, "reasons": [judged.reasons[0]]})
     guards = []
     for metric in rule.guards:
@@ -106,14 +77,14 @@ def _cell(
         if isinstance(fit, str):
             guards.append(GuardResult(metric=metric, failed=None, detail=fit))
             continue
-        estimate = _estimate(table, fit, candidate, metric, levels.guard, None)
+        estimate = arm_estimate(table, fit, candidate, metric, levels.guard, None)
         failed = any(line.startswith(f"guard {metric} ") for line in judged.guards_failed)
         detail = f"{metric} {estimate.point_pct:+.2f} % [{estimate.ci_low_pct:+.2f}, {estimate.ci_high_pct:+.2f}]"
         guards.append(GuardResult(metric=metric, failed=failed, detail=detail, estimate=estimate))
     reported = []
     for metric in rule.reported:
-        found = _metric(table, fits_at_metric(table, metric, rule, context), candidate, metric, rule, rule.confidence,
-                        "NEUTRAL")  # fmt: skip
+        fit = fit_metric(table, metric, rule, context)
+        found = _metric(table, fit, candidate, metric, rule, rule.confidence, "NEUTRAL")
         if found.estimate is not None:
             found = found.model_copy(
                 update={"verdict": verdict_for(found.estimate, rule.bar_pct, found.higher_is_better)}
@@ -132,30 +103,11 @@ def _cell(
         noise=Noise(
             metric=rule.primary,
             bar_pct=rule.bar_pct,
-            off_off_spread_pct=_control_spread(table, rule.primary),
+            off_off_spread_pct=control_spread(table, rule.primary),
             archive=context.noise(table.cell, rule.primary),
             notes=[],
         ),
     )
-
-
-def _control_spread(table: ArmsTable, metric: str) -> list[float]:
-    """Per repeat, how far the control's starts disagree: (max - min) / mean, in % (none with one control start)."""
-    if table.missing(metric):
-        return []
-    values = table.matrix(metric)[[arm is None for arm in table.arms]]
-    if len(values) < 2:
-        return []
-    return [float(x) for x in 100.0 * np.ptp(values, axis=0) / values.mean(axis=0)]
-
-
-def fits_at_metric(table: ArmsTable, metric: str, rule: RuleSpec, context: WindowContext) -> ArmsFit | str:
-    if table.missing(metric):
-        return f"{metric} unobserved in some start of {table.cell}"
-    try:
-        return fit_arms(table, metric, context.noise(table.cell, metric), rule.archive_df_share)
-    except ValueError as exc:
-        return str(exc)
 
 
 def _arm(candidate: str, found: Rounds, tables: dict[str, ArmsTable], rule: RuleSpec, context: WindowContext) -> Arm:
@@ -201,32 +153,44 @@ def _arm(candidate: str, found: Rounds, tables: dict[str, ArmsTable], rule: Rule
     )
 
 
+def _ranked(
+    best: str | None, runner_up: str | None, difference: tuple[float, float, float] | None, line: str
+) -> Ranking:
+    separated = difference[1] > 0 if difference is not None else None
+    return Ranking(
+        best=best,
+        runner_up=runner_up,
+        difference_pct=difference,
+        confidence=RANKING_CONFIDENCE,
+        separated=separated,
+        line=line,
+    )
+
+
 def _ranking(arms: Sequence[Arm], tables: dict[str, ArmsTable], rule: RuleSpec, context: WindowContext) -> Ranking:
     """The best WIN by its point in the first deciding cell, over every start the window ran."""
     wins = [a.candidate for a in arms if a.verdict == "WIN"]
     table = next(t for cell, t in tables.items() if cell not in context.reported)
-    fit = fits_at_metric(table, rule.primary, rule, context)
+    fit = fit_metric(table, rule.primary, rule, context)
     higher = rule.higher_is_better(rule.primary)
-    if not wins or isinstance(fit, str):
-        return Ranking(best=None, runner_up=None, difference_pct=None, confidence=RANKING_CONFIDENCE, separated=None,
-                       line="no candidate WINs")  # fmt: skip
+    if not wins:
+        return _ranked(None, None, None, "no candidate WINs")
+    if isinstance(fit, str):
+        return _ranked(None, None, None, f"the WINs ({', '.join(wins)}) cannot be ranked over every start: {fit}")
     ranked = sorted(wins, key=lambda c: -signed(fit.interval(c, RANKING_CONFIDENCE), higher)[0])
     best = ranked[0]
     point = signed(fit.interval(best, RANKING_CONFIDENCE), higher)[0]
     if len(ranked) == 1:
-        return Ranking(best=best, runner_up=None, difference_pct=None, confidence=RANKING_CONFIDENCE, separated=None,
-                       line=f"{best} is the only candidate that WINs ({point:+.2f} %)")  # fmt: skip
+        return _ranked(best, None, None, f"{best} is the only candidate that WINs ({point:+.2f} %)")
     runner_up = ranked[1]
     difference = signed(fit.difference(best, runner_up, RANKING_CONFIDENCE), higher)
-    separated = difference[1] > 0
     shown = f"{difference[0]:+.2f} % [{difference[1]:+.2f}, {difference[2]:+.2f}] (95%)"
     line = (
         f"{best} is best ({point:+.2f} %), separated from {runner_up}: {shown}"
-        if separated
+        if difference[1] > 0
         else f"{best} is ahead ({point:+.2f} %) but not separated from {runner_up}: {shown} includes 0"
     )
-    return Ranking(best=best, runner_up=runner_up, difference_pct=difference, confidence=RANKING_CONFIDENCE,
-                   separated=separated, line=line)  # fmt: skip
+    return _ranked(best, runner_up, difference, line)
 
 
 def _look(found: Rounds, index: int, rule: RuleSpec) -> ArmLook:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fairwin.decision.arms import ArmsFit, ArmsTable, fit_arms
+from fairwin.decision.arms import ArmsFit, ArmsTable, fit_metric
 from fairwin.decision.inputs import WindowContext
 from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import check_validity
@@ -80,16 +80,8 @@ class Fits:
 
 
 def fits_at(table: ArmsTable, rule: RuleSpec, context: WindowContext) -> Fits:
-    found: dict[str, ArmsFit | str] = {}
-    for metric in (rule.primary, *rule.guards):
-        if table.missing(metric):
-            found[metric] = f"{metric} unobserved in some start of {table.cell}; {rule.id} needs it"
-            continue
-        try:
-            found[metric] = fit_arms(table, metric, context.noise(table.cell, metric), rule.archive_df_share)
-        except ValueError as exc:
-            found[metric] = str(exc)
-    return Fits(table, found)
+    """The primary's fit and each guard's, over the table's starts."""
+    return Fits(table, {metric: fit_metric(table, metric, rule, context) for metric in (rule.primary, *rule.guards)})
 
 
 def signed(found: tuple[float, float, float], higher: bool) -> tuple[float, float, float]:

@@ -63,8 +63,18 @@ class CellDecision(Frozen):
     @classmethod
     def unjudged(cls, cell: str, decides: bool, reasons: list[str], validity: Validity | None = None) -> CellDecision:
         """INCONCLUSIVE, with why and nothing estimated."""
-        return cls(cell=cell, decides=decides, verdict="INCONCLUSIVE", reasons=reasons, validity=validity,
-                   primary=None, guards=[], reported=[], checklist_literal=None, noise=None)  # fmt: skip
+        return cls(
+            cell=cell,
+            decides=decides,
+            verdict="INCONCLUSIVE",
+            reasons=reasons,
+            validity=validity,
+            primary=None,
+            guards=[],
+            reported=[],
+            checklist_literal=None,
+            noise=None,
+        )
 
 
 class SealedInputs(Frozen):

@@ -13,8 +13,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
-from fairwin.decision import RULES, RuleSpec, get_rule
-from fairwin.decision.registry import WIN_ARMS_V1
+from fairwin.decision import RuleSpec
 from fairwin.errors import InputError
 from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain_settings import ChainSettings
@@ -23,7 +22,7 @@ from fairwin.plan.cpus import CpuList
 from fairwin.plan.custody import CustodySettings
 from fairwin.plan.diagnostics import Diagnostics
 from fairwin.plan.hosts import Host
-from fairwin.plan.modes import REGISTERED_MODES, Mode, expand_sweeps
+from fairwin.plan.modes import REGISTERED_MODES, Mode, expand_sweeps, mode_rule
 from fairwin.plan.production import ProductionSettings
 from fairwin.plan.roles import SHA256_RE, Role
 from fairwin.plan.secrets import SecretsSettings
@@ -368,23 +367,8 @@ class Plan(StrictModel):
         return next(name for name, cell in self.cells.items() if cell.decision)
 
     def rule_for(self, mode_name: str, mode: Mode | None = None) -> RuleSpec:
-        """The registered rule that decides a mode's windows: the mode's own, else window.rule, else the default
-        for its kind (win-arms-v1 for a many-arm mode). InputError names a rule of the wrong kind."""
-        mode = mode or self.all_modes()[mode_name]
-        named = mode.rule or self.window.rule
-        rule = get_rule(named if (named is not None or not mode.many) else WIN_ARMS_V1.id)
-        if mode.many and rule.kind != "arms":
-            raise InputError(
-                f"mode {mode_name} has {len(mode.candidates)} candidates; {rule.id} decides one candidate: name a "
-                f"many-arm rule ({', '.join(r for r, spec in RULES.items() if spec.kind == 'arms')}) in "
-                f"modes.{mode_name}.rule"
-            )
-        if not mode.many and rule.kind == "arms":
-            raise InputError(
-                f"mode {mode_name} has one candidate; {rule.id} decides several: list them in "
-                f"modes.{mode_name}.candidates, or name a two-arm rule in modes.{mode_name}.rule"
-            )
-        return rule
+        """The registered rule that decides a mode's windows (plan/modes.py's :func:`mode_rule`)."""
+        return mode_rule(mode_name, mode or self.all_modes()[mode_name], self.window.rule)
 
     def all_modes(self) -> dict[str, Mode]:
         """Declared modes plus the registered defaults whose roles this plan declares."""

@@ -12,6 +12,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from fairwin.decision import RULES, RuleSpec, get_rule
+from fairwin.decision.registry import WIN_ARMS_V1
+from fairwin.errors import InputError
 from fairwin.plan.base import NAME_RE, StrictModel
 
 #: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
@@ -114,3 +117,22 @@ def expand_sweeps(data: Any) -> Any:
             arms.append(arm)
         modes[name] = {**mode, "candidates": arms}
     return {**data, "roles": roles, "modes": modes}
+
+
+def mode_rule(mode_name: str, mode: Mode, window_rule: str | None) -> RuleSpec:
+    """The registered rule that decides a mode's windows: the mode's own, else ``window.rule``, else the default
+    for its kind (win-arms-v1 for a many-arm mode). InputError names a rule of the other kind."""
+    named = mode.rule or window_rule
+    rule = get_rule(named if (named is not None or not mode.many) else WIN_ARMS_V1.id)
+    if mode.many and rule.kind != "arms":
+        raise InputError(
+            f"mode {mode_name} has {len(mode.candidates)} candidates; {rule.id} decides one candidate: name a "
+            f"many-arm rule ({', '.join(r for r, spec in RULES.items() if spec.kind == 'arms')}) in "
+            f"modes.{mode_name}.rule"
+        )
+    if not mode.many and rule.kind == "arms":
+        raise InputError(
+            f"mode {mode_name} has one candidate; {rule.id} decides several: list them in "
+            f"modes.{mode_name}.candidates, or name a two-arm rule in modes.{mode_name}.rule"
+        )
+    return rule

@@ -81,11 +81,9 @@ class Evidence:
 
     @property
     def candidate(self) -> str | None:
-        """The role a promotion promotes: a many-arm window's best WIN (its cells are the decision's), else the
-        window's candidate."""
-        if self.decision is not None and self.decision.arms is not None:
-            return self.decision.arms.ranking.best
-        return self.manifest.candidate_role
+        """The role promoted: a many-arm window's best WIN (its cells are the decision's), else its candidate."""
+        arms = self.decision.arms if self.decision is not None else None
+        return arms.ranking.best if arms is not None else self.manifest.candidate_role
 
     @property
     def commit(self) -> str | None:

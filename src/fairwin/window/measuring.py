@@ -128,7 +128,8 @@ class Measuring:
         elapsed = time.monotonic() - self.state.opened_at
         if self.rule.rounds:
             found_round = round_look(self.loaded, self.context.window, self.deciding())
-            return go_on_or_stop_rounds(found_round, after, self.starts, self.budget, elapsed, self.loaded)
+            limits = self.loaded.plan.budget
+            return go_on_or_stop_rounds(found_round, after, self.starts, self.budget, elapsed, limits)
         found = look_now(self.loaded, self.context.window, self.deciding())
         if found is None:
             return None

@@ -18,6 +18,7 @@ from fairwin.directory.layout import WindowDir
 from fairwin.directory.window_records import WindowRecords
 from fairwin.gates.budget import next_pair_refused
 from fairwin.plan.loading import LoadedPlan
+from fairwin.plan.models import BudgetSettings
 from fairwin.plan.schedule import StartSpec
 from fairwin.verdict.stored import Deciding, window_context
 from fairwin.window.looks import LookEnd
@@ -79,7 +80,7 @@ def go_on_or_stop_rounds(
     planned: Sequence[StartSpec],
     budget: BudgetEstimate,
     elapsed_s: float,
-    loaded: LoadedPlan,
+    limits: BudgetSettings,
 ) -> RoundResult:
     """Stop when every candidate is settled (or nothing can be decided: fail closed); else when the next round, its
     candidates still in play and the control, would not fit the budget."""
@@ -90,7 +91,7 @@ def go_on_or_stop_rounds(
     if not open_:
         return RoundResult(look, verdict, "decided")
     upcoming = next_round(planned, after, open_)
-    return RoundResult(look, verdict, next_pair_refused(budget, upcoming, look.after, elapsed_s, loaded.plan.budget))
+    return RoundResult(look, verdict, next_pair_refused(budget, upcoming, look.after, elapsed_s, limits))
 
 
 def next_round(planned: Sequence[StartSpec], after: int, in_play: Collection[str]) -> list[StartSpec]:
