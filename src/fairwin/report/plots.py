@@ -48,9 +48,12 @@ def png(figure: Figure) -> bytes:
 
 def _interval_axes(axes: Any, points: Sequence[tuple[str, list[float] | None]], bar_pct: float, title: str) -> None:
     """Horizontal intervals (point, low, high) % against zero and the ± bar."""
-    for row, (label, effect) in enumerate(points):
+    for row, (_, effect) in enumerate(points):
         if effect is None:
-            axes.text(0, row, f"{label}: not measured", va="center", ha="center", fontsize=8)
+            # Just inside the left edge (axes coordinates across, data rows down): clear of the row's label.
+            axes.text(
+                0.01, row, "not measured", va="center", ha="left", fontsize=8, transform=axes.get_yaxis_transform()
+            )
             continue
         point, low, high = effect
         axes.errorbar([point], [row], xerr=[[point - low], [high - point]], fmt="o", color=CANDIDATE, capsize=5)
