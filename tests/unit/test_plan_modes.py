@@ -93,3 +93,22 @@ def test_a_many_arm_window_plans_every_arm_every_round_and_looks_after_each_roun
     assert [sorted(s.role for s in starts if s.round == r) for r in range(1, 6)] == [["A", "B", "C", "D"]] * 5
     assert round_ends(starts) == {1: 4, 2: 8, 3: 12, 4: 16, 5: 20}
     assert starts == window_starts(loaded.plan.all_modes()["tune"], rule, seed=11)  # the seed repeats them
+
+
+def test_a_many_arm_windows_estimate_names_each_start_as_its_seed_will_run_it(make_plan: PlanFactory) -> None:
+    from fairwin.gates.estimate import estimate
+
+    roles = {"A": sim_role("--ms-per-round", "2"), "B": sim_role(startup_timeout_s=30), "C": sim_role()}
+    plan = make_plan(roles=roles, window={"rule": None}, modes={"tune": {"control": "A", "candidates": ["B", "C"]}})
+    loaded = load_plan(plan)
+    mode, rule = loaded.plan.all_modes()["tune"], loaded.plan.rule_for("tune")
+    orders = {seed: [s.role for s in window_starts(mode, rule, seed=seed)] for seed in (0, 3, 11)}
+    assert orders[3] != orders[0] and orders[11] != orders[0]  # else the estimate's default order would pass too
+    for seed in (3, 11):
+        found = estimate(loaded, "tune", mode, round_seed=seed)
+        assert [(cost.start, cost.role) for cost in found.starts] == [
+            (start.name, start.role) for start in window_starts(mode, rule, seed=seed)
+        ]
+    assert estimate(loaded, "tune", mode, round_seed=3).measurement_end_s == pytest.approx(
+        estimate(loaded, "tune", mode, round_seed=11).measurement_end_s
+    )  # every round holds every arm: the order moves costs between names, not the total

@@ -108,10 +108,16 @@ def _median(values: list[float] | None) -> float | None:
 
 
 def estimate(
-    loaded: LoadedPlan, mode_name: str, mode: Mode, calibration: Calibration | None = None, archive_starts: int = 0
+    loaded: LoadedPlan,
+    mode_name: str,
+    mode: Mode,
+    calibration: Calibration | None = None,
+    archive_starts: int = 0,
+    round_seed: int = 0,
 ) -> TimeEstimate:
     """``archive_starts``: the fewest archived control starts of a deciding cell (a sequential rule's first look
-    comes after 3 starts only with enough of them)."""
+    comes after 3 starts only with enough of them); ``round_seed``: a many-arm window's, so that each start's
+    estimate is named as the window will run it (a round costs the same in any order)."""
     plan, budget = loaded.plan, loaded.plan.budget
     rule = plan.rule_for(mode_name, mode)
     found = calibration or Calibration()
@@ -121,7 +127,7 @@ def estimate(
     # The warm-up stream, then at most warmup_waves_max uncounted waves of the first decision cell.
     warmup = stream_seconds(loaded, shortest.prompt_tokens, plan.window.warmup_max_tokens)
     warmup += plan.window.warmup_waves_max * one_wave[plan.first_decision_cell]
-    schedule = window_starts(mode, rule)[: budget.max_starts]  # the budget may stop it sooner
+    schedule = window_starts(mode, rule, seed=round_seed)[: budget.max_starts]  # the budget may stop it sooner
     if rule.rounds:  # a many-arm window first looks after its rule's first round to look at
         first_look = round_ends(schedule).get(rule.rounds[0], len(schedule))
     else:

@@ -101,6 +101,7 @@ class GateReading:
     inputs: GateInputs
     output_dir: Path
     archive_starts: int = 0  # the fewest archived control starts of a deciding cell (a sequential rule's first look)
+    round_seed: int = 0  # a many-arm window's rounds' orders: its starts' names and roles, estimated as they run
 
     @cached_property
     def repo(self) -> Path:
@@ -133,7 +134,7 @@ class GateReading:
     @cached_property
     def estimate(self) -> TimeEstimate:
         found = calibrate(self.output_dir)
-        return estimate(self.loaded, self.mode_name, self.mode, found, self.archive_starts)
+        return estimate(self.loaded, self.mode_name, self.mode, found, self.archive_starts, self.round_seed)
 
     @property
     def artifacts(self) -> dict[str, str] | None:

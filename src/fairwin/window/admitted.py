@@ -27,7 +27,7 @@ from fairwin.telemetry.cap import planned_cap
 from fairwin.telemetry.gpu import GpuSource
 from fairwin.telemetry.hold_clocks import ClockWatch
 from fairwin.window.options import RunOptions
-from fairwin.window.preflight import Preflight, first_look_archive, preflight
+from fairwin.window.preflight import Preflight, draw_round_seed, first_look_archive, preflight
 
 
 @dataclass
@@ -86,14 +86,32 @@ class Admission:
     @cached_property
     def gates(self) -> GateReading:
         checked, options = self.checked, self.options
-        return GateReading(self.loaded, self.mode_name, checked.mode, options.gates, self.out, self.archive_starts)
+        seed = self.round_seed or 0
+        return GateReading(
+            self.loaded, self.mode_name, checked.mode, options.gates, self.out, self.archive_starts, seed
+        )
+
+    @cached_property
+    def round_seed(self) -> int | None:
+        """A many-arm window's seed of its rounds' orders, drawn once (or as asked): the budget estimates the starts
+        as they will run."""
+        if not self.checked.mode.many:
+            return None
+        return self.options.round_seed if self.options.round_seed is not None else draw_round_seed()
 
     @cached_property
     def gate_summary(self) -> GateSummary:
         """What window.json keeps of the gates (and of the checkouts, read on their hosts)."""
         summary = gate_summary(self.gates)
         if self.archive_starts != self.gates.archive_starts:  # the cap read on its host moved the first look
-            found = estimate(self.loaded, self.mode_name, self.checked.mode, calibrate(self.out), self.archive_starts)
+            found = estimate(
+                self.loaded,
+                self.mode_name,
+                self.checked.mode,
+                calibrate(self.out),
+                self.archive_starts,
+                self.round_seed or 0,
+            )
             summary.budget = budget_estimate(found)
         if self.checkouts:
             summary.checkouts = self.checkouts

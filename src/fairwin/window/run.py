@@ -31,7 +31,7 @@ from fairwin.telemetry.cap import production_caps
 from fairwin.telemetry.watched_hosts import window_gpus
 from fairwin.window.admission import Admission, RunOptions, WindowOptions, admit
 from fairwin.window.machine import Window, WindowResult
-from fairwin.window.preflight import draw_order, draw_round_seed, preflight_power
+from fairwin.window.preflight import draw_order, preflight_power
 from fairwin.window.state import Custody, Fixed
 
 __all__ = ["Window", "WindowOptions", "WindowResult", "open_window", "run_window"]
@@ -67,7 +67,7 @@ async def open_admitted(admitted: Admission) -> Window:
     found = chain.found if chain is not None else None
     chosen_order = options.order or chained_order(checked.rule, found) or draw_order(checked.rule)
     directory, hardware = _locked_directory(admitted)
-    seed = (options.round_seed if options.round_seed is not None else draw_round_seed()) if checked.mode.many else None
+    seed = admitted.round_seed
     starts = window_starts(checked.mode, checked.rule, chosen_order, seed or 0)
     return Window(
         admission=admitted,
