@@ -38,14 +38,16 @@ class Opening(WindowState):
         self.measured.opened_at = time.monotonic()
         shutil.copyfile(self.loaded.path, self.directory.plan_copy)
         write_record(self.directory.manifest, self._manifest())
-        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({self.fixed.order})")
+        seed = self.fixed.round_seed
+        order = self.fixed.order if seed is None else f"the rounds' orders drawn by seed {seed}"
+        self.say(f"window {self.directory.window_id} opened at {self.directory.path} ({order})")
         self.feed.opened(
             self.directory.path,
             self.fixed.order,
             self.fixed.starts,
             self.gate_summary.budget,
             sum(len(waves) for waves in self.context.schedule.values()),
-            self.checked.rule.looks_taken(self.archive_starts) if self.checked.rule.looks else (),
+            self.measuring.looks,  # a sequential rule's looks; a many-arm window's, at the end of its rounds
         )
         # Into the journal too: what a recovery restores is the declaration as it was when the window opened.
         return OpenEnd(
