@@ -9,6 +9,7 @@
 #   the docker CLI            (docker.io)               the same container roles driven through podman's
 #                                                       Docker-compatible socket
 #   openssl                   (openssl)                 a throwaway certificate for the TLS transport test
+#   Slurm and munge           (slurm-wlm, munge)        a throwaway cluster of two nodes on this machine
 # One that cannot be installed where this machine could install it (root, with apt-get) fails this script with
 # one line naming the packages and apt-get's last word: a component that failed to install fails the suite.
 # Where the machine cannot (not root, no apt-get), it says so, and the tests that need one skip saying why
@@ -25,6 +26,8 @@ have runc || need+=(runc)
 have tmux || need+=(tmux)
 have docker || need+=(docker.io)
 have openssl || need+=(openssl)
+have slurmctld && have slurmd && have sbatch || need+=(slurm-wlm)
+have munged || need+=(munge)
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi

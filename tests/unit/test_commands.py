@@ -79,3 +79,38 @@ def test_a_shell_command_here_is_run_by_sh_through_the_seam() -> None:
     with using(fake):
         assert asyncio.run(shell(None, None, "nproc", retry="read")) == (0, "4\n")
     assert fake.asked == [(("sh", "-c", "nproc"), None)]
+
+
+def test_a_slurm_allocation_is_read_with_slurms_own_commands_and_a_silent_slurm_refuses() -> None:
+    from fairwin.custody.slurm import allocation_problems
+    from fairwin.plan.cluster import ClusterSettings
+
+    cluster = ClusterSettings(scheduler="slurm", nodes=["n1", "n2"])
+    job = "JobId=7 JobName=w Partition=bench NodeList=n[1-2] OverSubscribe=NO JobState=RUNNING"
+    fake = Answering(
+        {
+            ("scontrol", "show", "job", "-o", "7"): Ran(0, job + "\n"),
+            ("scontrol", "show", "hostnames", "n[1-2]"): Ran(0, "n1\nn2\n"),
+        }
+    )
+    with using(fake):
+        found, problems = allocation_problems(cluster, {"SLURM_JOB_ID": "7"})
+    assert problems == [] and found is not None
+    assert (found.job_id, found.partition, found.nodes, found.exclusive) == ("7", "bench", ["n1", "n2"], True)
+    assert [argv for argv, _ in fake.asked] == [
+        ("scontrol", "show", "job", "-o", "7"),
+        ("scontrol", "show", "hostnames", "n[1-2]"),
+    ]
+    silent = Answering(
+        {
+            ("scontrol", "show", "job", "-o", "7"): Ran(
+                1, "", "slurm_load_jobs error: Unable to contact slurm controller\n"
+            )
+        }
+    )
+    with using(silent):
+        found, problems = allocation_problems(cluster, {"SLURM_JOB_ID": "7"})
+    assert found is None and problems == [
+        "Slurm job 7's allocation cannot be read: `scontrol show job -o 7` failed: slurm_load_jobs error: Unable to "
+        "contact slurm controller"
+    ]

@@ -52,6 +52,18 @@ class WindowArchiveKey(BaseModel):
     cells: dict[str, CellShape]
 
 
+class Allocation(BaseModel):
+    """The Slurm job a window runs inside, as Slurm reported it (kept in window.json)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scheduler: str = "slurm"
+    job_id: str
+    partition: str
+    nodes: list[str]
+    exclusive: bool
+
+
 class PlannedStart(BaseModel):
     """One start the rule registers, in run order (a sequential rule lists its maximum)."""
 
@@ -122,6 +134,7 @@ class WindowManifest(Record):
     environment: Environment | None = None  # None: a window.json written without one
     production: ProductionDeclaration | None = None  # the snapshot production was taken down as, and its reading
     chain: ChainRecord | None = None
+    cluster: Allocation | None = None  # the Slurm job the window ran in, where [cluster] declares a scheduler
     telemetry: ManifestTelemetry = Field(default_factory=ManifestTelemetry)
 
     @property

@@ -18,6 +18,7 @@ from fairwin.errors import InputError
 from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain_settings import ChainSettings
 from fairwin.plan.checks import GatesSettings, Qualification, RehearsalSettings, Runtime
+from fairwin.plan.cluster import ClusterSettings
 from fairwin.plan.cpus import CpuList
 from fairwin.plan.custody import CustodySettings
 from fairwin.plan.diagnostics import Diagnostics
@@ -217,6 +218,9 @@ class Plan(StrictModel):
     rehearsal: RehearsalSettings = Field(default_factory=RehearsalSettings)
     production: ProductionSettings | None = Field(
         None, description="How production is taken down for a window and restored after (docs/production.md)."
+    )
+    cluster: ClusterSettings | None = Field(
+        None, description="The scheduler that owns the hardware (docs/cluster.md); unset: fairwin's own locks."
     )
     telemetry: TelemetrySettings = Field(
         default_factory=TelemetrySettings, description="GPU telemetry through every start (docs/telemetry.md)."

@@ -21,6 +21,7 @@ from typing import Literal
 
 from fairwin.custody.chain import continuation_problems, in_progress
 from fairwin.custody.lock import HardwareLocks, MachineLocks, refuse_if_held, refuse_if_held_elsewhere
+from fairwin.custody.slurm import allocation_problems
 from fairwin.directory.environment import git_state
 from fairwin.errors import ArchiveError, InputError, LaunchError, RuntimeCheckError
 from fairwin.gates.refusal import Check, Problems
@@ -65,6 +66,16 @@ def _hardware(admitting: Admission) -> Problems:
     archive = admitting.archive
     refuse_if_held_elsewhere([*here, archive] if isinstance(archive, HardwareLocks) else here, admitting.site.lock_keys)
     return []
+
+
+def _cluster_allocation(admitting: Admission) -> Problems:
+    """With [cluster] scheduler = "slurm", Slurm holds the hardware: the window runs inside an exclusive allocation
+    of every node the plan declares."""
+    cluster = admitting.site.plan.cluster
+    if cluster is None:
+        return []
+    admitting.allocation, problems = allocation_problems(cluster, os.environ)
+    return problems
 
 
 def _chain(admitting: Admission) -> Problems:
@@ -248,6 +259,10 @@ ADMISSION: tuple[tuple[Stage, Check[Admission]], ...] = (
     ("plan", Check("runtime declarations", RUNTIME, _runtime_declarations)),
     ("window", Check("window lock", "the output directory's lock file", _window_lock)),
     ("window", Check("control archive", "the control archive, read once", _control_archive)),
+    (
+        "window",
+        Check("cluster allocation", "the Slurm job the window runs in, and its nodes ([cluster])", _cluster_allocation),
+    ),
     ("window", Check("hardware", "this machine's locks and the shared ones on every host touched", _hardware)),
     ("window", Check("chain", "a chain in progress against --chain and --chain-last", _chain)),
     ("window", Check("placeholders", "each placeholder's command and port here (--chain)", _placeholders)),

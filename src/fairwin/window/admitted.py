@@ -16,6 +16,7 @@ from fairwin.archive.window_rows import archive_location
 from fairwin.custody.chain import Marker, marker_path, read_marker
 from fairwin.custody.lock import lock_path
 from fairwin.directory.gate_summary import GateSummary
+from fairwin.directory.manifest import Allocation
 from fairwin.gates.calibration import calibrate
 from fairwin.gates.estimate import estimate
 from fairwin.gates.sequence import GateReading, budget_estimate, gate_summary
@@ -44,6 +45,7 @@ class Admission:
     live: LiveProduction | None = None  # production as it runs, read by its check
     checkouts: dict[str, dict[str, str]] = field(default_factory=dict)  # each pinned checkout: "pinned code"
     archive_starts_read: int | None = None  # the archive counted again with the cap read on its host
+    allocation: Allocation | None = None  # the Slurm job the window runs in ([cluster]): "cluster allocation"
 
     @cached_property
     def checked(self) -> Preflight:

@@ -88,6 +88,7 @@ class Opening(WindowState):
             environment=self.fixed.environment,
             production=self.custody.hold.snapshot if self.custody.hold is not None else None,
             chain=self.custody.chain.record(with_last=True) if self.custody.chain is not None else None,
+            cluster=self.admission.allocation,
             telemetry=ManifestTelemetry(
                 gpu=self.gpu.name if self.gpu is not None else None,
                 production_cap_mhz=self.production_cap[0],

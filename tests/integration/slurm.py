@@ -1,0 +1,144 @@
+"""A real Slurm on this machine for the cluster tests: munge on its own socket, slurmctld and two slurmd (nodes
+``n1`` and ``n2``, both this machine) with throwaway state, one cluster per test session.
+
+No cgroups here: processes are tracked by ``proctrack/linuxproc`` and tasks bound by nothing. Two partitions over
+both nodes: ``production`` (tier 1, its jobs requeued when preempted) and ``bench`` (tier 10, exclusive), as a
+cluster that gives a benchmark's job production's node does (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.components import missing
+from tests.ports import free_port
+
+NODES = ("n1", "n2")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    root: Path
+    conf: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """This process's environment pointed at the cluster, outside any job."""
+        kept = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        return {**kept, "SLURM_CONF": str(self.conf)}
+
+    def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
+
+    def wait_running(self, job: str, timeout: float = 30) -> None:
+        """Until Slurm runs ``job`` (its state RUNNING), so that what holds a node is a fact, not a race."""
+        deadline = time.monotonic() + timeout
+        while self.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() != "RUNNING":
+            assert time.monotonic() < deadline, f"job {job} never ran: {self.run('squeue').stdout}"
+            time.sleep(0.2)
+
+    def cancel_all(self) -> None:
+        self.run("scancel", "--user", "root")
+        deadline = time.monotonic() + 30
+        while self.run("squeue", "-h").stdout.strip() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def _conf(root: Path, munge_socket: Path) -> str:
+    ctld, slurmd, n1, n2 = free_port(), free_port(), free_port(), free_port()
+    cpus = os.cpu_count() or 1
+    return "\n".join(
+        [
+            "ClusterName=fairwin",
+            "SlurmctldHost=localhost",
+            f"SlurmctldPort={ctld}",
+            f"SlurmdPort={slurmd}",
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={munge_socket}",
+            "CredType=cred/munge",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"StateSaveLocation={root}/state",
+            f"SlurmdSpoolDir={root}/spool/%n",
+            f"SlurmctldPidFile={root}/run/slurmctld.pid",
+            f"SlurmdPidFile={root}/run/slurmd-%n.pid",
+            f"SlurmctldLogFile={root}/log/slurmctld.log",
+            f"SlurmdLogFile={root}/log/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SchedulerParameters=sched_min_interval=100000",
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=REQUEUE",
+            f"NodeName=n1 NodeHostname=localhost Port={n1} CPUs={cpus} State=UNKNOWN",
+            f"NodeName=n2 NodeHostname=localhost Port={n2} CPUs={cpus} State=UNKNOWN",
+            "PartitionName=production Nodes=n1,n2 PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP",
+            "PartitionName=bench Nodes=n1,n2 PriorityTier=10 OverSubscribe=EXCLUSIVE Default=YES MaxTime=INFINITE "
+            "State=UP",
+            "",
+        ]
+    )
+
+
+def _stop(pid_file: Path) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Cluster]:
+    for program in ("munged", "slurmctld", "slurmd"):
+        if shutil.which(program) is None and not Path(f"/usr/sbin/{program}").exists():
+            missing("Slurm (slurm-wlm and munge)", f"{program} is not on this machine")
+    root = Path(tempfile.mkdtemp(prefix="fairwin-slurm-"))
+    for part in ("state", "run", "log", *(f"spool/{n}" for n in NODES)):
+        (root / part).mkdir(parents=True)
+    key = root / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    socket = root / "munge.sock"
+    conf = root / "slurm.conf"
+    conf.write_text(_conf(root, socket))
+    cluster = Cluster(root, conf)
+    started = [
+        ["munged", f"--key-file={key}", f"--socket={socket}", f"--pid-file={root}/run/munged.pid",
+         f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge.seed", "-f"],
+        ["slurmctld", "-f", str(conf)],
+        *(["slurmd", "-f", str(conf), "-N", node] for node in NODES),
+    ]  # fmt: skip
+    try:
+        for argv in started:
+            program = shutil.which(argv[0]) or f"/usr/sbin/{argv[0]}"
+            done = subprocess.run([program, *argv[1:]], env=cluster.env, capture_output=True, text=True, check=False)
+            assert done.returncode == 0, f"{argv[0]} did not start: {done.stderr.strip()}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            idle = cluster.run("sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
+            if sum(line.endswith("idle") for line in idle) == len(NODES) * 2:  # each node in both partitions
+                break
+            time.sleep(0.3)
+        else:
+            raise AssertionError(f"the test cluster's nodes never came up: {cluster.run('sinfo').stdout}")
+        yield cluster
+    finally:
+        cluster.cancel_all()
+        for pid_file in (*(root / "run" / f"slurmd-{n}.pid" for n in NODES), root / "run" / "slurmctld.pid"):
+            _stop(pid_file)
+        _stop(root / "run" / "munged.pid")
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,83 @@
+"""Slurm holds the hardware: a window of a plan with [cluster] runs only in an exclusive allocation of its nodes,
+against a real Slurm on this machine (tests/integration/slurm.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import fairwin, processes_with
+from tests.integration.slurm import Cluster
+
+
+def cluster_plan(make_plan: PlanFactory, model: str, nodes: list[str]) -> Path:
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "2", model=model), "B": sim_role("--ms-per-round", "2", model=model)},
+        window={"repeats": 2},
+    )
+    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\nnodes = {json.dumps(nodes)}\n')
+    return plan
+
+
+def in_job(cluster: Cluster, plan: Path, *sbatch: str) -> subprocess.CompletedProcess[str]:
+    """``fairwin run PLAN`` as a Slurm batch job, waited for; its output is the job's."""
+    out = plan.parent / "job.out"
+    command = f"{sys.executable} -m fairwin run {plan} --quiet"
+    done = cluster.run("sbatch", "--wait", "-o", str(out), *sbatch, "--wrap", command, timeout=300)
+    return subprocess.CompletedProcess(done.args, done.returncode, out.read_text() if out.exists() else "", done.stderr)
+
+
+def test_a_cluster_window_outside_a_slurm_job_is_refused(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # outside a job, wherever the suite runs
+    plan = cluster_plan(make_plan, "outside-job", ["n1"])
+    refused = fairwin("run", str(plan))
+    assert refused.returncode == 4
+    assert "runs outside a Slurm job: run it in an exclusive allocation of its nodes (sbatch --exclusive -w n1" in (
+        refused.stderr
+    )
+    assert "(refused by the cluster allocation check)" in refused.stderr
+
+
+def test_a_window_in_an_exclusive_allocation_of_its_nodes_runs_and_records_its_job(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    plan = cluster_plan(make_plan, "in-job", ["n1"])
+    done = in_job(slurm_cluster, plan, "-p", "bench", "--exclusive", "-w", "n1")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    (window,) = [p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    manifest = json.loads((window / "window.json").read_text())
+    assert manifest["cluster"]["nodes"] == ["n1"] and manifest["cluster"]["exclusive"] is True
+    assert manifest["cluster"]["partition"] == "bench" and manifest["cluster"]["job_id"].isdigit()
+    assert json.loads((window / "status.json").read_text())["state"] == "complete"
+    assert processes_with("in-job") == []
+
+
+def test_a_node_another_job_holds_is_refused_naming_that_job(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:
+    held = slurm_cluster.run(
+        "sbatch", "--parsable", "-p", "production", "-w", "n2", "-J", "prod", "--wrap", "sleep 300"
+    )
+    assert held.returncode == 0, held.stderr
+    try:
+        plan = cluster_plan(make_plan, "held-node", ["n1", "n2"])
+        refused = in_job(slurm_cluster, plan, "-p", "bench", "--exclusive", "-w", "n1")
+        assert refused.returncode == 4, (refused.stdout, refused.stderr)
+        job = held.stdout.strip()
+        assert "node n2 is not in Slurm job " in refused.stdout
+        assert f"'s allocation (n1): held by job {job} (production, root, RUNNING, prod)" in refused.stdout
+        assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").glob("*/window.json"))
+    finally:
+        slurm_cluster.run("scancel", held.stdout.strip())
+
+
+def test_a_job_that_shares_its_nodes_is_refused(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:
+    plan = cluster_plan(make_plan, "shared-job", ["n1"])
+    refused = in_job(slurm_cluster, plan, "-p", "production", "-w", "n1")
+    assert refused.returncode == 4, (refused.stdout, refused.stderr)
+    assert "shares its nodes (it was not submitted with --exclusive)" in refused.stdout
