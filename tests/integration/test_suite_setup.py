@@ -57,8 +57,10 @@ def test_a_test_tool_apt_get_cannot_install_fails_in_one_line(tmp_path: Path) ->
         timeout=60,
     )
     assert done.returncode == 1, done.stderr
-    # sshd, runc and PostgreSQL's initdb are found where the system keeps them; the rest were on /usr/bin.
+    # sshd, runc, PostgreSQL's initdb, slurmctld, slurmd and munged are found where the system keeps them; the rest
+    # (sbatch among them) were on /usr/bin.
     assert done.stderr.strip().splitlines()[-1] == (
-        "install-test-tools: apt-get could not install chromium-headless-shell podman tmux docker.io openssl: "
+        "install-test-tools: apt-get could not install chromium-headless-shell podman tmux docker.io openssl "
+        "slurm-wlm: "
         "E: Unable to locate package chromium-headless-shell"
     )
