@@ -108,6 +108,11 @@ class InputError(FairwinError):
     exit_code = 2
 
 
+class SchedulerError(InputError):
+    """The cluster's scheduler (Slurm) did not answer, or refused what it was asked; nothing of a window was started
+    by fairwin."""
+
+
 class PlanError(InputError):
     """A plan file that does not load or does not validate."""
 

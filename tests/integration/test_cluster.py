@@ -81,3 +81,47 @@ def test_a_job_that_shares_its_nodes_is_refused(make_plan: PlanFactory, slurm_cl
     refused = in_job(slurm_cluster, plan, "-p", "production", "-w", "n1")
     assert refused.returncode == 4, (refused.stdout, refused.stderr)
     assert "shares its nodes (it was not submitted with --exclusive)" in refused.stdout
+
+
+def fairwin_on(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """A fairwin command pointed at the test cluster (its SLURM_CONF), outside any job."""
+    return subprocess.run(
+        [sys.executable, "-m", "fairwin", *args], env=cluster.env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_submit_runs_the_window_as_an_exclusive_job_on_its_nodes_and_follows_it(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    plan = cluster_plan(make_plan, "submitted", ["n2"])
+    done = fairwin_on(slurm_cluster, "submit", str(plan))
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("submitted Slurm job ") and "nodes n2 alone, limit " in first
+    job = first.split()[3].rstrip(":")
+    assert f"job {job}: RUNNING" in done.stdout and f"job {job}: COMPLETED" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("verdict: ")
+    (window,) = [p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    manifest = json.loads((window / "window.json").read_text())
+    assert (manifest["cluster"]["job_id"], manifest["cluster"]["nodes"]) == (job, ["n2"])
+    assert json.loads((window / "status.json").read_text())["state"] == "complete"
+    assert (plan.parent / "windows" / f"slurm-{job}.out").is_file()
+
+
+def test_submit_without_following_returns_the_job_id_at_once(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:
+    plan = cluster_plan(make_plan, "not-followed", ["n1"])
+    done = fairwin_on(slurm_cluster, "submit", str(plan), "--no-follow")
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    job = line.split()[3].rstrip(":")
+    finished = slurm_cluster.run("sbatch", "--wait", "--dependency", f"afterany:{job}", "--wrap", "true")
+    assert finished.returncode == 0, finished.stderr
+    window = next(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert json.loads((window / "window.json").read_text())["cluster"]["job_id"] == job
+
+
+def test_submit_needs_a_cluster_section(make_plan: PlanFactory) -> None:
+    plan = make_plan()
+    refused = fairwin("submit", str(plan))
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith("no [cluster] section; `fairwin submit` runs a window as a Slurm job on one")

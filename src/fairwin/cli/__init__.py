@@ -30,6 +30,7 @@ from fairwin.cli import (
     _rehearse,
     _report,
     _sim,
+    _submit,
     _window,
 )
 from fairwin.cli._arguments import Parser, check_required
@@ -41,6 +42,7 @@ from fairwin.redaction import ScrubbingFormatter, scrub
 GROUPS = (
     _plan,
     _window,
+    _submit,
     _sim,
     _prompts,
     _rehearse,

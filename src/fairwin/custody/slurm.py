@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from fairwin.commands import runner
 from fairwin.directory.manifest import Allocation
+from fairwin.errors import SchedulerError
 from fairwin.plan.cluster import ClusterSettings
 
 #: How long one of Slurm's own commands may take to answer.
@@ -21,26 +22,23 @@ SLURM_TIMEOUT_S = 15.0
 _PAIR = re.compile(r"(\w+)=(\S*)")
 
 
-class SlurmUnanswered(Exception):
-    """One of Slurm's commands did not answer as it does: the words to refuse with."""
-
-
-def _slurm(*argv: str) -> str:
+def slurm(*argv: str) -> str:
+    """What one of Slurm's commands answers; SchedulerError where it cannot be run or fails."""
     try:
         ran = runner().run(list(argv), timeout_s=SLURM_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
-        raise SlurmUnanswered(f"`{' '.join(argv)}` could not be run ({exc})") from None
+        raise SchedulerError(f"`{' '.join(argv)}` could not be run ({exc})") from None
     if ran.status != 0:
         said = (ran.err or ran.out).strip().splitlines()
-        raise SlurmUnanswered(f"`{' '.join(argv)}` failed: {said[-1] if said else f'exit {ran.status}'}")
+        raise SchedulerError(f"`{' '.join(argv)}` failed: {said[-1] if said else f'exit {ran.status}'}")
     return ran.out
 
 
 def read_allocation(job_id: str) -> Allocation:
     """The job's partition, nodes (expanded) and whether it holds them alone (``OverSubscribe=NO``)."""
-    fields = dict(_PAIR.findall(_slurm("scontrol", "show", "job", "-o", job_id)))
+    fields = dict(_PAIR.findall(slurm("scontrol", "show", "job", "-o", job_id)))
     compact = fields.get("NodeList", "")
-    nodes = _slurm("scontrol", "show", "hostnames", compact).split() if compact and compact != "(null)" else []
+    nodes = slurm("scontrol", "show", "hostnames", compact).split() if compact and compact != "(null)" else []
     return Allocation(
         job_id=job_id,
         partition=fields.get("Partition", ""),
@@ -51,7 +49,7 @@ def read_allocation(job_id: str) -> Allocation:
 
 def holders(node: str) -> str:
     """What holds ``node`` now, in words: each job on it (id, partition, user, state, name), or that none does."""
-    lines = _slurm("squeue", "-h", "-w", node, "-o", "%i %P %u %T %j").splitlines()
+    lines = slurm("squeue", "-h", "-w", node, "-o", "%i %P %u %T %j").splitlines()
     jobs = [line.split(maxsplit=4) for line in lines if line.strip()]
     if not jobs:
         return "no job holds it"
@@ -76,7 +74,7 @@ def allocation_problems(cluster: ClusterSettings, env: Mapping[str, str]) -> tup
             for node in cluster.nodes
             if node not in found.nodes
         ]
-    except SlurmUnanswered as exc:
+    except SchedulerError as exc:
         return None, [f"Slurm job {job_id}'s allocation cannot be read: {exc}"]
     if not found.exclusive:
         problems.append(

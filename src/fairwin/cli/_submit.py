@@ -1,0 +1,86 @@
+"""`fairwin submit PLAN`: a window as a Slurm job on the plan's [cluster], followed to its end (docs/cluster.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fairwin.cli._arguments import plan_argument
+from fairwin.cli._console import stdout
+from fairwin.errors import Interrupted, PlanError
+
+if TYPE_CHECKING:
+    from fairwin.cli._arguments import Commands
+
+INTERRUPTED = Interrupted.exit_code
+
+
+def add_parsers(commands: Commands) -> None:
+    submit = commands.add_parser(
+        "submit", help="run one window as a Slurm job on the plan's [cluster]: its nodes alone, then follow it"
+    )
+    plan_argument(submit)
+    submit.add_argument("--mode", help="mode to run (default: controlled, or the plan's only mode)")
+    submit.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
+    submit.add_argument("--no-follow", action="store_true", help="print the job id and return at once")
+    chained = submit.add_mutually_exclusive_group()
+    chained.add_argument("--chain", action="store_true", help="as `fairwin run --chain`")
+    chained.add_argument("--chain-last", action="store_true", help="as `fairwin run --chain-last`")
+    submit.set_defaults(func=submit_window)
+
+
+def _command(args: argparse.Namespace, plan: Path, mode: str) -> list[str]:
+    """The `fairwin run` the job runs: this Python, the same plan and overrides, quiet (its output is the job's)."""
+    command = [sys.executable, "-m", "fairwin", "run", str(plan), "--mode", mode, "--quiet"]
+    command += [flag for override in args.overrides for flag in ("--set", override)]
+    command += ["--out", str(Path(args.out).resolve())] if args.out else []
+    command += ["--chain"] if args.chain else ["--chain-last"] if args.chain_last else []
+    return command
+
+
+def submit_window(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from fairwin.custody.slurm_job import JobRequest, follow, sbatch_argv, submit
+    from fairwin.gates.estimate import estimate
+    from fairwin.plan import load_plan
+    from fairwin.plan.schedule import default_mode, resolve_mode
+
+    loaded = load_plan(args.plan, args.overrides)
+    cluster = loaded.plan.cluster
+    if cluster is None:
+        raise PlanError(f"{loaded.path}: no [cluster] section; `fairwin submit` runs a window as a Slurm job on one")
+    mode_name = args.mode or default_mode(loaded)
+    found = estimate(loaded, mode_name, resolve_mode(loaded, mode_name))
+    request = JobRequest.of(found)
+    output = (Path(args.out) if args.out else loaded.output_dir()).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    plan = Path(args.plan).resolve()
+    argv = sbatch_argv(
+        cluster, request, f"fairwin-{mode_name}", output / "slurm-%j.out", _command(args, plan, mode_name)
+    )
+    job = submit(argv)
+    stdout.print(
+        f"submitted Slurm job {job}: nodes {','.join(cluster.nodes)} alone, limit {request.time_limit_min} min, "
+        f"TERM {request.signal_lead_s} s before it; output {output / f'slurm-{job}.out'}",
+        markup=False,
+    )
+    if args.no_follow:
+        return 0
+    ended = asyncio.run(follow(job, lambda line: stdout.print(line, markup=False)))
+    said = (output / f"slurm-{job}.out").read_text(errors="replace").strip().splitlines()
+    verdict = next((line for line in reversed(said) if line.startswith(("verdict:", "fairwin: error:"))), None)
+    if verdict:
+        stdout.print(verdict, markup=False, soft_wrap=True)
+    if ended.exit_code:
+        return ended.exit_code  # the window's own exit status (docs/cli.md)
+    if ended.state == "COMPLETED":
+        return 0
+    stdout.print(
+        f"job {job} ended {ended.state} before its window closed; `fairwin recover {args.plan}` gives production "
+        "back if the window could not",
+        markup=False,
+    )
+    return INTERRUPTED

@@ -1,0 +1,102 @@
+"""A window as a Slurm job: ``fairwin submit`` asks sbatch for an exclusive allocation of the plan's nodes, for as
+long as the window's budget can take, with a signal before that limit so that the window closes and gives
+production back in time; then follows the job to its end.
+
+The job runs ``fairwin run`` itself (``exec``: the batch step is fairwin, so Slurm's signal reaches it, not a
+shell that would not pass it on), inside the allocation the cluster allocation check then finds
+(custody/slurm.py). Every command goes through the command seam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairwin.custody.slurm import slurm
+from fairwin.errors import SchedulerError
+from fairwin.gates.estimate import TimeEstimate
+from fairwin.plan.cluster import ClusterSettings
+
+#: The states after which a job runs no more (squeue's long names).
+ENDED = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+)
+#: Seconds the window's close may take after Slurm's signal beyond the restore the budget estimates.
+CLOSE_MARGIN_S = 60.0
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What sbatch is asked for: the job's limit and how long before it the window is told to close."""
+
+    time_limit_min: int
+    signal_lead_s: int
+
+    @classmethod
+    def of(cls, found: TimeEstimate) -> JobRequest:
+        """The window's upper bound (every start, the restore and the dry reserve) and a close margin; the signal
+        comes early enough for the restore and that margin."""
+        lead = math.ceil(found.restore_s + CLOSE_MARGIN_S)
+        limit = math.ceil((found.dry_bound_after(len(found.starts)) + CLOSE_MARGIN_S) / 60.0)
+        return cls(time_limit_min=max(limit, 1), signal_lead_s=lead)
+
+
+def sbatch_argv(
+    cluster: ClusterSettings, request: JobRequest, name: str, output: Path, command: Sequence[str]
+) -> list[str]:
+    """``sbatch`` for one window: its nodes alone, its limit, its signal, its output file."""
+    argv = ["sbatch", "--parsable", "--exclusive", "-N", str(len(cluster.nodes)), "-w", ",".join(cluster.nodes)]
+    argv += ["-J", name, f"--time={request.time_limit_min}", f"--signal=B:TERM@{request.signal_lead_s}"]
+    argv += ["-o", str(output)]
+    for flag, value in (("-p", cluster.partition), ("-A", cluster.account), ("--qos", cluster.qos)):
+        if value:
+            argv += [flag, value]
+    return [*argv, "--wrap", "exec " + shlex.join(command)]
+
+
+def submit(argv: Sequence[str]) -> str:
+    """The job id sbatch answers (``--parsable``: ``ID`` or ``ID;CLUSTER``)."""
+    said = slurm(*argv).strip()
+    job = said.split(";")[0]
+    if not job.isdigit():
+        raise SchedulerError(f"sbatch answered {said!r}, not a job id")
+    return job
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job's state and, once it ended, its exit code (``ExitCode=N:SIGNAL``: the batch step's)."""
+
+    state: str
+    exit_code: int | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+
+def job_state(job_id: str) -> JobState:
+    """What Slurm says of a job now (``scontrol show job``: it keeps an ended job for MinJobAge)."""
+    fields = dict(re.findall(r"(\w+)=(\S*)", slurm("scontrol", "show", "job", "-o", job_id)))
+    state = fields.get("JobState", "UNKNOWN")
+    code = fields.get("ExitCode", "")
+    exit_code = int(code.split(":")[0]) if state in ENDED and code.split(":")[0].isdigit() else None
+    return JobState(state, exit_code)
+
+
+async def follow(job_id: str, say: Callable[[str], None], poll_s: float = 1.0) -> JobState:
+    """The job's state, said at each change, until it ends."""
+    last = ""
+    while True:
+        found = job_state(job_id)
+        if found.state != last:
+            say(f"job {job_id}: {found.state}")
+            last = found.state
+        if found.ended:
+            return found
+        await asyncio.sleep(poll_s)
