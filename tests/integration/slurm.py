@@ -48,6 +48,13 @@ class Cluster:
             assert time.monotonic() < deadline, f"job {job} never ran: {self.run('squeue').stdout}"
             time.sleep(0.2)
 
+    def wait_ended(self, job: str, timeout: float = 90) -> None:
+        """Until Slurm no longer runs or holds ``job``."""
+        deadline = time.monotonic() + timeout
+        while self.run("squeue", "-h", "-j", job).stdout.strip():
+            assert time.monotonic() < deadline, f"job {job} never ended: {self.run('squeue').stdout}"
+            time.sleep(0.2)
+
     def cancel_all(self) -> None:
         self.run("scancel", "--user", "root")
         deadline = time.monotonic() + 30

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from fairwin.files import scan_jsonl
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, processes_with
+from tests.integration.helpers import fairwin, processes_with, status
+from tests.integration.production import production_plan
 from tests.integration.slurm import Cluster
 
 
@@ -125,3 +128,41 @@ def test_submit_needs_a_cluster_section(make_plan: PlanFactory) -> None:
     refused = fairwin("submit", str(plan))
     assert refused.returncode == 2
     assert refused.stderr.strip().endswith("no [cluster] section; `fairwin submit` runs a window as a Slurm job on one")
+
+
+def wait_for_begin(plan: Path, step: str, timeout: float = 90) -> Path:
+    """The window whose journal shows ``step`` begun."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for journal in (plan.parent / "windows").glob("*/journal.jsonl"):
+            if any(e.get("step") == step and e.get("event") == "begin" for e in scan_jsonl(journal)[0]):
+                return journal.parent
+        time.sleep(0.1)
+    raise AssertionError(f"no window reached {step}")
+
+
+def test_scancel_mid_start_closes_the_window_and_gives_production_back(
+    make_plan: PlanFactory, slurm_cluster: Cluster, stop_production: list[Path]
+) -> None:
+    slow = ("--ms-per-round", "200")  # a start of several seconds: the cancel lands inside it
+    plan = production_plan(
+        make_plan,
+        "prod-cancel",
+        A=sim_role(*slow, model="exp-prod-cancel"),
+        B=sim_role(*slow, model="exp-prod-cancel"),
+    )
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n1"]\n')
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    submitted = fairwin_on(slurm_cluster, "submit", str(plan), "--no-follow")
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.split()[3].rstrip(":")
+    window = wait_for_begin(plan, "start s2")
+    assert slurm_cluster.run("scancel", job).returncode == 0
+    slurm_cluster.wait_ended(job)
+    assert status(window)["state"] == "interrupted"
+    pooled = (window / "pooled.jsonl").read_text().splitlines() if (window / "pooled.jsonl").exists() else []
+    assert {json.loads(line)["start"] for line in pooled} <= {"s1"}  # nothing of the cut start
+    assert processes_with("exp-prod-cancel") == []  # nothing of the window left on the node
+    assert len(processes_with("--model prod-cancel ")) == 1  # production given back, and running
+    assert status(window)["restore"]["state"] == "RESTORED"
