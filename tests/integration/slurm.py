@@ -39,7 +39,11 @@ class Cluster:
         return {**kept, "SLURM_CONF": str(self.conf)}
 
     def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(list(argv), env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
+        # From the cluster's own directory: a job's default output file (slurm-JOB.out) lands there, not here.
+        done = subprocess.run(
+            list(argv), env=self.env, cwd=self.root, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        return done
 
     def wait_running(self, job: str, timeout: float = 30) -> None:
         """Until Slurm runs ``job`` (its state RUNNING), so that what holds a node is a fact, not a race."""

@@ -64,7 +64,7 @@ def test_a_window_in_an_exclusive_allocation_of_its_nodes_runs_and_records_its_j
 
 def test_a_node_another_job_holds_is_refused_naming_that_job(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:
     held = slurm_cluster.run(
-        "sbatch", "--parsable", "-p", "production", "-w", "n2", "-J", "prod", "--wrap", "sleep 300"
+        "sbatch", "--parsable", "-p", "production", "-w", "n2", "-J", "prod", "-o", "/dev/null", "--wrap", "sleep 300"
     )
     assert held.returncode == 0, held.stderr
     try:
@@ -117,7 +117,8 @@ def test_submit_without_following_returns_the_job_id_at_once(make_plan: PlanFact
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     job = line.split()[3].rstrip(":")
-    finished = slurm_cluster.run("sbatch", "--wait", "--dependency", f"afterany:{job}", "--wrap", "true")
+    after = ("--dependency", f"afterany:{job}", "-o", "/dev/null")
+    finished = slurm_cluster.run("sbatch", "--wait", *after, "--wrap", "true")
     assert finished.returncode == 0, finished.stderr
     window = next(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
     assert json.loads((window / "window.json").read_text())["cluster"]["job_id"] == job
