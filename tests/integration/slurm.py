@@ -59,6 +59,13 @@ class Cluster:
             assert time.monotonic() < deadline, f"job {job} never ended: {self.run('squeue').stdout}"
             time.sleep(0.2)
 
+    def exit_code(self, job: str) -> int:
+        """An ended job's exit code (``ExitCode=N:SIGNAL``), as Slurm keeps it for a while after the job."""
+        shown = self.run("scontrol", "show", "job", "-o", job).stdout
+        code = next((word.split("=", 1)[1] for word in shown.split() if word.startswith("ExitCode=")), "")
+        assert code, f"job {job}: no exit code in {shown!r}"
+        return int(code.split(":")[0])
+
     def cancel_all(self) -> None:
         self.run("scancel", "--user", "root")
         deadline = time.monotonic() + 30

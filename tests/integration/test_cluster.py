@@ -28,11 +28,16 @@ def cluster_plan(make_plan: PlanFactory, model: str, nodes: list[str]) -> Path:
 
 
 def in_job(cluster: Cluster, plan: Path, *sbatch: str) -> subprocess.CompletedProcess[str]:
-    """``fairwin run PLAN`` as a Slurm batch job, waited for; its output is the job's."""
+    """``fairwin run PLAN`` as a Slurm batch job, followed to its end (every 0.2 s: sbatch --wait polls far less
+    often); its output and exit code are the job's."""
     out = plan.parent / "job.out"
-    command = f"{sys.executable} -m fairwin run {plan} --quiet"
-    done = cluster.run("sbatch", "--wait", "-o", str(out), *sbatch, "--wrap", command, timeout=300)
-    return subprocess.CompletedProcess(done.args, done.returncode, out.read_text() if out.exists() else "", done.stderr)
+    command = f"exec {sys.executable} -m fairwin run {plan} --quiet"
+    submitted = cluster.run("sbatch", "--parsable", "-o", str(out), *sbatch, "--wrap", command)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    cluster.wait_ended(job)
+    code = cluster.exit_code(job)
+    return subprocess.CompletedProcess(["sbatch", job], code, out.read_text() if out.exists() else "", "")
 
 
 def test_a_cluster_window_outside_a_slurm_job_is_refused(
@@ -117,9 +122,8 @@ def test_submit_without_following_returns_the_job_id_at_once(make_plan: PlanFact
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     job = line.split()[3].rstrip(":")
-    after = ("--dependency", f"afterany:{job}", "-o", "/dev/null")
-    finished = slurm_cluster.run("sbatch", "--wait", *after, "--wrap", "true")
-    assert finished.returncode == 0, finished.stderr
+    slurm_cluster.wait_ended(job)
+    assert slurm_cluster.exit_code(job) == 0
     window = next(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
     assert json.loads((window / "window.json").read_text())["cluster"]["job_id"] == job
 
