@@ -33,7 +33,7 @@ def arms_plan(make_plan: PlanFactory, model: str, **window: object) -> Path:
             "B3": role(),
             "B4": role("--fault", "exit-at-start"),
         },
-        window={"rule": None, "repeats": 2, **window},
+        window={"rule": None, "repeats": 2, "warmup_waves_max": 1, **window},
         cells=STARVATION_PROOF_CELLS,
         modes={"tune": {"control": "A", "candidates": ["B1", "B2", "B3", "B4"]}},
     )
@@ -105,7 +105,7 @@ def test_a_many_arm_window_the_budget_cannot_hold_is_refused_naming_how_many_can
     make_plan: PlanFactory,
 ) -> None:
     plan = arms_plan(make_plan, "arms-budget")
-    text = plan.read_text().replace("decode_ms_per_token = 2", "decode_ms_per_token = 2\nmeasurement_limit_min = 0.52")
+    text = plan.read_text().replace("decode_ms_per_token = 2", "decode_ms_per_token = 2\nmeasurement_limit_min = 0.45")
     plan.write_text(text)
     refused = fairwin("run", str(plan), "--mode", "tune")
     assert refused.returncode == 4, refused.stderr
