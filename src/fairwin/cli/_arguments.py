@@ -134,3 +134,19 @@ def count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is below 1; give a whole number of at least 1")
     return value
+
+
+def chain_arguments(window: argparse.ArgumentParser) -> None:
+    """``--chain`` or ``--chain-last``, and ``--chain-production``: a window's part in a chain (run, submit)."""
+    chained = window.add_mutually_exclusive_group()
+    chained.add_argument(
+        "--chain",
+        action="store_true",
+        help="leave production down for the next window of a chain (placeholders hold the hardware; docs/chain.md)",
+    )
+    chained.add_argument("--chain-last", action="store_true", help="the chain's last window: restore production")
+    window.add_argument(
+        "--chain-production",
+        help="production's new capture (`fairwin production snapshot`) when its "
+        "declaration changed since the chain left it down",
+    )

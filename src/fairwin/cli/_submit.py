@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fairwin.cli._arguments import plan_argument
+from fairwin.cli._arguments import chain_arguments, plan_argument
 from fairwin.cli._console import stdout
 from fairwin.errors import Interrupted, PlanError
 
@@ -25,9 +25,7 @@ def add_parsers(commands: Commands) -> None:
     submit.add_argument("--mode", help="mode to run (default: controlled, or the plan's only mode)")
     submit.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
     submit.add_argument("--no-follow", action="store_true", help="print the job id and return at once")
-    chained = submit.add_mutually_exclusive_group()
-    chained.add_argument("--chain", action="store_true", help="as `fairwin run --chain`")
-    chained.add_argument("--chain-last", action="store_true", help="as `fairwin run --chain-last`")
+    chain_arguments(submit)
     submit.set_defaults(func=submit_window)
 
 
@@ -37,6 +35,7 @@ def _command(args: argparse.Namespace, plan: Path, mode: str) -> list[str]:
     command += [flag for override in args.overrides for flag in ("--set", override)]
     command += ["--out", str(Path(args.out).resolve())] if args.out else []
     command += ["--chain"] if args.chain else ["--chain-last"] if args.chain_last else []
+    command += ["--chain-production", str(Path(args.chain_production).resolve())] if args.chain_production else []
     return command
 
 

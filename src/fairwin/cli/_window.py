@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 import uvloop
 
-from fairwin.cli._arguments import file_to_write, plan_argument
+from fairwin.cli._arguments import chain_arguments, file_to_write, plan_argument
 from fairwin.cli._console import stderr, stdout
 from fairwin.cli._plan import print_notices
 from fairwin.cli._progress import Say, window_display
@@ -20,21 +20,6 @@ from fairwin.errors import UsageError
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
     from fairwin.window.progress import Listener
-
-
-def _chain_arguments(window: argparse.ArgumentParser) -> None:
-    chained = window.add_mutually_exclusive_group()
-    chained.add_argument(
-        "--chain",
-        action="store_true",
-        help="leave production down for the next window of a chain (placeholders hold the hardware; docs/chain.md)",
-    )
-    chained.add_argument("--chain-last", action="store_true", help="the chain's last window: restore production")
-    window.add_argument(
-        "--chain-production",
-        help="production's new capture (`fairwin production snapshot`) when its "
-        "declaration changed since the chain left it down",
-    )
 
 
 def add_parsers(commands: Commands) -> None:
@@ -71,7 +56,7 @@ def add_parsers(commands: Commands) -> None:
         type=int,
         help="a many-arm window: the seed of its rounds' orders, to repeat a window's (default: drawn; window.json)",
     )
-    _chain_arguments(window)
+    chain_arguments(window)
     window.set_defaults(func=run)
     recovery = commands.add_parser(
         "recover", help="after fairwin died: stop the window's servers, give production back, mark it interrupted"
