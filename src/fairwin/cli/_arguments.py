@@ -150,3 +150,9 @@ def chain_arguments(window: argparse.ArgumentParser) -> None:
         help="production's new capture (`fairwin production snapshot`) when its "
         "declaration changed since the chain left it down",
     )
+
+
+def window_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--mode`` and ``--out``: which mode a window runs, and where its directory is made (run, submit)."""
+    parser.add_argument("--mode", help="mode to run (default: controlled, or the plan's only mode)")
+    parser.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")

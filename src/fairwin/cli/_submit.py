@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fairwin.cli._arguments import chain_arguments, plan_argument
+from fairwin.cli._arguments import chain_arguments, plan_argument, window_arguments
 from fairwin.cli._console import stdout
 from fairwin.errors import Interrupted, PlanError
 
@@ -22,8 +22,7 @@ def add_parsers(commands: Commands) -> None:
         "submit", help="run one window as a Slurm job on the plan's [cluster]: its nodes alone, then follow it"
     )
     plan_argument(submit)
-    submit.add_argument("--mode", help="mode to run (default: controlled, or the plan's only mode)")
-    submit.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
+    window_arguments(submit)
     submit.add_argument("--no-follow", action="store_true", help="print the job id and return at once")
     chain_arguments(submit)
     submit.set_defaults(func=submit_window)

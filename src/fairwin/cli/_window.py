@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 import uvloop
 
-from fairwin.cli._arguments import chain_arguments, file_to_write, plan_argument
+from fairwin.cli._arguments import chain_arguments, file_to_write, plan_argument, window_arguments
 from fairwin.cli._console import stderr, stdout
 from fairwin.cli._plan import print_notices
 from fairwin.cli._progress import Say, window_display
@@ -27,8 +27,7 @@ def add_parsers(commands: Commands) -> None:
         "run", help="run one window: control and candidate take turns, as many starts as the rule registers"
     )
     plan_argument(window)
-    window.add_argument("--mode", help="mode to run (default: controlled, or the plan's only mode)")
-    window.add_argument("--out", help="directory to create the window in (default: the plan's window.output_dir)")
+    window_arguments(window)
     window.add_argument("-q", "--quiet", action="store_true", help="no progress lines or display")
     window.add_argument(
         "--progress-json",
