@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from fairwin.decision.arms import ArmsFit, ArmsTable, arm_estimate, arrange_arms, control_spread, fit_metric
 from fairwin.decision.arms_rounds import (
     CellState,
+    Fits,
     Judged,
     Levels,
     Rounds,
@@ -61,10 +62,10 @@ def _metric(
 
 
 def _cell(
-    table: ArmsTable, candidate: str, rule: RuleSpec, context: WindowContext, levels: Levels, judged: Judged
+    fits: Fits, candidate: str, rule: RuleSpec, context: WindowContext, levels: Levels, judged: Judged
 ) -> CellDecision:
     """One candidate's decision in one cell at one look, from that look's fits."""
-    fits = fits_at(table, rule, context)
+    table = fits.table
     verdict: Verdict = CELL_VERDICTS[judged.state]
     primary = fits.by_metric[rule.primary]
     primary_result = _metric(table, primary, candidate, rule.primary, rule, levels.win, verdict)
@@ -131,9 +132,10 @@ def _arm(candidate: str, found: Rounds, tables: dict[str, ArmsTable], rule: Rule
     judged = look.judged.get(candidate, {})
     cells = []
     for cell, table in tables.items():
-        at = table.upto(look.after)
-        judged_here = judged.get(cell) or judge(fits_at(at, rule, context), candidate, rule, levels, context)
-        cells.append(_cell(at, candidate, rule, context, levels, judged_here))
+        # A deciding cell's fits are the look's; a reported cell's are made here, from the same starts.
+        fits = look.fits.get(cell) or fits_at(table.upto(look.after), rule, context)
+        judged_here = judged.get(cell) or judge(fits, candidate, rule, levels, context)
+        cells.append(_cell(fits, candidate, rule, context, levels, judged_here))
     state = look.states[candidate]
     verdict: Verdict = "NEUTRAL" if state == "OPEN" else state
     settled = candidate in found.settled_at
@@ -167,11 +169,11 @@ def _ranked(
     )
 
 
-def _ranking(arms: Sequence[Arm], tables: dict[str, ArmsTable], rule: RuleSpec, context: WindowContext) -> Ranking:
-    """The best WIN by its point in the first deciding cell, over every start the window ran."""
+def _ranking(arms: Sequence[Arm], found: Rounds, rule: RuleSpec) -> Ranking:
+    """The best WIN by its point in the first deciding cell, over every start the window ran (its last look's
+    fit)."""
     wins = [a.candidate for a in arms if a.verdict == "WIN"]
-    table = next(t for cell, t in tables.items() if cell not in context.reported)
-    fit = fit_metric(table, rule.primary, rule, context)
+    fit = next(iter(found.looks[-1].fits.values())).by_metric[rule.primary]
     higher = rule.higher_is_better(rule.primary)
     if not wins:
         return _ranked(None, None, None, "no candidate WINs")
@@ -241,7 +243,7 @@ def decide_arms(
         starts_used=found.starts_run,
         max_starts=rule.arm_starts(len(candidates)),
         ended=ended,
-        ranking=_ranking(arms, tables, rule, context),
+        ranking=_ranking(arms, found, rule),
         stop_reason=context.stop_reason,
     )
     shown = next((a for a in arms if a.candidate == outcome.ranking.best), arms[0])

@@ -149,6 +149,7 @@ class RoundLook:
     index: int  # the rule's look number whose levels it read
     judged: dict[str, dict[str, Judged]]  # candidate -> cell -> judged (only candidates open before it)
     states: dict[str, ArmState]  # every candidate: its state after this look
+    fits: dict[str, Fits]  # each deciding cell's fits at this look: what the document states, not fitted again
 
 
 @dataclass
@@ -223,4 +224,4 @@ def _look(
         states[candidate] = arm_state([j.state for j in cells.values()])
         if states[candidate] != "OPEN":
             found.settled_at[candidate] = len(found.looks)
-    found.looks.append(RoundLook(number, after, index, judged, states))
+    found.looks.append(RoundLook(number, after, index, judged, states, fits))
