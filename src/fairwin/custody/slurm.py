@@ -34,9 +34,14 @@ def slurm(*argv: str) -> str:
     return ran.out
 
 
+def job_fields(job_id: str) -> dict[str, str]:
+    """What ``scontrol show job -o`` says of a job, field by field (Slurm keeps an ended job for MinJobAge)."""
+    return dict(_PAIR.findall(slurm("scontrol", "show", "job", "-o", job_id)))
+
+
 def read_allocation(job_id: str) -> Allocation:
     """The job's partition, nodes (expanded) and whether it holds them alone (``OverSubscribe=NO``)."""
-    fields = dict(_PAIR.findall(slurm("scontrol", "show", "job", "-o", job_id)))
+    fields = job_fields(job_id)
     compact = fields.get("NodeList", "")
     nodes = slurm("scontrol", "show", "hostnames", compact).split() if compact and compact != "(null)" else []
     return Allocation(

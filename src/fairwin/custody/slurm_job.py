@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairwin.custody.slurm import slurm
+from fairwin.custody.slurm import job_fields, slurm
 from fairwin.errors import SchedulerError
 from fairwin.gates.estimate import TimeEstimate
 from fairwin.plan.cluster import ClusterSettings
@@ -81,8 +80,8 @@ class JobState:
 
 
 def job_state(job_id: str) -> JobState:
-    """What Slurm says of a job now (``scontrol show job``: it keeps an ended job for MinJobAge)."""
-    fields = dict(re.findall(r"(\w+)=(\S*)", slurm("scontrol", "show", "job", "-o", job_id)))
+    """What Slurm says of a job now."""
+    fields = job_fields(job_id)
     state = fields.get("JobState", "UNKNOWN")
     code = fields.get("ExitCode", "")
     exit_code = int(code.split(":")[0]) if state in ENDED and code.split(":")[0].isdigit() else None
