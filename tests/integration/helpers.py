@@ -70,6 +70,21 @@ def status(window: Path) -> dict[str, Any]:
     return json.loads((window / "status.json").read_text())
 
 
+def wait_healthy(url: str, timeout: float = 20) -> None:
+    """Until ``url`` answers (a server's health path)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} never answered")
+
+
 class SimProcess:
     """`fairwin sim` as a child process on a free loopback port."""
 
@@ -85,17 +100,7 @@ class SimProcess:
         )
 
     def wait_healthy(self, timeout: float = 20) -> None:
-        import time
-        import urllib.request
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError(f"fairwin sim on {self.url} never became healthy")
+        wait_healthy(self.url + "/health", timeout)
 
     def stop(self) -> None:
         self.process.terminate()

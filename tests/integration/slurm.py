@@ -1,9 +1,10 @@
 """A real Slurm on this machine for the cluster tests: munge on its own socket, slurmctld and two slurmd (nodes
 ``n1`` and ``n2``, both this machine) with throwaway state, one cluster per test session.
 
-No cgroups here: processes are tracked by ``proctrack/linuxproc`` and tasks bound by nothing. Two partitions over
+No cgroups here: processes are tracked by ``proctrack/linuxproc`` and tasks bound by nothing. Three partitions over
 both nodes: ``production`` (tier 1, its jobs requeued when preempted) and ``bench`` (tier 10, exclusive), as a
-cluster that gives a benchmark's job production's node does (docs/cluster.md).
+cluster that gives a benchmark's job production's node does (docs/cluster.md); and ``service`` (tier 10, never
+preempted), as a cluster that does not.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def _conf(root: Path, munge_socket: Path) -> str:
             f"NodeName=n1 NodeHostname=localhost Port={n1} CPUs={cpus} State=UNKNOWN",
             f"NodeName=n2 NodeHostname=localhost Port={n2} CPUs={cpus} State=UNKNOWN",
             "PartitionName=production Nodes=n1,n2 PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP",
+            # A service partition the benchmark one does not preempt (the same tier): production there is requeued.
+            "PartitionName=service Nodes=n1,n2 PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP",
             "PartitionName=bench Nodes=n1,n2 PriorityTier=10 OverSubscribe=EXCLUSIVE Default=YES MaxTime=INFINITE "
             "State=UP",
             "",
@@ -148,7 +151,7 @@ def slurm_cluster() -> Iterator[Cluster]:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             idle = cluster.run("sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
-            if sum(line.endswith("idle") for line in idle) == len(NODES) * 2:  # each node in both partitions
+            if sum(line.endswith("idle") for line in idle) == len(NODES) * 3:  # each node in every partition
                 break
             time.sleep(0.3)
         else:

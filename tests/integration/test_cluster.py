@@ -8,14 +8,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fairwin.files import scan_jsonl
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, processes_with, status
-from tests.integration.production import production_plan
+from tests.integration.helpers import fairwin, only_window, processes_with, status, wait_healthy
+from tests.integration.production import WATCH, production_plan
 from tests.integration.slurm import Cluster
+from tests.ports import free_port
 
 
 def cluster_plan(make_plan: PlanFactory, model: str, nodes: list[str]) -> Path:
@@ -171,3 +173,74 @@ def test_scancel_mid_start_closes_the_window_and_gives_production_back(
     assert processes_with("exp-prod-cancel") == []  # nothing of the window left on the node
     assert len(processes_with("--model prod-cancel ")) == 1  # production given back, and running
     assert status(window)["restore"]["state"] == "RESTORED"
+
+
+def slurm_production(cluster: Cluster, name: str, node: str, partition: str = "production") -> tuple[str, int]:
+    """A sim production run as a requeue-able Slurm job on ``node``, answering health: its job id and port."""
+    port = free_port()
+    command = f"exec {sys.executable} -m fairwin sim --port {port} --model {name}"
+    submitted = cluster.run(
+        "sbatch", "--parsable", "--requeue", "-p", partition, "-w", node, "-J", name, "-o", "/dev/null",
+        "--wrap", command,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    cluster.wait_running(job)
+    wait_healthy(f"http://127.0.0.1:{port}/health")
+    return job, port
+
+
+def scheduled_plan(make_plan: PlanFactory, name: str, port: int, node: str, **production: Any) -> Path:
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "2", model=f"exp-{name}"), "B": sim_role(model=f"exp-{name}")},
+        window={"repeats": 2, "warmup_waves_max": 1},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
+        production={"slurm_job": name, "base_url": f"http://127.0.0.1:{port}", "model": name, **WATCH, **production},
+    )
+    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\nnodes = ["{node}"]\n')
+    return plan
+
+
+def test_a_submitted_window_takes_slurm_production_down_by_preemption_and_proves_slurm_gave_it_back(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    production, port = slurm_production(slurm_cluster, "prod-preempted", "n1")
+    try:
+        plan = scheduled_plan(make_plan, "prod-preempted", port, "n1")
+        done = fairwin_on(slurm_cluster, "submit", str(plan))
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        job = done.stdout.split()[3].rstrip(":")
+        window = only_window(plan)
+        down = next(
+            e for e in scan_jsonl(window / "journal.jsonl")[0] if e["step"] == "production down" and e["event"] == "end"
+        )
+        assert down["how"].startswith(f"taken down by Slurm: Slurm job {production} (prod-preempted) PENDING")
+        restore = status(window)["restore"]
+        assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
+        assert restore["up"]["how"].startswith(
+            f"run again by Slurm: Slurm job {production} (prod-preempted) RUNNING on n1"
+        )
+        assert restore["watch"]["ok"] is True and restore["slurm"]["answered_after_s"] is not None
+        assert "production RESTORED, answering " in done.stdout
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
+    finally:
+        slurm_cluster.run("scancel", production)
+
+
+def test_where_the_cluster_does_not_preempt_submit_requeues_slurm_production_and_proves_it_back(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    production, port = slurm_production(slurm_cluster, "prod-requeued", "n2", partition="service")
+    try:
+        plan = scheduled_plan(make_plan, "prod-requeued", port, "n2", slurm_take_down="requeue")
+        done = fairwin_on(slurm_cluster, "submit", str(plan))
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        job = done.stdout.split()[3].rstrip(":")
+        assert f"for job {job}: Slurm job {production} (prod-requeued) RUNNING on n2 (None), restarted 0 time(s): " in (
+            done.stdout
+        )
+        restore = status(only_window(plan))["restore"]
+        assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T %P").stdout.strip() == "RUNNING service"
+    finally:
+        slurm_cluster.run("scancel", production)

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 from fairwin.cli._arguments import chain_arguments, plan_argument, window_arguments
 from fairwin.cli._console import stdout
-from fairwin.errors import Interrupted, PlanError
+from fairwin.errors import Interrupted, PlanError, RestoreFailed
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
+    from fairwin.plan.models import Plan
 
 INTERRUPTED = Interrupted.exit_code
 
@@ -38,13 +39,31 @@ def _command(args: argparse.Namespace, plan: Path, mode: str) -> list[str]:
     return command
 
 
+def say(line: str) -> None:
+    stdout.print(line, markup=False, soft_wrap=True)
+
+
+def requeue_production(plan: Plan, job: str) -> str | None:
+    """Where the cluster does not preempt (``slurm_take_down = "requeue"``), production's job requeued once the
+    window's job is queued, so that the window's job gets its node."""
+    from fairwin.production.scheduled import ScheduledProduction
+
+    production, cluster = plan.production, plan.cluster
+    if production is None or production.slurm_job is None or production.slurm_take_down != "requeue":
+        return None
+    assert cluster is not None  # the plan requires [cluster] beside a Slurm production
+    return f"for job {job}: " + ScheduledProduction(production.slurm_job, cluster.nodes).requeue()
+
+
 def submit_window(args: argparse.Namespace) -> int:
     import asyncio
 
     from fairwin.custody.slurm_job import JobRequest, follow, sbatch_argv, submit
+    from fairwin.custody.slurm_return import after_job
     from fairwin.gates.estimate import estimate
     from fairwin.plan import load_plan
     from fairwin.plan.schedule import default_mode, resolve_mode
+    from fairwin.plan.site import Site
 
     loaded = load_plan(args.plan, args.overrides)
     cluster = loaded.plan.cluster
@@ -60,25 +79,29 @@ def submit_window(args: argparse.Namespace) -> int:
         cluster, request, f"fairwin-{mode_name}", output / "slurm-%j.out", _command(args, plan, mode_name)
     )
     job = submit(argv)
-    stdout.print(
+    say(
         f"submitted Slurm job {job}: nodes {','.join(cluster.nodes)} alone, limit {request.time_limit_min} min, "
-        f"TERM {request.signal_lead_s} s before it; output {output / f'slurm-{job}.out'}",
-        markup=False,
+        f"TERM {request.signal_lead_s} s before it; output {output / f'slurm-{job}.out'}"
     )
+    requeued = requeue_production(loaded.plan, job)
+    if requeued:
+        say(requeued)
     if args.no_follow:
         return 0
-    ended = asyncio.run(follow(job, lambda line: stdout.print(line, markup=False)))
+    ended = asyncio.run(follow(job, say))
     said = (output / f"slurm-{job}.out").read_text(errors="replace").strip().splitlines()
     verdict = next((line for line in reversed(said) if line.startswith(("verdict:", "fairwin: error:"))), None)
     if verdict:
         stdout.print(verdict, markup=False, soft_wrap=True)
+    restored = asyncio.run(after_job(Site.of(loaded), output, job, say))
+    if restored is not None and not restored.restored:
+        return RestoreFailed.exit_code
     if ended.exit_code:
         return ended.exit_code  # the window's own exit status (docs/cli.md)
     if ended.state == "COMPLETED":
         return 0
-    stdout.print(
+    say(
         f"job {job} ended {ended.state} before its window closed; `fairwin recover {args.plan}` gives production "
-        "back if the window could not",
-        markup=False,
+        "back if the window could not"
     )
     return INTERRUPTED

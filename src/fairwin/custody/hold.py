@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.status import Restore, UpRecord
-from fairwin.errors import InputError, LaunchError, ProductionError, RestoreFailed
+from fairwin.errors import InputError, LaunchError, ProductionError, RestoreFailed, SchedulerError
 from fairwin.launch.remote_runs import live_runs
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.shell import shell
@@ -29,6 +29,7 @@ from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.placeholders import RunningPlaceholder
 from fairwin.production.proof import port_state
+from fairwin.production.scheduled import ScheduledProduction
 from fairwin.production.watch import watch
 from fairwin.telemetry.gpu import HERE, ComputeProcess, GpuSource
 from fairwin.transport import client_session
@@ -70,6 +71,8 @@ class Hold:
     hosts: dict[str, Host] = field(default_factory=dict)  # the hosts the window's servers run on, over SSH
     tolerated: list[RunningPlaceholder] = field(default_factory=list)  # placeholders already holding the hardware
     gpus_unread: list[str] = field(default_factory=list)  # hosts the quiet proof cannot read the GPUs of
+    #: The Slurm job the window runs in: production run by Slurm can only come back once it has ended.
+    window_job: str | None = None
 
     @property
     def owed(self) -> bool:
@@ -168,7 +171,10 @@ class Hold:
         return problems
 
     async def give_back(self) -> Restore:
-        """Restore production and watch it; RestoreFailed (after recording why) when it does not hold."""
+        """Restore production and watch it; RestoreFailed (after recording why) when it does not hold. Production
+        that Slurm runs, inside the window's own job: handed back to Slurm, RETURNING until proved after the job."""
+        if self.production.scheduled is not None and self.window_job is not None:
+            return await self._hand_to_slurm(self.production.scheduled)
         timeout = aiohttp.ClientTimeout(total=None)
         async with client_session(timeout, self.production.headers) as session:
             try:
@@ -188,6 +194,20 @@ class Hold:
         if not watched.ok:
             raise RestoreFailed(f"RESTORE FAILED: production came up but the {watched.summary()}")
         return restored
+
+    async def _hand_to_slurm(self, scheduled: ScheduledProduction) -> Restore:
+        """Production's requeue hold lifted, so that Slurm runs it the moment the window's job ends; its return is
+        proved after that (``fairwin submit``'s follow, or ``fairwin recover``)."""
+        try:
+            released = await asyncio.to_thread(scheduled.release)
+        except (ProductionError, SchedulerError) as exc:
+            released = f"its requeue hold was not lifted ({exc}); Slurm runs it after its requeue delay"
+        self.restored = Restore(
+            state="RETURNING",
+            reason=f"Slurm runs production again when window job {self.window_job} ends: {released}",
+        )
+        self.say(f"production RETURNING: {self.restored.reason}")
+        return self.restored
 
     def line(self) -> str:
         """The restore, in one line, for the summary."""

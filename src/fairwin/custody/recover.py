@@ -28,6 +28,7 @@ from fairwin.custody.chain_receipts import write_end
 from fairwin.custody.hardware_lock import HardwareLock
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, shared_locks
+from fairwin.custody.slurm_return import prove_returns
 from fairwin.custody.team_hold import TeamHold, release_owed
 from fairwin.directory.journal import RELEASE_STEP, Launched, happened, production_at_open, read_journal, servers
 from fairwin.directory.layout import WindowDir
@@ -55,9 +56,11 @@ class Recovery:
     problems: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)  # finished windows whose owed team release now released
     owed: list[str] = field(default_factory=list)  # windows whose team release is still owed after this recover
+    returned: list[tuple[str, Restore]] = field(default_factory=list)  # windows production came back to from Slurm
 
     def summary(self) -> str:
         releases = [f"team release of window {window} released" for window in self.released]
+        releases += [f"window {window}: production {restore.state} from Slurm" for window, restore in self.returned]
         if self.window_id is None:
             if releases or self.problems:
                 return "; ".join([*releases, *self.problems])
@@ -97,6 +100,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     if held is None:
         result = Recovery(window_id=None)
         await _owed_releases(site, output_dir, result)
+        await _owed_returns(site, output_dir, result)
         return result
     if held.alive:
         raise InputError(f"{held.describe()} is still running; recover only a window whose fairwin died ({lock})")
@@ -133,6 +137,7 @@ async def recover(loaded: LoadedPlan, output_dir: Path) -> Recovery:
     directory.journal_event("recover", "end", stopped=result.stopped, restore=restore)
     _release_hardware(site, output_dir, lock, directory.window_id, result.problems)
     await _owed_releases(site, output_dir, result, skip=directory.window_id)
+    await _owed_returns(site, output_dir, result)
     if result.production is not None and not result.production.restored:
         raise RestoreFailed(f"recovered window {directory.window_id}, but RESTORE FAILED: {result.production.reason}")
     return result
@@ -183,6 +188,15 @@ async def _owed_releases(site: Site, output_dir: Path, result: Recovery, skip: s
         directory.amend_status(team_release=team)
         if team.released:
             result.released.append(status.window_id)
+
+
+async def _owed_returns(site: Site, output_dir: Path, result: Recovery) -> None:
+    """Every window of ``output_dir`` that handed production to Slurm (RETURNING): its return proved now; one
+    that did not come back is RESTORE FAILED, raised once the rest is done."""
+    result.returned += await prove_returns(site, output_dir, lambda _line: None)
+    failed = [f"window {window}: {restore.reason}" for window, restore in result.returned if not restore.restored]
+    if failed:
+        raise RestoreFailed(f"production did not come back from Slurm: RESTORE FAILED: {'; '.join(failed)}")
 
 
 async def _remove_containers(site: Site, window_id: str, launched: list[Launched], problems: list[str]) -> list[str]:

@@ -9,45 +9,21 @@ refusal too: a check that cannot see fails closed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-from fairwin.commands import runner
 from fairwin.directory.manifest import Allocation
 from fairwin.errors import SchedulerError
+from fairwin.launch.scheduler import hostnames, job_fields, slurm
 from fairwin.plan.cluster import ClusterSettings
-
-#: How long one of Slurm's own commands may take to answer.
-SLURM_TIMEOUT_S = 15.0
-_PAIR = re.compile(r"(\w+)=(\S*)")
-
-
-def slurm(*argv: str) -> str:
-    """What one of Slurm's commands answers; SchedulerError where it cannot be run or fails."""
-    try:
-        ran = runner().run(list(argv), timeout_s=SLURM_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
-        raise SchedulerError(f"`{' '.join(argv)}` could not be run ({exc})") from None
-    if ran.status != 0:
-        said = (ran.err or ran.out).strip().splitlines()
-        raise SchedulerError(f"`{' '.join(argv)}` failed: {said[-1] if said else f'exit {ran.status}'}")
-    return ran.out
-
-
-def job_fields(job_id: str) -> dict[str, str]:
-    """What ``scontrol show job -o`` says of a job, field by field (Slurm keeps an ended job for MinJobAge)."""
-    return dict(_PAIR.findall(slurm("scontrol", "show", "job", "-o", job_id)))
 
 
 def read_allocation(job_id: str) -> Allocation:
     """The job's partition, nodes (expanded) and whether it holds them alone (``OverSubscribe=NO``)."""
     fields = job_fields(job_id)
-    compact = fields.get("NodeList", "")
-    nodes = slurm("scontrol", "show", "hostnames", compact).split() if compact and compact != "(null)" else []
     return Allocation(
         job_id=job_id,
         partition=fields.get("Partition", ""),
-        nodes=nodes,
+        nodes=hostnames(fields.get("NodeList", "")),
         exclusive=fields.get("OverSubscribe") == "NO",
     )
 

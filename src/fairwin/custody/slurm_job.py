@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairwin.custody.slurm import job_fields, slurm
 from fairwin.errors import SchedulerError
 from fairwin.gates.estimate import TimeEstimate
+from fairwin.launch.scheduler import job_fields, slurm
 from fairwin.plan.cluster import ClusterSettings
 
 #: The states after which a job runs no more (squeue's long names).

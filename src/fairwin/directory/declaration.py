@@ -73,6 +73,7 @@ class ProductionDeclaration(SparseModel):
     up: list[str] | None = None
     down: list[str] | None = None
     base_url: str | None = None
+    slurm_job: str | None = None  # production as a Slurm job, by name
     host: str | None = None
     container: dict[str, JsonValue] | None = None  # the role's [container] table as the plan states it
     sha256: str

@@ -1,9 +1,10 @@
 """``status.json``, the window's one marker of what it is, and the custody states production is left in.
 
 Only ``complete`` is a result. A finished window's status also says what became of production
-(``restore``): RESTORED (brought back and the watch held), RESTORE FAILED, or CHAINED (left down
-for the chain's next window). These states are compared by the close, the chain, recover and the
-promotion gate, so they are one type, here.
+(``restore``): RESTORED (brought back and the watch held), RESTORE FAILED, CHAINED (left down
+for the chain's next window), or RETURNING (handed back to Slurm, which runs it again when the
+window's job ends; proved after that, then RESTORED or RESTORE FAILED). These states are compared
+by the close, the chain, recover and the promotion gate, so they are one type, here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fairwin.records import CompactModel, Record
 WindowState = Literal["running", "complete", "failed", "interrupted"]
 
 #: What became of production at a window's end.
-CustodyState = Literal["RESTORED", "RESTORE FAILED", "CHAINED"]
+CustodyState = Literal["RESTORED", "RESTORE FAILED", "CHAINED", "RETURNING"]
 
 
 class Coordinator(BaseModel):
@@ -81,6 +82,17 @@ class ArchiveProblem(BaseModel):
     problem: str
 
 
+class SlurmReturn(BaseModel):
+    """Production run by Slurm, given back by it: the window's job, when Slurm ended it, and how long after that
+    production answered health (the first 200 the proof saw)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    window_job: str
+    job_ended: str  # Slurm's EndTime of the window's job, as it says it
+    answered_after_s: float | None = None  # None: it did not answer
+
+
 class Restore(CompactModel):
     """Production given back (``up`` and its ``watch``), not given back (``reason``), or left to a chain."""
 
@@ -91,6 +103,7 @@ class Restore(CompactModel):
     up: UpRecord | None = None
     watch: WatchRecord | None = None
     placeholders: list[str] | None = None  # CHAINED: the placeholders holding the hardware meanwhile
+    slurm: SlurmReturn | None = None  # given back by Slurm after the window's job
 
     @property
     def restored(self) -> bool:

@@ -349,6 +349,8 @@ class Plan(StrictModel):
         if host is not None and host not in self.hosts:
             raise ValueError(f"production.host names {host!r}, which [hosts] does not declare")
         self._live_production()
+        if self.production is not None and self.production.slurm_job is not None and self.cluster is None:
+            raise ValueError("production.slurm_job: production runs as a Slurm job; declare the [cluster] it runs on")
         role_name = self.production.role if self.production is not None else None
         if role_name is None:
             return

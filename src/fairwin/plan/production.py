@@ -79,6 +79,16 @@ class ProductionSettings(StrictModel):
         description="What production runs (a commit or build id), keying the control archive "
         "(default: its declaration's digest).",
     )
+    slurm_job: str | None = Field(
+        None,
+        description="Production is this Slurm job (its name, `sbatch -J`): Slurm takes it down when the window's job "
+        "starts on its node and gives it back when that job ends; fairwin proves both ([cluster], docs/cluster.md).",
+    )
+    slurm_take_down: Literal["preemption", "requeue"] = Field(
+        "preemption",
+        description="How a Slurm production leaves its node: the cluster's own preemption (a partition tier or QOS "
+        "that preempts with requeue), or `scontrol requeue` by `fairwin submit` where the cluster does not preempt.",
+    )
     api_key_env: str | None = Field(
         None, description="The env variable holding production's API key (default: the role's api_key_env)."
     )
@@ -111,8 +121,13 @@ class ProductionSettings(StrictModel):
     @model_validator(mode="after")
     def _one_way_to_run_it(self) -> ProductionSettings:
         commands = bool(self.up) or bool(self.down)
-        if (self.role is None) == (not commands):
-            raise ValueError("give either role (fairwin launches production) or both up and down (managed elsewhere)")
+        if (self.role is not None) + commands + (self.slurm_job is not None) != 1:
+            raise ValueError(
+                "give one of role (fairwin launches production), both up and down (managed elsewhere), or slurm_job "
+                "(Slurm runs it)"
+            )
+        if self.slurm_job is not None:
+            return self._scheduled()
         if commands and not (self.up and self.down):
             raise ValueError("up and down come together: production managed elsewhere needs both commands")
         if self.host is not None and not commands:
@@ -124,4 +139,13 @@ class ProductionSettings(StrictModel):
             )
         if commands and (self.base_url is None or self.model is None):
             raise ValueError("production managed elsewhere needs base_url and model (what the watch requests)")
+        return self
+
+    def _scheduled(self) -> ProductionSettings:
+        """Production as a Slurm job: Slurm starts and stops it, so fairwin needs where it answers, and nothing to
+        run on a host."""
+        if self.host is not None or self.live is not None:
+            raise ValueError("slurm_job: Slurm runs production on its nodes; host and live do not apply")
+        if self.base_url is None or self.model is None:
+            raise ValueError("slurm_job needs base_url and model (where production answers, what the watch requests)")
         return self

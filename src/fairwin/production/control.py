@@ -31,6 +31,7 @@ from fairwin.plan.production import ProductionSettings
 from fairwin.plan.site import Site
 from fairwin.production import boxed
 from fairwin.production.proof import host_port, port_state
+from fairwin.production.scheduled import ScheduledProduction
 from fairwin.production.state_records import ProductionState
 from fairwin.production.where import Here, OverSsh, Where
 from fairwin.records import read_record, write_record
@@ -73,6 +74,8 @@ def snapshot(site: Site) -> ProductionDeclaration:
             declared["host"] = role.host
         if role.container is not None:  # likewise: only a container production's declaration names its container
             declared["container"] = role.container.model_dump(mode="json")
+    elif settings.slurm_job is not None:
+        declared = {"slurm_job": settings.slurm_job, "base_url": settings.base_url}
     else:
         declared = {"up": settings.up, "down": settings.down, "base_url": settings.base_url}
     return ProductionDeclaration.of(**declared)
@@ -115,6 +118,10 @@ class Production:
         if (host := role.host if role is not None else settings.host) is not None:
             remote = site.host(host)
             self.where = OverSsh(host, remote, settings.remote_dir)
+        cluster = site.plan.cluster
+        self.scheduled: ScheduledProduction | None = None
+        if settings.slurm_job is not None and cluster is not None:  # the plan requires [cluster] beside it
+            self.scheduled = ScheduledProduction(settings.slurm_job, cluster.nodes)
 
     def snapshot(self) -> ProductionDeclaration:
         """Production's declaration as it is now, with its sha256: what a window restores, recorded at open."""
@@ -146,6 +153,8 @@ class Production:
         started = time.monotonic()
         if self.spec is not None:
             how = await self._stop_launched()
+        elif self.scheduled is not None:
+            how = await self.scheduled.take_down(self.settings.down_timeout_s)
         else:
             how = await self.where.run("down", self.settings.down)
         deadline = time.monotonic() + self.settings.down_timeout_s
@@ -237,7 +246,10 @@ class Production:
             await self.refuse_if_port_taken()  # a server fairwin did not launch is never taken for production
         if await self.healthy(session):
             return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
-        if self.spec is None:
+        if self.scheduled is not None:
+            job = await self.scheduled.running(self.settings.up_timeout_s)
+            how = f"run again by Slurm: {job.said()}"
+        elif self.spec is None:
             how = await self.where.run("up", self.settings.up)
         elif launched is not None:  # launched already (a restore cut short): not twice
             how = f"pid {launched}, launched earlier"

@@ -97,6 +97,7 @@ def _hold(admitted: Admission, say: Callable[[str], None]) -> Hold | None:
         containers=container_clis(site),
         hosts=site.remote,
         gpus_unread=list(admitted.clocks.gpus_unread),
+        window_job=admitted.allocation.job_id if admitted.allocation is not None else None,
     )
 
 
