@@ -239,6 +239,17 @@ def test_standard_verification_is_required_unless_a_plan_opts_out(make_plan: Pla
             {"role": "P", "live": {"workers": [{"host": "nowhere", "match": "x"}]}},
             "production.live.workers[0].host names 'nowhere', which [hosts] does not declare",
         ),
+        (
+            {},
+            {"role": "P", "slurm_job": "prod"},
+            "give one of role (fairwin launches production), both up and down (managed elsewhere), or slurm_job",
+        ),
+        ({}, {"slurm_job": "prod", "model": "m"}, "slurm_job needs base_url and model"),
+        (
+            {},
+            {"slurm_job": "prod", "base_url": "http://h:1", "model": "m"},
+            "production.slurm_job: production runs as a Slurm job; declare the [cluster] it runs on",
+        ),
     ],
 )
 def test_production_as_it_runs_is_declared_whole(
