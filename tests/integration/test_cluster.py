@@ -4,6 +4,8 @@ against a real Slurm on this machine (tests/integration/slurm.py)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -190,10 +192,14 @@ def slurm_production(cluster: Cluster, name: str, node: str, partition: str = "p
     return job, port
 
 
-def scheduled_plan(make_plan: PlanFactory, name: str, port: int, node: str, **production: Any) -> Path:
+def scheduled_plan(
+    make_plan: PlanFactory, name: str, port: int, node: str, *flags: str, repeats: int = 2, **production: Any
+) -> Path:
+    """A plan of two sim roles (``flags`` each) whose production is the Slurm job ``name``, on ``node``."""
+    flags = flags or ("--ms-per-round", "2")
     plan = make_plan(
-        roles={"A": sim_role("--ms-per-round", "2", model=f"exp-{name}"), "B": sim_role(model=f"exp-{name}")},
-        window={"repeats": 2, "warmup_waves_max": 1},
+        roles={"A": sim_role(*flags, model=f"exp-{name}"), "B": sim_role(*flags, model=f"exp-{name}")},
+        window={"repeats": repeats, "warmup_waves_max": 1},
         cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
         production={"slurm_job": name, "base_url": f"http://127.0.0.1:{port}", "model": name, **WATCH, **production},
     )
@@ -242,5 +248,60 @@ def test_where_the_cluster_does_not_preempt_submit_requeues_slurm_production_and
         restore = status(only_window(plan))["restore"]
         assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T %P").stdout.strip() == "RUNNING service"
+    finally:
+        slurm_cluster.run("scancel", production)
+
+
+def slow_plan(make_plan: PlanFactory, name: str, port: int, node: str) -> Path:
+    """A Slurm production's plan whose starts take about 12 s each, over a minute in all: a fault lands inside."""
+    return scheduled_plan(make_plan, name, port, node, "--ms-per-round", "200", repeats=4)
+
+
+def test_a_job_cut_short_by_its_time_limit_closes_its_window_before_it_and_slurm_gives_production_back(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    production, port = slurm_production(slurm_cluster, "prod-limit", "n2")
+    try:
+        plan = slow_plan(make_plan, "prod-limit", port, "n2")
+        submitted = subprocess.Popen(
+            [sys.executable, "-m", "fairwin", "submit", str(plan)], env=slurm_cluster.env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        window = wait_for_begin(plan, "start s1")
+        job = json.loads((window / "window.json").read_text())["cluster"]["job_id"]
+        # Less than the signal's lead left: Slurm tells the window to close at its next check of time limits (every
+        # 30 s), well before the limit and the window's end.
+        assert slurm_cluster.run("scontrol", "update", f"JobId={job}", "TimeLimit=1").returncode == 0
+        out, err = submitted.communicate(timeout=120)
+        assert submitted.returncode == 130, (out, err)
+        assert slurm_cluster.run("scontrol", "show", "job", "-o", job).stdout.count("JobState=TIMEOUT") == 0
+        assert status(window)["state"] == "interrupted"
+        restore = status(window)["restore"]
+        assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
+        assert processes_with("exp-prod-limit") == []
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
+    finally:
+        slurm_cluster.run("scancel", production)
+
+
+def test_recover_gives_slurm_production_back_after_the_window_s_batch_step_is_killed(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    production, port = slurm_production(slurm_cluster, "prod-killed", "n1")
+    try:
+        plan = slow_plan(make_plan, "prod-killed", port, "n1")
+        submitted = fairwin_on(slurm_cluster, "submit", str(plan), "--no-follow")
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.split()[3].rstrip(":")
+        window = wait_for_begin(plan, "start s1")
+        os.kill(status(window)["coordinator"]["pid"], signal.SIGKILL)  # the batch step: fairwin itself
+        slurm_cluster.wait_ended(job)
+        assert status(window)["state"] == "running"  # it never closed
+        recovered = fairwin_on(slurm_cluster, "recover", str(plan))
+        assert recovered.returncode == 0, (recovered.stdout, recovered.stderr)
+        assert status(window)["state"] == "interrupted"
+        assert status(window)["recovery"]["restore"]["state"] == "RESTORED"
+        assert processes_with("exp-prod-killed") == []
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
     finally:
         slurm_cluster.run("scancel", production)
