@@ -67,6 +67,16 @@ class Cluster:
         assert code, f"job {job}: no exit code in {shown!r}"
         return int(code.split(":")[0])
 
+    def job_span(self, job: str) -> tuple[float, float]:
+        """When an ended job began and ended (Slurm's StartTime and EndTime, whole seconds), as Unix times."""
+        from datetime import datetime
+
+        shown = dict(
+            word.split("=", 1) for word in self.run("scontrol", "show", "job", "-o", job).stdout.split() if "=" in word
+        )
+        at = [datetime.strptime(shown[key], "%Y-%m-%dT%H:%M:%S").timestamp() for key in ("StartTime", "EndTime")]
+        return at[0], at[1]
+
     def cancel_all(self) -> None:
         self.run("scancel", "--user", "root")
         deadline = time.monotonic() + 30

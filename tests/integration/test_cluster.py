@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from fairwin.files import scan_jsonl
-from tests.conftest import PlanFactory, sim_role
+from tests.conftest import PlanFactory, plan_factory, sim_role
 from tests.integration.helpers import fairwin, only_window, processes_with, status, wait_healthy
 from tests.integration.production import WATCH, production_plan
 from tests.integration.slurm import Cluster
@@ -305,3 +305,41 @@ def test_recover_gives_slurm_production_back_after_the_window_s_batch_step_is_ki
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
     finally:
         slurm_cluster.run("scancel", production)
+
+
+def test_two_plans_submitted_at_once_run_in_parallel_on_two_nodes_and_both_archive_to_postgresql(
+    tmp_path: Path, slurm_cluster: Cluster, postgres_url: str
+) -> None:
+    env = {**slurm_cluster.env, "FAIRWIN_ARCHIVE_URL": postgres_url}  # sbatch passes it on to each job
+    assert subprocess.run([sys.executable, "-m", "fairwin", "archive", "migrate"], env=env).returncode == 0
+    plans, productions = [], []
+    try:
+        for name, node in (("prod-one", "n1"), ("prod-two", "n2")):
+            job, port = slurm_production(slurm_cluster, name, node)
+            productions.append(job)
+            (tmp_path / name).mkdir()
+            plans.append(scheduled_plan(plan_factory(tmp_path / name), name, port, node))
+        submitted = [
+            subprocess.Popen(
+                [sys.executable, "-m", "fairwin", "submit", str(plan)], env=env, stdout=subprocess.PIPE, text=True
+            )
+            for plan in plans
+        ]
+        outs = [process.communicate(timeout=240)[0] for process in submitted]
+        assert [process.returncode for process in submitted] == [0, 0], outs
+        jobs = [out.split()[3].rstrip(":") for out in outs]
+        spans = [slurm_cluster.job_span(job) for job in jobs]
+        assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1], spans  # each began before the other ended
+        windows = [only_window(plan) for plan in plans]
+        exported = tmp_path / "archive.jsonl"
+        done = subprocess.run(
+            [sys.executable, "-m", "fairwin", "archive", "export", "--to", str(exported), "--archive", postgres_url]
+        )
+        assert done.returncode == 0
+        rows = [json.loads(line) for line in exported.read_text().splitlines()]
+        archived = sorted(row["window_id"] for row in rows)
+        assert archived == sorted([windows[0].name] * 2 + [windows[1].name] * 2)  # each window's two control starts
+        assert [status(window)["restore"]["state"] for window in windows] == ["RESTORED", "RESTORED"]
+    finally:
+        for job in productions:
+            slurm_cluster.run("scancel", job)

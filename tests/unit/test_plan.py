@@ -296,3 +296,11 @@ def test_containers_and_placeholders_on_hosts_are_declared_whole(
     with pytest.raises(PlanError) as exc:
         load_plan(make_plan(roles={"A": role, "B": sim_role()}, chain=chain))
     assert expected in one_line_error(exc)
+
+
+def test_a_cluster_plan_locks_its_slurm_nodes_not_this_machine(make_plan: PlanFactory) -> None:
+    from fairwin.plan.site import Site
+
+    plan = make_plan()
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n2", "n1"]\n')
+    assert Site.of(load_plan(plan)).lock_keys == ["slurm://n1", "slurm://n2"]

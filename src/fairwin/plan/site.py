@@ -90,8 +90,14 @@ class Site:
     @property
     def lock_keys(self) -> list[str]:
         """The hardware lock's keys: every host touched by address, and this machine's always (whatever holds the
-        hardware runs from here: a window's client, a stage's commands)."""
-        return host_keys(self.where(name) for name in self.touched)
+        hardware runs from here: a window's client, a stage's commands). On a cluster the nodes Slurm allocates
+        stand for this machine (fairwin runs on the first of them): two windows on two nodes of one machine, as
+        the tests' cluster has, are two pieces of hardware."""
+        cluster = self.plan.cluster
+        if cluster is None:
+            return host_keys(self.where(name) for name in self.touched)
+        remote = [f"ssh://{host.address}:{host.port}" for host in self.remote.values()]
+        return sorted({f"slurm://{node}" for node in cluster.nodes} | set(remote))
 
 
 def host_keys(hosts: Iterable[Host | None]) -> list[str]:
