@@ -1,4 +1,5 @@
-"""`fairwin submit PLAN`: a window as a Slurm job on the plan's [cluster], followed to its end (docs/cluster.md)."""
+"""`fairwin submit PLAN`: a window as a Slurm job on the plan's [cluster], followed to its end; `fairwin status
+WINDOW`: where a window stands, its job's state included (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,20 @@ def add_parsers(commands: Commands) -> None:
     submit.add_argument("--no-follow", action="store_true", help="print the job id and return at once")
     chain_arguments(submit)
     submit.set_defaults(func=submit_window)
+    status = commands.add_parser(
+        "status", help="where a window stands: its state, production's custody, and its Slurm job's state now"
+    )
+    status.add_argument("window", help="a window's directory")
+    status.set_defaults(func=window_status)
+
+
+def window_status(args: argparse.Namespace) -> int:
+    from fairwin.custody.slurm_return import standing
+    from fairwin.directory.layout import WindowDir
+
+    for line in standing(WindowDir.existing(args.window)):
+        say(line)
+    return 0
 
 
 def _command(args: argparse.Namespace, plan: Path, mode: str) -> list[str]:

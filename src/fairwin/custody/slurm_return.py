@@ -112,3 +112,34 @@ async def after_job(site: Site, output_dir: Path, job_id: str, say: Callable[[st
     when = f", answering {answered:g} s after the window's job ended" if answered is not None else ""
     say(f"production {restored.state}{when}" + (f": {restored.reason}" if restored.reason else ""))
     return restored
+
+
+def standing(directory: WindowDir) -> list[str]:
+    """Where a window stands, in lines: its state (and verdict), production's custody, and its Slurm job's state
+    now (``fairwin status``). SchedulerError where Slurm cannot be asked of a window that ran as a job."""
+    status = read_record(directory.status, WindowStatus)
+    manifest = read_record(directory.manifest, WindowManifest)
+    lines = [f"window {status.window_id}: {status.state}" + (f", {status.verdict}" if status.verdict else "")]
+    if (restore := status.restore) is not None:
+        back = restore.slurm
+        after = (
+            ""
+            if back is None or back.answered_after_s is None
+            else (f", answering {back.answered_after_s:g} s after window job {back.window_job} ended")
+        )
+        lines.append(f"production: {restore.state}{after}" + (f": {restore.reason}" if restore.reason else ""))
+    if manifest.cluster is not None:
+        lines.append(_job_line(manifest.cluster.job_id, manifest.cluster.nodes))
+    return lines
+
+
+def _job_line(job: str, nodes: list[str]) -> str:
+    """The window's job as Slurm says it now; one it no longer holds (ended over MinJobAge ago) said so."""
+    try:
+        fields = job_fields(job)
+    except SchedulerError as exc:
+        if "Invalid job id" not in str(exc):
+            raise
+        return f"Slurm job {job}: ended, and no longer held by Slurm"
+    state, code = fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "")
+    return f"Slurm job {job}: {state} on {','.join(nodes)}, exit code {code or 'none yet'}"
