@@ -132,8 +132,9 @@ def _stop(pid_file: Path) -> None:
         os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[Cluster]:
+@contextlib.contextmanager
+def started_cluster() -> Iterator[Cluster]:
+    """A throwaway cluster on this machine, stopped and removed at the end (benchmarks/slurm_times.py uses it too)."""
     for program in ("munged", "slurmctld", "slurmd"):
         if shutil.which(program) is None and not Path(f"/usr/sbin/{program}").exists():
             missing("Slurm (slurm-wlm and munge)", f"{program} is not on this machine")
@@ -173,3 +174,9 @@ def slurm_cluster() -> Iterator[Cluster]:
             _stop(pid_file)
         _stop(root / "run" / "munged.pid")
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Cluster]:
+    with started_cluster() as cluster:
+        yield cluster

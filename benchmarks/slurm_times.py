@@ -1,0 +1,85 @@
+"""How long a window on Slurm waits on the scheduler: from `fairwin submit` to the window's first start, and from
+the window's end to production, run again by Slurm, answering.
+
+Starts the tests' throwaway cluster (tests/integration/slurm.py: Slurm 22.05 on this machine, scheduling every
+0.1 s), then, N times: a sim production as a requeue-able Slurm job on n1, a two-role sim window whose production
+is that job, `fairwin submit` followed to its end. Each time is read from the window's own receipts (the journal's
+clock): submit's moment to the first start's begin, and the close's end to the moment production answered health
+in the return step (its begin plus its proof's seconds); beside it, Slurm's own view (the job's EndTime, whole
+seconds, to the first health answer: status.json's `answered_after_s`).
+
+    python benchmarks/slurm_times.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.conftest import plan_factory  # noqa: E402
+from tests.integration.slurm import started_cluster  # noqa: E402
+from tests.integration.test_cluster import scheduled_plan, slurm_production  # noqa: E402
+
+
+def _events(window: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (window / "journal.jsonl").read_text().splitlines()]
+
+
+def _at(events: list[dict[str, Any]], step: str, event: str) -> dict[str, Any]:
+    return next(e for e in events if e["step"] == step and e["event"] == event)
+
+
+def one_window(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
+    name = f"prod-{number}"
+    folder = scratch / name
+    folder.mkdir()
+    production, port = slurm_production(cluster, name, "n1")
+    try:
+        plan = scheduled_plan(plan_factory(folder), name, port, "n1")
+        submitted = time.time()
+        done = subprocess.run(
+            [sys.executable, "-m", "fairwin", "submit", str(plan)], env=cluster.env, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"window {number} failed: {done.stdout}{done.stderr}")
+        (window,) = [p for p in (folder / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
+        events = _events(window)
+        returned = _at(events, "return", "end")
+        answered = _at(events, "return", "begin")["time"] + returned["up"]["seconds"]
+        return {
+            "submit_to_first_start_s": _at(events, "start s1", "begin")["time"] - submitted,
+            "submit_to_open_s": _at(events, "open", "begin")["time"] - submitted,
+            "close_to_production_answering_s": answered - _at(events, "close", "end")["time"],
+            "slurm_end_to_answering_s": returned["slurm"]["answered_after_s"],
+        }
+    finally:
+        cluster.run("scancel", production)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with started_cluster() as cluster, tempfile.TemporaryDirectory() as scratch:
+        runs = [one_window(cluster, Path(scratch), number) for number in range(args.runs)]
+    print(f"{args.runs} windows on the test cluster (Slurm 22.05, one machine, 2 cores):")
+    for key in runs[0]:
+        values = [run[key] for run in runs]
+        print(
+            f"  {key}: median {statistics.median(values):.2f} s, min {min(values):.2f}, max {max(values):.2f} "
+            f"({', '.join(f'{v:.2f}' for v in values)})"
+        )
+
+
+if __name__ == "__main__":
+    main()
