@@ -31,11 +31,11 @@ def cluster_plan(make_plan: PlanFactory, model: str, nodes: list[str]) -> Path:
     return plan
 
 
-def in_job(cluster: Cluster, plan: Path, *sbatch: str) -> subprocess.CompletedProcess[str]:
+def in_job(cluster: Cluster, plan: Path, *sbatch: str, run: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """``fairwin run PLAN`` as a Slurm batch job, followed to its end (every 0.2 s: sbatch --wait polls far less
     often); its output and exit code are the job's."""
     out = plan.parent / "job.out"
-    command = f"exec {sys.executable} -m fairwin run {plan} --quiet"
+    command = f"exec {sys.executable} -m fairwin run {plan} --quiet {' '.join(run)}"
     submitted = cluster.run("sbatch", "--parsable", "-o", str(out), *sbatch, "--wrap", command)
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
@@ -349,3 +349,13 @@ def test_two_plans_submitted_at_once_run_in_parallel_on_two_nodes_and_both_archi
     finally:
         for job in productions:
             slurm_cluster.run("scancel", job)
+
+
+def test_a_chain_with_production_as_a_slurm_job_is_refused(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:
+    plan = scheduled_plan(make_plan, "prod-chained", free_port(), "n1")
+    refused = in_job(slurm_cluster, plan, "-p", "bench", "--exclusive", "-w", "n1", run=("--chain",))
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert (
+        "--chain with production as a Slurm job (prod-chained): Slurm would run it again between the chain's jobs"
+        in (refused.stdout)
+    )

@@ -88,6 +88,13 @@ def _chain(admitting: Admission) -> Problems:
         return [f"{in_progress(path, found)}; {how}"] if found is not None else []
     if site.plan.production is None:
         raise InputError(f"--chain needs a [production] section in {site.path}: a chain leaves production down")
+    if site.plan.production.slurm_job is not None:
+        # Between two windows' jobs Slurm would run production's job again on the freed node: a chain needs one
+        # allocation held from its first window to its last, which fairwin does not take yet (#52).
+        raise InputError(
+            f"--chain with production as a Slurm job ({site.plan.production.slurm_job}): Slurm would run it again "
+            "between the chain's jobs; run the windows unchained"
+        )
     if admitting.checked.mode.many:
         # Its last start is known only when a look drops the last open candidate: the placeholders that must take
         # the hardware before that start's servers stop could not be started in time.
