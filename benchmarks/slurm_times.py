@@ -43,8 +43,7 @@ def one_window(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
     name = f"prod-{number}"
     folder = scratch / name
     folder.mkdir()
-    production, port = slurm_production(cluster, name, "n1")
-    try:
+    with slurm_production(cluster, name, "n1") as (_, port):
         plan = scheduled_plan(plan_factory(folder), name, port, "n1")
         submitted = time.time()
         done = subprocess.run(
@@ -62,8 +61,6 @@ def one_window(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
             "close_to_production_answering_s": answered - _at(events, "close", "end")["time"],
             "slurm_end_to_answering_s": returned["slurm"]["answered_after_s"],
         }
-    finally:
-        cluster.run("scancel", production)
 
 
 def main() -> None:

@@ -3,12 +3,14 @@ against a real Slurm on this machine (tests/integration/slurm.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,8 +179,12 @@ def test_scancel_mid_start_closes_the_window_and_gives_production_back(
     assert status(window)["restore"]["state"] == "RESTORED"
 
 
-def slurm_production(cluster: Cluster, name: str, node: str, partition: str = "production") -> tuple[str, int]:
-    """A sim production run as a requeue-able Slurm job on ``node``, answering health: its job id and port."""
+@contextlib.contextmanager
+def slurm_production(
+    cluster: Cluster, name: str, node: str, partition: str = "production"
+) -> Iterator[tuple[str, int]]:
+    """A sim production run as a requeue-able Slurm job on ``node``, answering health: its job id and port; cancelled
+    at the end, whatever happened."""
     port = free_port()
     command = f"exec {sys.executable} -m fairwin sim --port {port} --model {name}"
     submitted = cluster.run(
@@ -187,9 +193,12 @@ def slurm_production(cluster: Cluster, name: str, node: str, partition: str = "p
     )  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
-    cluster.wait_running(job)
-    wait_healthy(f"http://127.0.0.1:{port}/health")
-    return job, port
+    try:
+        cluster.wait_running(job)
+        wait_healthy(f"http://127.0.0.1:{port}/health")
+        yield job, port
+    finally:
+        cluster.run("scancel", job)
 
 
 def scheduled_plan(
@@ -210,8 +219,7 @@ def scheduled_plan(
 def test_a_submitted_window_takes_slurm_production_down_by_preemption_and_proves_slurm_gave_it_back(
     make_plan: PlanFactory, slurm_cluster: Cluster
 ) -> None:
-    production, port = slurm_production(slurm_cluster, "prod-preempted", "n1")
-    try:
+    with slurm_production(slurm_cluster, "prod-preempted", "n1") as (production, port):
         plan = scheduled_plan(make_plan, "prod-preempted", port, "n1")
         done = fairwin_on(slurm_cluster, "submit", str(plan))
         assert done.returncode == 0, (done.stdout, done.stderr)
@@ -235,15 +243,12 @@ def test_a_submitted_window_takes_slurm_production_down_by_preemption_and_proves
             f"production: RESTORED, answering {restore['slurm']['answered_after_s']:g} s after window job {job} ended",
             f"Slurm job {job}: COMPLETED on n1, exit code 0:0",
         ]
-    finally:
-        slurm_cluster.run("scancel", production)
 
 
 def test_where_the_cluster_does_not_preempt_submit_requeues_slurm_production_and_proves_it_back(
     make_plan: PlanFactory, slurm_cluster: Cluster
 ) -> None:
-    production, port = slurm_production(slurm_cluster, "prod-requeued", "n2", partition="service")
-    try:
+    with slurm_production(slurm_cluster, "prod-requeued", "n2", partition="service") as (production, port):
         plan = scheduled_plan(make_plan, "prod-requeued", port, "n2", slurm_take_down="requeue")
         done = fairwin_on(slurm_cluster, "submit", str(plan))
         assert done.returncode == 0, (done.stdout, done.stderr)
@@ -254,8 +259,6 @@ def test_where_the_cluster_does_not_preempt_submit_requeues_slurm_production_and
         restore = status(only_window(plan))["restore"]
         assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T %P").stdout.strip() == "RUNNING service"
-    finally:
-        slurm_cluster.run("scancel", production)
 
 
 def slow_plan(make_plan: PlanFactory, name: str, port: int, node: str) -> Path:
@@ -266,8 +269,7 @@ def slow_plan(make_plan: PlanFactory, name: str, port: int, node: str) -> Path:
 def test_a_job_cut_short_by_its_time_limit_closes_its_window_before_it_and_slurm_gives_production_back(
     make_plan: PlanFactory, slurm_cluster: Cluster
 ) -> None:
-    production, port = slurm_production(slurm_cluster, "prod-limit", "n2")
-    try:
+    with slurm_production(slurm_cluster, "prod-limit", "n2") as (production, port):
         plan = slow_plan(make_plan, "prod-limit", port, "n2")
         submitted = subprocess.Popen(
             [sys.executable, "-m", "fairwin", "submit", str(plan)], env=slurm_cluster.env, stdout=subprocess.PIPE,
@@ -286,15 +288,12 @@ def test_a_job_cut_short_by_its_time_limit_closes_its_window_before_it_and_slurm
         assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
         assert processes_with("exp-prod-limit") == []
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
-    finally:
-        slurm_cluster.run("scancel", production)
 
 
 def test_recover_gives_slurm_production_back_after_the_window_s_batch_step_is_killed(
     make_plan: PlanFactory, slurm_cluster: Cluster
 ) -> None:
-    production, port = slurm_production(slurm_cluster, "prod-killed", "n1")
-    try:
+    with slurm_production(slurm_cluster, "prod-killed", "n1") as (production, port):
         plan = slow_plan(make_plan, "prod-killed", port, "n1")
         submitted = fairwin_on(slurm_cluster, "submit", str(plan), "--no-follow")
         assert submitted.returncode == 0, submitted.stderr
@@ -309,8 +308,6 @@ def test_recover_gives_slurm_production_back_after_the_window_s_batch_step_is_ki
         assert status(window)["recovery"]["restore"]["state"] == "RESTORED"
         assert processes_with("exp-prod-killed") == []
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
-    finally:
-        slurm_cluster.run("scancel", production)
 
 
 def test_two_plans_submitted_at_once_run_in_parallel_on_two_nodes_and_both_archive_to_postgresql(
@@ -318,11 +315,10 @@ def test_two_plans_submitted_at_once_run_in_parallel_on_two_nodes_and_both_archi
 ) -> None:
     env = {**slurm_cluster.env, "FAIRWIN_ARCHIVE_URL": postgres_url}  # sbatch passes it on to each job
     assert subprocess.run([sys.executable, "-m", "fairwin", "archive", "migrate"], env=env).returncode == 0
-    plans, productions = [], []
-    try:
+    plans = []
+    with contextlib.ExitStack() as productions:
         for name, node in (("prod-one", "n1"), ("prod-two", "n2")):
-            job, port = slurm_production(slurm_cluster, name, node)
-            productions.append(job)
+            _, port = productions.enter_context(slurm_production(slurm_cluster, name, node))
             (tmp_path / name).mkdir()
             plans.append(scheduled_plan(plan_factory(tmp_path / name), name, port, node))
         submitted = [
@@ -346,9 +342,6 @@ def test_two_plans_submitted_at_once_run_in_parallel_on_two_nodes_and_both_archi
         archived = sorted(row["window_id"] for row in rows)
         assert archived == sorted([windows[0].name] * 2 + [windows[1].name] * 2)  # each window's two control starts
         assert [status(window)["restore"]["state"] for window in windows] == ["RESTORED", "RESTORED"]
-    finally:
-        for job in productions:
-            slurm_cluster.run("scancel", job)
 
 
 def test_a_chain_with_production_as_a_slurm_job_is_refused(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:
