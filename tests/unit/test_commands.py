@@ -114,3 +114,45 @@ def test_a_slurm_allocation_is_read_with_slurms_own_commands_and_a_silent_slurm_
         "Slurm job 7's allocation cannot be read: `scontrol show job -o 7` failed: slurm_load_jobs error: Unable to "
         "contact slurm controller"
     ]
+
+
+def _production_job(state: str, reason: str, requeue: str = "1", nodes: str = "(null)") -> Answering:
+    shown = f"JobId=12 JobName=prod JobState={state} Reason={reason} Requeue={requeue} Restarts=1 NodeList={nodes}"
+    return Answering(
+        {
+            ("squeue", "-h", "--name", "prod", "-o", "%i"): Ran(0, "12\n"),
+            ("scontrol", "show", "job", "-o", "12"): Ran(0, shown + "\n"),
+            ("scontrol", "show", "hostnames", "n1"): Ran(0, "n1\n"),
+            ("scontrol", "requeue", "12"): Ran(0, ""),
+        }
+    )
+
+
+def test_a_slurm_production_preempted_for_the_window_is_found_down_and_one_slurm_will_not_requeue_is_refused() -> None:
+    from fairwin.errors import ProductionError
+    from fairwin.production.scheduled import ScheduledProduction
+
+    production = ScheduledProduction("prod", ["n1"])
+    with using(_production_job("PENDING", "BeginTime")):
+        said = asyncio.run(production.take_down(1.0))
+    assert said == "taken down by Slurm: Slurm job 12 (prod) PENDING (BeginTime), restarted 1 time(s)"
+    never_back = _production_job("PENDING", "BeginTime", requeue="0")
+    with using(never_back), pytest.raises(ProductionError, match="cannot be requeued: Slurm would not give it back"):
+        asyncio.run(production.take_down(1.0))
+    assert ("scontrol", "requeue", "12") not in [argv for argv, _ in never_back.asked]
+
+
+def test_a_slurm_production_still_on_the_window_s_node_is_requeued_and_released_after() -> None:
+    from fairwin.errors import ProductionError
+    from fairwin.production.scheduled import ScheduledProduction
+
+    production = ScheduledProduction("prod", ["n1"])
+    running = _production_job("RUNNING", "None", nodes="n1")
+    with using(running), pytest.raises(ProductionError, match=r"still runs 0\.1 s after scontrol requeue"):
+        asyncio.run(production.take_down(0.1))  # the fake never leaves the node: the wait ends, refused
+    assert ("scontrol", "requeue", "12") in [argv for argv, _ in running.asked]
+    waiting = _production_job("PENDING", "BeginTime")
+    waiting.answers[("scontrol", "update", "JobId=12", "StartTime=now")] = Ran(0, "")
+    with using(waiting):
+        said = production.release()
+    assert said.endswith(": released to run when the window's job ends (StartTime=now)")

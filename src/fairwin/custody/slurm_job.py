@@ -18,13 +18,9 @@ from pathlib import Path
 
 from fairwin.errors import SchedulerError
 from fairwin.gates.estimate import TimeEstimate
-from fairwin.launch.scheduler import job_fields, slurm
+from fairwin.launch.scheduler import ENDED, job_fields, slurm
 from fairwin.plan.cluster import ClusterSettings
 
-#: The states after which a job runs no more (squeue's long names).
-ENDED = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
-)
 #: Seconds the window's close may take after Slurm's signal beyond the restore the budget estimates.
 CLOSE_MARGIN_S = 60.0
 

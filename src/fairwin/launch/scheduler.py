@@ -15,6 +15,10 @@ from fairwin.errors import SchedulerError
 #: How long one of Slurm's own commands may take to answer.
 SLURM_TIMEOUT_S = 15.0
 _PAIR = re.compile(r"(\w+)=(\S*)")
+#: The states after which a job runs no more (squeue's long names).
+ENDED = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+)
 
 
 def slurm(*argv: str) -> str:

@@ -244,7 +244,8 @@ class Production:
         launched = await self.recorded_pid() if self.spec is not None else None
         if self.spec is not None and launched is None:
             await self.refuse_if_port_taken()  # a server fairwin did not launch is never taken for production
-        if await self.healthy(session):
+        # Slurm's production: its job running again on its node is the proof, before whatever answers its port.
+        if self.scheduled is None and await self.healthy(session):
             return Proved("up", "already up", f"{self.health_url} answers 200", time.monotonic() - started)
         if self.scheduled is not None:
             job = await self.scheduled.running(self.settings.up_timeout_s)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from fairwin.errors import ProductionError, SchedulerError
-from fairwin.launch.scheduler import hostnames, job_fields, slurm
+from fairwin.launch.scheduler import ENDED, hostnames, job_fields, slurm
 
 POLL_S = 0.5
 #: States in which the job holds no node and will run again (squeue's long names).
@@ -77,7 +77,16 @@ class ScheduledProduction:
     async def take_down(self, timeout_s: float) -> str:
         """Production's job off the window's nodes: found preempted (or requeued by submit), or requeued now where
         it still runs there (a node the cluster shares); refused where Slurm would not run it again."""
+        deadline = time.monotonic() + timeout_s
         job = await asyncio.to_thread(self.seen)
+        while job.state not in WAITING and job.state != "RUNNING":  # COMPLETING after its preemption: on its way
+            if job.state in ENDED or time.monotonic() >= deadline:
+                raise ProductionError(
+                    f"{job.said()}: neither running nor waiting to run again; Slurm will not give it back (submit "
+                    "production with --requeue, on a partition or QOS that preempts with REQUEUE)"
+                )
+            await asyncio.sleep(POLL_S)
+            job = await asyncio.to_thread(self.seen)
         if not job.requeue:
             raise ProductionError(
                 f"{job.said()} cannot be requeued: Slurm would not give it back after the window; submit production "
@@ -91,7 +100,6 @@ class ScheduledProduction:
                 )
             return f"taken down by Slurm: {job.said()}"
         await asyncio.to_thread(self.requeue, job)
-        deadline = time.monotonic() + timeout_s
         while self.on_window_nodes(now := await asyncio.to_thread(self.seen)):
             if time.monotonic() >= deadline:
                 raise ProductionError(f"{now.said()} still runs {timeout_s:g} s after scontrol requeue")
