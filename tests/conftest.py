@@ -164,7 +164,7 @@ def _record_skips(session: pytest.Session) -> None:
 #: (the Makefile turns off xdist's own order, most tests first, which left the one-test runbook's day, 98 s, to
 #: start last and run on alone): each file runs on one worker (--dist loadfile), the longest first.
 LONGEST_FIRST = (
-    "tests/integration/test_cluster.py",  # 14 tests, about 100 s in all, most of it waiting on Slurm (2026-12-05)
+    "tests/integration/test_cluster.py",  # 14 tests, 80 to 90 s in all, most of it waiting on Slurm (2026-12-05)
     "tests/integration/test_many_arms.py",  # 75 s, most of it one window
     "tests/integration/test_hosts.py",
     "tests/integration/test_production.py",
