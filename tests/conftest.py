@@ -164,6 +164,7 @@ def _record_skips(session: pytest.Session) -> None:
 #: (the Makefile turns off xdist's own order, most tests first, which left the one-test runbook's day, 98 s, to
 #: start last and run on alone): each file runs on one worker (--dist loadfile), the longest first.
 LONGEST_FIRST = (
+    "tests/integration/test_runbook_day.py",  # one test of 105 to 125 s: started late, it is the part's tail
     "tests/integration/test_cluster.py",  # 14 tests, 80 to 90 s in all, most of it waiting on Slurm (2026-12-05)
     "tests/integration/test_many_arms.py",  # 75 s, most of it one window
     "tests/integration/test_hosts.py",
@@ -172,7 +173,6 @@ LONGEST_FIRST = (
     "tests/integration/test_window_sim.py",
     "tests/integration/test_telemetry.py",
     "tests/integration/test_containers.py",
-    "tests/integration/test_runbook_day.py",
     "tests/integration/test_secrets.py",
     "tests/integration/test_identity.py",
     "tests/integration/test_archive_import_map.py",
@@ -206,6 +206,14 @@ def scratch_chain_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     path = tmp_path / "scratch-chain.json"
     monkeypatch.setenv("FAIRWIN_CHAIN_MARKER", str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def own_fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's servers run on stand-in GPUs of its own (tests/fixtures/nvidia-smi lists only the servers of
+    its own FAKE_GPU_SCOPE): a test's stray job on the GPUs is never another test's, whatever runs beside it.
+    Servers a test launches over SSH do not carry it; the tests of one host's file run one after another."""
+    monkeypatch.setenv("FAKE_GPU_SCOPE", str(tmp_path))
 
 
 @pytest.fixture(autouse=True)
