@@ -70,6 +70,11 @@ def test_a_window_in_an_exclusive_allocation_of_its_nodes_runs_and_records_its_j
     assert manifest["cluster"]["nodes"] == ["n1"] and manifest["cluster"]["exclusive"] is True
     assert manifest["cluster"]["partition"] == "bench" and manifest["cluster"]["job_id"].isdigit()
     assert json.loads((window / "status.json").read_text())["state"] == "complete"
+    job = manifest["cluster"]["job_id"]
+    steps = [json.loads(path.read_text())["slurm_step"] for path in sorted(window.glob("starts/s*/start.json"))]
+    assert steps and all(
+        step.startswith(f"step {job}.") and " on node n1, task pid " in step for step in steps
+    )
     assert processes_with("in-job") == []
 
 

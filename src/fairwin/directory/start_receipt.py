@@ -167,6 +167,7 @@ class StartReceipt(Record):
     healthy_after_s: float | None = None
     scheduling: dict[str, object] | None = None
     container: ContainerReceipt | None = None  # a container role's
+    slurm_step: str | None = None  # inside a Slurm job: the step it ran as ("step 7.2 on node n1, task pid N")
     counters: str | None = None  # the server profile pooled with (metrics/profile.py), and why that one
     counters_reason: str | None = None
     env_check: list[str] | None = None

@@ -105,15 +105,16 @@ class LocalServer:
         the caller meanwhile does not cut the stop short (the thread finishes it)."""
         return await asyncio.to_thread(self.terminate)
 
+    def command(self) -> list[str]:
+        """What is run: the role's argv behind its CPU set and priority."""
+        return [*self.spec.scheduling.command_prefix(self.spec.role_name), *self.spec.argv]
+
     def launch(self) -> None:
         """Start the server (the blocking form of :meth:`start`)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        prefix = self.spec.scheduling.command_prefix(self.spec.role_name)
         with self.log_path.open("ab") as log:
             try:  # in a session of its own: its process group, so stop() reaches its workers
-                self.process = runner().spawn(
-                    [*prefix, *self.spec.argv], env=self.spec.env, cwd=self.spec.cwd, output=log
-                )
+                self.process = runner().spawn(self.command(), env=self.spec.env, cwd=self.spec.cwd, output=log)
             except OSError as exc:
                 raise LaunchError(
                     f"{self.spec.label}: cannot run {self.spec.argv[0]!r}: {exc.strerror}; fix the role's argv"

@@ -29,6 +29,7 @@ from fairwin.launch.listeners import check_free, check_ours, listen_ports
 from fairwin.launch.local import LocalServer, Note
 from fairwin.launch.readiness import wait_ready
 from fairwin.launch.runtime_cli import RuntimeCli
+from fairwin.launch.slurm_step import SlurmStep
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
 from fairwin.plan.roles import Ready, RepoPin
 from fairwin.plan.site import Site
@@ -98,6 +99,18 @@ def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
 
         return RemoteServer(spec=spec, host_name=spec.host, host=spec.remote, log_path=log_path)
     return LocalServer(spec=spec, log_path=log_path)
+
+
+def step_launcher(job_id: str, node: str) -> Launcher:
+    """Inside a Slurm job's allocation: a role's plain process here runs as a step of the job on ``node`` (srun),
+    so that Slurm tracks it; a container, or a process on a remote host, as :func:`local_launcher` makes it."""
+
+    def launch(spec: LaunchSpec, log_path: Path) -> ServerHandle:
+        if spec.container is None and spec.remote is None:
+            return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=node)
+        return local_launcher(spec, log_path)
+
+    return launch
 
 
 @dataclass

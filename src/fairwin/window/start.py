@@ -16,6 +16,7 @@ from fairwin.client.wave import Target
 from fairwin.decision.registry import get_rule
 from fairwin.directory.journal import start_step
 from fairwin.directory.start_receipt import StartReceipt, WorkerReceipt
+from fairwin.launch.slurm_step import SlurmStep
 from fairwin.launch.spec import LaunchSpec
 from fairwin.metrics.profile import choose_profile
 from fairwin.plan.schedule import StartSpec
@@ -98,6 +99,8 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
             await head.prove_ours()  # what answered is the server launched, not a holder of its port
             receipt.scheduling = head.handle.scheduling
             receipt.container = head.handle.described()
+            if isinstance(head.handle, SlurmStep):  # the step Slurm tracks it as, in the window's job
+                receipt.slurm_step = head.handle.where()
             ctx.say(f"  healthy after {healthy:.1f} s")
             target = await _choose_profile(ctx, session, target, receipt)
             await _runtime_checks(ctx, start, processes, receipt)

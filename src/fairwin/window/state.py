@@ -15,6 +15,7 @@ and its close (:class:`~fairwin.window.closing.Closing`). What it holds:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ from fairwin.telemetry.hold_clocks import ClockWatch
 from fairwin.window.admitted import Admission
 from fairwin.window.measuring import Measured, Measuring
 from fairwin.window.preflight import Preflight
-from fairwin.window.processes import Launcher
+from fairwin.window.processes import Launcher, local_launcher, step_launcher
 from fairwin.window.progress import ProgressFeed
 from fairwin.window.start_context import StartContext
 
@@ -143,7 +144,12 @@ class WindowState:
 
     @property
     def launcher(self) -> Launcher:
-        return self.admission.options.launcher
+        """What starts each server: inside a Slurm job, the default one runs each as a step of the job (srun) on the
+        node the window runs on; a launcher a test injects as it is."""
+        chosen, allocation = self.admission.options.launcher, self.admission.allocation
+        if allocation is None or chosen is not local_launcher:
+            return chosen
+        return step_launcher(allocation.job_id, os.environ.get("SLURMD_NODENAME") or allocation.nodes[0])
 
     def __post_init__(self) -> None:
         """The window's own (``Window.__post_init__``) makes what ``init=False`` leaves out."""

@@ -1,0 +1,103 @@
+"""A role's server as a step of the window's Slurm job: ``srun`` inside the allocation, on the node the window runs
+on, so that Slurm tracks every process the server starts and the job's end takes them all.
+
+srun is one more command behind the command seam: the process fairwin starts is srun itself, in its own session
+as every local server is; its output is the server's (srun forwards it to the start's log). The server runs under
+the step's slurmstepd, not under srun, so what fairwin proves of it is proved of the step: the step is found by
+its unique name (``squeue -s``), its tasks by ``scontrol listpids``, and the process listening on the role's port
+must run in the step's session. Its environment is srun's with Slurm's own variables added (``SLURM_*``,
+``SRUN_*``): those are set aside on both sides before the runtime check compares the rest. Stopping signals srun,
+which ends the step; ``scancel`` of the step after that leaves nothing of it on the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from fairwin.directory.start_receipt import StopRecord
+from fairwin.errors import LaunchError, SchedulerError
+from fairwin.launch.local import LocalServer, read_process_env
+from fairwin.launch.scheduler import slurm
+
+#: Variables Slurm sets in a step's tasks (and the batch step's): the runtime check compares the rest.
+SLURM_OWN = ("SLURM_", "SRUN_")
+STEP_POLL_S = 0.2
+STEP_FOUND_WITHIN_S = 10.0
+
+
+def without_slurms(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if not key.startswith(SLURM_OWN)}
+
+
+@dataclass
+class SlurmStep(LocalServer):
+    """One server as a step of Slurm job ``job_id`` on ``node``; found, after it answers, by ``step_name``."""
+
+    job_id: str = ""
+    node: str = ""
+    step_name: str = field(default_factory=lambda: f"fairwin-{secrets.token_hex(6)}")
+    step_id: str | None = None
+    task_pid: int | None = None
+    session: int | None = None
+
+    def command(self) -> list[str]:
+        srun = ["srun", "--overlap", f"--jobid={self.job_id}", "-N1", "-n1", "-w", self.node, "-J", self.step_name]
+        return [*srun, "--quiet", "--kill-on-bad-exit=1", "--", *super().command()]
+
+    @property
+    def listens_as(self) -> int | None:
+        """The step's session: its tasks', where the server that listens must run."""
+        return self.session
+
+    async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
+        healthy = await super().wait_healthy(session)
+        await asyncio.to_thread(self._find_step)
+        return healthy
+
+    def _find_step(self) -> None:
+        """The step srun made (by its name) and its first task, on this node; LaunchError where Slurm does not show
+        them: a server whose step cannot be seen is not proved to be the one fairwin launched."""
+        try:
+            listed_steps = slurm("squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j").splitlines()
+            found = [words[0] for words in map(str.split, listed_steps) if words[1:] == [self.step_name]]
+            if not found:
+                raise LaunchError(f"{self.spec.label}: Slurm lists no step named {self.step_name} in job {self.job_id}")
+            self.step_id = found[0]
+            listed = slurm("scontrol", "listpids", self.step_id, self.node).splitlines()[1:]
+        except SchedulerError as exc:
+            raise LaunchError(f"{self.spec.label}: its Slurm step could not be read: {exc}") from None
+        pids = [int(line.split()[0]) for line in listed if line.split() and line.split()[0].isdigit()]
+        if not pids:
+            raise LaunchError(f"{self.spec.label}: Slurm step {self.step_id} lists no process on node {self.node}")
+        self.task_pid = min(pids)
+        try:
+            self.session = os.getsid(self.task_pid)
+        except ProcessLookupError:
+            raise LaunchError(f"{self.spec.label}: step {self.step_id}'s task {self.task_pid} exited") from None
+
+    def where(self) -> str:
+        """The step, its node and the task that serves, for the start's receipt."""
+        return f"step {self.step_id} on node {self.node}, task pid {self.task_pid}"
+
+    async def process_env(self) -> dict[str, str] | None:
+        env = read_process_env(self.task_pid) if self.task_pid is not None else None
+        return without_slurms(env) if env is not None else None
+
+    @property
+    def expected_env(self) -> dict[str, str]:
+        return without_slurms(self.spec.env)
+
+    def terminate(self) -> StopRecord:
+        """srun signalled (it ends the step), then the step cancelled whatever is left of it."""
+        record = super().terminate()
+        if self.step_id is not None:
+            with contextlib.suppress(SchedulerError):  # the step ended with srun, and Slurm forgot it already
+                slurm("scancel", "--quiet", self.step_id)
+        return record
