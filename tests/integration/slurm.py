@@ -77,6 +77,20 @@ class Cluster:
         at = [datetime.strptime(shown[key], "%Y-%m-%dT%H:%M:%S").timestamp() for key in ("StartTime", "EndTime")]
         return at[0], at[1]
 
+    def kill_slurmd(self, node: str) -> None:
+        """The node lost: its slurmd killed (the steps it started run on, as on a node cut off from its controller)."""
+        os.kill(int((self.root / "run" / f"slurmd-{node}.pid").read_text()), signal.SIGKILL)
+
+    def start_slurmd(self, node: str) -> None:
+        """The node back: its slurmd started again, until Slurm sees it respond."""
+        program = shutil.which("slurmd") or "/usr/sbin/slurmd"
+        done = subprocess.run([program, "-f", str(self.conf), "-N", node], env=self.env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        deadline = time.monotonic() + 30
+        while "*" in self.run("sinfo", "-h", "-n", node, "-o", "%t").stdout:  # * : not responding
+            assert time.monotonic() < deadline, self.run("sinfo", "-N").stdout
+            time.sleep(0.3)
+
     def cancel_all(self) -> None:
         self.run("scancel", "--user", "root")
         deadline = time.monotonic() + 30

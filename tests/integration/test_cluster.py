@@ -72,9 +72,7 @@ def test_a_window_in_an_exclusive_allocation_of_its_nodes_runs_and_records_its_j
     assert json.loads((window / "status.json").read_text())["state"] == "complete"
     job = manifest["cluster"]["job_id"]
     steps = [json.loads(path.read_text())["slurm_step"] for path in sorted(window.glob("starts/s*/start.json"))]
-    assert steps and all(
-        step.startswith(f"step {job}.") and " on node n1, task pid " in step for step in steps
-    )
+    assert steps and all(step.startswith(f"step {job}.") and " on node n1, task pid " in step for step in steps)
     assert processes_with("in-job") == []
 
 
@@ -357,3 +355,31 @@ def test_a_chain_with_production_as_a_slurm_job_is_refused(make_plan: PlanFactor
         "--chain with production as a Slurm job (prod-chained): Slurm would run it again between the chain's jobs"
         in (refused.stdout)
     )
+
+
+def test_a_node_lost_mid_window_fails_the_start_naming_it_and_production_comes_back_with_the_node(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    with slurm_production(slurm_cluster, "prod-lost", "n1") as (production, port):
+        plan = scheduled_plan(make_plan, "prod-lost", port, "n1", repeats=4)
+        submitted = subprocess.Popen(
+            [sys.executable, "-m", "fairwin", "submit", str(plan)], env=slurm_cluster.env, stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            window = wait_for_begin(plan, "start s1")
+            slurm_cluster.kill_slurmd("n1")
+            deadline = time.monotonic() + 90
+            while status(window)["state"] == "running" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert status(window)["state"] == "failed"
+            assert "on node n1 (node n1: " in status(window)["error"]
+            # While the node is lost, production (bound to it) cannot run: Slurm gives it back with the node.
+            assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "PENDING"
+        finally:
+            slurm_cluster.start_slurmd("n1")
+        out, _ = submitted.communicate(timeout=120)
+        assert submitted.returncode == 3, out  # the window's own status: a start that failed
+        assert status(window)["restore"]["state"] == "RESTORED"
+        assert processes_with("exp-prod-lost") == []
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"

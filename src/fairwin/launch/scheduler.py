@@ -43,3 +43,9 @@ def hostnames(compact: str) -> list[str]:
     if not compact or compact == "(null)":
         return []
     return slurm("scontrol", "show", "hostnames", compact).split()
+
+
+def node_state(node: str) -> str:
+    """A node's state as slurmctld holds it (``IDLE``, ``ALLOCATED+NOT_RESPONDING``, ``DOWN``...)."""
+    shown = slurm("scontrol", "show", "node", "-o", node)
+    return next((word.split("=", 1)[1] for word in shown.split() if word.startswith("State=")), "unknown")

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from fairwin.directory.start_receipt import StopRecord
-from fairwin.errors import LaunchError, SchedulerError
+from fairwin.errors import LaunchError, SchedulerError, ServerExitedError
 from fairwin.launch.local import LocalServer, read_process_env
-from fairwin.launch.scheduler import slurm
+from fairwin.launch.scheduler import node_state, slurm
 
 #: Variables Slurm sets in a step's tasks (and the batch step's): the runtime check compares the rest.
 SLURM_OWN = ("SLURM_", "SRUN_")
@@ -57,9 +57,28 @@ class SlurmStep(LocalServer):
         return self.session
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
-        healthy = await super().wait_healthy(session)
+        try:
+            healthy = await super().wait_healthy(session)
+        except ServerExitedError as exc:  # srun could not run it: say where and what Slurm knows of that node
+            raise ServerExitedError(f"{exc}; {await asyncio.to_thread(self._step_failure)}") from None
         await asyncio.to_thread(self._find_step)
         return healthy
+
+    def _step_failure(self) -> str:
+        """What srun said of the failed step (its error lines, which name the node) and the node's state now."""
+        try:
+            said = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            said = []
+        errors = [line.removeprefix("srun: error: ") for line in said if line.startswith("srun: error: ")][:3]
+        shown = "; ".join(errors) or "nothing"
+        return f"as a Slurm step on node {self.node} ({self._node_said()}), srun said: {shown}"
+
+    def _node_said(self) -> str:
+        try:
+            return f"node {self.node}: {node_state(self.node)}"
+        except SchedulerError as exc:
+            return f"node {self.node}: its state could not be read ({exc})"
 
     def _find_step(self) -> None:
         """The step srun made (by its name) and its first task, on this node; LaunchError where Slurm does not show
@@ -72,7 +91,9 @@ class SlurmStep(LocalServer):
             self.step_id = found[0]
             listed = slurm("scontrol", "listpids", self.step_id, self.node).splitlines()[1:]
         except SchedulerError as exc:
-            raise LaunchError(f"{self.spec.label}: its Slurm step could not be read: {exc}") from None
+            raise LaunchError(
+                f"{self.spec.label}: its Slurm step could not be read, on node {self.node} ({self._node_said()}): {exc}"
+            ) from None
         pids = [int(line.split()[0]) for line in listed if line.split() and line.split()[0].isdigit()]
         if not pids:
             raise LaunchError(f"{self.spec.label}: Slurm step {self.step_id} lists no process on node {self.node}")
