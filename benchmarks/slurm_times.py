@@ -27,8 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.conftest import plan_factory  # noqa: E402
-from tests.integration.slurm import started_cluster  # noqa: E402
-from tests.integration.test_cluster import scheduled_plan, slurm_production  # noqa: E402
+from tests.integration.slurm import scheduled_plan, slurm_production, started_cluster  # noqa: E402
 
 
 def _events(window: Path) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@
 No cgroups here: processes are tracked by ``proctrack/linuxproc`` and tasks bound by nothing. Three partitions over
 both nodes: ``production`` (tier 1, its jobs requeued when preempted) and ``bench`` (tier 10, exclusive), as a
 cluster that gives a benchmark's job production's node does (docs/cluster.md); and ``service`` (tier 10, never
-preempted), as a cluster that does not.
+preempted), as a cluster that does not. Beside it, what the cluster tests share: a window run in a job or submitted,
+a sim production run as a Slurm job, and plans whose production is one.
 """
 
 from __future__ import annotations
@@ -14,15 +15,21 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from fairwin.files import scan_jsonl
 from tests.components import missing
+from tests.conftest import PlanFactory, sim_role
+from tests.integration.helpers import wait_healthy
+from tests.integration.production import WATCH
 from tests.ports import free_port
 
 NODES = ("n1", "n2")
@@ -194,3 +201,76 @@ def started_cluster() -> Iterator[Cluster]:
 def slurm_cluster() -> Iterator[Cluster]:
     with started_cluster() as cluster:
         yield cluster
+
+
+def in_job(cluster: Cluster, plan: Path, *sbatch: str, run: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """``fairwin run PLAN`` as a Slurm batch job, followed to its end (every 0.2 s: sbatch --wait polls far less
+    often); its output and exit code are the job's."""
+    out = plan.parent / "job.out"
+    command = f"exec {sys.executable} -m fairwin run {plan} --quiet {' '.join(run)}"
+    submitted = cluster.run("sbatch", "--parsable", "-o", str(out), *sbatch, "--wrap", command)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    cluster.wait_ended(job)
+    code = cluster.exit_code(job)
+    return subprocess.CompletedProcess(["sbatch", job], code, out.read_text() if out.exists() else "", "")
+
+
+def fairwin_on(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """A fairwin command pointed at the test cluster (its SLURM_CONF), outside any job."""
+    return subprocess.run(
+        [sys.executable, "-m", "fairwin", *args], env=cluster.env, capture_output=True, text=True, timeout=300
+    )
+
+
+def wait_for_begin(plan: Path, step: str, timeout: float = 90) -> Path:
+    """The window whose journal shows ``step`` begun."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for journal in (plan.parent / "windows").glob("*/journal.jsonl"):
+            if any(e.get("step") == step and e.get("event") == "begin" for e in scan_jsonl(journal)[0]):
+                return journal.parent
+        time.sleep(0.1)
+    raise AssertionError(f"no window reached {step}")
+
+
+@contextlib.contextmanager
+def slurm_production(
+    cluster: Cluster, name: str, node: str, partition: str = "production"
+) -> Iterator[tuple[str, int]]:
+    """A sim production run as a requeue-able Slurm job on ``node``, answering health: its job id and port; cancelled
+    at the end, whatever happened."""
+    port = free_port()
+    command = f"exec {sys.executable} -m fairwin sim --port {port} --model {name}"
+    submitted = cluster.run(
+        "sbatch", "--parsable", "--requeue", "-p", partition, "-w", node, "-J", name, "-o", "/dev/null",
+        "--wrap", command,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    try:
+        cluster.wait_running(job)
+        wait_healthy(f"http://127.0.0.1:{port}/health")
+        yield job, port
+    finally:
+        cluster.run("scancel", job)
+
+
+def scheduled_plan(
+    make_plan: PlanFactory, name: str, port: int, node: str, *flags: str, repeats: int = 2, **production: Any
+) -> Path:
+    """A plan of two sim roles (``flags`` each) whose production is the Slurm job ``name``, on ``node``."""
+    flags = flags or ("--ms-per-round", "2")
+    plan = make_plan(
+        roles={"A": sim_role(*flags, model=f"exp-{name}"), "B": sim_role(*flags, model=f"exp-{name}")},
+        window={"repeats": repeats, "warmup_waves_max": 1},
+        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
+        production={"slurm_job": name, "base_url": f"http://127.0.0.1:{port}", "model": name, **WATCH, **production},
+    )
+    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\nnodes = ["{node}"]\n')
+    return plan
+
+
+def slow_plan(make_plan: PlanFactory, name: str, port: int, node: str) -> Path:
+    """A Slurm production's plan whose starts take about 12 s each, over a minute in all: a fault lands inside."""
+    return scheduled_plan(make_plan, name, port, node, "--ms-per-round", "200", repeats=4)
