@@ -19,6 +19,9 @@ import pytest
 from fairwin.files import sha256_file
 from tests.components import missing
 from tests.conftest import to_toml
+from tests.integration.slurm import slurm_cluster
+
+__all__ = ["slurm_cluster"]  # the test cluster, for the llama.cpp window submitted to Slurm
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPTS = REPO / "examples" / "prompts"

@@ -7,6 +7,7 @@ asks for ``window.counters = "auto"``: the first start's /metrics decides that l
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from tests.e2e.conftest import (  # REPEATS: the rule's least, as on vLLM
     prompt_families,
     run_plan,
 )
+from tests.integration.helpers import processes_with
+from tests.integration.slurm import Cluster, fairwin_on
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(WINDOW_TEST_TIMEOUT_S)]
 
@@ -219,3 +222,19 @@ def test_an_identical_llama_cpp_candidate_is_neither_a_win_nor_a_loss(
     if verdicts[0] not in ("NEUTRAL", "NO-CHANGE"):
         verdicts.append(aa_window(tmp_path_factory.mktemp("llama-aa-again")).json("decision.json")["verdict"])
     assert verdicts[-1] in ("NEUTRAL", "NO-CHANGE"), (verdicts, [c["reasons"] for c in decision["cells"]])
+
+
+def test_a_llama_cpp_window_submitted_to_slurm_runs_each_server_as_a_step_of_its_job(
+    llama_engine: LlamaEngine, slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    """The A/A window's plan on the test cluster's node n1: llama-server launched by srun inside the window's job."""
+    plan = llama_plan(tmp_path, AA_MAX_STARTS, reported=False)
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n1"]\n')
+    done = fairwin_on(slurm_cluster, "submit", str(plan), "--mode", "spec-vs-spec")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    job = done.stdout.split()[3].rstrip(":")
+    (window,) = [p for p in (tmp_path / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert json.loads((window / "status.json").read_text())["state"] == "complete"
+    steps = [json.loads(path.read_text())["slurm_step"] for path in sorted(window.glob("starts/s*/start.json"))]
+    assert steps and all(step.startswith(f"step {job}.") and " on node n1, task pid " in step for step in steps)
+    assert processes_with(str(llama_engine.server)) == []  # every step ended with its start
