@@ -16,6 +16,7 @@ from pathlib import Path
 from fairwin.files import scan_jsonl
 from tests.conftest import PlanFactory, plan_factory
 from tests.integration.helpers import only_window, processes_with, status
+from tests.integration.pages import Resources, rendered_text
 from tests.integration.slurm import (
     Cluster,
     fairwin_on,
@@ -53,7 +54,7 @@ def test_a_submitted_window_takes_slurm_production_down_by_preemption_and_proves
         assert shown.stdout.splitlines() == [
             f"window {window.name}: complete, {status(window)['verdict']}",
             f"production: RESTORED, answering {restore['slurm']['answered_after_s']:g} s after window job {job} ended",
-            f"Slurm job {job}: COMPLETED on n1, exit code 0:0",
+            f"Slurm job {job} on n1: COMPLETED, exit code 0:0",
         ]
 
 
@@ -125,6 +126,25 @@ def test_two_plans_submitted_at_once_run_in_parallel_on_two_nodes_and_both_archi
         archived = sorted(row["window_id"] for row in rows)
         assert archived == sorted([windows[0].name] * 2 + [windows[1].name] * 2)  # each window's two control starts
         assert [status(window)["restore"]["state"] for window in windows] == ["RESTORED", "RESTORED"]
+        page = tmp_path / "campaign.html"
+        directories = [str(p.parent / "windows") for p in plans]
+        listed = subprocess.run(
+            [sys.executable, "-m", "fairwin", "campaign", *directories, "--archive", postgres_url, "--html", str(page)],
+            env=slurm_cluster.env,
+            capture_output=True,
+            text=True,
+        )
+        assert listed.returncode == 0, listed.stderr
+        for window, job in zip(windows, jobs, strict=True):
+            assert f"{window.name}  controlled  job {job} " in listed.stdout and ": COMPLETED, exit code 0:0" in (
+                listed.stdout
+            )
+        found = Resources()
+        found.feed(page.read_text())
+        assert [u for u in found.urls if not u.startswith("data:")] == []  # nothing fetched when it is opened
+        text = rendered_text(page)
+        assert "Campaign: 2 windows, 2 complete" in text and all(w.name in text for w in windows)
+        assert "control starts" in text and all(f"{job}" in text for job in jobs)
 
 
 def test_a_chain_with_production_as_a_slurm_job_is_refused(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:

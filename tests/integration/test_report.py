@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +23,7 @@ from fairwin.files import read_jsonl
 from tests.components import missing
 from tests.conftest import plan_factory, sim_role
 from tests.integration.helpers import fairwin
-
-CHROMIUM = "chromium-headless-shell"
+from tests.integration.pages import CHROMIUM, Resources, rendered_text
 
 
 @dataclass(frozen=True)
@@ -63,36 +60,6 @@ def two_windows(tmp_path_factory: pytest.TempPathFactory) -> FinishedWindows:
     return FinishedWindows(plan, windows)
 
 
-class Resources(HTMLParser):
-    """Every URL the page would load by itself (src, href of a link, CSS url()), and its visible text."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-        self.text: list[str] = []
-        self._in_style = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        self._in_style = tag == "style"
-        if tag in ("script", "iframe", "object", "embed"):
-            self.urls.append(f"<{tag}>")
-        for key in ("src", "srcset", "poster", "data"):
-            if found.get(key):
-                self.urls.append(str(found[key]))
-        if tag == "link" and found.get("href"):
-            self.urls.append(str(found["href"]))
-
-    def handle_endtag(self, tag: str) -> None:
-        self._in_style = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_style:
-            self.urls += re.findall(r"url\(([^)]*)\)|@import\s+\S+", data)
-        else:
-            self.text.append(data)
-
-
 @pytest.mark.slow  # in make test; test-fast keeps the quicker cases of the same feature
 def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_and_rule(
     two_windows: FinishedWindows, tmp_path: Path
@@ -116,12 +83,7 @@ def test_report_html_is_self_contained_and_chromium_renders_the_verdict_cells_an
     )
     pixels = image.imread(shot)[..., :3]
     assert pixels.std() > 0.05 and (pixels.mean(axis=2) < 0.9).mean() > 0.02  # drawn, not a blank page
-    dom = subprocess.run(
-        [*flags, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120
-    ).stdout
-    shown = Resources()
-    shown.feed(dom)
-    text = " ".join(shown.text)
+    text = rendered_text(page)
     assert f"{decision['verdict']}: the candidate against its control under rule win2-v1" in text
     assert all(cell["cell"] in text for cell in decision["cells"]) and decision["rule_id"] in text
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from fairwin.cli import (
     _archive,
     _chain,
+    _cluster,
     _decision,
     _gates,
     _plan,
@@ -30,7 +31,6 @@ from fairwin.cli import (
     _rehearse,
     _report,
     _sim,
-    _submit,
     _window,
 )
 from fairwin.cli._arguments import Parser, check_required
@@ -42,7 +42,7 @@ from fairwin.redaction import ScrubbingFormatter, scrub
 GROUPS = (
     _plan,
     _window,
-    _submit,
+    _cluster,
     _sim,
     _prompts,
     _rehearse,

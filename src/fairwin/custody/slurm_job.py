@@ -95,3 +95,16 @@ async def follow(job_id: str, say: Callable[[str], None], poll_s: float = 1.0) -
         if found.ended:
             return found
         await asyncio.sleep(poll_s)
+
+
+def job_now(job_id: str) -> str:
+    """A job's state and exit code as Slurm says them now (``COMPLETED, exit code 0:0``); one it no longer holds
+    (ended over MinJobAge ago) said so. SchedulerError where Slurm cannot be asked."""
+    try:
+        fields = job_fields(job_id)
+    except SchedulerError as exc:
+        if "Invalid job id" not in str(exc):
+            raise
+        return "ended, and no longer held by Slurm"
+    state, code = fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "")
+    return f"{state}, exit code {code or 'none yet'}"

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fairwin.custody.hold import Hold
+from fairwin.custody.slurm_job import job_now
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.status import Restore, SlurmReturn, WindowStatus
@@ -134,12 +135,5 @@ def standing(directory: WindowDir) -> list[str]:
 
 
 def _job_line(job: str, nodes: list[str]) -> str:
-    """The window's job as Slurm says it now; one it no longer holds (ended over MinJobAge ago) said so."""
-    try:
-        fields = job_fields(job)
-    except SchedulerError as exc:
-        if "Invalid job id" not in str(exc):
-            raise
-        return f"Slurm job {job}: ended, and no longer held by Slurm"
-    state, code = fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "")
-    return f"Slurm job {job}: {state} on {','.join(nodes)}, exit code {code or 'none yet'}"
+    """The window's job as Slurm says it now."""
+    return f"Slurm job {job} on {','.join(nodes)}: {job_now(job)}"

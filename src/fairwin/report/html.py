@@ -42,14 +42,14 @@ img { max-width: 100%; display: block; margin: .6em 0; } .muted { color: #777; }
 """
 
 
-def _image(data: bytes | None, alt: str) -> str:
+def image(data: bytes | None, alt: str) -> str:
     if data is None:
         return f'<p class="muted">{html.escape(alt)}: nothing to draw</p>'
     encoded = base64.b64encode(data).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -93,17 +93,17 @@ def _figures(files: WindowDir, decision: Decision) -> list[str]:
 
     parts = []
     if decision.arms is not None:
-        parts += ["<h2>The candidates, ranked</h2>", _image(plots.candidates(decision), "candidates ranked")]
+        parts += ["<h2>The candidates, ranked</h2>", image(plots.candidates(decision), "candidates ranked")]
     parts += ["<h2>Each cell: paired repeats and the interval against the bar</h2>"]
-    parts += [_image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
+    parts += [image(plots.paired_repeats(cell, decision), f"{cell.cell} paired repeats") for cell in decision.cells]
     waves = read_records(files.waves, WaveRow) if files.waves.exists() else []
     parts += [
         "<h2>Each start: rate by wave over time</h2>",
         "<p>Each wave's completion tokens over its seconds, to show drift within a start; the decision pools "
         "each repeat's counters (the primary), not these.</p>",
-        _image(plots.rate_over_time(waves, _wave_tokens(files.streams)), "rate over time"),
+        image(plots.rate_over_time(waves, _wave_tokens(files.streams)), "rate over time"),
         "<h2>Noise next to the effect</h2>",
-        _image(plots.noise(decision), "noise"),
+        image(plots.noise(decision), "noise"),
     ]
     return parts
 
@@ -117,11 +117,11 @@ def _receipts(files: WindowDir, manifest: WindowManifest | None, status: WindowS
     production = manifest.production if manifest else None
     if production is not None:
         digests.append(("production's declaration", production.sha256))
-    parts = ["<h2>Receipts</h2>", _table(["what", "sha256"], [(name, value or "n/a") for name, value in digests])]
+    parts = ["<h2>Receipts</h2>", table(["what", "sha256"], [(name, value or "n/a") for name, value in digests])]
     gates = manifest.gates.model_dump(mode="json", exclude_none=True) if manifest and manifest.gates else {}
     parts.append("<h3>Gates</h3>")
     parts.append(
-        _table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600]) for name, value in gates.items()])
+        table(["gate", "record"], [(name, json.dumps(value, sort_keys=True)[:600]) for name, value in gates.items()])
     )
     restore = status.restore.model_dump(mode="json") if status and status.restore else None
     parts.append("<h3>Production</h3>")
@@ -138,7 +138,7 @@ def _receipts(files: WindowDir, manifest: WindowManifest | None, status: WindowS
             for r in rows
             if opened is not None and r.event in ("end", "failed", "interrupted")
         ]
-        parts += ["<h3>The window's steps (journal)</h3>", _table(["step", "ended", "s after open"], steps)]
+        parts += ["<h3>The window's steps (journal)</h3>", table(["step", "ended", "s after open"], steps)]
     return parts
 
 

@@ -193,3 +193,27 @@ def across_windows(windows: Sequence[str], cells: Mapping[str, Mapping[str, list
         if column:
             axes[0][column].set_yticklabels([])
     return png(figure)
+
+
+def archive_over_time(series: Mapping[str, Sequence[tuple[float, float]]], metric: str) -> bytes | None:
+    """``fairwin campaign``: each archived control start's mean ``metric`` by when it ran, one panel per cell: the
+    day-to-day spread the rule pools beside a window's own."""
+    drawn = {cell: points for cell, points in series.items() if points}
+    if not drawn:
+        return None
+    import datetime
+
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    figure = _figure(4.5 * len(drawn), 3.0)
+    axes = figure.subplots(1, len(drawn), squeeze=False)
+    for column, (cell, points) in enumerate(drawn.items()):
+        ax = axes[0][column]
+        when = [datetime.datetime.fromtimestamp(t, tz=datetime.UTC) for t, _ in points]
+        ax.plot(when, [value for _, value in points], "o", color=CONTROL, markersize=4)
+        ax.set_title(f"{cell}: {len(points)} control starts")
+        ax.set_ylabel(metric)
+        locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    return png(figure)

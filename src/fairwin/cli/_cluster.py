@@ -1,5 +1,6 @@
-"""`fairwin submit PLAN`: a window as a Slurm job on the plan's [cluster], followed to its end; `fairwin status
-WINDOW`: where a window stands, its job's state included (docs/cluster.md)."""
+"""The cluster's commands (docs/cluster.md): `fairwin submit PLAN`, a window as a Slurm job on the plan's [cluster],
+followed to its end; `fairwin status WINDOW`, where a window stands, its job's state included; `fairwin campaign
+DIR...`, the windows of several plans run at once, listed and written as one page."""
 
 from __future__ import annotations
 
@@ -33,6 +34,32 @@ def add_parsers(commands: Commands) -> None:
     )
     status.add_argument("window", help="a window's directory")
     status.set_defaults(func=window_status)
+    campaign = commands.add_parser(
+        "campaign", help="the windows of several plans run at once: their jobs, states and verdicts, and one page"
+    )
+    campaign.add_argument("directories", nargs="+", help="the output directories the plans' windows are in")
+    campaign.add_argument("--archive", help="the shared control archive (a JSONL path or postgresql:// URL)")
+    campaign.add_argument("--html", help="the page to write (default: campaign.html in the first directory)")
+    campaign.set_defaults(func=campaign_page)
+
+
+def campaign_page(args: argparse.Namespace) -> int:
+    from fairwin.archive import open_archive
+    from fairwin.custody.slurm_job import job_now
+    from fairwin.report.campaign_page import write_campaign
+    from fairwin.verdict.campaign import gather
+
+    store = open_archive(args.archive) if args.archive else None
+    snapshot = store.snapshot() if store is not None and store.exists() else None
+    found = gather([Path(d) for d in args.directories], snapshot)
+    jobs = {w.job: job_now(w.job) for w in found.windows if w.job is not None}
+    for w in found.windows:
+        job = f"job {w.job} ({','.join(w.nodes)}): {jobs[w.job]}" if w.job is not None else "no Slurm job"
+        say(f"{w.window_id}  {w.mode}  {job}  window {w.state}" + (f", {w.verdict}" if w.verdict else ""))
+    page = Path(args.html) if args.html else Path(args.directories[0]) / "campaign.html"
+    write_campaign(page, found, jobs, snapshot.location if snapshot is not None else None)
+    say(f"page: {page}")
+    return 0
 
 
 def window_status(args: argparse.Namespace) -> int:
