@@ -30,6 +30,7 @@ from fairwin.telemetry.host_condition import condition, not_idle_warning
 from fairwin.transport import api_headers, client_session
 from fairwin.window.preflight import check_counters
 from fairwin.window.processes import (
+    ServerHandle,
     StartProcess,
     check_envs,
     check_identities,
@@ -97,10 +98,7 @@ async def run_start(ctx: StartContext, start: StartSpec) -> list[PooledRow]:
         async with client_session(timeout, headers) as session, streams:
             receipt.healthy_after_s = healthy = await head.handle.wait_healthy(session)
             await head.prove_ours()  # what answered is the server launched, not a holder of its port
-            receipt.scheduling = head.handle.scheduling
-            receipt.container = head.handle.described()
-            if isinstance(head.handle, SlurmStep):  # the step Slurm tracks it as, in the window's job
-                receipt.slurm_step = head.handle.where()
+            _ran_as(receipt, head.handle)
             ctx.say(f"  healthy after {healthy:.1f} s")
             target = await _choose_profile(ctx, session, target, receipt)
             await _runtime_checks(ctx, start, processes, receipt)
@@ -182,3 +180,11 @@ async def _before_stop(ctx: StartContext, start: StartSpec, rows: list[PooledRow
 def _live(ctx: StartContext, role: str) -> LiveProduction | None:
     """Production's reading, where this role is compared with it."""
     return ctx.live if ctx.live is not None and compares_live(ctx.site, role) else None
+
+
+def _ran_as(receipt: StartReceipt, handle: ServerHandle) -> None:
+    """How the head runs, read back once it answers: its CPU set and priority, its container, its Slurm step."""
+    receipt.scheduling = handle.scheduling
+    receipt.container = handle.described()
+    if isinstance(handle, SlurmStep):  # the step Slurm tracks it as, in the window's job
+        receipt.slurm_step = handle.where()
