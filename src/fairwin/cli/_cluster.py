@@ -5,13 +5,14 @@ DIR...`, the windows of several plans run at once, listed and written as one pag
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fairwin.cli._arguments import chain_arguments, plan_argument, window_arguments
 from fairwin.cli._console import stdout
-from fairwin.errors import Interrupted, PlanError, RestoreFailed
+from fairwin.errors import InputError, Interrupted, PlanError, RestoreFailed
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
@@ -38,19 +39,24 @@ def add_parsers(commands: Commands) -> None:
         "campaign", help="the windows of several plans run at once: their jobs, states and verdicts, and one page"
     )
     campaign.add_argument("directories", nargs="+", help="the output directories the plans' windows are in")
-    campaign.add_argument("--archive", help="the shared control archive (a JSONL path or postgresql:// URL)")
+    campaign.add_argument(
+        "--archive", help="the shared control archive (a JSONL path or postgresql:// URL; default $FAIRWIN_ARCHIVE_URL)"
+    )
     campaign.add_argument("--html", help="the page to write (default: campaign.html in the first directory)")
     campaign.set_defaults(func=campaign_page)
 
 
 def campaign_page(args: argparse.Namespace) -> int:
-    from fairwin.archive import open_archive
+    from fairwin.archive import ARCHIVE_ENV, open_archive
     from fairwin.custody.slurm_job import job_now
-    from fairwin.report.campaign_page import write_campaign
     from fairwin.verdict.campaign import gather
+    from fairwin.verdict.campaign_page import write_campaign
 
-    store = open_archive(args.archive) if args.archive else None
-    snapshot = store.snapshot() if store is not None and store.exists() else None
+    location = args.archive or os.environ.get(ARCHIVE_ENV)
+    store = open_archive(location) if location else None
+    if store is not None and not store.exists():
+        raise InputError(f"{store.location}: no archive there; name the plans' shared archive with --archive")
+    snapshot = store.snapshot() if store is not None else None
     found = gather([Path(d) for d in args.directories], snapshot)
     jobs = {w.job: job_now(w.job) for w in found.windows if w.job is not None}
     for w in found.windows:
