@@ -152,7 +152,8 @@ BAD_ROLES = {
         3,
         "not healthy after 2 s",
     ),
-    "server exits at start": (sim_role("--fault", "exit-at-start", model="bad-exit"), 3, "exited with code 3"),
+    # Its model is no substring of another test's command line (srun's --kill-on-bad-exit, for one).
+    "server exits at start": (sim_role("--fault", "exit-at-start", model="bad-exit-at-start"), 3, "exited with code 3"),
     "non-streaming reply": (sim_role("--fault", "non-streaming", model="bad-nonstream"), 3, "non-streaming reply"),
     "short stream": (
         sim_role("--fault", "short-stream", model="bad-short"),
