@@ -28,8 +28,6 @@ from fairwin.launch.scheduler import node_state, slurm
 
 #: Variables Slurm sets in a step's tasks (and the batch step's): the runtime check compares the rest.
 SLURM_OWN = ("SLURM_", "SRUN_")
-STEP_POLL_S = 0.2
-STEP_FOUND_WITHIN_S = 10.0
 
 
 def without_slurms(env: Mapping[str, str]) -> dict[str, str]:

@@ -102,11 +102,12 @@ def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
 
 
 def step_launcher(job_id: str, node: str) -> Launcher:
-    """Inside a Slurm job's allocation: a role's plain process here runs as a step of the job on ``node`` (srun),
-    so that Slurm tracks it; a container, or a process on a remote host, as :func:`local_launcher` makes it."""
+    """Inside a Slurm job's allocation: a role's server (its head) here runs as a step of the job on ``node``
+    (srun), so that Slurm tracks it; a container, a process on a remote host, or a worker (whose readiness is
+    proved before its step is looked up; not yet a step) as :func:`local_launcher` makes it."""
 
     def launch(spec: LaunchSpec, log_path: Path) -> ServerHandle:
-        if spec.container is None and spec.remote is None:
+        if spec.container is None and spec.remote is None and spec.member == "head":
             return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=node)
         return local_launcher(spec, log_path)
 
