@@ -133,9 +133,18 @@ def aa_window(directory: Path) -> Window:
 
 
 @pytest.fixture(scope="session")
-def llama_aa_window(llama_engine: LlamaEngine, tmp_path_factory: pytest.TempPathFactory) -> Window:
-    """B against B: the candidate is the control."""
-    return aa_window(tmp_path_factory.mktemp("llama-aa"))
+def llama_aa_window(
+    llama_engine: LlamaEngine, slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Window:
+    """B against B: the candidate is the control; submitted as a Slurm job to the test cluster's node n1, each
+    llama-server a step of the window's job (docs/cluster.md)."""
+    directory = tmp_path_factory.mktemp("llama-aa")
+    plan = llama_plan(directory, AA_MAX_STARTS, reported=False)
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n1"]\n')
+    done = fairwin_on(slurm_cluster, "submit", str(plan), "--mode", "spec-vs-spec")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    (window,) = [p for p in (directory / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return Window(window, done.stdout)
 
 
 def ran_starts(window: Window) -> list[dict[str, Any]]:
@@ -224,17 +233,13 @@ def test_an_identical_llama_cpp_candidate_is_neither_a_win_nor_a_loss(
     assert verdicts[-1] in ("NEUTRAL", "NO-CHANGE"), (verdicts, [c["reasons"] for c in decision["cells"]])
 
 
-def test_a_llama_cpp_window_submitted_to_slurm_runs_each_server_as_a_step_of_its_job(
-    llama_engine: LlamaEngine, slurm_cluster: Cluster, tmp_path: Path
+def test_the_llama_cpp_window_submitted_to_slurm_ran_each_server_as_a_step_of_its_job(
+    llama_engine: LlamaEngine, llama_aa_window: Window
 ) -> None:
-    """The A/A window's plan on the test cluster's node n1: llama-server launched by srun inside the window's job."""
-    plan = llama_plan(tmp_path, AA_MAX_STARTS, reported=False)
-    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n1"]\n')
-    done = fairwin_on(slurm_cluster, "submit", str(plan), "--mode", "spec-vs-spec")
-    assert done.returncode == 0, (done.stdout, done.stderr)
-    job = done.stdout.split()[3].rstrip(":")
-    (window,) = [p for p in (tmp_path / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
-    assert json.loads((window / "status.json").read_text())["state"] == "complete"
-    steps = [json.loads(path.read_text())["slurm_step"] for path in sorted(window.glob("starts/s*/start.json"))]
+    job = llama_aa_window.json("window.json")["cluster"]["job_id"]
+    assert llama_aa_window.json("status.json")["state"] == "complete"
+    steps = [
+        json.loads(path.read_text())["slurm_step"] for path in sorted(llama_aa_window.path.glob("starts/s*/start.json"))
+    ]
     assert steps and all(step.startswith(f"step {job}.") and " on node n1, task pid " in step for step in steps)
     assert processes_with(str(llama_engine.server)) == []  # every step ended with its start
