@@ -17,6 +17,7 @@ from fairwin.errors import InputError, Interrupted, PlanError, RestoreFailed
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
     from fairwin.plan.models import Plan
+    from fairwin.production.scheduled import ScheduledProduction
 
 INTERRUPTED = Interrupted.exit_code
 
@@ -91,16 +92,19 @@ def say(line: str) -> None:
     stdout.print(line, markup=False, soft_wrap=True)
 
 
-def requeue_production(plan: Plan, job: str) -> str | None:
-    """Where the cluster does not preempt (``slurm_take_down = "requeue"``), production's job requeued once the
-    window's job is queued, so that the window's job gets its node."""
+def production_to_requeue(plan: Plan) -> ScheduledProduction | None:
+    """Where the cluster does not preempt (``slurm_take_down = "requeue"``), production's job, found before anything
+    is queued (one Slurm does not hold, or holds twice, is refused now): submit requeues it once the window's job is
+    queued, so that the window's job gets its node."""
     from fairwin.production.scheduled import ScheduledProduction
 
     production, cluster = plan.production, plan.cluster
     if production is None or production.slurm_job is None or production.slurm_take_down != "requeue":
         return None
     assert cluster is not None  # the plan requires [cluster] beside a Slurm production
-    return f"for job {job}: " + ScheduledProduction(production.slurm_job, cluster.nodes).requeue()
+    scheduled = ScheduledProduction(production.slurm_job, cluster.nodes)
+    scheduled.seen()
+    return scheduled
 
 
 def submit_window(args: argparse.Namespace) -> int:
@@ -126,14 +130,14 @@ def submit_window(args: argparse.Namespace) -> int:
     argv = sbatch_argv(
         cluster, request, f"fairwin-{mode_name}", output / "slurm-%j.out", _command(args, plan, mode_name)
     )
+    requeued = production_to_requeue(loaded.plan)
     job = submit(argv)
     say(
         f"submitted Slurm job {job}: nodes {','.join(cluster.nodes)} alone, limit {request.time_limit_min} min, "
         f"TERM {request.signal_lead_s} s before it; output {output / f'slurm-{job}.out'}"
     )
-    requeued = requeue_production(loaded.plan, job)
-    if requeued:
-        say(requeued)
+    if requeued is not None:
+        say(f"for job {job}: {requeued.requeue()}")
     if args.no_follow:
         return 0
     ended = asyncio.run(follow(job, say))
