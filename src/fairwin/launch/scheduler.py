@@ -33,9 +33,14 @@ def slurm(*argv: str) -> str:
     return ran.out
 
 
+def _shown(entity: str, name: str) -> dict[str, str]:
+    """What ``scontrol show ENTITY -o NAME`` says, field by field."""
+    return dict(_PAIR.findall(slurm("scontrol", "show", entity, "-o", name)))
+
+
 def job_fields(job_id: str) -> dict[str, str]:
     """What ``scontrol show job -o`` says of a job, field by field (Slurm keeps an ended job for MinJobAge)."""
-    return dict(_PAIR.findall(slurm("scontrol", "show", "job", "-o", job_id)))
+    return _shown("job", job_id)
 
 
 def hostnames(compact: str) -> list[str]:
@@ -47,5 +52,4 @@ def hostnames(compact: str) -> list[str]:
 
 def node_state(node: str) -> str:
     """A node's state as slurmctld holds it (``IDLE``, ``ALLOCATED+NOT_RESPONDING``, ``DOWN``...)."""
-    shown = slurm("scontrol", "show", "node", "-o", node)
-    return next((word.split("=", 1)[1] for word in shown.split() if word.startswith("State=")), "unknown")
+    return _shown("node", node).get("State", "unknown")
