@@ -196,8 +196,8 @@ def across_windows(windows: Sequence[str], cells: Mapping[str, Mapping[str, list
 
 
 def archive_over_time(series: Mapping[str, Sequence[tuple[float, float]]], metric: str) -> bytes | None:
-    """``fairwin campaign``: each archived control start's mean ``metric`` by when it ran, one panel per cell: the
-    day-to-day spread the rule pools beside a window's own."""
+    """``fairwin campaign``: each archived control start's mean ``metric`` by when it ran, one panel per archive key
+    (``series``' names): the day-to-day spread the rule pools beside a window's own."""
     drawn = {cell: points for cell, points in series.items() if points}
     if not drawn:
         return None

@@ -60,6 +60,7 @@ def _archive(campaign: Campaign) -> str:
         return '<p class="muted">no archive read, or no control start in it</p>'
     rows = [
         (
+            number,
             a.cell,
             a.role,
             a.production[:24],
@@ -68,12 +69,12 @@ def _archive(campaign: Campaign) -> str:
             f"{a.noise.launch_cv_pct:.2f}" if a.noise.launch_cv_pct is not None else "-",
             f"{a.noise.repeat_cv_pct:.2f}" if a.noise.repeat_cv_pct is not None else "-",
         )
-        for a in campaign.archive
+        for number, a in enumerate(campaign.archive, 1)
     ]
-    spread = table(("cell", "control", "production", "control starts", "windows", "launch cv %", "repeat cv %"), rows)
-    series: dict[str, list[tuple[float, float]]] = {}
-    for archived in campaign.archive:
-        series.setdefault(archived.cell, []).extend(archived.points)
+    headers = ("key", "cell", "control", "production", "control starts", "windows", "launch cv %", "repeat cv %")
+    spread = table(headers, rows)
+    # One panel per key, numbered as the table's rows: two productions' controls are two spreads, never one.
+    series = {f"key {number} ({a.cell})": a.points for number, a in enumerate(campaign.archive, 1)}
     return spread + image(archive_over_time(series, campaign.metric), "the archive's control starts over time")
 
 
