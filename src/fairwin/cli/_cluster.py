@@ -144,7 +144,7 @@ def submit_window(args: argparse.Namespace) -> int:
     said = (output / f"slurm-{job}.out").read_text(errors="replace").strip().splitlines()
     verdict = next((line for line in reversed(said) if line.startswith(("verdict:", "fairwin: error:"))), None)
     if verdict:
-        stdout.print(verdict, markup=False, soft_wrap=True)
+        say(verdict)
     restored = asyncio.run(after_job(Site.of(loaded), output, job, say))
     if restored is not None and not restored.restored:
         return RestoreFailed.exit_code
