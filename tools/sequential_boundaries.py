@@ -11,17 +11,22 @@ after rounds (``--rounds``) each arm has one launch a round, so a look's informa
 the last look's, and the family's alpha is split evenly over the candidates (Bonferroni;
 ``--candidates``: one line of levels per count). The level at look j is the tail probability of the
 boundary c_j that spends alpha(t_j) - alpha(t_{j-1}) under no effect, given no earlier crossing:
-the joint law of the looks' z statistics is multivariate normal with corr(Z_i, Z_j) = sqrt(t_i / t_j).
-Written here because scipy has the multivariate normal but no group-sequential boundary solver.
+the joint law of the looks' z statistics is that of a Brownian motion S read at the information fractions,
+Z_j = S(t_j) / sqrt(t_j), so corr(Z_i, Z_j) = sqrt(t_i / t_j). The chance of crossing at look j with no earlier
+crossing is found by carrying the density of S(t) below the earlier boundaries from look to look, each step
+one normal increment integrated on a grid (Armitage, McPherson and Rowe's recursion): exact to the grid's
+Simpson error, far below the registered numbers' six decimals, in milliseconds where scipy's multivariate normal
+integration took seconds a call. Written here because scipy has the pieces but no group-sequential boundary solver.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import integrate, optimize, stats
 
 
 def variance_factor(starts: int) -> float:
@@ -46,15 +51,6 @@ def spent(t: float, alpha: float, shape: str) -> float:
     raise ValueError(f"unknown spending shape {shape!r}")
 
 
-def _below(bounds: list[float], corr: np.ndarray) -> float:
-    """P(Z_1 < c_1, ..., Z_j < c_j)."""
-    if len(bounds) == 1:
-        return float(stats.norm.cdf(bounds[0]))
-    size = len(bounds)
-    return float(stats.multivariate_normal.cdf(np.asarray(bounds), mean=np.zeros(size), cov=corr[:size, :size],
-                                               abseps=1e-7, releps=1e-7))  # fmt: skip
-
-
 def levels(looks: tuple[int, ...], alpha: float, shape: str) -> list[float]:
     """Each look's nominal one-sided level: the tail probability beyond its boundary."""
     return levels_at(information(looks), alpha, shape)
@@ -65,19 +61,41 @@ def round_information(rounds: tuple[int, ...]) -> list[float]:
     return [r / rounds[-1] for r in rounds]
 
 
+#: Points of the grid the density of S is carried on, from LOW_SD standard deviations below zero to the boundary.
+GRID_POINTS = 2001
+LOW_SD = 10.0
+
+
+def _grid(t: float, top: float) -> np.ndarray:
+    return np.linspace(-LOW_SD * math.sqrt(t), top, GRID_POINTS)
+
+
+def _carried(grid: np.ndarray, density: np.ndarray, step: float, onto: np.ndarray) -> np.ndarray:
+    """The density of S one increment of variance ``step`` later, on ``onto``, from its density on ``grid``."""
+    kernel = stats.norm.pdf((onto[:, None] - grid[None, :]) / math.sqrt(step)) / math.sqrt(step)
+    return np.asarray(integrate.simpson(kernel * density[None, :], x=grid, axis=1))
+
+
+def _excess(c: float, grid: np.ndarray, density: np.ndarray, now: float, step: float, target: float) -> float:
+    """P(no crossing before, Z(now) >= c) less ``target``: S carried ``step`` on from its density below the
+    earlier boundaries."""
+    beyond = stats.norm.sf((c * math.sqrt(now) - grid) / math.sqrt(step))
+    return float(integrate.simpson(beyond * density, x=grid)) - target
+
+
 def levels_at(t: list[float], alpha: float, shape: str) -> list[float]:
     """The nominal one-sided levels of looks at information fractions ``t`` (the last one 1)."""
-    corr = np.array([[math.sqrt(min(a, b) / max(a, b)) for b in t] for a in t])
-    bounds: list[float] = []
-    for j, tj in enumerate(t):
-        target = spent(tj, alpha, shape) - (spent(t[j - 1], alpha, shape) if j else 0.0)
-        before = _below(bounds, corr) if bounds else 1.0
-
-        def excess(c: float, bounds: list[float] = bounds, before: float = before, target: float = target) -> float:
-            return before - _below([*bounds, c], corr) - target
-
-        bounds.append(float(optimize.brentq(excess, 1.0, 5.0, xtol=1e-5)))
-    return [float(1.0 - stats.norm.cdf(c)) for c in bounds]
+    bounds = [float(stats.norm.isf(spent(t[0], alpha, shape)))]
+    grid = _grid(t[0], bounds[0] * math.sqrt(t[0]))
+    density = stats.norm.pdf(grid / math.sqrt(t[0])) / math.sqrt(t[0])  # S(t_1), below the first boundary
+    for before, now in itertools.pairwise(t):
+        target = spent(now, alpha, shape) - spent(before, alpha, shape)
+        step = now - before
+        found = optimize.brentq(_excess, 0.5, 6.0, args=(grid, density, now, step, target), xtol=1e-10)
+        bounds.append(float(found))
+        onto = _grid(now, bounds[-1] * math.sqrt(now))
+        density, grid = _carried(grid, density, step, onto), onto
+    return [float(stats.norm.sf(c)) for c in bounds]
 
 
 def main() -> None:

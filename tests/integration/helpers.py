@@ -9,16 +9,26 @@ from typing import Any
 
 
 def processes_with(marker: str) -> list[int]:
-    """Pids whose command line contains marker (a unique served-model name per test)."""
+    """Pids whose command line holds marker's words, in order, as whole words; a one-word marker (a served-model
+    name unique to the test) also holds its family, ``span-dead`` the words ``span-dead-a`` and ``span-dead-worker``.
+    Whole words: a substring matched other tests' processes running beside it ("win-a" in a Slurm step's job name
+    ``fairwin-a1b2c3``)."""
+    wanted = marker.split()
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            words = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split()
         except OSError:
             continue
-        if marker in cmdline and "pytest" not in cmdline:
+        if any("pytest" in word for word in words):
+            continue
+        if len(wanted) == 1:
+            holds = any(word == marker or word.startswith(f"{marker}-") for word in words)
+        else:
+            holds = any(words[i : i + len(wanted)] == wanted for i in range(len(words) - len(wanted) + 1))
+        if holds:
             pids.append(int(entry.name))
     return pids
 
