@@ -1,6 +1,6 @@
 """Production as Slurm runs it, against a real Slurm on this machine (tests/integration/slurm.py): a requeue-able
 job taken down by Slurm's preemption (or requeued where nothing preempts it) and proved back after the window's
-job; SIGKILL and recover, a node lost mid-window, two windows at once to PostgreSQL."""
+job; SIGKILL and recover, a node lost mid-window, two windows at once to PostgreSQL (chains: test_cluster_chain.py)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,11 @@ from tests.integration.pages import Resources, rendered_text
 from tests.integration.slurm import (
     Cluster,
     fairwin_on,
-    in_job,
     scheduled_plan,
     slow_plan,
     slurm_production,
     wait_for_begin,
 )
-from tests.ports import free_port
 
 
 def test_a_submitted_window_takes_slurm_production_down_by_preemption_and_proves_slurm_gave_it_back(
@@ -145,16 +143,6 @@ def test_two_plans_submitted_at_once_run_in_parallel_on_two_nodes_and_both_archi
         text = rendered_text(page)
         assert "Campaign: 2 windows, 2 complete" in text and all(w.name in text for w in windows)
         assert "control starts" in text and all(f"{job}" in text for job in jobs)
-
-
-def test_a_chain_with_production_as_a_slurm_job_is_refused(make_plan: PlanFactory, slurm_cluster: Cluster) -> None:
-    plan = scheduled_plan(make_plan, "prod-chained", free_port(), "n1")
-    refused = in_job(slurm_cluster, plan, "-p", "bench", "--exclusive", "-w", "n1", run=("--chain",))
-    assert refused.returncode == 2, (refused.stdout, refused.stderr)
-    assert (
-        "--chain with production as a Slurm job (prod-chained): Slurm would run it again between the chain's jobs"
-        in (refused.stdout)
-    )
 
 
 def test_a_node_lost_mid_window_fails_the_start_naming_it_and_production_comes_back_with_the_node(

@@ -16,7 +16,9 @@ from fairwin.errors import InputError, Interrupted, PlanError, RestoreFailed
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
+    from fairwin.custody.slurm_job import JobRequest
     from fairwin.plan.models import Plan
+    from fairwin.plan.site import Site
     from fairwin.production.scheduled import ScheduledProduction
 
 INTERRUPTED = Interrupted.exit_code
@@ -30,6 +32,13 @@ def add_parsers(commands: Commands) -> None:
     window_arguments(submit)
     submit.add_argument("--no-follow", action="store_true", help="print the job id and return at once")
     chain_arguments(submit)
+    submit.add_argument(
+        "--hold-minutes",
+        type=int,
+        metavar="MIN",
+        help="a new chain with production as a Slurm job: how long its hold job keeps the nodes "
+        "(default: three of the first window's limits)",
+    )
     submit.set_defaults(func=submit_window)
     status = commands.add_parser(
         "status", help="where a window stands: its state, production's custody, and its Slurm job's state now"
@@ -92,6 +101,13 @@ def say(line: str) -> None:
     stdout.print(line, markup=False, soft_wrap=True)
 
 
+def say_verdict(output: Path) -> None:
+    """The window's verdict line (or its error), from the output its job or step wrote."""
+    said = output.read_text(errors="replace").strip().splitlines() if output.exists() else []
+    if verdict := next((line for line in reversed(said) if line.startswith(("verdict:", "fairwin: error:"))), None):
+        say(verdict)
+
+
 def production_to_requeue(plan: Plan) -> ScheduledProduction | None:
     """Where the cluster does not preempt (``slurm_take_down = "requeue"``), production's job, found before anything
     is queued (one Slurm does not hold, or holds twice, is refused now): submit requeues it once the window's job is
@@ -127,6 +143,9 @@ def submit_window(args: argparse.Namespace) -> int:
     output = (Path(args.out) if args.out else loaded.output_dir()).resolve()
     output.mkdir(parents=True, exist_ok=True)
     plan = Path(args.plan).resolve()
+    production = loaded.plan.production
+    if (args.chain or args.chain_last) and production is not None and production.slurm_job is not None:
+        return _submit_chained(args, Site.of(loaded), output, request, _command(args, plan, mode_name))
     argv = sbatch_argv(
         cluster, request, f"fairwin-{mode_name}", output / "slurm-%j.out", _command(args, plan, mode_name)
     )
@@ -141,10 +160,7 @@ def submit_window(args: argparse.Namespace) -> int:
     if args.no_follow:
         return 0
     ended = asyncio.run(follow(job, say))
-    said = (output / f"slurm-{job}.out").read_text(errors="replace").strip().splitlines()
-    verdict = next((line for line in reversed(said) if line.startswith(("verdict:", "fairwin: error:"))), None)
-    if verdict:
-        say(verdict)
+    say_verdict(output / f"slurm-{job}.out")
     restored = asyncio.run(after_job(Site.of(loaded), output, job, say))
     if restored is not None and not restored.restored:
         return RestoreFailed.exit_code
@@ -157,3 +173,30 @@ def submit_window(args: argparse.Namespace) -> int:
         "back if the window could not"
     )
     return INTERRUPTED
+
+
+def _submit_chained(args: argparse.Namespace, site: Site, output: Path, request: JobRequest, command: list[str]) -> int:
+    """A window of a chain whose production is a Slurm job: a step of the chain's hold job (docs/cluster.md)."""
+    import asyncio
+
+    from fairwin.custody.slurm_chain import after_chain, run_chained
+
+    if args.no_follow:
+        raise InputError("--no-follow with a chain on Slurm: the follow ends the chain's hold job; run it without")
+    requeued = production_to_requeue(site.plan)
+    ran = asyncio.run(
+        run_chained(
+            site,
+            output,
+            request,
+            command,
+            say,
+            hold_minutes=args.hold_minutes,
+            after_submit=lambda job: say(f"for job {job}: {requeued.requeue()}") if requeued is not None else None,
+        )
+    )
+    say_verdict(ran.output)
+    restored = None if ran.goes_on else asyncio.run(after_chain(site, output, ran.job, say))
+    if restored is not None and not restored.restored:
+        return RestoreFailed.exit_code
+    return ran.code

@@ -25,11 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.custody.chain_receipts import ChainEndReceipt, write_end
 from fairwin.custody.hold import Hold
+from fairwin.custody.slurm_job import job_state
 from fairwin.decision import RuleSpec
 from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import ChainRecord, Restore, TeamRelease, WindowStatus
-from fairwin.errors import InputError, ProductionError
+from fairwin.errors import InputError, ProductionError, SchedulerError
 from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
 from fairwin.plan.site import Site
@@ -78,6 +79,10 @@ class Marker(Record):
     # The team's hold ([custody] hold_command), taken by this window of the chain and held across it: released
     # once, after the restore that ends the chain (the runbook's one HOLD across its chained windows).
     team_hold: ChainedWindow | None = None
+    # Where production is a Slurm job: the job whose allocation holds the chain's nodes from its first window to
+    # its last (`fairwin submit --chain`); every window of the chain runs in it, else Slurm could have run
+    # production between two of them.
+    slurm_job: str | None = None
 
     @property
     def last(self) -> ChainedWindow:
@@ -106,6 +111,11 @@ class Marker(Record):
             coordinator=self.coordinator,
             team_release=team_release,
         )
+
+
+def handed_back(hold: Hold) -> bool:
+    """Production restored, or handed back to Slurm for its job to prove once the window's job ends."""
+    return hold.restored is not None and (hold.restored.restored or hold.restored.state == "RETURNING")
 
 
 def read_marker(path: Path) -> Marker | None:
@@ -164,7 +174,31 @@ async def continuation_problems(
     if state != "complete":
         problems.append(f"the chain's previous window {marker.last.window_id} is {state}, not complete")
     problems += await not_running(site, marker.placeholders)
+    if marker.slurm_job is not None:
+        problems += held_by_slurm(marker.slurm_job)
     return problems
+
+
+def held_by_slurm(job_id: str) -> list[str]:
+    """Why the chain's Slurm job no longer holds its nodes (nothing: it runs)."""
+    try:
+        found = job_state(job_id)
+    except SchedulerError as exc:
+        return [f"the chain's Slurm job {job_id} cannot be read: {exc}"]
+    if found.state != "RUNNING":
+        return [f"the chain's Slurm job {job_id}, which holds its nodes, is {found.state}: Slurm may run production"]
+    return []
+
+
+def runs_in_chain_job(marker: Marker, job_id: str | None) -> list[str]:
+    """A window continuing a chain whose nodes a Slurm job holds must run in that job."""
+    if marker.slurm_job is None or job_id == marker.slurm_job:
+        return []
+    where = f"Slurm job {job_id}" if job_id else "no Slurm job"
+    return [
+        f"the chain's nodes are held by Slurm job {marker.slurm_job}, and this window runs in {where}: run it with "
+        "`fairwin submit PLAN --chain` (or --chain-last), which runs it in the chain's job"
+    ]
 
 
 class TakenOver(BaseModel):
@@ -230,6 +264,7 @@ class ChainRun:
     end: ChainEnd | None = None
     reason: str | None = None
     chain_id: str | None = None  # the chain's id, once known: continued, or started by this window's hold over
+    slurm_job: str | None = None  # the Slurm job the window runs in, holding the chain's nodes (Marker.slurm_job)
 
     @property
     def position(self) -> int:
@@ -275,6 +310,7 @@ class ChainRun:
             placeholders=self.started,
             placeholder_dir=str(self.placeholders.state_dir),
             team_hold=self.team_hold,
+            slurm_job=self.slurm_job,
         )
         write_record(self.marker_path, marker)
         self.chain_id = marker.chain_id
@@ -291,9 +327,10 @@ class ChainRun:
         )
 
     async def finish(self, hold: Hold) -> MarkerFate:
-        """After the last window's restore: the chain is over when the watch held; else the marker stays, for
-        ``fairwin chain abort`` once production is fixed."""
-        if hold.restored is None or not hold.restored.restored:
+        """After the last window's restore: the chain is over when the watch held, or production was handed back to
+        Slurm (RETURNING: its return is proved once the chain's job ends, and owed by this window); else the marker
+        stays, for ``fairwin chain abort`` once production is fixed."""
+        if not handed_back(hold):
             self.reason = "production was not restored; the marker is kept for `fairwin chain abort`"
             return MarkerFate(marker="kept")
         self.marker_path.unlink(missing_ok=True)
@@ -309,8 +346,9 @@ class ChainRun:
         return Stopped(placeholders=self.stopped)
 
     def cleared(self, hold: Hold) -> None:
-        """Clear the marker of an aborted chain once production is back (a failed restore keeps it)."""
-        if hold.restored is not None and hold.restored.restored:
+        """Clear the marker of an aborted chain once production is back, or handed back to Slurm (a failed restore
+        keeps it)."""
+        if handed_back(hold):
             self.marker_path.unlink(missing_ok=True)
 
     def record(self, *, with_last: bool = False) -> ChainRecord:
@@ -351,5 +389,6 @@ class ChainRun:
             names = ", ".join(p.name for p in self.started) or "no placeholders"
             return f"chain: CHAINED (window {self.position} of the chain; production left down, {names} holding it)"
         if self.end == "ENDED":
-            return f"chain: ENDED (window {self.position}, the last; production restored, the marker cleared)"
+            back = "handed back to Slurm" if self.slurm_job else "restored"
+            return f"chain: ENDED (window {self.position}, the last; production {back}, the marker cleared)"
         return f"chain: {self.end or 'running'}"

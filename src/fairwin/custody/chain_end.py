@@ -8,6 +8,7 @@ happened (custody/chain_receipts.py).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from fairwin.custody.chain import (
 from fairwin.custody.chain_receipts import last_end, ledger_path, write_end
 from fairwin.custody.hardware_lock import holding
 from fairwin.custody.hold import Hold
+from fairwin.custody.slurm_chain import end_hold
 from fairwin.custody.team_hold import TeamHold
 from fairwin.decision.registry import get_rule
 from fairwin.directory.environment import git_state
@@ -58,7 +60,7 @@ async def abort_chain(site: Site, output_dir: Path, say: Callable[[str], None], 
     production = Production(site, output_dir)
     placeholders = Placeholders(site, Path(marker.placeholder_dir))
     stopped = await placeholders.stop_all(marker.placeholders)
-    hold = Hold(production, [], say, taken=True)
+    hold = Hold(production, [], say, taken=True, window_job=await _let_go(marker, say))
     team: TeamRelease | None = None
     try:
         restored = await hold.give_back()
@@ -76,6 +78,18 @@ async def abort_chain(site: Site, output_dir: Path, say: Callable[[str], None], 
         restore=restored,
         notes=notes,
     )
+
+
+async def _let_go(marker: Marker, say: Callable[[str], None]) -> str | None:
+    """Where a Slurm job holds the chain's nodes: from inside it (a window refused before it opened), that job,
+    for production to be handed back to Slurm when it ends (`fairwin submit`'s follow ends it); from outside, the
+    job ended first, so that production can be proved back now."""
+    if marker.slurm_job is None:
+        return None
+    if os.environ.get("SLURM_JOB_ID") == marker.slurm_job:
+        return marker.slurm_job
+    await end_hold(marker.slurm_job, say)
+    return None
 
 
 async def _release_chains_hold(site: Site, marker: Marker) -> TeamRelease | None:

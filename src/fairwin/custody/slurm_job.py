@@ -41,17 +41,22 @@ class JobRequest:
         return cls(time_limit_min=max(limit, 1), signal_lead_s=lead)
 
 
+def allocation_argv(cluster: ClusterSettings, name: str, time_limit_min: int, output: Path) -> list[str]:
+    """``sbatch`` for an exclusive allocation of the plan's nodes: its name, its limit, its output file."""
+    argv = ["sbatch", "--parsable", "--exclusive", "-N", str(len(cluster.nodes)), "-w", ",".join(cluster.nodes)]
+    argv += ["-J", name, f"--time={time_limit_min}", "-o", str(output)]
+    for flag, value in (("-p", cluster.partition), ("-A", cluster.account), ("--qos", cluster.qos)):
+        if value:
+            argv += [flag, value]
+    return argv
+
+
 def sbatch_argv(
     cluster: ClusterSettings, request: JobRequest, name: str, output: Path, command: Sequence[str]
 ) -> list[str]:
     """``sbatch`` for one window: its nodes alone, its limit, its signal, its output file."""
-    argv = ["sbatch", "--parsable", "--exclusive", "-N", str(len(cluster.nodes)), "-w", ",".join(cluster.nodes)]
-    argv += ["-J", name, f"--time={request.time_limit_min}", f"--signal=B:TERM@{request.signal_lead_s}"]
-    argv += ["-o", str(output)]
-    for flag, value in (("-p", cluster.partition), ("-A", cluster.account), ("--qos", cluster.qos)):
-        if value:
-            argv += [flag, value]
-    return [*argv, "--wrap", "exec " + shlex.join(command)]
+    argv = allocation_argv(cluster, name, request.time_limit_min, output)
+    return [*argv, f"--signal=B:TERM@{request.signal_lead_s}", "--wrap", "exec " + shlex.join(command)]
 
 
 def submit(argv: Sequence[str]) -> str:

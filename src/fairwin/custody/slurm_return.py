@@ -32,8 +32,9 @@ RETURN_STEP = "return"
 
 
 def window_of_job(output_dir: Path, job_id: str) -> WindowDir | None:
-    """The window a Slurm job ran, by the job its window.json records; None where it opened none (refused)."""
-    for manifest in sorted(output_dir.glob("*/window.json")) if output_dir.is_dir() else []:
+    """The last window a Slurm job ran, by the job its window.json records (a chain's hold job runs several, the
+    last one the one that ended the chain); None where it opened none (refused)."""
+    for manifest in sorted(output_dir.glob("*/window.json"), reverse=True) if output_dir.is_dir() else []:
         try:
             found = read_record(manifest, WindowManifest)
         except InputError:
@@ -110,7 +111,7 @@ async def after_job(site: Site, output_dir: Path, job_id: str, say: Callable[[st
     say(f"job {job_id} ended; waiting for Slurm to run production again")
     restored = await prove_return(site, directory, output_dir, say)
     answered = restored.slurm.answered_after_s if restored.slurm is not None else None
-    when = f", answering {answered:g} s after the window's job ended" if answered is not None else ""
+    when = f", answering {answered:g} s after job {job_id} ended" if answered is not None else ""
     say(f"production {restored.state}{when}" + (f": {restored.reason}" if restored.reason else ""))
     return restored
 

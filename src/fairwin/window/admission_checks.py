@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from fairwin.custody.chain import continuation_problems, in_progress
+from fairwin.custody.chain import continuation_problems, in_progress, runs_in_chain_job
 from fairwin.custody.lock import HardwareLocks, MachineLocks, refuse_if_held, refuse_if_held_elsewhere
 from fairwin.custody.slurm import allocation_problems
 from fairwin.directory.environment import git_state
@@ -88,12 +88,13 @@ def _chain(admitting: Admission) -> Problems:
         return [f"{in_progress(path, found)}; {how}"] if found is not None else []
     if site.plan.production is None:
         raise InputError(f"--chain needs a [production] section in {site.path}: a chain leaves production down")
-    if site.plan.production.slurm_job is not None:
+    if site.plan.production.slurm_job is not None and not os.environ.get("SLURM_STEP_ID", "").isdigit():
         # Between two windows' jobs Slurm would run production's job again on the freed node: a chain needs one
-        # allocation held from its first window to its last, which fairwin does not take yet (#52).
+        # allocation held from its first window to its last, each window a step of it (not its batch step).
         raise InputError(
-            f"--chain with production as a Slurm job ({site.plan.production.slurm_job}): Slurm would run it again "
-            "between the chain's jobs; run the windows unchained"
+            f"--chain with production as a Slurm job ({site.plan.production.slurm_job}) runs each window as a step "
+            "of one allocation held across the chain, else Slurm runs production between them: "
+            "`fairwin submit PLAN --chain` holds one"
         )
     if admitting.checked.mode.many:
         # Its last start is known only when a look drops the last open candidate: the placeholders that must take
@@ -258,6 +259,7 @@ async def _chain_continues(admitting: Admission) -> Problems:
         commit=git_state(admitting.site.base_dir).commit,
         capture=admitting.options.chain_production,
     )
+    problems += runs_in_chain_job(found, admitting.allocation.job_id if admitting.allocation else None)
     return [f"the chain cannot continue: {'; '.join(problems)}"] if problems else []
 
 

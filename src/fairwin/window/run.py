@@ -161,6 +161,7 @@ def chain_for(admitted: Admission, hold: Hold | None, environment: Environment) 
         snapshot=declared,
         commit=environment.commit,
         coordinator=coordinator(options.coordinator),
+        slurm_job=hold.window_job if hold.production.scheduled is not None else None,  # its job holds the chain
     )
 
 

@@ -1,0 +1,214 @@
+"""A chain whose production is a Slurm job (docs/cluster.md): one allocation, the chain's **hold job**, holds its
+nodes from its first window to its last, and each window runs as a step of it (``srun --jobid``), so that Slurm
+never runs production between two of them.
+
+``fairwin submit --chain`` queues the hold job for a new chain (an exclusive allocation of the plan's nodes whose
+batch step only waits), runs each window in it, and once the chain has ended (its last window, or an abort) ends
+the hold job and proves production back. A window's step gets Slurm's TERM before the hold job's limit as a window
+job does; a window that could run past that limit is refused before it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairwin.commands import runner
+from fairwin.custody.chain import held_by_slurm, in_progress, marker_path, read_marker
+from fairwin.custody.chain_receipts import last_end, write_end
+from fairwin.custody.hold import Hold
+from fairwin.custody.slurm_job import JobRequest, JobState, allocation_argv, job_state, submit
+from fairwin.custody.slurm_return import after_job
+from fairwin.directory.status import Restore
+from fairwin.errors import GateRefused, InputError, RestoreFailed, SchedulerError
+from fairwin.launch.scheduler import slurm
+from fairwin.plan.cluster import ClusterSettings
+from fairwin.plan.site import Site
+from fairwin.production.control import Production
+
+#: The hold job's name (sbatch -J): what `squeue` shows of a chain holding its nodes.
+HOLD_NAME = "fairwin-chain"
+#: A hold job's batch step: it only waits, so that the allocation lasts until the chain ends it.
+HOLD_COMMAND = "exec sleep infinity"
+#: squeue's time left (``%L``): [days-][hours:]minutes:seconds.
+_LEFT = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)$")
+
+
+def step_argv(job: str, node: str, name: str, signal_lead_s: int, command: Sequence[str]) -> list[str]:
+    """``srun`` for one window as a step of the chain's hold job, on its first node, told to close ``signal_lead_s``
+    before the job's limit."""
+    return [
+        "srun", f"--jobid={job}", "--overlap", "-N1", "-n1", "-w", node, "-J", name,
+        f"--signal=TERM@{signal_lead_s}", "--kill-on-bad-exit=1", "--quiet", "--", *command,
+    ]  # fmt: skip
+
+
+async def wait_running(job: str, say: Callable[[str], None], poll_s: float = 0.5) -> None:
+    """Until the hold job runs (its allocation granted); SchedulerError where it ended first."""
+    last = ""
+    while True:
+        found = job_state(job)
+        if found.state != last:
+            say(f"job {job}: {found.state}")
+            last = found.state
+        if found.state == "RUNNING":
+            return
+        if found.ended:
+            raise SchedulerError(f"the chain's hold job {job} ended {found.state} before it held the nodes")
+        await asyncio.sleep(poll_s)
+
+
+def minutes_left(job: str) -> float | None:
+    """The minutes before the job's time limit, as squeue says them; None where it has none."""
+    said = slurm("squeue", "-h", "-j", job, "-o", "%L").strip()
+    found = _LEFT.match(said)
+    if found is None:
+        return None  # UNLIMITED, NOT_SET
+    days, hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    return days * 1440 + hours * 60 + minutes + seconds / 60
+
+
+async def run_step(argv: Sequence[str], output: Path, poll_s: float = 0.5) -> int:
+    """The window's step, srun in a session of its own (a Ctrl-C of the follow does not cut the window; `scancel
+    JOB.STEP` does), its output to ``output``; srun's exit status (the window's own)."""
+    with output.open("ab") as sink:
+        process = runner().spawn(argv, env=None, cwd=None, output=sink)
+    while (code := process.poll()) is None:
+        await asyncio.sleep(poll_s)
+    return code
+
+
+async def end_hold(job: str, say: Callable[[str], None], poll_s: float = 0.5) -> JobState:
+    """The hold job cancelled (the chain's nodes let go, production free to run) and waited to its end; one that
+    already ended, or that Slurm no longer holds, is left."""
+    try:
+        found = job_state(job)
+    except SchedulerError as exc:
+        if "Invalid job id" not in str(exc):
+            raise
+        return JobState("ENDED")
+    if not found.ended:
+        slurm("scancel", job)
+        say(f"job {job}: cancelled, the chain's nodes let go")
+    while not found.ended:
+        await asyncio.sleep(poll_s)
+        found = job_state(job)
+    return found
+
+
+async def after_chain(site: Site, output_dir: Path, job: str, say: Callable[[str], None]) -> Restore | None:
+    """Once the chain has ended: the hold job ended, then production proved back. Into the receipts of the window
+    that handed it to Slurm; where none did (the chain aborted before its next window opened), into the chain
+    ledger, as the chain's end."""
+    await end_hold(job, say)
+    restored = await after_job(site, output_dir, job, say)
+    if restored is not None:
+        return restored
+    ended = last_end(output_dir)
+    if ended is None or ended.restore is None or ended.restore.state != "RETURNING":
+        return None
+    say(f"job {job} ended; waiting for Slurm to run production again")
+    hold = Hold(Production(site, output_dir), [], say, taken=True)
+    with contextlib.suppress(RestoreFailed):  # recorded in hold.restored, and written below
+        await hold.give_back()
+    assert hold.restored is not None
+    proved = f"production proved back after the chain's job {job} ended"
+    reason = f"{ended.reason}; {proved}" if ended.reason else proved
+    write_end(output_dir, ended.model_copy(update={"time": time.time(), "restore": hold.restored, "reason": reason}))
+    return hold.restored
+
+
+#: A new chain's hold job lasts this many of its first window's limits unless --hold-minutes says otherwise.
+HOLD_WINDOWS = 3
+
+
+@dataclass(frozen=True)
+class ChainedStep:
+    """One window of a Slurm chain, run: the hold job, and the window's exit status and output."""
+
+    job: str
+    code: int
+    output: Path
+    goes_on: bool  # the chain is CHAINED: the hold job keeps its nodes for the next window; else :func:`after_chain`
+
+
+async def run_chained(
+    site: Site,
+    output_dir: Path,
+    request: JobRequest,
+    command: Sequence[str],
+    say: Callable[[str], None],
+    *,
+    hold_minutes: int | None = None,
+    after_submit: Callable[[str], None] = lambda job: None,
+) -> ChainedStep:
+    """One window of a chain as a step of the chain's hold job: a new chain's hold job queued first (and
+    ``after_submit`` told its id), a later window's found in the chain's marker. Where the window ended the chain,
+    :func:`after_chain` is owed next."""
+    cluster = site.plan.cluster
+    assert cluster is not None  # a Slurm production needs [cluster]
+    marker = read_marker(marker_path(site, output_dir))
+    if marker is None:
+        job = await _new_hold(cluster, output_dir, request, hold_minutes, say, after_submit)
+    elif marker.slurm_job is None:
+        raise InputError(f"{in_progress(marker_path(site, output_dir), marker)}, and no Slurm job holds it: end it "
+                         "with `fairwin chain abort PLAN`")  # fmt: skip
+    else:
+        job = marker.slurm_job
+        if problems := held_by_slurm(job):
+            why = "; ".join(problems)
+            raise GateRefused(f"the chain cannot continue: {why}; end it with `fairwin chain abort PLAN`")
+    _fits(job, request)
+    node = cluster.nodes[0]
+    output = output_dir / f"slurm-{job}-{len(list(output_dir.glob(f'slurm-{job}-*.out'))) + 1}.out"
+    say(f"window: a step of job {job} on {node}; output {output}")
+    code = await run_step(step_argv(job, node, HOLD_NAME + "-window", request.signal_lead_s, command), output)
+    after = read_marker(marker_path(site, output_dir))
+    if after is not None and after.slurm_job == job:
+        left = minutes_left(job)
+        said = f" ({left:.0f} min left)" if left is not None else ""
+        say(f"chain: job {job} holds {','.join(cluster.nodes)} for the chain's next window{said}")
+        return ChainedStep(job, code, output, goes_on=True)
+    return ChainedStep(job, code, output, goes_on=False)
+
+
+async def _new_hold(
+    cluster: ClusterSettings,
+    output_dir: Path,
+    request: JobRequest,
+    hold_minutes: int | None,
+    say: Callable[[str], None],
+    after_submit: Callable[[str], None],
+) -> str:
+    """The hold job of a new chain, queued and running; cancelled again where it never held the nodes."""
+    minutes = hold_minutes or HOLD_WINDOWS * request.time_limit_min
+    if minutes < request.time_limit_min:
+        raise InputError(f"--hold-minutes {minutes} is shorter than this window's limit ({request.time_limit_min} "
+                         "min); hold the chain's nodes for at least that")  # fmt: skip
+    argv = allocation_argv(cluster, HOLD_NAME, minutes, output_dir / "slurm-%j.out")
+    job = submit([*argv, "--wrap", HOLD_COMMAND])
+    say(f"submitted Slurm job {job} to hold the chain's nodes {','.join(cluster.nodes)}: limit {minutes} min")
+    try:
+        after_submit(job)
+        await wait_running(job, say)
+    except BaseException:
+        with contextlib.suppress(SchedulerError):
+            await asyncio.shield(end_hold(job, say))
+        raise
+    return job
+
+
+def _fits(job: str, request: JobRequest) -> None:
+    """A window that could run past the hold job's limit is refused before it starts (Slurm would end it there)."""
+    left = minutes_left(job)
+    if left is not None and left < request.time_limit_min:
+        raise GateRefused(
+            f"the chain's Slurm job {job} holds its nodes {left:.0f} min more, and this window may take up to "
+            f"{request.time_limit_min}: end the chain (`fairwin chain abort PLAN`), or start it again with a longer "
+            "--hold-minutes"
+        )

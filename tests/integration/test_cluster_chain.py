@@ -1,0 +1,102 @@
+"""A chain whose production is a Slurm job, against a real Slurm on this machine (tests/integration/slurm.py): one
+hold job keeps the nodes from the chain's first window to its last, each window a step of it, and production is
+given back by Slurm only once the chain has ended."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fairwin.files import scan_jsonl
+from tests.conftest import PlanFactory
+from tests.integration.helpers import processes_with, status
+from tests.integration.slurm import Cluster, fairwin_on, in_job, scheduled_plan, slurm_production
+from tests.ports import free_port
+
+
+def windows_of(plan: Path) -> list[Path]:
+    return sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def hold_job(said: str) -> str:
+    """The hold job's id, from `fairwin submit --chain`'s first line."""
+    first = said.splitlines()[0]
+    assert first.startswith("submitted Slurm job ") and " to hold the chain's nodes n1" in first, said
+    return first.split()[3]
+
+
+def test_a_slurm_chain_holds_one_job_across_its_windows_and_slurm_gives_production_back_after_the_last(
+    make_plan: PlanFactory, slurm_cluster: Cluster, scratch_chain_marker: Path
+) -> None:
+    with slurm_production(slurm_cluster, "prod-chain", "n1") as (production, port):
+        plan = scheduled_plan(make_plan, "prod-chain", port, "n1")
+        first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
+        assert first.returncode == 0, (first.stdout, first.stderr)
+        job = hold_job(first.stdout)
+        assert f"chain: job {job} holds n1 for the chain's next window" in first.stdout
+        assert json.loads(scratch_chain_marker.read_text())["slurm_job"] == job
+        # Between the windows: the hold job keeps the node, and production's job waits in the queue.
+        assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T %j").stdout.split() == [
+            "RUNNING",
+            "fairwin-chain",
+        ]
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "PENDING"
+        last = fairwin_on(slurm_cluster, "submit", str(plan), "--chain-last")
+        assert last.returncode == 0, (last.stdout, last.stderr)
+        assert "submitted" not in last.stdout  # no second job: the chain's own
+        chained, ended = windows_of(plan)
+        for window in (chained, ended):
+            assert json.loads((window / "window.json").read_text())["cluster"]["job_id"] == job
+            steps = [json.loads(path.read_text())["slurm_step"] for path in sorted(window.glob("starts/s*/start.json"))]
+            assert len(steps) == 3 and all(step.startswith(f"step {job}.") for step in steps), steps
+        assert (status(chained)["chain"]["end"], status(chained)["restore"]["state"]) == ("CHAINED", "CHAINED")
+        restore = status(ended)["restore"]
+        assert (status(ended)["chain"]["end"], restore["state"], restore["slurm"]["window_job"]) == (
+            "ENDED",
+            "RESTORED",
+            job,
+        )
+        assert restore["up"]["how"].startswith(f"run again by Slurm: Slurm job {production} (prod-chain) RUNNING")
+        assert f"job {job}: cancelled, the chain's nodes let go" in last.stdout
+        assert slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() == "CANCELLED"
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
+        assert not scratch_chain_marker.exists() and processes_with("exp-prod-chain") == []
+
+
+def test_a_slurm_chain_aborted_between_windows_lets_its_nodes_go_and_proves_production_back(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    with slurm_production(slurm_cluster, "prod-chain-abort", "n2") as (production, port):
+        plan = scheduled_plan(make_plan, "prod-chain-abort", port, "n2")
+        first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
+        assert first.returncode == 0, (first.stdout, first.stderr)
+        job = first.stdout.split()[3]
+        aborted = fairwin_on(slurm_cluster, "chain", "abort", str(plan))
+        assert aborted.returncode == 0, (aborted.stdout, aborted.stderr)
+        assert f"job {job}: cancelled, the chain's nodes let go" in aborted.stderr  # said as it goes
+        assert (
+            aborted.stdout.startswith("ABORTED chain-")
+            and (f"production RESTORED (run again by Slurm: Slurm job {production} (prod-chain-abort) RUNNING on n2")
+            in aborted.stdout
+        )
+        ledger = scan_jsonl(plan.parent / "windows" / "chains.jsonl")[0]
+        assert (ledger[-1]["end"], ledger[-1]["decision"], ledger[-1]["restore"]["state"]) == (
+            "ABORTED",
+            "REJECT",
+            "RESTORED",
+        )
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
+
+
+def test_a_chained_window_run_as_its_own_batch_job_is_refused_before_production_is_touched(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    plan = scheduled_plan(make_plan, "prod-chain-batch", free_port(), "n2")  # refused before it is looked for
+    done = in_job(slurm_cluster, plan, "--exclusive", "-w", "n2", "-p", "bench", run=("--chain",))
+    assert done.returncode == 2, done.stdout
+    assert (
+        "fairwin: error: --chain with production as a Slurm job (prod-chain-batch) runs each window as a step of "
+        "one allocation held across the chain, else Slurm runs production between them: `fairwin submit PLAN "
+        "--chain` holds one"
+    ) in done.stdout
+    assert not (plan.parent / "windows").exists() or windows_of(plan) == []
