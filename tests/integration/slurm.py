@@ -137,7 +137,7 @@ def _conf(root: Path, munge_socket: Path) -> str:
             "PreemptType=preempt/partition_prio",
             "PreemptMode=REQUEUE",
             f"NodeName=n1 NodeHostname=localhost Port={n1} CPUs={cpus} State=UNKNOWN",
-            f"NodeName=n2 NodeHostname=localhost Port={n2} CPUs={cpus} State=UNKNOWN",
+            f"NodeName=n2 NodeHostname=localhost Port={n2} CPUs={cpus} Features=fast State=UNKNOWN",
             "PartitionName=production Nodes=n1,n2 PriorityTier=1 PreemptMode=REQUEUE MaxTime=INFINITE State=UP",
             # A service partition the benchmark one does not preempt (the same tier): production there is requeued.
             "PartitionName=service Nodes=n1,n2 PriorityTier=10 PreemptMode=OFF MaxTime=INFINITE State=UP",

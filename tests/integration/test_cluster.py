@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PlanFactory, sim_role
-from tests.integration.helpers import fairwin, processes_with, status
+from tests.integration.helpers import fairwin, only_window, processes_with, status
 from tests.integration.production import production_plan
 from tests.integration.slurm import (
     Cluster,
@@ -21,14 +21,19 @@ from tests.integration.slurm import (
     slurm_production,
     wait_for_begin,
 )
+from tests.integration.sshd import SshHosts
+from tests.integration.test_workers import spanning_plan, worker
+from tests.ports import free_port
 
 
-def cluster_plan(make_plan: PlanFactory, model: str, nodes: list[str]) -> Path:
+def cluster_plan(make_plan: PlanFactory, model: str, nodes: list[str], asked: str = "") -> Path:
+    """Two sim roles in a cluster plan: its nodes by name, or (``asked``, with no nodes) its count and constraint."""
     plan = make_plan(
         roles={"A": sim_role("--ms-per-round", "2", model=model), "B": sim_role("--ms-per-round", "2", model=model)},
         window={"repeats": 2},
     )
-    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\nnodes = {json.dumps(nodes)}\n')
+    wanted = f"nodes = {json.dumps(nodes)}\n" if nodes else asked
+    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\n{wanted}')
     return plan
 
 
@@ -172,3 +177,47 @@ def test_a_job_cut_short_by_its_time_limit_closes_its_window_before_it_and_slurm
         assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
         assert processes_with("exp-prod-limit") == []
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
+
+
+def test_a_worker_here_of_a_role_across_hosts_runs_as_a_step_of_the_window_s_job(
+    make_plan: PlanFactory, slurm_cluster: Cluster, ssh_hosts: SshHosts
+) -> None:
+    here = worker("span-step-worker", free_port())
+    del here["host"]  # role B's worker here, its head on host h2 over SSH
+    plan = spanning_plan(make_plan, ssh_hosts, "span-step", here)
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n2"]\n')
+    done = in_job(slurm_cluster, plan, "-p", "bench", "--exclusive", "-w", "n2")
+    assert done.returncode == 0, done.stdout
+    window = only_window(plan)
+    job = json.loads((window / "window.json").read_text())["cluster"]["job_id"]
+    starts = [json.loads(path.read_text()) for path in sorted(window.glob("starts/s*/start.json"))]
+    spanning = [start for start in starts if start["role"] == "B"]
+    workers = [w for start in spanning for w in start["workers"]]
+    assert spanning and len(workers) == len(spanning), starts
+    assert all(
+        w["slurm_step"].startswith(f"step {job}.") and " on node n2, task pid " in w["slurm_step"] for w in workers
+    )
+    assert all("slurm_step" not in start for start in spanning)  # its head on h2 runs over SSH, not as a step
+    assert processes_with("span-step-worker") == [] and processes_with("span-step-b") == []
+
+
+def test_a_window_asking_for_a_count_of_nodes_with_a_feature_runs_on_the_node_slurm_picks(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    plan = cluster_plan(make_plan, "counted", [], 'count = 1\nconstraint = "fast"\n')  # only n2 is fast
+    done = fairwin_on(slurm_cluster, "submit", str(plan))
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert done.stdout.startswith("submitted Slurm job ") and ": nodes 1 node(s) with fast alone, " in done.stdout
+    window = only_window(plan)
+    assert json.loads((window / "window.json").read_text())["cluster"]["nodes"] == ["n2"]
+    assert status(window)["state"] == "complete" and processes_with("counted") == []
+
+
+def test_a_counted_window_in_a_job_not_asked_for_its_constraint_is_refused(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    plan = cluster_plan(make_plan, "counted-wrong", [], 'count = 1\nconstraint = "fast"\n')
+    refused = in_job(slurm_cluster, plan, "-p", "bench", "--exclusive", "-w", "n1")
+    assert refused.returncode == 4, refused.stdout
+    assert "was not asked for nodes with fast (its constraint: (null)): submit it with -C 'fast'" in refused.stdout
+    assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").glob("*/status.json"))

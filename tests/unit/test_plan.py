@@ -304,3 +304,36 @@ def test_a_cluster_plan_locks_its_slurm_nodes_not_this_machine(make_plan: PlanFa
     plan = make_plan()
     plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n2", "n1"]\n')
     assert Site.of(load_plan(plan)).lock_keys == ["slurm://n1", "slurm://n2"]
+
+
+def test_a_counted_cluster_plan_locks_the_job_that_holds_its_nodes(
+    make_plan: PlanFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fairwin.plan.site import Site
+
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    plan = make_plan()
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\ncount = 2\nconstraint = "a100"\n')
+    assert Site.of(load_plan(plan)).lock_keys == ["slurm-job://41"]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "production", "expected"),
+    [
+        ('nodes = ["n1"]\ncount = 1\n', None, "name the nodes a window needs (nodes = [...]) or how many (count = N)"),
+        ('constraint = "a100"\n', None, "name the nodes a window needs (nodes = [...]) or how many (count = N)"),
+        (
+            "count = 1\n",
+            {"slurm_job": "prod", "base_url": "http://h:1", "model": "m"},
+            "production.slurm_job: a window takes production's nodes from it; name them in [cluster] nodes",
+        ),
+    ],
+)
+def test_a_cluster_names_its_nodes_or_counts_them(
+    make_plan: PlanFactory, cluster: str, production: dict[str, object] | None, expected: str
+) -> None:
+    plan = make_plan(production=production)
+    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\n{cluster}')
+    with pytest.raises(PlanError) as exc:
+        load_plan(plan)
+    assert expected in one_line_error(exc)

@@ -152,7 +152,7 @@ def submit_window(args: argparse.Namespace) -> int:
     requeued = production_to_requeue(loaded.plan)
     job = submit(argv)
     say(
-        f"submitted Slurm job {job}: nodes {','.join(cluster.nodes)} alone, limit {request.time_limit_min} min, "
+        f"submitted Slurm job {job}: nodes {cluster.wanted} alone, limit {request.time_limit_min} min, "
         f"TERM {request.signal_lead_s} s before it; output {output / f'slurm-{job}.out'}"
     )
     if requeued is not None:

@@ -39,22 +39,19 @@ def holders(node: str) -> str:
 
 
 def allocation_problems(cluster: ClusterSettings, env: Mapping[str, str]) -> tuple[Allocation | None, list[str]]:
-    """The window's allocation, and why it may not run in it (nothing: every declared node is its alone)."""
+    """The window's allocation, and why it may not run in it (nothing: every declared node, or as many as it
+    counts with its constraint, is its alone)."""
     job_id = env.get("SLURM_JOB_ID")
     if not job_id:
-        nodes = ",".join(cluster.nodes)
+        asked = f"-w {','.join(cluster.nodes)}" if cluster.nodes else f"-N {cluster.count}"
+        asked += f" -C '{cluster.constraint}'" if cluster.constraint else ""
         return None, [
             f"[cluster] scheduler is slurm, and this window runs outside a Slurm job: run it in an exclusive "
-            f"allocation of its nodes (sbatch --exclusive -w {nodes} ... fairwin run PLAN), so that Slurm holds them"
+            f"allocation of its nodes (sbatch --exclusive {asked} ... fairwin run PLAN), so that Slurm holds them"
         ]
     try:
         found = read_allocation(job_id)
-        problems = [
-            f"node {node} is not in Slurm job {job_id}'s allocation ({','.join(found.nodes) or 'none'}): "
-            f"{holders(node)}"
-            for node in cluster.nodes
-            if node not in found.nodes
-        ]
+        problems = _missing(cluster, found) if cluster.nodes else _too_few(cluster, found)
     except SchedulerError as exc:
         return None, [f"Slurm job {job_id}'s allocation cannot be read: {exc}"]
     if not found.exclusive:
@@ -63,3 +60,31 @@ def allocation_problems(cluster: ClusterSettings, env: Mapping[str, str]) -> tup
             "beside the window's"
         )
     return found, problems
+
+
+def _missing(cluster: ClusterSettings, found: Allocation) -> list[str]:
+    """Each declared node the job does not hold, and what holds it."""
+    return [
+        f"node {node} is not in Slurm job {found.job_id}'s allocation ({','.join(found.nodes) or 'none'}): "
+        f"{holders(node)}"
+        for node in cluster.nodes
+        if node not in found.nodes
+    ]
+
+
+def _too_few(cluster: ClusterSettings, found: Allocation) -> list[str]:
+    """Fewer nodes than the plan counts, or a job not asked for the plan's constraint (Slurm gives a job only nodes
+    with the features it asked for, so the job's own request is what proves its nodes have them)."""
+    problems = []
+    if len(found.nodes) < (cluster.count or 0):
+        problems.append(
+            f"Slurm job {found.job_id} holds {len(found.nodes)} node(s), and the plan needs {cluster.count}"
+        )
+    if cluster.constraint is not None:
+        asked = job_fields(found.job_id).get("Features", "(null)")
+        if asked != cluster.constraint:
+            problems.append(
+                f"Slurm job {found.job_id} was not asked for nodes with {cluster.constraint} (its constraint: "
+                f"{asked}): submit it with -C '{cluster.constraint}'"
+            )
+    return problems

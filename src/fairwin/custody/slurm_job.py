@@ -43,9 +43,15 @@ class JobRequest:
 
 def allocation_argv(cluster: ClusterSettings, name: str, time_limit_min: int, output: Path) -> list[str]:
     """``sbatch`` for an exclusive allocation of the plan's nodes: its name, its limit, its output file."""
-    argv = ["sbatch", "--parsable", "--exclusive", "-N", str(len(cluster.nodes)), "-w", ",".join(cluster.nodes)]
+    argv = ["sbatch", "--parsable", "--exclusive", "-N", str(cluster.count or len(cluster.nodes))]
+    argv += ["-w", ",".join(cluster.nodes)] if cluster.nodes else []
     argv += ["-J", name, f"--time={time_limit_min}", "-o", str(output)]
-    for flag, value in (("-p", cluster.partition), ("-A", cluster.account), ("--qos", cluster.qos)):
+    for flag, value in (
+        ("-C", cluster.constraint),
+        ("-p", cluster.partition),
+        ("-A", cluster.account),
+        ("--qos", cluster.qos),
+    ):
         if value:
             argv += [flag, value]
     return argv

@@ -136,6 +136,7 @@ class WorkerReceipt(BaseModel):
     pid: int | None = None
     ready_after_s: float | None = None
     container: ContainerReceipt | None = None  # a container worker's, as the head's
+    slurm_step: str | None = None  # inside a Slurm job, a worker here: its step, as the head's
     identity: dict[str, str] | None = None  # its pinned files' sha256, checked on its host before the launch
     stop: StopRecord | None = None
 

@@ -1,5 +1,6 @@
-"""A role's server as a step of the window's Slurm job: ``srun`` inside the allocation, on the node the window runs
-on, so that Slurm tracks every process the server starts and the job's end takes them all.
+"""A role's server (its head, or a worker of its own here) as a step of the window's Slurm job: ``srun`` inside the
+allocation, on the node the window runs on, so that Slurm tracks every process the server starts and the job's end
+takes them all.
 
 srun is one more command behind the command seam: the process fairwin starts is srun itself, in its own session
 as every local server is; its output is the server's (srun forwards it to the start's log). The server runs under
@@ -16,7 +17,7 @@ import asyncio
 import contextlib
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -55,12 +56,17 @@ class SlurmStep(LocalServer):
         return self.session
 
     async def wait_healthy(self, session: aiohttp.ClientSession) -> float:
+        return await self.proved(super().wait_healthy(session))
+
+    async def proved(self, waiting: Awaitable[float]) -> float:
+        """``waiting`` (the head's health, or a worker's ready checks), then its step found; where srun could not
+        run it, where it was to run and what Slurm knows of that node."""
         try:
-            healthy = await super().wait_healthy(session)
-        except ServerExitedError as exc:  # srun could not run it: say where and what Slurm knows of that node
+            seconds = await waiting
+        except ServerExitedError as exc:
             raise ServerExitedError(f"{exc}; {await asyncio.to_thread(self._step_failure)}") from None
         await asyncio.to_thread(self._find_step)
-        return healthy
+        return seconds
 
     def _step_failure(self) -> str:
         """What srun said of the failed step (its error lines, which name the node) and the node's state now."""

@@ -349,8 +349,14 @@ class Plan(StrictModel):
         if host is not None and host not in self.hosts:
             raise ValueError(f"production.host names {host!r}, which [hosts] does not declare")
         self._live_production()
-        if self.production is not None and self.production.slurm_job is not None and self.cluster is None:
+        scheduled = self.production is not None and self.production.slurm_job is not None
+        if scheduled and self.cluster is None:
             raise ValueError("production.slurm_job: production runs as a Slurm job; declare the [cluster] it runs on")
+        if scheduled and self.cluster is not None and self.cluster.count is not None:
+            raise ValueError(
+                "production.slurm_job: a window takes production's nodes from it; name them in [cluster] nodes "
+                "instead of a count"
+            )
         role_name = self.production.role if self.production is not None else None
         if role_name is None:
             return

@@ -12,6 +12,7 @@ Pure: nothing here contacts a host.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -97,6 +98,8 @@ class Site:
         if cluster is None:
             return host_keys(self.where(name) for name in self.touched)
         remote = [f"ssh://{host.address}:{host.port}" for host in self.remote.values()]
+        if not cluster.nodes:  # counted: which nodes is Slurm's choice; the job it made holds them alone
+            return sorted({f"slurm-job://{os.environ.get('SLURM_JOB_ID', 'none')}"} | set(remote))
         return sorted({f"slurm://{node}" for node in cluster.nodes} | set(remote))
 
 

@@ -102,12 +102,12 @@ def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
 
 
 def step_launcher(job_id: str, node: str) -> Launcher:
-    """Inside a Slurm job's allocation: a role's server (its head) here runs as a step of the job on ``node``
-    (srun), so that Slurm tracks it; a container, a process on a remote host, or a worker (whose readiness is
-    proved before its step is looked up; not yet a step) as :func:`local_launcher` makes it."""
+    """Inside a Slurm job's allocation: a role's process here (its head, or a worker) runs as a step of the job on
+    ``node`` (srun), so that Slurm tracks it; a container, or a process on a remote host, as :func:`local_launcher`
+    makes it."""
 
     def launch(spec: LaunchSpec, log_path: Path) -> ServerHandle:
-        if spec.container is None and spec.remote is None and spec.member == "head":
+        if spec.container is None and spec.remote is None:
             return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=node)
         return local_launcher(spec, log_path)
 
@@ -200,17 +200,20 @@ async def launch_all(window: WindowDir, step: str, processes: list[StartProcess]
         window.journal_event(step, "launched", pid=handle.pid, group=handle.listens_as, argv=spec.shown_argv, **where)
         if process.ready is not None:
             address = spec.remote.address if spec.remote is not None else "127.0.0.1"
-            ready_s = await wait_ready(process.handle, process.ready, process.log, spec.label, address)
+            waiting = wait_ready(handle, process.ready, process.log, spec.label, address)
+            ready_s = await (handle.proved(waiting) if isinstance(handle, SlurmStep) else waiting)
             await process.prove_ours()
-            box = process.handle.described()
+            box = handle.described()
+            set_only: dict[str, object] = {"container": box} if box is not None else {}  # a container worker
+            set_only |= {"slurm_step": handle.where()} if isinstance(handle, SlurmStep) else {}  # or a step
             receipts.append(
                 WorkerReceipt(
                     member=spec.member,
                     host=spec.host,
                     argv=spec.shown_argv,
-                    pid=process.handle.pid,
+                    pid=handle.pid,
                     ready_after_s=round(ready_s, 3),
-                    **({"container": box} if box is not None else {}),  # set only where the worker is one
+                    **set_only,
                 )
             )
     return receipts
