@@ -8,7 +8,10 @@ clock): submit's moment to the first start's begin, and the close's end to the m
 in the return step (its begin plus its proof's seconds); beside it, Slurm's own view (the job's EndTime, whole
 seconds, to the first health answer: status.json's `answered_after_s`).
 
-    python benchmarks/slurm_times.py [--runs 5]
+With ``--chain``: N chains of two windows in one hold job (`fairwin submit --chain`, then `--chain-last`): the
+first window's close to the second's open, and the last window's close to production answering.
+
+    python benchmarks/slurm_times.py [--runs 5] [--chain]
 """
 
 from __future__ import annotations
@@ -62,13 +65,48 @@ def one_window(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
         }
 
 
+def _submit(cluster: Any, plan: Path, *flags: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "fairwin", "submit", str(plan), *flags], env=cluster.env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"fairwin submit {' '.join(flags)} failed: {done.stdout}{done.stderr}")
+
+
+def one_chain(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
+    """A chain of two windows in one hold job: the first window's close to the second's open (a step of the
+    running hold job, its production left down), and the last window's close to production answering (the hold
+    job cancelled, Slurm running production again)."""
+    name = f"prod-chain-{number}"
+    folder = scratch / name
+    folder.mkdir()
+    with slurm_production(cluster, name, "n1") as (_, port):
+        plan = scheduled_plan(plan_factory(folder), name, port, "n1")
+        submitted = time.time()
+        _submit(cluster, plan, "--chain")
+        _submit(cluster, plan, "--chain-last")
+        first, last = sorted(p for p in (folder / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+        early, late = _events(first), _events(last)
+        returned = _at(late, "return", "end")
+        answered = _at(late, "return", "begin")["time"] + returned["up"]["seconds"]
+        return {
+            "submit_to_first_start_s": _at(early, "start s1", "begin")["time"] - submitted,
+            "close_to_next_open_s": _at(late, "open", "begin")["time"] - _at(early, "close", "end")["time"],
+            "last_close_to_production_answering_s": answered - _at(late, "close", "end")["time"],
+            "slurm_end_to_answering_s": returned["slurm"]["answered_after_s"],
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--chain", action="store_true", help="chains of two windows in one hold job instead")
     args = parser.parse_args()
+    measure = one_chain if args.chain else one_window
     with started_cluster() as cluster, tempfile.TemporaryDirectory() as scratch:
-        runs = [one_window(cluster, Path(scratch), number) for number in range(args.runs)]
-    print(f"{args.runs} windows on the test cluster (Slurm 22.05, one machine, 2 cores):")
+        runs = [measure(cluster, Path(scratch), number) for number in range(args.runs)]
+    what = "chains of two windows" if args.chain else "windows"
+    print(f"{args.runs} {what} on the test cluster (Slurm 22.05, one machine, 2 cores):")
     for key in runs[0]:
         values = [run[key] for run in runs]
         print(

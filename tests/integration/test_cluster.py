@@ -221,3 +221,33 @@ def test_a_counted_window_in_a_job_not_asked_for_its_constraint_is_refused(
     assert refused.returncode == 4, refused.stdout
     assert "was not asked for nodes with fast (its constraint: (null)): submit it with -C 'fast'" in refused.stdout
     assert not (plan.parent / "windows").exists() or not any((plan.parent / "windows").glob("*/status.json"))
+
+
+def test_a_role_on_a_host_bound_to_the_jobs_second_node_runs_as_a_step_there(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    there = sim_role(
+        "--ms-per-round",
+        "2",
+        model="two-nodes-b",
+        host="right",
+        port=free_port(),
+        base_url="http://{head_address}:{port}",
+    )
+    plan = make_plan(
+        roles={"A": sim_role("--ms-per-round", "2", model="two-nodes-a"), "B": there}, window={"repeats": 2}
+    )
+    plan.write_text(
+        plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n1", "n2"]\nhosts = ["left", "right"]\n'
+    )
+    done = fairwin_on(slurm_cluster, "submit", str(plan))
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    window = only_window(plan)
+    cluster = json.loads((window / "window.json").read_text())["cluster"]
+    assert (cluster["nodes"], cluster["hosts"]) == (["n1", "n2"], {"left": "n1", "right": "n2"})
+    starts = [json.loads(path.read_text()) for path in sorted(window.glob("starts/s*/start.json"))]
+    where = {(start["role"], start["slurm_step"].split(" on node ")[1].split(",")[0]) for start in starts}
+    assert where == {("A", "n1"), ("B", "n2")}, starts
+    assert all(start["slurm_step"].startswith(f"step {cluster['job_id']}.") for start in starts)
+    assert status(window)["state"] == "complete"
+    assert processes_with("two-nodes-a") == [] and processes_with("two-nodes-b") == []

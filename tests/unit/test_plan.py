@@ -337,3 +337,45 @@ def test_a_cluster_names_its_nodes_or_counts_them(
     with pytest.raises(PlanError) as exc:
         load_plan(plan)
     assert expected in one_line_error(exc)
+
+
+@pytest.mark.parametrize(
+    ("roles", "cluster", "production", "expected"),
+    [
+        ({}, 'nodes = ["n1"]\nhosts = ["a", "b"]\n', None, "hosts: 2 hosts for 1 node(s); one each"),
+        ({}, 'nodes = ["n1", "n2"]\nhosts = ["a", "a"]\n', None, "each host is bound to a node of its own"),
+        (
+            {"B": sim_role(host="b", port=18997, container={"image": "localhost/x:1"})},
+            'nodes = ["n1", "n2"]\nhosts = ["a", "b"]\n',
+            None,
+            "roles.B.host: a container does not run on a Slurm node's host yet",
+        ),
+        (
+            {"P": sim_role(host="b", port=18998)},
+            'nodes = ["n1", "n2"]\nhosts = ["a", "b"]\n',
+            {"role": "P"},
+            "production on a Slurm node runs as a Slurm job (slurm_job)",
+        ),
+    ],
+)
+def test_the_plans_hosts_on_a_cluster_are_bound_one_to_a_node(
+    make_plan: PlanFactory,
+    roles: dict[str, object],
+    cluster: str,
+    production: dict[str, object] | None,
+    expected: str,
+) -> None:
+    plan = make_plan(roles={"A": sim_role(), "B": sim_role(), **roles}, production=production)
+    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\n{cluster}')
+    with pytest.raises(PlanError) as exc:
+        load_plan(plan)
+    assert expected in one_line_error(exc)
+
+
+def test_a_bound_host_is_not_also_an_ssh_host(make_plan: PlanFactory) -> None:
+    plan = make_plan()
+    cluster = '[cluster]\nscheduler = "slurm"\nnodes = ["n1", "n2"]\nhosts = ["a", "b"]\n'
+    plan.write_text(plan.read_text() + f'\n[hosts.b]\naddress = "10.0.0.2"\n\n{cluster}')
+    with pytest.raises(PlanError) as exc:
+        load_plan(plan)
+    assert "cluster.hosts: b is a [hosts] table too; a host is one or the other" in one_line_error(exc)

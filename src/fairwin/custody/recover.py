@@ -226,7 +226,7 @@ def _scrub_logs(site: Site, directory: WindowDir, problems: list[str]) -> None:
     plan = site.plan
     for name in plan.roles:
         try:  # making a role's specs remembers what its secret positions resolve to
-            worker_specs(make_spec(name, plan.roles, site.base_dir, site.hosts), plan.roles, site.base_dir, site.hosts)
+            worker_specs(make_spec(name, plan.roles, site.base_dir), plan.roles, site.base_dir)  # secrets, not hosts
         except InputError as exc:
             problems.append(f"the logs could not be scrubbed of role {name}'s secrets ({exc})")
     for log in sorted(directory.path.rglob("*.log")):

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 
 from fairwin.directory.manifest import Allocation
 from fairwin.errors import SchedulerError
-from fairwin.launch.scheduler import hostnames, job_fields, slurm
+from fairwin.launch.scheduler import hostnames, job_fields, node_address, slurm
 from fairwin.plan.cluster import ClusterSettings
+from fairwin.plan.hosts import SlurmNode
 
 
 def read_allocation(job_id: str) -> Allocation:
@@ -88,3 +89,15 @@ def _too_few(cluster: ClusterSettings, found: Allocation) -> list[str]:
                 f"{asked}): submit it with -C '{cluster.constraint}'"
             )
     return problems
+
+
+def bind_hosts(cluster: ClusterSettings, found: Allocation, here: str | None) -> dict[str, SlurmNode]:
+    """``[cluster] hosts`` bound in order to the job's nodes: the first to ``here``, the node the window runs on,
+    then the others in the plan's order (or Slurm's, for a count). SchedulerError where a node's address cannot be
+    read."""
+    order = [node for node in cluster.nodes if node in found.nodes] or found.nodes
+    ordered = [*([here] if here in found.nodes else []), *(node for node in order if node != here)]
+    return {
+        name: SlurmNode(node=node, job_id=found.job_id, address=node_address(node))
+        for name, node in zip(cluster.hosts, ordered, strict=False)
+    }

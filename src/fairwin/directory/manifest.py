@@ -62,6 +62,7 @@ class Allocation(BaseModel):
     partition: str
     nodes: list[str]
     exclusive: bool
+    hosts: dict[str, str] = Field(default_factory=dict)  # [cluster] hosts bound to its nodes: name -> node
 
 
 class PlannedStart(BaseModel):

@@ -17,8 +17,8 @@ from fairwin.plan.site import Site
 def role_specs(site: Site, name: str) -> list[tuple[LaunchSpec, Worker | None]]:
     """A role's processes in launch order, outside any start: each worker with its plan entry, then the head (None)."""
     plan = site.plan
-    head = make_spec(name, plan.roles, site.base_dir, site.hosts)
-    workers = worker_specs(head, plan.roles, site.base_dir, site.hosts)
+    head = make_spec(name, plan.roles, site.base_dir, site.places)
+    workers = worker_specs(head, plan.roles, site.base_dir, site.places)
     return [*zip(workers, plan.roles[name].workers, strict=True), (head, None)]
 
 

@@ -12,16 +12,16 @@ from fairwin.launch.spec import LaunchSpec
 
 
 async def digests(spec: LaunchSpec, paths: list[str]) -> dict[str, str | None]:
-    """path -> sha256 on the role's host (here, or over SSH with ``sha256sum``); None where the file is absent."""
+    """path -> sha256 on the role's host (here, or there with ``sha256sum``: over SSH, or on its Slurm node); None
+    where the file is absent."""
     if spec.remote is None or spec.host is None:
         return {p: sha256_file(Path(p)) if Path(p).is_file() else None for p in paths}
-    from fairwin.launch.ssh import run_once  # asyncssh only where a role runs remotely
-
-    done = await run_once(
+    # sha256sum exits 1 where a file is absent, and still prints the others': the lines decide, not the status
+    _, out = await shell(
         spec.host, spec.remote, "sha256sum -- " + " ".join(shlex.quote(p) for p in paths), retry="read"
     )
     found: dict[str, str | None] = dict.fromkeys(paths)
-    for line in str(done.stdout or "").splitlines():
+    for line in out.splitlines():
         digest, _, path = line.partition("  ")
         if path in found:
             found[path] = digest

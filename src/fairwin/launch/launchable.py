@@ -56,7 +56,7 @@ async def _missing_on_host(spec: LaunchSpec) -> str:
 async def _container_problems(spec: LaunchSpec) -> list[str]:
     """A container's runtime answers on its host, and knows the image (no registry is asked mid-window)."""
     assert spec.container is not None
-    cli = RuntimeCli.of(spec.container, spec.host, spec.remote)
+    cli = RuntimeCli.of(spec.container, spec.host, spec.over_ssh())
     try:
         code, _, err = await cli.run("image", "inspect", "--format", "{{.Id}}", spec.container.image)
     except LaunchError as exc:

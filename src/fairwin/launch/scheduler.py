@@ -1,13 +1,14 @@
-"""Slurm's own commands (``scontrol``, ``squeue``, ``sbatch``), run through the one command seam.
+"""Slurm's own commands (``scontrol``, ``squeue``, ``sbatch``, ``srun``), run through the one command seam.
 
 What Slurm answers is read here for every part that asks it: the allocation check, ``fairwin submit``'s follow,
 production run as a Slurm job. A command that cannot be run or fails is a SchedulerError: a check that cannot see
-fails closed.
+fails closed. A command on another node of the window's job runs there as a step of it (:func:`srun_argv`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from fairwin.commands import runner
 from fairwin.errors import SchedulerError
@@ -21,10 +22,10 @@ ENDED = frozenset(
 )
 
 
-def slurm(*argv: str) -> str:
+def slurm(*argv: str, timeout_s: float = SLURM_TIMEOUT_S) -> str:
     """What one of Slurm's commands answers; SchedulerError where it cannot be run or fails."""
     try:
-        ran = runner().run(list(argv), timeout_s=SLURM_TIMEOUT_S)
+        ran = runner().run(list(argv), timeout_s=timeout_s)
     except (OSError, TimeoutError) as exc:
         raise SchedulerError(f"`{' '.join(argv)}` could not be run ({exc})") from None
     if ran.status != 0:
@@ -50,6 +51,24 @@ def hostnames(compact: str) -> list[str]:
     return slurm("scontrol", "show", "hostnames", compact).split()
 
 
+def node_address(node: str) -> str:
+    """Where a node answers (Slurm's NodeAddr): the address its servers are reached at."""
+    return _shown("node", node).get("NodeAddr") or node
+
+
 def node_state(node: str) -> str:
     """A node's state as slurmctld holds it (``IDLE``, ``ALLOCATED+NOT_RESPONDING``, ``DOWN``...)."""
     return _shown("node", node).get("State", "unknown")
+
+
+def srun_argv(
+    job_id: str, node: str, argv: Sequence[str], name: str = "fairwin-probe", flags: Sequence[str] = ()
+) -> list[str]:
+    """``argv`` on ``node`` as a step of job ``job_id`` beside its other steps (``--overlap``): one task, named."""
+    srun = ["srun", "--overlap", f"--jobid={job_id}", "-N1", "-n1", "-w", node, "-J", name, "--quiet", *flags]
+    return [*srun, "--", *argv]
+
+
+def on_node(job_id: str, node: str, argv: Sequence[str], timeout_s: float = SLURM_TIMEOUT_S) -> str:
+    """What ``argv`` prints on a node of the job, run there by srun; SchedulerError where it fails or cannot run."""
+    return slurm(*srun_argv(job_id, node, argv), timeout_s=timeout_s)

@@ -1,14 +1,15 @@
-"""A role's server (its head, or a worker of its own here) as a step of the window's Slurm job: ``srun`` inside the
-allocation, on the node the window runs on, so that Slurm tracks every process the server starts and the job's end
-takes them all.
+"""A role's process (its head, or a worker) as a step of the window's Slurm job: ``srun`` inside the allocation, on
+the node the window runs on, or on the node its host is bound to (``[cluster] hosts``), so that Slurm tracks every
+process the server starts and the job's end takes them all.
 
 srun is one more command behind the command seam: the process fairwin starts is srun itself, in its own session
 as every local server is; its output is the server's (srun forwards it to the start's log). The server runs under
 the step's slurmstepd, not under srun, so what fairwin proves of it is proved of the step: the step is found by
 its unique name (``squeue -s``), its tasks by ``scontrol listpids``, and the process listening on the role's port
-must run in the step's session. Its environment is srun's with Slurm's own variables added (``SLURM_*``,
-``SRUN_*``): those are set aside on both sides before the runtime check compares the rest. Stopping signals srun,
-which ends the step; ``scancel`` of the step after that leaves nothing of it on the node.
+must run in the step's session. On another node than the window's, each of these probes runs there, through srun
+(a pid read here would be another machine's). Its environment is srun's with Slurm's own variables added
+(``SLURM_*``, ``SLURMD_*``, ``SRUN_*``): those are set aside on both sides before the runtime check compares the
+rest. Stopping signals srun, which ends the step; ``scancel`` of the step after that leaves nothing of it.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ import aiohttp
 from fairwin.directory.start_receipt import StopRecord
 from fairwin.errors import LaunchError, SchedulerError, ServerExitedError
 from fairwin.launch.local import LocalServer, read_process_env
-from fairwin.launch.scheduler import node_state, slurm
+from fairwin.launch.scheduler import node_state, on_node, slurm, srun_argv
 
-#: Variables Slurm sets in a step's tasks (and the batch step's): the runtime check compares the rest.
-SLURM_OWN = ("SLURM_", "SRUN_")
+#: Variables Slurm sets in a step's tasks (and the batch step's; SLURMD_NODENAME names the task's own node): the
+#: runtime check compares the rest.
+SLURM_OWN = ("SLURM_", "SLURMD_", "SRUN_")
 
 
 def without_slurms(env: Mapping[str, str]) -> dict[str, str]:
@@ -41,14 +43,18 @@ class SlurmStep(LocalServer):
 
     job_id: str = ""
     node: str = ""
+    away: bool = False  # on another node of the job than the window's: its processes are probed there, by srun
     step_name: str = field(default_factory=lambda: f"fairwin-{secrets.token_hex(6)}")
     step_id: str | None = None
     task_pid: int | None = None
     session: int | None = None
 
     def command(self) -> list[str]:
-        srun = ["srun", "--overlap", f"--jobid={self.job_id}", "-N1", "-n1", "-w", self.node, "-J", self.step_name]
-        return [*srun, "--quiet", "--kill-on-bad-exit=1", "--", *super().command()]
+        return srun_argv(self.job_id, self.node, super().command(), name=self.step_name, flags=["--kill-on-bad-exit=1"])
+
+    def _on_node(self, argv: list[str]) -> str:
+        """What ``argv`` prints where the step runs: here, or on its node through srun."""
+        return on_node(self.job_id, self.node, argv) if self.away else slurm(*argv)
 
     @property
     def listens_as(self) -> int | None:
@@ -93,7 +99,7 @@ class SlurmStep(LocalServer):
             if not found:
                 raise LaunchError(f"{self.spec.label}: Slurm lists no step named {self.step_name} in job {self.job_id}")
             self.step_id = found[0]
-            listed = slurm("scontrol", "listpids", self.step_id, self.node).splitlines()[1:]
+            listed = self._on_node(["scontrol", "listpids", self.step_id, self.node]).splitlines()[1:]
         except SchedulerError as exc:
             raise LaunchError(
                 f"{self.spec.label}: its Slurm step could not be read, on node {self.node} ({self._node_said()}): {exc}"
@@ -102,18 +108,43 @@ class SlurmStep(LocalServer):
         if not pids:
             raise LaunchError(f"{self.spec.label}: Slurm step {self.step_id} lists no process on node {self.node}")
         self.task_pid = min(pids)
+        self.session = self._session_of(self.task_pid)
+        if self.session is None:
+            raise LaunchError(f"{self.spec.label}: step {self.step_id}'s task {self.task_pid} exited")
+
+    def _session_of(self, pid: int) -> int | None:
+        """The task's session, where it runs; None once it exited."""
+        if not self.away:
+            try:
+                return os.getsid(pid)
+            except ProcessLookupError:
+                return None
         try:
-            self.session = os.getsid(self.task_pid)
-        except ProcessLookupError:
-            raise LaunchError(f"{self.spec.label}: step {self.step_id}'s task {self.task_pid} exited") from None
+            said = self._on_node(["ps", "-o", "sid=", "-p", str(pid)]).strip()
+        except SchedulerError:
+            return None  # ps exits 1 for a pid that is gone
+        return int(said) if said.isdigit() else None
 
     def where(self) -> str:
         """The step, its node and the task that serves, for the start's receipt."""
         return f"step {self.step_id} on node {self.node}, task pid {self.task_pid}"
 
     async def process_env(self) -> dict[str, str] | None:
-        env = read_process_env(self.task_pid) if self.task_pid is not None else None
+        if self.task_pid is None:
+            return None
+        env = await asyncio.to_thread(self._env_of, self.task_pid)
         return without_slurms(env) if env is not None else None
+
+    def _env_of(self, pid: int) -> dict[str, str] | None:
+        """The task's environment, read where it runs; None where it cannot be read (the check then fails)."""
+        if not self.away:
+            return read_process_env(pid)
+        from fairwin.launch.ssh import parse_env  # the same NUL-separated pairs; asyncssh is imported with it
+
+        try:
+            return parse_env(self._on_node(["cat", f"/proc/{pid}/environ"]))
+        except SchedulerError:
+            return None
 
     @property
     def expected_env(self) -> dict[str, str]:

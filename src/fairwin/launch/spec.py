@@ -13,11 +13,11 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from fairwin.errors import PlanError
+from fairwin.errors import InputError, LaunchError, PlanError
 from fairwin.files import sha256_file
 from fairwin.launch.scheduling import Scheduling
 from fairwin.plan.container_settings import Container
-from fairwin.plan.hosts import Host, resolved
+from fairwin.plan.hosts import Host, Place, SlurmNode, resolved
 from fairwin.plan.roles import Role
 from fairwin.redaction import (
     HIDDEN,
@@ -110,7 +110,7 @@ class LaunchSpec:
     allowed_image_difference: bool = False
     scheduling: Scheduling = field(default_factory=Scheduling)
     host: str | None = None  # a [hosts.NAME] the server runs on over SSH; None: here
-    remote: Host | None = None  # that host, its paths resolved
+    remote: Place | None = None  # that host, its paths resolved (or the Slurm node it is bound to)
     inherit_env: bool = True
     member: str = "head"  # which of the role's processes: "head", or "worker N" of a role that spans hosts
     values: dict[str, str] = field(default_factory=dict)  # what its placeholders were filled with
@@ -140,6 +140,13 @@ class LaunchSpec:
     @property
     def container_name(self) -> str | None:
         return self.run_name if self.container is not None else None
+
+    def over_ssh(self) -> Host | None:
+        """The ``[hosts.NAME]`` it runs on over SSH (None: here). A process on a node of the window's Slurm job is a
+        step of it, reached through srun (launch/slurm_step.py), never over SSH."""
+        if isinstance(self.remote, SlurmNode):
+            raise LaunchError(f"{self.label}: runs on Slurm node {self.remote.node}, reached through srun, not SSH")
+        return self.remote
 
     @property
     def label(self) -> str:
@@ -210,7 +217,7 @@ def _effective_env(role: Role, declared: dict[str, str], values: dict[str, str],
 
 
 def make_spec(
-    role_name: str, roles: Mapping[str, Role], plan_dir: Path, hosts: Mapping[str, Host] | None = None
+    role_name: str, roles: Mapping[str, Role], plan_dir: Path, hosts: Mapping[str, Place] | None = None
 ) -> LaunchSpec:
     """The role's head process (its only one, unless it spans hosts) for one start."""
     role = roles[role_name]
@@ -218,7 +225,7 @@ def make_spec(
     values = {
         "port": str(port),
         "plan_dir": str(plan_dir),
-        "head_address": hosts[role.host].address if role.host is not None and hosts else "127.0.0.1",
+        "head_address": _place(role.host, hosts).address if role.host is not None and hosts else "127.0.0.1",
     }
     values["python"] = _python(role.host, hosts)
     declared = _declared_env(role_name, roles, plan_dir)
@@ -262,7 +269,7 @@ def make_spec(
 
 
 def worker_specs(
-    head: LaunchSpec, roles: Mapping[str, Role], plan_dir: Path, hosts: Mapping[str, Host] | None = None
+    head: LaunchSpec, roles: Mapping[str, Role], plan_dir: Path, hosts: Mapping[str, Place] | None = None
 ) -> list[LaunchSpec]:
     """The role's workers, in launch order, with the head's placeholders ({port}, {head_address}) and each
     its own host's {python}; each runs with the role's environment plus its own ``env``."""
@@ -304,8 +311,8 @@ def worker_specs(
     return specs
 
 
-def _python(host: str | None, hosts: Mapping[str, Host] | None) -> str:
-    return hosts[host].python if host is not None and hosts else sys.executable
+def _python(host: str | None, hosts: Mapping[str, Place] | None) -> str:
+    return _place(host, hosts).python if host is not None and hosts else sys.executable
 
 
 def _cwd(cwd: Path | None, values: dict[str, str], plan_dir: Path) -> Path | None:
@@ -315,7 +322,16 @@ def _cwd(cwd: Path | None, values: dict[str, str], plan_dir: Path) -> Path | Non
     return filled if filled.is_absolute() else plan_dir / filled
 
 
-def _remote(name: str | None, hosts: Mapping[str, Host] | None, plan_dir: Path) -> Host | None:
+def _remote(name: str | None, hosts: Mapping[str, Place] | None, plan_dir: Path) -> Place | None:
     if name is None or not hosts:
         return None
-    return resolved(hosts[name], plan_dir)
+    place = _place(name, hosts)
+    return resolved(place, plan_dir) if isinstance(place, Host) else place
+
+
+def _place(name: str, hosts: Mapping[str, Place]) -> Place:
+    """The host by name; a ``[cluster] hosts`` name is a node of the window's Slurm job, known only inside it."""
+    if name not in hosts:
+        raise InputError(f"host {name} is bound to a node of the window's Slurm job ([cluster] hosts): known only "
+                         "inside it")  # fmt: skip
+    return hosts[name]

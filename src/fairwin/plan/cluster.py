@@ -27,6 +27,11 @@ class ClusterSettings(StrictModel):
     constraint: str | None = Field(
         None, description="The features its nodes must have (sbatch -C, Slurm's syntax: 'a100&nvlink')."
     )
+    hosts: list[str] = Field(
+        default_factory=list,
+        description="The plan's hosts on the cluster, bound in order to the job's nodes (the first to the node the "
+        "window runs on): a role or worker with host = NAME runs as a Slurm step on that node.",
+    )
     partition: str | None = Field(None, description="The partition a window's job asks for (sbatch -p).")
     account: str | None = Field(None, description="The account it is charged to (sbatch -A).")
     qos: str | None = Field(None, description="Its quality of service (sbatch --qos).")
@@ -35,6 +40,10 @@ class ClusterSettings(StrictModel):
     def _named_or_counted(self) -> ClusterSettings:
         if bool(self.nodes) == (self.count is not None):
             raise ValueError("name the nodes a window needs (nodes = [...]) or how many (count = N), one of the two")
+        if len(self.hosts) > (self.count or len(self.nodes)):
+            raise ValueError(f"hosts: {len(self.hosts)} hosts for {self.count or len(self.nodes)} node(s); one each")
+        if len(set(self.hosts)) < len(self.hosts):
+            raise ValueError("hosts: each host is bound to a node of its own; name each once")
         return self
 
     @property

@@ -1,4 +1,5 @@
-"""The plan's ``[hosts.NAME]``: machines a role runs on over SSH (docs/hosts.md).
+"""The plan's ``[hosts.NAME]``: machines a role runs on over SSH (docs/hosts.md); and, inside a window's Slurm
+job, the plan's ``[cluster] hosts`` bound to the job's nodes (:class:`SlurmNode`, docs/cluster.md).
 
 Keys only, never a password prompt: a key file (an encrypted one's passphrase read from
 the variable ``passphrase_env`` names, and kept in memory only) or the SSH agent. The host's key must
@@ -7,6 +8,8 @@ be in ``known_hosts`` (an unknown host is refused, never trusted on first use).
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -49,6 +52,21 @@ class Host(StrictModel):
         description="Where each server's pid, group, exit status and log are kept on the host (relative: to the "
         "login's home).",
     )
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """A host of the plan's ``[cluster] hosts``, bound to a node of the window's Slurm job: its processes run as
+    steps of the job there, and every command on it runs through ``srun`` inside the job (launch/shell.py)."""
+
+    node: str
+    job_id: str
+    address: str  # the node's address (Slurm's NodeAddr): its roles' {head_address}
+    python: str = sys.executable  # the job's nodes share fairwin's installation (srun exports its environment)
+
+
+#: Where a role's process runs, other than here: a host over SSH, or a node of the window's Slurm job.
+Place = Host | SlurmNode
 
 
 def resolved(host: Host, base_dir: Path) -> Host:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from fairwin.plan.hosts import Host, resolved
+from fairwin.plan.hosts import Host, Place, SlurmNode, resolved
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import Plan
 
@@ -31,6 +31,7 @@ class Site:
     path: Path  # the plan's file: its relative paths start beside it
     roles: tuple[str, ...]  # the roles this site launches or stops, sorted
     hosts: Mapping[str, Host]  # every [hosts.NAME], resolved
+    nodes: Mapping[str, SlurmNode] = field(default_factory=dict)  # [cluster] hosts, once bound to the job's nodes
 
     @classmethod
     def of(cls, loaded: LoadedPlan, roles: Iterable[str] | None = None) -> Site:
@@ -49,6 +50,15 @@ class Site:
         """The site of a window of ``mode_name``: its control's and candidate's (none for a mode not declared)."""
         mode = loaded.plan.all_modes().get(mode_name)
         return cls.of(loaded, mode.roles if mode is not None else ())
+
+    def bound(self, nodes: Mapping[str, SlurmNode]) -> Site:
+        """The site inside the window's Slurm job: ``[cluster] hosts`` bound to its nodes."""
+        return replace(self, nodes=dict(nodes))
+
+    @property
+    def places(self) -> dict[str, Place]:
+        """Every host a role's process may run on, by name: [hosts] over SSH, and the job's bound nodes."""
+        return {**self.hosts, **self.nodes}
 
     @property
     def base_dir(self) -> Path:
@@ -85,8 +95,8 @@ class Site:
 
     @property
     def remote(self) -> dict[str, Host]:
-        """Every other host the site touches, by name, resolved."""
-        return {name: self.hosts[name] for name in self.touched if name is not None}
+        """Every other host the site touches over SSH, by name, resolved (not a Slurm node's: :attr:`nodes`)."""
+        return {name: self.hosts[name] for name in self.touched if name is not None and name in self.hosts}
 
     @property
     def lock_keys(self) -> list[str]:

@@ -28,7 +28,7 @@ def production_spec(spec: LaunchSpec) -> LaunchSpec:
 
 def cli_of(spec: LaunchSpec) -> RuntimeCli:
     assert spec.container is not None
-    return RuntimeCli.of(spec.container, spec.host, spec.remote)
+    return RuntimeCli.of(spec.container, spec.host, spec.over_ssh())
 
 
 async def found(spec: LaunchSpec) -> Inspected | None:

@@ -61,7 +61,7 @@ def snapshot(site: Site) -> ProductionDeclaration:
     if settings is None:
         raise InputError(f"{site.path} has no [production] section; see docs/production.md")
     if settings.role is not None:
-        spec = make_spec(settings.role, site.plan.roles, site.base_dir, site.hosts)
+        spec = make_spec(settings.role, site.plan.roles, site.base_dir, site.places)
         role = site.plan.roles[settings.role]
         declared: dict[str, Any] = {
             "role": settings.role,
@@ -97,7 +97,7 @@ class Production:
         self.settings: ProductionSettings = settings
         self.site = site
         self.spec: LaunchSpec | None = (
-            make_spec(settings.role, site.plan.roles, site.base_dir, site.hosts) if settings.role is not None else None
+            make_spec(settings.role, site.plan.roles, site.base_dir, site.places) if settings.role is not None else None
         )
         if self.spec is not None and self.spec.container is not None:
             self.spec = boxed.production_spec(self.spec)

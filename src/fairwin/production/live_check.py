@@ -100,8 +100,8 @@ async def live_problems(site: Site, role_name: str, live: LiveProduction) -> lis
     """The role's head and workers as they would run on their hosts (that host's login env plus what the plan
     declares) against production's live processes: the first difference, before production is touched."""
     plan = site.plan
-    head = make_spec(role_name, plan.roles, site.base_dir, site.hosts)
-    specs = [*worker_specs(head, plan.roles, site.base_dir, site.hosts), head]
+    head = make_spec(role_name, plan.roles, site.base_dir, site.places)
+    specs = [*worker_specs(head, plan.roles, site.base_dir, site.places), head]
     try:
         for spec in specs:
             member = counterpart(spec, live)
@@ -141,7 +141,7 @@ async def would_run_with(spec: LaunchSpec, live: LiveMember) -> dict[str, str]:
     a role's server is launched: ``env -i`` with it), then the declared variables; a container's: its image's,
     then the declared ones, and what a runtime sets itself as production's container has it."""
     if spec.container is not None:
-        code, out, _ = await RuntimeCli.of(spec.container, spec.host, spec.remote).run(
+        code, out, _ = await RuntimeCli.of(spec.container, spec.host, spec.over_ssh()).run(
             "image", "inspect", spec.container.image
         )
         return expected_env(spec.env, image_env(out) if code == 0 else {}, live.env)
@@ -172,7 +172,7 @@ def declared_mount(mount: str) -> dict[str, str]:
 async def image_id_of(spec: LaunchSpec) -> str | None:
     """The id of the image a container role would run, on its host; None where the runtime does not know it."""
     assert spec.container is not None
-    cli = RuntimeCli.of(spec.container, spec.host, spec.remote)
+    cli = RuntimeCli.of(spec.container, spec.host, spec.over_ssh())
     code, out, _ = await cli.run("image", "inspect", "--format", "{{.Id}}", spec.container.image)
     return out.strip().removeprefix("sha256:") if code == 0 and out.strip() else None
 

@@ -16,7 +16,8 @@ import shlex
 
 from dotenv import dotenv_values
 
-from fairwin.errors import InputError, LaunchError
+from fairwin.errors import InputError, LaunchError, SchedulerError
+from fairwin.launch.scheduler import on_node
 from fairwin.plan.site import Site
 from fairwin.telemetry.gpu import HERE
 
@@ -83,8 +84,24 @@ def planned_cap(site: Site) -> float | None:
         return declared  # refused with its reason when the window reads it
 
 
+#: What a node answers for a cap file it does not have (a line no environment file holds).
+ABSENT = "fairwin:no-such-file"
+
+
 def _remote_text(site: Site, name: str, path: str) -> str | None:
-    """The file's text on the host, None when it is absent (read alike inside the window's loop or outside)."""
+    """The file's text on the host, None when it is absent (read alike inside the window's loop or outside); on a
+    node of the window's Slurm job, read there through srun."""
+    if (node := site.nodes.get(name)) is not None:
+        quoted = shlex.quote(path)
+        try:
+            said = on_node(
+                node.job_id,
+                node.node,
+                ["sh", "-c", f"if [ -e {quoted} ]; then cat -- {quoted}; else echo {ABSENT}; fi"],
+            )
+            return None if said.strip() == ABSENT else said
+        except SchedulerError as exc:
+            raise InputError(f"production's cap file could not be read on node {node.node}: {exc}") from None
     from fairwin.launch.ssh import blocking, run_once  # asyncssh only where a host is used
 
     host = site.host(name)

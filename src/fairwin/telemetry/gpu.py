@@ -18,8 +18,9 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from fairwin.commands import runner
-from fairwin.errors import InputError
-from fairwin.plan.hosts import Host
+from fairwin.errors import InputError, SchedulerError
+from fairwin.launch.scheduler import on_node
+from fairwin.plan.hosts import Place, SlurmNode
 
 #: NVML's clock-event reason bits (nvmlClocksEventReason*), by the names nvidia-smi prints.
 REASONS = {
@@ -214,14 +215,18 @@ class NvidiaSmi:
         return parse_compute_apps(text)
 
 
-def remote_source(name: str, host: Host, setting: str) -> GpuSource | None:
-    """nvidia-smi on a role's host over SSH: NVML reads only the GPUs of the host fairwin runs on. With 'auto', a
-    host without nvidia-smi has no source (its caps unobserved); with 'nvml' or 'nvidia-smi' that is an error."""
+def remote_source(name: str, host: Place, setting: str) -> GpuSource | None:
+    """nvidia-smi on a role's host over SSH, or on its Slurm node through srun: NVML reads only the GPUs of the
+    host fairwin runs on. With 'auto', a host without nvidia-smi has no source (its caps unobserved); with 'nvml'
+    or 'nvidia-smi' that is an error."""
     if setting == "none":
         return None
-    from fairwin.launch.ssh import runner  # asyncssh only where a role runs remotely
+    if isinstance(host, SlurmNode):
+        source: NvidiaSmi = NvidiaSmi("nvidia-smi", _node_runner(host), where=f" on host {name} (node {host.node})")
+    else:
+        from fairwin.launch.ssh import runner  # asyncssh only where a role runs remotely
 
-    source = NvidiaSmi(host.nvidia_smi, runner(name, host), where=f" on host {name}")
+        source = NvidiaSmi(host.nvidia_smi, runner(name, host), where=f" on host {name}")
     try:
         source.sample()
     except InputError:
@@ -229,6 +234,18 @@ def remote_source(name: str, host: Host, setting: str) -> GpuSource | None:
             return None
         raise
     return source
+
+
+def _node_runner(node: SlurmNode) -> Callable[[list[str]], str]:
+    """Reads on a node of the window's Slurm job, each one srun there: its stdout, or InputError."""
+
+    def run(argv: list[str]) -> str:
+        try:
+            return on_node(node.job_id, node.node, argv)
+        except SchedulerError as exc:
+            raise InputError(f"on node {node.node}: {exc}") from None
+
+    return run
 
 
 class PerHost:

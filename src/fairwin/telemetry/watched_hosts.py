@@ -46,7 +46,9 @@ def host_sources(site: Site, here: GpuSource | None) -> dict[str, GpuSource | No
     """Each host the site touches ('here' for fairwin's own) and its GPU source, None where it has none.
     Blocking: a remote host's nvidia-smi is asked over SSH."""
     gpu = site.plan.telemetry.gpu
-    return {host or HERE: here if host is None else remote_source(host, site.host(host), gpu) for host in site.touched}
+    return {
+        host or HERE: here if host is None else remote_source(host, site.places[host], gpu) for host in site.touched
+    }
 
 
 def unread_gpus(sources: dict[str, GpuSource | None]) -> list[str]:

@@ -21,9 +21,9 @@ from typing import Literal
 
 from fairwin.custody.chain import continuation_problems, in_progress, runs_in_chain_job
 from fairwin.custody.lock import HardwareLocks, MachineLocks, refuse_if_held, refuse_if_held_elsewhere
-from fairwin.custody.slurm import allocation_problems
+from fairwin.custody.slurm import allocation_problems, bind_hosts
 from fairwin.directory.environment import git_state
-from fairwin.errors import ArchiveError, InputError, LaunchError, RuntimeCheckError
+from fairwin.errors import ArchiveError, InputError, LaunchError, RuntimeCheckError, SchedulerError
 from fairwin.gates.refusal import Check, Problems
 from fairwin.gates.sequence import GATES, GateReading
 from fairwin.launch.checkouts import check_checkouts, pinned_checkouts
@@ -75,7 +75,15 @@ def _cluster_allocation(admitting: Admission) -> Problems:
     if cluster is None:
         return []
     admitting.allocation, problems = allocation_problems(cluster, os.environ)
-    return problems
+    if admitting.allocation is None or problems or not cluster.hosts:
+        return problems
+    try:  # the plan's hosts on the cluster bound to the job's nodes: every later check sees them there
+        bound = bind_hosts(cluster, admitting.allocation, os.environ.get("SLURMD_NODENAME"))
+    except SchedulerError as exc:
+        return [f"the nodes of Slurm job {admitting.allocation.job_id} cannot be read: {exc}"]
+    admitting.site = admitting.site.bound(bound)
+    admitting.allocation = admitting.allocation.model_copy(update={"hosts": {n: b.node for n, b in bound.items()}})
+    return []
 
 
 def _chain(admitting: Admission) -> Problems:

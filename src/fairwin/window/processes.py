@@ -31,6 +31,7 @@ from fairwin.launch.readiness import wait_ready
 from fairwin.launch.runtime_cli import RuntimeCli
 from fairwin.launch.slurm_step import SlurmStep
 from fairwin.launch.spec import LaunchSpec, make_spec, worker_specs
+from fairwin.plan.hosts import SlurmNode
 from fairwin.plan.roles import Ready, RepoPin
 from fairwin.plan.site import Site
 from fairwin.production.live import LiveProduction
@@ -93,22 +94,28 @@ def local_launcher(spec: LaunchSpec, log_path: Path) -> ServerHandle:
     """A container where the spec is one (here or on its host); else a child process here, or over SSH where the
     spec names a host."""
     if spec.container is not None:
-        return ContainerServer(spec=spec, log_path=log_path, cli=RuntimeCli.of(spec.container, spec.host, spec.remote))
-    if spec.remote is not None and spec.host is not None:
+        return ContainerServer(
+            spec=spec, log_path=log_path, cli=RuntimeCli.of(spec.container, spec.host, spec.over_ssh())
+        )
+    if (host := spec.over_ssh()) is not None and spec.host is not None:
         from fairwin.launch.remote import RemoteServer  # asyncssh is imported only where a role runs remotely
 
-        return RemoteServer(spec=spec, host_name=spec.host, host=spec.remote, log_path=log_path)
+        return RemoteServer(spec=spec, host_name=spec.host, host=host, log_path=log_path)
     return LocalServer(spec=spec, log_path=log_path)
 
 
 def step_launcher(job_id: str, node: str) -> Launcher:
     """Inside a Slurm job's allocation: a role's process here (its head, or a worker) runs as a step of the job on
-    ``node`` (srun), so that Slurm tracks it; a container, or a process on a remote host, as :func:`local_launcher`
-    makes it."""
+    ``node``, the one the window runs on, and one on a host bound to another node of the job (``[cluster] hosts``)
+    as a step on that node (srun), so that Slurm tracks it; a container, or a process on a ``[hosts.NAME]``, as
+    :func:`local_launcher` makes it."""
 
     def launch(spec: LaunchSpec, log_path: Path) -> ServerHandle:
         if spec.container is None and spec.remote is None:
             return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=node)
+        if spec.container is None and isinstance(spec.remote, SlurmNode):
+            away = spec.remote.node != node
+            return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=spec.remote.node, away=away)
         return local_launcher(spec, log_path)
 
     return launch
@@ -145,10 +152,10 @@ def start_processes(
     """The role's processes for one start in launch order: its workers, then its head (always last). ``owner``:
     the window's id and the start's name, which name and label its containers."""
     plan = site.plan
-    head = make_spec(role_name, plan.roles, site.base_dir, site.hosts)
+    head = make_spec(role_name, plan.roles, site.base_dir, site.places)
     role = plan.roles[role_name]
     found = []
-    for spec, worker in zip(worker_specs(head, plan.roles, site.base_dir, site.hosts), role.workers, strict=True):
+    for spec, worker in zip(worker_specs(head, plan.roles, site.base_dir, site.places), role.workers, strict=True):
         log, spec = directory / server_log(spec), spec.for_start(*owner)
         found.append(StartProcess(spec, launcher(spec, log), log, worker.identity, worker.ready, worker.repo))
     log, head = directory / server_log(head), head.for_start(*owner)
