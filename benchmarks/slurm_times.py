@@ -48,11 +48,7 @@ def one_window(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
     with slurm_production(cluster, name, "n1") as (_, port):
         plan = scheduled_plan(plan_factory(folder), name, port, "n1")
         submitted = time.time()
-        done = subprocess.run(
-            [sys.executable, "-m", "fairwin", "submit", str(plan)], env=cluster.env, capture_output=True, text=True
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"window {number} failed: {done.stdout}{done.stderr}")
+        _submit(cluster, plan)
         (window,) = [p for p in (folder / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
         events = _events(window)
         returned = _at(events, "return", "end")

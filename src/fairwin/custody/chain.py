@@ -25,12 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairwin.custody.chain_receipts import ChainEndReceipt, write_end
 from fairwin.custody.hold import Hold
-from fairwin.custody.slurm_job import job_state
 from fairwin.decision import RuleSpec
 from fairwin.directory.declaration import ProductionDeclaration
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.status import ChainRecord, Restore, TeamRelease, WindowStatus
-from fairwin.errors import InputError, ProductionError, SchedulerError
+from fairwin.errors import InputError, ProductionError
 from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
 from fairwin.plan.site import Site
@@ -174,31 +173,7 @@ async def continuation_problems(
     if state != "complete":
         problems.append(f"the chain's previous window {marker.last.window_id} is {state}, not complete")
     problems += await not_running(site, marker.placeholders)
-    if marker.slurm_job is not None:
-        problems += held_by_slurm(marker.slurm_job)
     return problems
-
-
-def held_by_slurm(job_id: str) -> list[str]:
-    """Why the chain's Slurm job no longer holds its nodes (nothing: it runs)."""
-    try:
-        found = job_state(job_id)
-    except SchedulerError as exc:
-        return [f"the chain's Slurm job {job_id} cannot be read: {exc}"]
-    if found.state != "RUNNING":
-        return [f"the chain's Slurm job {job_id}, which holds its nodes, is {found.state}: Slurm may run production"]
-    return []
-
-
-def runs_in_chain_job(marker: Marker, job_id: str | None) -> list[str]:
-    """A window continuing a chain whose nodes a Slurm job holds must run in that job."""
-    if marker.slurm_job is None or job_id == marker.slurm_job:
-        return []
-    where = f"Slurm job {job_id}" if job_id else "no Slurm job"
-    return [
-        f"the chain's nodes are held by Slurm job {marker.slurm_job}, and this window runs in {where}: run it with "
-        "`fairwin submit PLAN --chain` (or --chain-last), which runs it in the chain's job"
-    ]
 
 
 class TakenOver(BaseModel):

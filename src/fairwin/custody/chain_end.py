@@ -24,7 +24,7 @@ from fairwin.custody.chain import (
 from fairwin.custody.chain_receipts import last_end, ledger_path, write_end
 from fairwin.custody.hardware_lock import holding
 from fairwin.custody.hold import Hold
-from fairwin.custody.slurm_chain import end_hold
+from fairwin.custody.slurm_chain import end_hold, held_by_slurm
 from fairwin.custody.team_hold import TeamHold
 from fairwin.decision.registry import get_rule
 from fairwin.directory.environment import git_state
@@ -155,6 +155,7 @@ async def check_previous(site: Site, output_dir: Path, capture: Path | None, say
     snapshot = Production(site, output_dir).snapshot()
     commit = git_state(site.base_dir).commit
     problems = await continuation_problems(site, marker, snapshot=snapshot, commit=commit, capture=capture)
+    problems += held_by_slurm(marker)
     if not problems:
         return f"OK: {marker.chain_id} may continue after {marker.last.window_id}"
     why = f"the chain cannot continue: {'; '.join(problems)}"

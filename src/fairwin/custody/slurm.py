@@ -91,6 +91,21 @@ def _too_few(cluster: ClusterSettings, found: Allocation) -> list[str]:
     return problems
 
 
+def allocated(
+    cluster: ClusterSettings, env: Mapping[str, str]
+) -> tuple[Allocation | None, dict[str, SlurmNode], list[str]]:
+    """:func:`allocation_problems`, and where the window may run in its job, the plan's ``[cluster] hosts`` bound
+    to the job's nodes (recorded in the allocation too)."""
+    found, problems = allocation_problems(cluster, env)
+    if found is None or problems or not cluster.hosts:
+        return found, {}, problems
+    try:
+        bound = bind_hosts(cluster, found, env.get("SLURMD_NODENAME"))
+    except SchedulerError as exc:
+        return found, {}, [f"the nodes of Slurm job {found.job_id} cannot be read: {exc}"]
+    return found.model_copy(update={"hosts": {name: b.node for name, b in bound.items()}}), bound, []
+
+
 def bind_hosts(cluster: ClusterSettings, found: Allocation, here: str | None) -> dict[str, SlurmNode]:
     """``[cluster] hosts`` bound in order to the job's nodes: the first to ``here``, the node the window runs on,
     then the others in the plan's order (or Slurm's, for a count). SchedulerError where a node's address cannot be

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fairwin.commands import runner
-from fairwin.custody.chain import held_by_slurm, in_progress, marker_path, read_marker
+from fairwin.custody.chain import Marker, in_progress, marker_path, read_marker
 from fairwin.custody.chain_receipts import last_end, write_end
 from fairwin.custody.hold import Hold
-from fairwin.custody.slurm_job import JobRequest, JobState, allocation_argv, job_state, submit
+from fairwin.custody.slurm_job import JobRequest, JobState, allocation_argv, follow, job_state, submit
 from fairwin.custody.slurm_return import after_job
 from fairwin.directory.status import Restore
 from fairwin.errors import GateRefused, InputError, RestoreFailed, SchedulerError
-from fairwin.launch.scheduler import slurm
+from fairwin.launch.scheduler import slurm, srun_argv
 from fairwin.plan.cluster import ClusterSettings
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
@@ -39,28 +39,42 @@ HOLD_COMMAND = "exec sleep infinity"
 _LEFT = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)$")
 
 
+def held_by_slurm(marker: Marker) -> list[str]:
+    """Why the chain's Slurm job no longer holds its nodes (nothing: it runs, or no Slurm job holds the chain)."""
+    job_id = marker.slurm_job
+    if job_id is None:
+        return []
+    try:
+        found = job_state(job_id)
+    except SchedulerError as exc:
+        return [f"the chain's Slurm job {job_id} cannot be read: {exc}"]
+    if found.state != "RUNNING":
+        return [f"the chain's Slurm job {job_id}, which holds its nodes, is {found.state}: Slurm may run production"]
+    return []
+
+
+def runs_in_chain_job(marker: Marker, job_id: str | None) -> list[str]:
+    """A window continuing a chain whose nodes a Slurm job holds must run in that job."""
+    if marker.slurm_job is None or job_id == marker.slurm_job:
+        return []
+    where = f"Slurm job {job_id}" if job_id else "no Slurm job"
+    return [
+        f"the chain's nodes are held by Slurm job {marker.slurm_job}, and this window runs in {where}: run it with "
+        "`fairwin submit PLAN --chain` (or --chain-last), which runs it in the chain's job"
+    ]
+
+
 def step_argv(job: str, node: str, name: str, signal_lead_s: int, command: Sequence[str]) -> list[str]:
     """``srun`` for one window as a step of the chain's hold job, on its first node, told to close ``signal_lead_s``
     before the job's limit."""
-    return [
-        "srun", f"--jobid={job}", "--overlap", "-N1", "-n1", "-w", node, "-J", name,
-        f"--signal=TERM@{signal_lead_s}", "--kill-on-bad-exit=1", "--quiet", "--", *command,
-    ]  # fmt: skip
+    return srun_argv(job, node, command, name=name, flags=[f"--signal=TERM@{signal_lead_s}", "--kill-on-bad-exit=1"])
 
 
 async def wait_running(job: str, say: Callable[[str], None], poll_s: float = 0.5) -> None:
     """Until the hold job runs (its allocation granted); SchedulerError where it ended first."""
-    last = ""
-    while True:
-        found = job_state(job)
-        if found.state != last:
-            say(f"job {job}: {found.state}")
-            last = found.state
-        if found.state == "RUNNING":
-            return
-        if found.ended:
-            raise SchedulerError(f"the chain's hold job {job} ended {found.state} before it held the nodes")
-        await asyncio.sleep(poll_s)
+    found = await follow(job, say, poll_s, until=lambda state: state.state == "RUNNING")
+    if found.state != "RUNNING":
+        raise SchedulerError(f"the chain's hold job {job} ended {found.state} before it held the nodes")
 
 
 def minutes_left(job: str) -> float | None:
@@ -160,7 +174,7 @@ async def run_chained(
                          "with `fairwin chain abort PLAN`")  # fmt: skip
     else:
         job = marker.slurm_job
-        if problems := held_by_slurm(job):
+        if problems := held_by_slurm(marker):
             why = "; ".join(problems)
             raise GateRefused(f"the chain cannot continue: {why}; end it with `fairwin chain abort PLAN`")
     _fits(job, request)

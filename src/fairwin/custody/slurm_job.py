@@ -95,15 +95,17 @@ def job_state(job_id: str) -> JobState:
     return JobState(state, exit_code)
 
 
-async def follow(job_id: str, say: Callable[[str], None], poll_s: float = 1.0) -> JobState:
-    """The job's state, said at each change, until it ends."""
+async def follow(
+    job_id: str, say: Callable[[str], None], poll_s: float = 1.0, until: Callable[[JobState], bool] | None = None
+) -> JobState:
+    """The job's state, said at each change, until it ends (or ``until`` holds of it first)."""
     last = ""
     while True:
         found = job_state(job_id)
         if found.state != last:
             say(f"job {job_id}: {found.state}")
             last = found.state
-        if found.ended:
+        if found.ended or (until is not None and until(found)):
             return found
         await asyncio.sleep(poll_s)
 

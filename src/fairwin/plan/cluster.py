@@ -7,11 +7,16 @@ names (custody/slurm.py checks it before production is touched).
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
 from fairwin.plan.base import StrictModel
+
+if TYPE_CHECKING:
+    from fairwin.plan.production import ProductionSettings
+    from fairwin.plan.roles import Role
 
 
 class ClusterSettings(StrictModel):
@@ -51,3 +56,29 @@ class ClusterSettings(StrictModel):
         """What a window asks for, in words: its nodes by name, or how many and of what kind."""
         kind = f" with {self.constraint}" if self.constraint else ""
         return ",".join(self.nodes) + kind if self.nodes else f"{self.count} node(s){kind}"
+
+    def check_bound(
+        self, roles: Mapping[str, Role], ssh_hosts: set[str], production: ProductionSettings | None
+    ) -> None:
+        """What may run on a host bound to a node of the window's job: a role's or worker's process, not a
+        container, not production (a Slurm production is a job of its own, on nodes named for it)."""
+        if clash := sorted(set(self.hosts) & ssh_hosts):
+            raise ValueError(f"cluster.hosts: {', '.join(clash)} is a [hosts] table too; a host is one or the other")
+        for name, role in roles.items():
+            members = [("host", role.host, role.container)]
+            members += [(f"workers[{i}].host", w.host, w.container) for i, w in enumerate(role.workers)]
+            for key, host, box in members:
+                if host in self.hosts and box is not None:
+                    raise ValueError(f"roles.{name}.{key}: a container does not run on a Slurm node's host yet")
+        if production is None:
+            return
+        if production.slurm_job is not None and self.count is not None:
+            raise ValueError(
+                "production.slurm_job: a window takes production's nodes from it; name them in [cluster] nodes "
+                "instead of a count"
+            )
+        if production.role is not None and production.role in roles and roles[production.role].host in self.hosts:
+            raise ValueError(
+                f"production.role: role {production.role} runs on a host of [cluster] hosts, a node of the window's "
+                "own job; production on a Slurm node runs as a Slurm job (slurm_job)"
+            )

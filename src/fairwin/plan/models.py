@@ -305,17 +305,14 @@ class Plan(StrictModel):
 
     def _remote_roles(self) -> None:
         bound = set(self.cluster.hosts) if self.cluster is not None else set()
-        if clash := sorted(bound & set(self.hosts)):
-            raise ValueError(f"cluster.hosts: {', '.join(clash)} is a [hosts] table too; a host is one or the other")
+        if self.cluster is not None:
+            self.cluster.check_bound(self.roles, set(self.hosts), self.production)
         for role_name, role in self.roles.items():
             where = [role.host, *(w.host for w in role.workers)]
-            boxes = [role.container, *(w.container for w in role.workers)]
             for i, host in enumerate(where):
-                key = "host" if i == 0 else f"workers[{i - 1}].host"
                 if host is not None and host not in self.hosts and host not in bound:
+                    key = "host" if i == 0 else f"workers[{i - 1}].host"
                     raise ValueError(f"roles.{role_name}.{key} names {host!r}, which [hosts] does not declare")
-                if host in bound and boxes[i] is not None:
-                    raise ValueError(f"roles.{role_name}.{key}: a container does not run on a Slurm node's host yet")
             if len(set(where)) < len(where):
                 raise ValueError(f"roles.{role_name}: the head and its workers each need a host of their own")
             if role.host is None:
@@ -355,22 +352,11 @@ class Plan(StrictModel):
         if host is not None and host not in self.hosts:
             raise ValueError(f"production.host names {host!r}, which [hosts] does not declare")
         self._live_production()
-        scheduled = self.production is not None and self.production.slurm_job is not None
-        if scheduled and self.cluster is None:
+        if self.production is not None and self.production.slurm_job is not None and self.cluster is None:
             raise ValueError("production.slurm_job: production runs as a Slurm job; declare the [cluster] it runs on")
-        if scheduled and self.cluster is not None and self.cluster.count is not None:
-            raise ValueError(
-                "production.slurm_job: a window takes production's nodes from it; name them in [cluster] nodes "
-                "instead of a count"
-            )
         role_name = self.production.role if self.production is not None else None
         if role_name is None:
             return
-        if role_name in self.roles and self.cluster is not None and self.roles[role_name].host in self.cluster.hosts:
-            raise ValueError(
-                f"production.role: role {role_name} runs on a host of [cluster] hosts, a node of the window's own "
-                "job; production on a Slurm node runs as a Slurm job (slurm_job)"
-            )
         role = self.roles.get(role_name)
         if role is None:
             raise ValueError(f"production.role names role {role_name!r}, which is not declared")

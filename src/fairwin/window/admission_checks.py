@@ -19,11 +19,12 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
-from fairwin.custody.chain import continuation_problems, in_progress, runs_in_chain_job
+from fairwin.custody.chain import continuation_problems, in_progress
 from fairwin.custody.lock import HardwareLocks, MachineLocks, refuse_if_held, refuse_if_held_elsewhere
-from fairwin.custody.slurm import allocation_problems, bind_hosts
+from fairwin.custody.slurm import allocated
+from fairwin.custody.slurm_chain import held_by_slurm, runs_in_chain_job
 from fairwin.directory.environment import git_state
-from fairwin.errors import ArchiveError, InputError, LaunchError, RuntimeCheckError, SchedulerError
+from fairwin.errors import ArchiveError, InputError, LaunchError, RuntimeCheckError
 from fairwin.gates.refusal import Check, Problems
 from fairwin.gates.sequence import GATES, GateReading
 from fairwin.launch.checkouts import check_checkouts, pinned_checkouts
@@ -74,16 +75,9 @@ def _cluster_allocation(admitting: Admission) -> Problems:
     cluster = admitting.site.plan.cluster
     if cluster is None:
         return []
-    admitting.allocation, problems = allocation_problems(cluster, os.environ)
-    if admitting.allocation is None or problems or not cluster.hosts:
-        return problems
-    try:  # the plan's hosts on the cluster bound to the job's nodes: every later check sees them there
-        bound = bind_hosts(cluster, admitting.allocation, os.environ.get("SLURMD_NODENAME"))
-    except SchedulerError as exc:
-        return [f"the nodes of Slurm job {admitting.allocation.job_id} cannot be read: {exc}"]
-    admitting.site = admitting.site.bound(bound)
-    admitting.allocation = admitting.allocation.model_copy(update={"hosts": {n: b.node for n, b in bound.items()}})
-    return []
+    admitting.allocation, bound, problems = allocated(cluster, os.environ)
+    admitting.site = admitting.site.bound(bound)  # the plan's hosts on the cluster: every later check sees them
+    return problems
 
 
 def _chain(admitting: Admission) -> Problems:
@@ -267,7 +261,9 @@ async def _chain_continues(admitting: Admission) -> Problems:
         commit=git_state(admitting.site.base_dir).commit,
         capture=admitting.options.chain_production,
     )
-    problems += runs_in_chain_job(found, admitting.allocation.job_id if admitting.allocation else None)
+    problems += held_by_slurm(found) + runs_in_chain_job(
+        found, admitting.allocation.job_id if admitting.allocation else None
+    )
     return [f"the chain cannot continue: {'; '.join(problems)}"] if problems else []
 
 
