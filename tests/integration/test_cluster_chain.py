@@ -100,3 +100,20 @@ def test_a_chained_window_run_as_its_own_batch_job_is_refused_before_production_
         "--chain` holds one"
     ) in done.stdout
     assert not (plan.parent / "windows").exists() or windows_of(plan) == []
+
+
+def test_a_slurm_chain_is_refused_before_anything_is_queued_where_its_hold_could_not_serve_it(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    plan = scheduled_plan(make_plan, "prod-chain-short", free_port(), "n1")
+    short = fairwin_on(slurm_cluster, "submit", str(plan), "--chain", "--hold-minutes", "1")
+    assert short.returncode == 2, (short.stdout, short.stderr)
+    assert "--hold-minutes 1 is shorter than this window's limit (12 min); hold the chain's nodes for at least" in (
+        short.stderr
+    )
+    unfollowed = fairwin_on(slurm_cluster, "submit", str(plan), "--chain", "--no-follow")
+    assert unfollowed.returncode == 2
+    assert (
+        "--no-follow with a chain on Slurm: the follow ends the chain's hold job; run it without" in unfollowed.stderr
+    )
+    assert slurm_cluster.run("squeue", "-h", "-n", "fairwin-chain", "-o", "%i").stdout.strip() == ""  # none queued
