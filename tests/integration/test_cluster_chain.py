@@ -5,6 +5,7 @@ given back by Slurm only once the chain has ended."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from fairwin.files import scan_jsonl
@@ -117,3 +118,28 @@ def test_a_slurm_chain_is_refused_before_anything_is_queued_where_its_hold_could
         "--no-follow with a chain on Slurm: the follow ends the chain's hold job; run it without" in unfollowed.stderr
     )
     assert slurm_cluster.run("squeue", "-h", "-n", "fairwin-chain", "-o", "%i").stdout.strip() == ""  # none queued
+
+
+def test_recover_ends_a_chains_hold_job_whose_follow_was_cut_and_proves_production_back(
+    make_plan: PlanFactory, slurm_cluster: Cluster
+) -> None:
+    with slurm_production(slurm_cluster, "prod-chain-cut", "n1") as (production, port):
+        plan = scheduled_plan(make_plan, "prod-chain-cut", port, "n1")
+        first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
+        assert first.returncode == 0, (first.stdout, first.stderr)
+        job = hold_job(first.stdout)
+        # The last window run in the hold job with no follow after it (as when `fairwin submit`'s was cut).
+        run = [sys.executable, "-m", "fairwin", "run", str(plan), "--chain-last", "--quiet"]
+        last = slurm_cluster.run("srun", f"--jobid={job}", "--overlap", "-N1", "-n1", "-w", "n1", *run, timeout=240)
+        assert last.returncode == 0, (last.stdout, last.stderr)
+        ended = windows_of(plan)[-1]
+        assert status(ended)["restore"]["state"] == "RETURNING"
+        assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING"  # still held
+        recovered = fairwin_on(slurm_cluster, "recover", str(plan))
+        assert recovered.returncode == 0, (recovered.stdout, recovered.stderr)
+        assert recovered.stdout == f"window {ended.name}: production RESTORED from Slurm\n"
+        returned = [e for e in scan_jsonl(ended / "journal.jsonl")[0] if e["step"] == "return" and e["event"] == "end"]
+        assert [e["hold_job_cancelled"] for e in returned] == [job]
+        restore = status(ended)["restore"]
+        assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
+        assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"

@@ -24,7 +24,8 @@ from fairwin.custody.chain import (
 from fairwin.custody.chain_receipts import last_end, ledger_path, write_end
 from fairwin.custody.hardware_lock import holding
 from fairwin.custody.hold import Hold
-from fairwin.custody.slurm_chain import end_hold, held_by_slurm
+from fairwin.custody.slurm_chain import held_by_slurm
+from fairwin.custody.slurm_job import end_hold
 from fairwin.custody.team_hold import TeamHold
 from fairwin.decision.registry import get_rule
 from fairwin.directory.environment import git_state

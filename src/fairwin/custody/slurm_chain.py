@@ -22,7 +22,7 @@ from fairwin.commands import runner
 from fairwin.custody.chain import Marker, in_progress, marker_path, read_marker
 from fairwin.custody.chain_receipts import last_end, write_end
 from fairwin.custody.hold import Hold
-from fairwin.custody.slurm_job import JobRequest, JobState, allocation_argv, follow, job_state, submit
+from fairwin.custody.slurm_job import HOLD_NAME, JobRequest, allocation_argv, end_hold, follow, job_state, submit
 from fairwin.custody.slurm_return import after_job
 from fairwin.directory.status import Restore
 from fairwin.errors import GateRefused, InputError, RestoreFailed, SchedulerError
@@ -31,8 +31,6 @@ from fairwin.plan.cluster import ClusterSettings
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
 
-#: The hold job's name (sbatch -J): what `squeue` shows of a chain holding its nodes.
-HOLD_NAME = "fairwin-chain"
 #: A hold job's batch step: it only waits, so that the allocation lasts until the chain ends it.
 HOLD_COMMAND = "exec sleep infinity"
 #: squeue's time left (``%L``): [days-][hours:]minutes:seconds.
@@ -95,24 +93,6 @@ async def run_step(argv: Sequence[str], output: Path, poll_s: float = 0.5) -> in
     while (code := process.poll()) is None:
         await asyncio.sleep(poll_s)
     return code
-
-
-async def end_hold(job: str, say: Callable[[str], None], poll_s: float = 0.5) -> JobState:
-    """The hold job cancelled (the chain's nodes let go, production free to run) and waited to its end; one that
-    already ended, or that Slurm no longer holds, is left."""
-    try:
-        found = job_state(job)
-    except SchedulerError as exc:
-        if "Invalid job id" not in str(exc):
-            raise
-        return JobState("ENDED")
-    if not found.ended:
-        slurm("scancel", job)
-        say(f"job {job}: cancelled, the chain's nodes let go")
-    while not found.ended:
-        await asyncio.sleep(poll_s)
-        found = job_state(job)
-    return found
 
 
 async def after_chain(site: Site, output_dir: Path, job: str, say: Callable[[str], None]) -> Restore | None:

@@ -21,6 +21,8 @@ from fairwin.gates.estimate import TimeEstimate
 from fairwin.launch.scheduler import ENDED, job_fields, slurm
 from fairwin.plan.cluster import ClusterSettings
 
+#: A chain's hold job's name (sbatch -J): what `squeue` shows of a chain holding its nodes (custody/slurm_chain.py).
+HOLD_NAME = "fairwin-chain"
 #: Seconds the window's close may take after Slurm's signal beyond the restore the budget estimates.
 CLOSE_MARGIN_S = 60.0
 
@@ -121,3 +123,21 @@ def job_now(job_id: str) -> str:
         return "ended, and no longer held by Slurm"
     state, code = fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", "")
     return f"{state}, exit code {code or 'none yet'}"
+
+
+async def end_hold(job: str, say: Callable[[str], None], poll_s: float = 0.5) -> JobState:
+    """The hold job cancelled (the chain's nodes let go, production free to run) and waited to its end; one that
+    already ended, or that Slurm no longer holds, is left."""
+    try:
+        found = job_state(job)
+    except SchedulerError as exc:
+        if "Invalid job id" not in str(exc):
+            raise
+        return JobState("ENDED")
+    if not found.ended:
+        slurm("scancel", job)
+        say(f"job {job}: cancelled, the chain's nodes let go")
+    while not found.ended:
+        await asyncio.sleep(poll_s)
+        found = job_state(job)
+    return found

@@ -17,12 +17,12 @@ from datetime import datetime
 from pathlib import Path
 
 from fairwin.custody.hold import Hold
-from fairwin.custody.slurm_job import job_now
+from fairwin.custody.slurm_job import HOLD_NAME, end_hold, job_now
 from fairwin.directory.layout import WindowDir
 from fairwin.directory.manifest import WindowManifest
 from fairwin.directory.status import Restore, SlurmReturn, WindowStatus
 from fairwin.errors import InputError, RestoreFailed, SchedulerError
-from fairwin.launch.scheduler import job_fields
+from fairwin.launch.scheduler import ENDED, job_fields
 from fairwin.plan.loading import parse_window_plan
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
@@ -77,6 +77,7 @@ async def prove_return(site: Site, directory: WindowDir, output_dir: Path, say: 
     production = Production(Site.at(parse_window_plan(directory), site.path), output_dir)
     hold = Hold(production, [], say, taken=True)
     directory.journal_event(RETURN_STEP, "begin", window_job=job)
+    cancelled = {"hold_job_cancelled": job} if await _chain_over(job, say) else {}
     began = time.time()
     with contextlib.suppress(RestoreFailed):  # recorded in hold.restored, and written below
         await hold.give_back()
@@ -87,9 +88,22 @@ async def prove_return(site: Site, directory: WindowDir, output_dir: Path, say: 
     restored = hold.restored.model_copy(
         update={"slurm": SlurmReturn(window_job=job, job_ended=ended, answered_after_s=after)}
     )
-    directory.journal_event(RETURN_STEP, "end", **restored.model_dump(mode="json"))
+    directory.journal_event(RETURN_STEP, "end", **restored.model_dump(mode="json"), **cancelled)
     directory.amend_status(restore=restored)
     return restored
+
+
+async def _chain_over(job: str, say: Callable[[str], None]) -> bool:
+    """A chain's hold job that still holds the nodes once its last window handed production back (its follow was
+    cut): ended, so that Slurm can run production again (True). A window's own job is left to end by itself."""
+    try:
+        fields = job_fields(job)
+    except SchedulerError:
+        return False  # Slurm no longer holds it: it ended
+    if fields.get("JobName") != HOLD_NAME or fields.get("JobState") in ENDED:
+        return False
+    await end_hold(job, say)
+    return True
 
 
 async def prove_returns(site: Site, output_dir: Path, say: Callable[[str], None]) -> list[tuple[str, Restore]]:
