@@ -4,8 +4,11 @@ given back by Slurm only once the chain has ended."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from fairwin.files import scan_jsonl
@@ -19,22 +22,34 @@ def windows_of(plan: Path) -> list[Path]:
     return sorted(p for p in (plan.parent / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def hold_job(said: str) -> str:
-    """The hold job's id, from `fairwin submit --chain`'s first line."""
-    first = said.splitlines()[0]
-    assert first.startswith("submitted Slurm job ") and " to hold the chain's nodes n1" in first, said
-    return first.split()[3]
+@dataclass(frozen=True)
+class Chained:
+    """A chain's first window, submitted on ``node`` and CHAINED: its plan, production's job, the hold job."""
+
+    plan: Path
+    production: str
+    job: str
+    said: str  # what `fairwin submit --chain` printed
+
+
+@contextlib.contextmanager
+def first_window(make_plan: PlanFactory, cluster: Cluster, name: str, node: str) -> Iterator[Chained]:
+    """A Slurm production ``name`` on ``node``, and a chain's first window submitted against it."""
+    with slurm_production(cluster, name, node) as (production, port):
+        plan = scheduled_plan(make_plan, name, port, node)
+        first = fairwin_on(cluster, "submit", str(plan), "--chain")
+        assert first.returncode == 0, (first.stdout, first.stderr)
+        said = first.stdout.splitlines()[0]
+        assert said.startswith("submitted Slurm job ") and f" to hold the chain's nodes {node}" in said, first.stdout
+        yield Chained(plan, production, said.split()[3], first.stdout)
 
 
 def test_a_slurm_chain_holds_one_job_across_its_windows_and_slurm_gives_production_back_after_the_last(
     make_plan: PlanFactory, slurm_cluster: Cluster, scratch_chain_marker: Path
 ) -> None:
-    with slurm_production(slurm_cluster, "prod-chain", "n1") as (production, port):
-        plan = scheduled_plan(make_plan, "prod-chain", port, "n1")
-        first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
-        assert first.returncode == 0, (first.stdout, first.stderr)
-        job = hold_job(first.stdout)
-        assert f"chain: job {job} holds n1 for the chain's next window" in first.stdout
+    with first_window(make_plan, slurm_cluster, "prod-chain", "n1") as chain:
+        plan, production, job = chain.plan, chain.production, chain.job
+        assert f"chain: job {job} holds n1 for the chain's next window" in chain.said
         assert json.loads(scratch_chain_marker.read_text())["slurm_job"] == job
         # Between the windows: the hold job keeps the node, and production's job waits in the queue.
         assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T %j").stdout.split() == [
@@ -67,11 +82,8 @@ def test_a_slurm_chain_holds_one_job_across_its_windows_and_slurm_gives_producti
 def test_a_slurm_chain_aborted_between_windows_lets_its_nodes_go_and_proves_production_back(
     make_plan: PlanFactory, slurm_cluster: Cluster
 ) -> None:
-    with slurm_production(slurm_cluster, "prod-chain-abort", "n2") as (production, port):
-        plan = scheduled_plan(make_plan, "prod-chain-abort", port, "n2")
-        first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
-        assert first.returncode == 0, (first.stdout, first.stderr)
-        job = first.stdout.split()[3]
+    with first_window(make_plan, slurm_cluster, "prod-chain-abort", "n2") as chain:
+        plan, production, job = chain.plan, chain.production, chain.job
         aborted = fairwin_on(slurm_cluster, "chain", "abort", str(plan))
         assert aborted.returncode == 0, (aborted.stdout, aborted.stderr)
         assert f"job {job}: cancelled, the chain's nodes let go" in aborted.stderr  # said as it goes
@@ -123,11 +135,8 @@ def test_a_slurm_chain_is_refused_before_anything_is_queued_where_its_hold_could
 def test_recover_ends_a_chains_hold_job_whose_follow_was_cut_and_proves_production_back(
     make_plan: PlanFactory, slurm_cluster: Cluster
 ) -> None:
-    with slurm_production(slurm_cluster, "prod-chain-cut", "n1") as (production, port):
-        plan = scheduled_plan(make_plan, "prod-chain-cut", port, "n1")
-        first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
-        assert first.returncode == 0, (first.stdout, first.stderr)
-        job = hold_job(first.stdout)
+    with first_window(make_plan, slurm_cluster, "prod-chain-cut", "n1") as chain:
+        plan, production, job = chain.plan, chain.production, chain.job
         # The last window run in the hold job with no follow after it (as when `fairwin submit`'s was cut).
         run = [sys.executable, "-m", "fairwin", "run", str(plan), "--chain-last", "--quiet"]
         last = slurm_cluster.run("srun", f"--jobid={job}", "--overlap", "-N1", "-n1", "-w", "n1", *run, timeout=240)
