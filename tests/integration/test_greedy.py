@@ -16,10 +16,13 @@ FAULT_AT = 3  # fairwin sim's greedy faults bend this position (0-based)
 
 
 def greedy_plan(make_plan: PlanFactory, fault: str) -> Path:
+    """Rounds of 10 ms and servers at nice 10: the client's timing trusted on a busy machine (make test, 2026-12-06:
+    at 2 ms a round, a 14-ms wait for a CPU during a 56-ms stream left a repeat's client decode rate unobserved and
+    the window INCONCLUSIVE; a stream is now about 160 ms, and a wait is untrusted above a fifth of it)."""
     candidate = sim_role(
-        "--ms-per-round", "2", "--spec-tokens", "3", "--acceptance", "0.8", "--fault", fault, model="g"
+        "--ms-per-round", "10", "--spec-tokens", "3", "--acceptance", "0.8", "--fault", fault, model="g", nice=10
     )
-    roles = {"A": sim_role("--ms-per-round", "2", model="g"), "B": candidate}
+    roles = {"A": sim_role("--ms-per-round", "10", model="g", nice=10), "B": candidate}
     plan = make_plan(roles=roles, window={"repeats": 3, "warmup_waves_max": 1, "report_html": True})
     plan.write_text(
         plan.read_text() + '\n[diagnostics.greedy]\non = ["control", "candidate"]\nprompts = 2\nmax_tokens = 12\n'
