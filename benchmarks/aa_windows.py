@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fairwin.decision.registry import RULES
+from fairwin.rules.registry import RULES
 
 
 def fairwin(*args: str) -> subprocess.CompletedProcess[str]:

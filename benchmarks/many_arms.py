@@ -30,7 +30,7 @@ from scipy.stats import binomtest
 
 from fairwin.decision import DEFAULT_RULE, RULES, audit
 from fairwin.decision.arms_audit import ArmsNoise, ArmsTally, arms_audit
-from fairwin.decision.registry import WIN_ARMS_V1
+from fairwin.rules.registry import WIN_ARMS_V1
 
 FALSE_WIN, FALSE_LOSS = 0.025, 0.05
 START_MIN, WINDOW_MIN = 68.1 / 3, 80.1 - 68.1  # the runbook's registered hold: per start, and around the starts

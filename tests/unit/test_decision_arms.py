@@ -13,8 +13,8 @@ from fairwin.decision import Decision, WindowContext, decide
 from fairwin.decision.arms import arrange_arms, fit_arms
 from fairwin.decision.arms_audit import ArmsNoise, arms_audit, simulated_window
 from fairwin.decision.arms_rounds import run_rounds
-from fairwin.decision.registry import RULES, WIN_ARMS_V1
 from fairwin.rows import DecisionRow, round_orders, williams_rows
+from fairwin.rules.registry import RULES, WIN_ARMS_V1
 
 
 def rows_of(plan: list[tuple[str | None, float]], repeats: int = 3, cell: str = "c") -> list[DecisionRow]:

@@ -26,6 +26,7 @@ LAYERS = (
     "transport",
     "commands",
     "directory",
+    "rules",
     "decision",
     "plan",
     "launch",

@@ -27,7 +27,6 @@ from fairwin.custody.hold import Hold
 from fairwin.custody.slurm_chain import held_by_slurm
 from fairwin.custody.slurm_job import end_hold
 from fairwin.custody.team_hold import TeamHold
-from fairwin.decision.registry import get_rule
 from fairwin.directory.environment import git_state
 from fairwin.directory.journal import RELEASE_STEP
 from fairwin.directory.layout import WindowDir
@@ -36,6 +35,7 @@ from fairwin.errors import GateRefused, InputError, RestoreFailed
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
 from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
+from fairwin.rules.registry import get_rule
 
 
 async def abort_between_windows(

@@ -1,4 +1,5 @@
-"""Decisions: registered rules and pure functions from pooled rows to a decision document."""
+"""Decisions: pure functions from pooled rows to a decision document, and the registered rules (fairwin/rules/) they
+apply, re-exported here."""
 
 from fairwin.decision.audit import AuditResult, audit
 from fairwin.decision.decide import decide, decide_cell, procedure_for, window_verdict
@@ -6,7 +7,7 @@ from fairwin.decision.document import CellDecision, Decision, GuardResult, Metri
 from fairwin.decision.inputs import ArchiveNoise, ArchiveSnapshot, DecisionRow, FailedStart, WindowContext
 from fairwin.decision.paired import Estimate, Verdict, paired_t, verdict_for
 from fairwin.decision.procedures import PlannedError, Procedure
-from fairwin.decision.registry import (
+from fairwin.rules.registry import (
     DEFAULT_RULE,
     RULES,
     WIN2_ALT7_CLIENT_V1,
@@ -17,7 +18,7 @@ from fairwin.decision.registry import (
     WIN2_V1,
     get_rule,
 )
-from fairwin.decision.rules import RuleSpec
+from fairwin.rules.spec import RuleSpec
 
 __all__ = [
     "DEFAULT_RULE",

@@ -30,9 +30,9 @@ from fairwin.decision.document import GuardResult
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, check_control, make_estimate, t_quantile
 from fairwin.decision.procedures import PlannedError, interval_guard, launch_error, pooled_tau2
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
 from fairwin.rows import order_kinds
+from fairwin.rules.spec import RuleSpec
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ import numpy as np
 from fairwin.decision.inputs import ArchiveNoise, WindowContext
 from fairwin.decision.paired import Estimate, t_quantile
 from fairwin.decision.procedures import PlannedError, launch_error, pooled_tau2
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
 from fairwin.rows import DecisionRow
+from fairwin.rules.spec import RuleSpec
 
 
 @dataclass(frozen=True)

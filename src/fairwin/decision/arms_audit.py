@@ -24,8 +24,8 @@ from fairwin.decision.arms import arrange_arms
 from fairwin.decision.arms_rounds import Rounds, run_rounds
 from fairwin.decision.audit import CELL, LEVEL, draw_archive
 from fairwin.decision.inputs import DecisionRow, WindowContext
-from fairwin.decision.rules import RuleSpec
 from fairwin.rows import round_orders
+from fairwin.rules.spec import RuleSpec
 
 CONTROL = "control"
 

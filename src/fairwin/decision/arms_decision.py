@@ -32,8 +32,8 @@ from fairwin.decision.document import (
 )
 from fairwin.decision.inputs import DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict, verdict_for
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import check_validity
+from fairwin.rules.spec import RuleSpec
 
 #: A cell's verdict from its state at the look: one that cannot WIN, or is still open, is NEUTRAL.
 CELL_VERDICTS: dict[CellState, Verdict] = {

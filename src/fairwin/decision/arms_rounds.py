@@ -30,8 +30,8 @@ from typing import Literal
 
 from fairwin.decision.arms import ArmsFit, ArmsTable, fit_metric
 from fairwin.decision.inputs import WindowContext
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import check_validity
+from fairwin.rules.spec import RuleSpec
 
 #: A candidate's state in one cell at one look: a verdict it keeps, or still open.
 CellState = Literal["WIN", "LOSS", "NO-CHANGE", "INCONCLUSIVE", "FUTILE", "OPEN"]

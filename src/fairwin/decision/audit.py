@@ -23,11 +23,11 @@ from pydantic import ConfigDict
 from fairwin.decision.decide import decide_cell, window_verdict
 from fairwin.decision.document import CellDecision
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext, archive_spreads
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
 from fairwin.formats import AUDIT, RecordFormat
 from fairwin.records import Record
 from fairwin.rows import order_kinds
+from fairwin.rules.spec import RuleSpec
 
 CELL = "audit"
 LEVEL = 100.0

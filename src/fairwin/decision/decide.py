@@ -20,11 +20,11 @@ from fairwin.decision.document import (
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict, verdict_for
 from fairwin.decision.procedures import LaunchProcedure, Procedure, Win2Procedure
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.sequential import judge_looks
 from fairwin.decision.table import CellTable, arrange, off_off_spread_pct
 from fairwin.decision.validity import check_validity
 from fairwin.rows import metric_source
+from fairwin.rules.spec import RuleSpec
 
 
 def procedure_for(rule: RuleSpec, archive: dict[str, ArchiveNoise]) -> Procedure:

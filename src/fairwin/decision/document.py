@@ -9,12 +9,12 @@ from pydantic import BaseModel, ConfigDict
 from fairwin.decision.divergence import GreedyFindings
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, Verdict
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.validity import Validity
 from fairwin.formats import DECISION, DECISIONS, RecordFormat
 from fairwin.profiles import ProfileName
 from fairwin.records import Record
 from fairwin.rows import MetricSource
+from fairwin.rules.spec import RuleSpec
 
 
 class Frozen(BaseModel):

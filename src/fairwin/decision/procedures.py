@@ -27,8 +27,8 @@ import numpy as np
 from fairwin.decision.document import GuardResult, level_text
 from fairwin.decision.inputs import ArchiveNoise
 from fairwin.decision.paired import Estimate, check_control, make_estimate, paired_t, t_quantile
-from fairwin.decision.rules import RuleSpec
 from fairwin.decision.table import CellTable
+from fairwin.rules.spec import RuleSpec
 
 
 @dataclass(frozen=True)

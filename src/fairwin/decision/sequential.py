@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from fairwin.decision.document import CellDecision, Ended, Look, LookVerdict, Stopping
 from fairwin.decision.inputs import ArchiveNoise, DecisionRow, WindowContext
 from fairwin.decision.paired import Verdict
-from fairwin.decision.rules import RuleSpec
+from fairwin.rules.spec import RuleSpec
 
 SETTLED = ("WIN", "LOSS", "NO-CHANGE", "INCONCLUSIVE")
 

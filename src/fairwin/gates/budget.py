@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from fairwin.decision.registry import RULES
 from fairwin.directory.gate_summary import BudgetEstimate
 from fairwin.gates.estimate import TimeEstimate
 from fairwin.gates.refusal import refuse
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.models import BudgetSettings
 from fairwin.plan.schedule import StartSpec
+from fairwin.rules.registry import RULES
 
 
 def fits_limits(loaded: LoadedPlan, found: TimeEstimate, starts: int) -> bool:

@@ -13,7 +13,6 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
-from fairwin.decision import RuleSpec
 from fairwin.errors import InputError
 from fairwin.plan.base import StrictModel, check_names
 from fairwin.plan.chain_settings import ChainSettings
@@ -29,6 +28,7 @@ from fairwin.plan.roles import SHA256_RE, Role
 from fairwin.plan.secrets import SecretsSettings
 from fairwin.plan.telemetry import TelemetrySettings
 from fairwin.profiles import CountersSetting
+from fairwin.rules.spec import RuleSpec
 
 
 class Family(StrictModel):

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from fairwin.decision import RULES, RuleSpec, get_rule
-from fairwin.decision.registry import WIN_ARMS_V1
 from fairwin.errors import InputError
 from fairwin.plan.base import NAME_RE, StrictModel
+from fairwin.rules.registry import RULES, WIN_ARMS_V1, get_rule
+from fairwin.rules.spec import RuleSpec
 
 #: Modes every plan has when it declares the roles they use (runbook: A/B/A and P/B/P).
 REGISTERED_MODES: dict[str, tuple[str, str]] = {

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fairwin.decision import RuleSpec
 from fairwin.errors import PlanError
 from fairwin.plan.diagnostics import GreedySettings
 from fairwin.plan.loading import LoadedPlan, Prompt
 from fairwin.plan.modes import REGISTERED_MODES, Mode
 from fairwin.rows import BRACKET_STARTS, Kind, order_kinds, round_orders
+from fairwin.rules.spec import RuleSpec
 
 
 @dataclass(frozen=True)

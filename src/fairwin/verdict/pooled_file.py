@@ -12,9 +12,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from fairwin.decision import RULES, Decision, DecisionRow, RuleSpec, WindowContext, decide, get_rule
-from fairwin.decision.registry import WIN_ARMS_V1
 from fairwin.errors import InputError
 from fairwin.files import first_problem
+from fairwin.rules.registry import WIN_ARMS_V1
 
 
 def load_pooled(path: Path) -> list[DecisionRow]:

@@ -13,7 +13,6 @@ import aiohttp
 
 from fairwin.client.sse_transport import StreamTransport
 from fairwin.client.wave import Target
-from fairwin.decision.registry import get_rule
 from fairwin.directory.journal import start_step
 from fairwin.directory.start_receipt import StartReceipt, WorkerReceipt
 from fairwin.launch.slurm_step import SlurmStep
@@ -26,6 +25,7 @@ from fairwin.production.runtime_checks import await_reported_config, check_repor
 from fairwin.profiles import CLIENT_ONLY
 from fairwin.records import append_records, write_record
 from fairwin.rows import PooledRow
+from fairwin.rules.registry import get_rule
 from fairwin.telemetry.host_condition import condition, not_idle_warning
 from fairwin.transport import api_headers, client_session
 from fairwin.window.preflight import check_counters

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairwin.decision.rules import RuleSpec
 from fairwin.errors import InputError
+from fairwin.rules.spec import RuleSpec
 
 #: What every win2 rule asks: the primary, the guards, the reported metrics and the bar, at 95 %.
 WIN2_QUESTION: dict[str, Any] = {
