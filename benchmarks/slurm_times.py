@@ -41,56 +41,55 @@ def _at(events: list[dict[str, Any]], step: str, event: str) -> dict[str, Any]:
     return next(e for e in events if e["step"] == step and e["event"] == event)
 
 
-def one_window(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
-    name = f"prod-{number}"
+def _submitted(cluster: Any, scratch: Path, name: str, *submissions: tuple[str, ...]) -> tuple[float, list[Path]]:
+    """A sim production run as Slurm job ``name`` on n1, and `fairwin submit` of its plan once per flag tuple, one
+    after the other: when the first was submitted, and the windows they ran, in order."""
     folder = scratch / name
     folder.mkdir()
     with slurm_production(cluster, name, "n1") as (_, port):
         plan = scheduled_plan(plan_factory(folder), name, port, "n1")
         submitted = time.time()
-        _submit(cluster, plan)
-        (window,) = [p for p in (folder / "windows").iterdir() if p.is_dir() and not p.name.startswith(".")]
-        events = _events(window)
-        returned = _at(events, "return", "end")
-        answered = _at(events, "return", "begin")["time"] + returned["up"]["seconds"]
-        return {
-            "submit_to_first_start_s": _at(events, "start s1", "begin")["time"] - submitted,
-            "submit_to_open_s": _at(events, "open", "begin")["time"] - submitted,
-            "close_to_production_answering_s": answered - _at(events, "close", "end")["time"],
-            "slurm_end_to_answering_s": returned["slurm"]["answered_after_s"],
-        }
+        for flags in submissions:
+            done = subprocess.run(
+                [sys.executable, "-m", "fairwin", "submit", str(plan), *flags],
+                env=cluster.env,
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"fairwin submit {' '.join(flags)} failed: {done.stdout}{done.stderr}")
+    windows = sorted(p for p in (folder / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
+    return submitted, windows
 
 
-def _submit(cluster: Any, plan: Path, *flags: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "fairwin", "submit", str(plan), *flags], env=cluster.env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"fairwin submit {' '.join(flags)} failed: {done.stdout}{done.stderr}")
+def _answered(events: list[dict[str, Any]]) -> float:
+    """When production answered health in the window's return step (its begin plus its proof's seconds)."""
+    return _at(events, "return", "begin")["time"] + _at(events, "return", "end")["up"]["seconds"]
+
+
+def one_window(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
+    submitted, (window,) = _submitted(cluster, scratch, f"prod-{number}", ())
+    events = _events(window)
+    return {
+        "submit_to_first_start_s": _at(events, "start s1", "begin")["time"] - submitted,
+        "submit_to_open_s": _at(events, "open", "begin")["time"] - submitted,
+        "close_to_production_answering_s": _answered(events) - _at(events, "close", "end")["time"],
+        "slurm_end_to_answering_s": _at(events, "return", "end")["slurm"]["answered_after_s"],
+    }
 
 
 def one_chain(cluster: Any, scratch: Path, number: int) -> dict[str, float]:
     """A chain of two windows in one hold job: the first window's close to the second's open (a step of the
     running hold job, its production left down), and the last window's close to production answering (the hold
     job cancelled, Slurm running production again)."""
-    name = f"prod-chain-{number}"
-    folder = scratch / name
-    folder.mkdir()
-    with slurm_production(cluster, name, "n1") as (_, port):
-        plan = scheduled_plan(plan_factory(folder), name, port, "n1")
-        submitted = time.time()
-        _submit(cluster, plan, "--chain")
-        _submit(cluster, plan, "--chain-last")
-        first, last = sorted(p for p in (folder / "windows").iterdir() if p.is_dir() and not p.name.startswith("."))
-        early, late = _events(first), _events(last)
-        returned = _at(late, "return", "end")
-        answered = _at(late, "return", "begin")["time"] + returned["up"]["seconds"]
-        return {
-            "submit_to_first_start_s": _at(early, "start s1", "begin")["time"] - submitted,
-            "close_to_next_open_s": _at(late, "open", "begin")["time"] - _at(early, "close", "end")["time"],
-            "last_close_to_production_answering_s": answered - _at(late, "close", "end")["time"],
-            "slurm_end_to_answering_s": returned["slurm"]["answered_after_s"],
-        }
+    submitted, (first, last) = _submitted(cluster, scratch, f"prod-chain-{number}", ("--chain",), ("--chain-last",))
+    early, late = _events(first), _events(last)
+    return {
+        "submit_to_first_start_s": _at(early, "start s1", "begin")["time"] - submitted,
+        "close_to_next_open_s": _at(late, "open", "begin")["time"] - _at(early, "close", "end")["time"],
+        "last_close_to_production_answering_s": _answered(late) - _at(late, "close", "end")["time"],
+        "slurm_end_to_answering_s": _at(late, "return", "end")["slurm"]["answered_after_s"],
+    }
 
 
 def main() -> None:

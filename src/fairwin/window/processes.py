@@ -111,12 +111,10 @@ def step_launcher(job_id: str, node: str) -> Launcher:
     :func:`local_launcher` makes it."""
 
     def launch(spec: LaunchSpec, log_path: Path) -> ServerHandle:
-        if spec.container is None and spec.remote is None:
-            return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=node)
-        if spec.container is None and isinstance(spec.remote, SlurmNode):
-            away = spec.remote.node != node
-            return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=spec.remote.node, away=away)
-        return local_launcher(spec, log_path)
+        if spec.container is not None or not (spec.remote is None or isinstance(spec.remote, SlurmNode)):
+            return local_launcher(spec, log_path)
+        there = spec.remote.node if spec.remote is not None else node
+        return SlurmStep(spec=spec, log_path=log_path, job_id=job_id, node=there, away=there != node)
 
     return launch
 
