@@ -257,7 +257,14 @@ def slurm_production(
 
 
 def scheduled_plan(
-    make_plan: PlanFactory, name: str, port: int, node: str, *flags: str, repeats: int = 2, **production: Any
+    make_plan: PlanFactory,
+    name: str,
+    port: int,
+    node: str,
+    *flags: str,
+    repeats: int = 2,
+    chain: dict[str, Any] | None = None,
+    **production: Any,
 ) -> Path:
     """A plan of two sim roles (``flags`` each) whose production is the Slurm job ``name``, on ``node``."""
     flags = flags or ("--ms-per-round", "2")
@@ -266,6 +273,7 @@ def scheduled_plan(
         window={"repeats": repeats, "warmup_waves_max": 1},
         cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
         production={"slurm_job": name, "base_url": f"http://127.0.0.1:{port}", "model": name, **WATCH, **production},
+        chain=chain,
     )
     plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\nnodes = ["{node}"]\n')
     return plan

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fairwin.files import scan_jsonl
 from tests.conftest import PlanFactory
@@ -32,15 +33,35 @@ class Chained:
     said: str  # what `fairwin submit --chain` printed
 
 
+def holding(name: str, host: str | None) -> dict[str, Any]:
+    """A placeholder that holds on (on ``host``); its last argument tells it apart in the process table."""
+    argv = [sys.executable, "-c", "import time; time.sleep(3600)", f"hold-{name}"]
+    return {"placeholders": {"gpu": {"argv": argv, **({"host": host} if host else {})}}}
+
+
+def placeholder_steps(cluster: Cluster, job: str) -> list[str]:
+    """The hold job's steps that are placeholders: each name (less its token) and node."""
+    listed = cluster.run("squeue", "-h", "-s", "-j", job, "-o", "%j %N").stdout.splitlines()
+    return [f"{n.rpartition('-')[0]} {node}" for n, node in map(str.split, listed) if n.startswith("fairwin-hold-")]
+
+
 @contextlib.contextmanager
-def first_window(make_plan: PlanFactory, cluster: Cluster, name: str, node: str) -> Iterator[Chained]:
-    """A Slurm production ``name`` on ``node``, and a chain's first window submitted against it."""
+def first_window(
+    make_plan: PlanFactory, cluster: Cluster, name: str, node: str, far: bool = False
+) -> Iterator[Chained]:
+    """A Slurm production ``name`` on ``node``, and a chain's first window submitted against it, with a
+    placeholder to hold the node until the next; ``far``: the chain holds both nodes, and its placeholder runs on
+    the one bound to its second host (n2), the window on the first."""
     with slurm_production(cluster, name, node) as (production, port):
-        plan = scheduled_plan(make_plan, name, port, node)
+        plan = scheduled_plan(make_plan, name, port, node, chain=holding(name, "far" if far else None))
+        if far:
+            text = plan.read_text().replace(f'nodes = ["{node}"]', 'nodes = ["n1", "n2"]\nhosts = ["here", "far"]')
+            plan.write_text(text)
         first = fairwin_on(cluster, "submit", str(plan), "--chain")
         assert first.returncode == 0, (first.stdout, first.stderr)
         said = first.stdout.splitlines()[0]
-        assert said.startswith("submitted Slurm job ") and f" to hold the chain's nodes {node}" in said, first.stdout
+        nodes = "n1,n2" if far else node
+        assert said.startswith("submitted Slurm job ") and f" to hold the chain's nodes {nodes}" in said, first.stdout
         yield Chained(plan, production, said.split()[3], first.stdout)
 
 
@@ -50,17 +71,26 @@ def test_a_slurm_chain_holds_one_job_across_its_windows_and_slurm_gives_producti
     with first_window(make_plan, slurm_cluster, "prod-chain", "n1") as chain:
         plan, production, job = chain.plan, chain.production, chain.job
         assert f"chain: job {job} holds n1 for the chain's next window" in chain.said
-        assert json.loads(scratch_chain_marker.read_text())["slurm_job"] == job
-        # Between the windows: the hold job keeps the node, and production's job waits in the queue.
+        marker = json.loads(scratch_chain_marker.read_text())
+        assert marker["slurm_job"] == job
+        # Between the windows: the hold job keeps the node, its placeholder a step of it (started by its batch
+        # step, so that it outlived the window's), and production's job waits in the queue.
         assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T %j").stdout.split() == [
             "RUNNING",
             "fairwin-chain",
         ]
+        (held,) = marker["placeholders"]
+        assert (held["node"], held["slurm_step"].split(".")[0]) == ("n1", job), held
+        assert placeholder_steps(slurm_cluster, job) == ["fairwin-hold-gpu n1"]
+        assert held["pid"] in processes_with("hold-prod-chain")  # the step's task runs the placeholder
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "PENDING"
         last = fairwin_on(slurm_cluster, "submit", str(plan), "--chain-last")
         assert last.returncode == 0, (last.stdout, last.stderr)
         assert "submitted" not in last.stdout  # no second job: the chain's own
         chained, ended = windows_of(plan)
+        events = scan_jsonl(ended / "journal.jsonl")[0]
+        down = next(e for e in events if e["step"] == "production down" and e["event"] == "end")
+        assert down["placeholders"] == [f"gpu: stopped Slurm step {held['slurm_step']} on node n1 (SIGTERM)"], down
         for window in (chained, ended):
             assert json.loads((window / "window.json").read_text())["cluster"]["job_id"] == job
             steps = [json.loads(path.read_text())["slurm_step"] for path in sorted(window.glob("starts/s*/start.json"))]
@@ -77,15 +107,19 @@ def test_a_slurm_chain_holds_one_job_across_its_windows_and_slurm_gives_producti
         assert slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() == "CANCELLED"
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
         assert not scratch_chain_marker.exists() and processes_with("exp-prod-chain") == []
+        assert processes_with("hold-prod-chain") == []
 
 
 def test_a_slurm_chain_aborted_between_windows_lets_its_nodes_go_and_proves_production_back(
     make_plan: PlanFactory, slurm_cluster: Cluster
 ) -> None:
-    with first_window(make_plan, slurm_cluster, "prod-chain-abort", "n2") as chain:
+    with first_window(make_plan, slurm_cluster, "prod-chain-abort", "n2", far=True) as chain:
         plan, production, job = chain.plan, chain.production, chain.job
+        assert placeholder_steps(slurm_cluster, job) == ["fairwin-hold-gpu n2"]  # the window's node is n1
         aborted = fairwin_on(slurm_cluster, "chain", "abort", str(plan))
         assert aborted.returncode == 0, (aborted.stdout, aborted.stderr)
+        assert "placeholders gpu: stopped Slurm step " in aborted.stdout and " on node n2 (SIGTERM)" in aborted.stdout
+        assert processes_with("hold-prod-chain-abort") == []
         assert f"job {job}: cancelled, the chain's nodes let go" in aborted.stderr  # said as it goes
         assert (
             aborted.stdout.startswith("ABORTED chain-")

@@ -33,7 +33,8 @@ from fairwin.errors import InputError, ProductionError
 from fairwin.formats import CHAIN_MARKER, RecordFormat
 from fairwin.gates.qualify import successor_problems
 from fairwin.plan.site import Site
-from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
+from fairwin.production.placeholder_record import RunningPlaceholder
+from fairwin.production.placeholders import Placeholders, not_running
 from fairwin.production.state_records import SnapshotRecord
 from fairwin.records import Record, read_record, write_record
 from fairwin.rows import Order

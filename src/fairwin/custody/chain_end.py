@@ -34,7 +34,8 @@ from fairwin.directory.status import TeamRelease
 from fairwin.errors import GateRefused, InputError, RestoreFailed
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
-from fairwin.production.placeholders import Placeholders, RunningPlaceholder, not_running
+from fairwin.production.placeholder_record import RunningPlaceholder
+from fairwin.production.placeholders import Placeholders, not_running
 from fairwin.rules.registry import get_rule
 
 
@@ -59,7 +60,7 @@ async def abort_chain(site: Site, output_dir: Path, say: Callable[[str], None], 
     if marker is None:
         return None
     production = Production(site, output_dir)
-    placeholders = Placeholders(site, Path(marker.placeholder_dir))
+    placeholders = Placeholders(site, Path(marker.placeholder_dir), hold_job=marker.slurm_job)
     stopped = await placeholders.stop_all(marker.placeholders)
     hold = Hold(production, [], say, taken=True, window_job=await _let_go(marker, say))
     team: TeamRelease | None = None

@@ -27,7 +27,7 @@ from fairwin.launch.spec import WINDOW_LABEL, make_spec
 from fairwin.plan.hosts import Host
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
-from fairwin.production.placeholders import RunningPlaceholder
+from fairwin.production.placeholder_record import RunningPlaceholder
 from fairwin.production.proof import port_state
 from fairwin.production.scheduled import ScheduledProduction
 from fairwin.production.watch import watch

@@ -272,7 +272,8 @@ async def _give_back(
 ) -> None:
     """Production restored and watched, after any placeholder still holding the hardware is taken down. A chain
     in progress is aborted (fairwin died inside one of its windows): its marker goes once production is back."""
-    placeholders = Placeholders(site, production.state_dir)  # a chained window may have started some
+    hold_job = chain.slurm_job if chain is not None else None
+    placeholders = Placeholders(site, production.state_dir, hold_job=hold_job)  # a chained window may have started some
     listed = chain.placeholders if chain is not None else []
     listed_names = [p.name for p in listed]
     result.stopped += [line for line in await placeholders.stop_all(listed) if not line.endswith("already gone")]

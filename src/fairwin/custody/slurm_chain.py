@@ -3,9 +3,10 @@ nodes from its first window to its last, and each window runs as a step of it (`
 never runs production between two of them.
 
 ``fairwin submit --chain`` queues the hold job for a new chain (an exclusive allocation of the plan's nodes whose
-batch step only waits), runs each window in it, and once the chain has ended (its last window, or an abort) ends
-the hold job and proves production back. A window's step gets Slurm's TERM before the hold job's limit as a window
-job does; a window that could run past that limit is refused before it starts.
+batch step starts the chain's placeholders as steps when a window asks, and otherwise waits), runs each window in
+it, on the node of that batch step, and once the chain has ended (its last window, or an abort) ends the hold job
+and proves production back. A window's step gets Slurm's TERM before the hold job's limit as a window job does; a
+window that could run past that limit is refused before it starts.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from fairwin.custody.slurm_job import HOLD_NAME, JobRequest, allocation_argv, en
 from fairwin.custody.slurm_return import after_job
 from fairwin.directory.status import Restore
 from fairwin.errors import GateRefused, InputError, RestoreFailed, SchedulerError
-from fairwin.launch.scheduler import slurm, srun_argv
+from fairwin.launch.scheduler import job_fields, slurm, srun_argv
 from fairwin.plan.cluster import ClusterSettings
 from fairwin.plan.site import Site
 from fairwin.production.control import Production
+from fairwin.production.placeholder_steps import batch_script
 
-#: A hold job's batch step: it only waits, so that the allocation lasts until the chain ends it.
-HOLD_COMMAND = "exec sleep infinity"
 #: squeue's time left (``%L``): [days-][hours:]minutes:seconds.
 _LEFT = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)$")
 
@@ -158,7 +158,7 @@ async def run_chained(
             why = "; ".join(problems)
             raise GateRefused(f"the chain cannot continue: {why}; end it with `fairwin chain abort PLAN`")
     _fits(job, request)
-    node = cluster.nodes[0]
+    node = _batch_host(job)
     output = output_dir / f"slurm-{job}-{len(list(output_dir.glob(f'slurm-{job}-*.out'))) + 1}.out"
     say(f"window: a step of job {job} on {node}; output {output}")
     code = await run_step(step_argv(job, node, HOLD_NAME + "-window", request.signal_lead_s, command), output)
@@ -185,7 +185,7 @@ async def _new_hold(
         raise InputError(f"--hold-minutes {minutes} is shorter than this window's limit ({request.time_limit_min} "
                          "min); hold the chain's nodes for at least that")  # fmt: skip
     argv = allocation_argv(cluster, HOLD_NAME, minutes, output_dir / "slurm-%j.out")
-    job = submit([*argv, "--wrap", HOLD_COMMAND])
+    job = submit([*argv, "--wrap", batch_script(output_dir)])
     say(f"submitted Slurm job {job} to hold the chain's nodes {','.join(cluster.nodes)}: limit {minutes} min")
     try:
         after_submit(job)
@@ -195,6 +195,15 @@ async def _new_hold(
             await asyncio.shield(end_hold(job, say))
         raise
     return job
+
+
+def _batch_host(job: str) -> str:
+    """The node the hold job's batch step runs on: each window of the chain runs there too, beside the FIFO that
+    batch step reads placeholder requests from (production/placeholder_steps.py)."""
+    node = job_fields(job).get("BatchHost", "")
+    if not node or node == "(null)":
+        raise SchedulerError(f"Slurm names no batch host for the chain's job {job}")
+    return node
 
 
 def _fits(job: str, request: JobRequest) -> None:

@@ -72,3 +72,17 @@ def srun_argv(
 def on_node(job_id: str, node: str, argv: Sequence[str], timeout_s: float = SLURM_TIMEOUT_S) -> str:
     """What ``argv`` prints on a node of the job, run there by srun; SchedulerError where it fails or cannot run."""
     return slurm(*srun_argv(job_id, node, argv), timeout_s=timeout_s)
+
+
+def steps_named(job_id: str) -> dict[str, str]:
+    """The job's running steps, each id (``JOB.STEP``) by its name (``squeue -s``)."""
+    listed = (line.split() for line in slurm("squeue", "-h", "-s", "-j", job_id, "-o", "%i %j").splitlines())
+    return {words[1]: words[0] for words in listed if len(words) == 2}
+
+
+def step_pids(step_id: str, node: str, away: bool) -> list[int]:
+    """The step's processes on ``node`` (``scontrol listpids``, read on that node: through srun where ``away``)."""
+    argv = ["scontrol", "listpids", step_id, node]
+    said = on_node(step_id.split(".")[0], node, argv) if away else slurm(*argv)
+    rows = (line.split() for line in said.splitlines()[1:])
+    return [int(words[0]) for words in rows if words and words[0].isdigit()]

@@ -26,7 +26,7 @@ import aiohttp
 from fairwin.directory.start_receipt import StopRecord
 from fairwin.errors import LaunchError, SchedulerError, ServerExitedError
 from fairwin.launch.local import LocalServer, read_process_env
-from fairwin.launch.scheduler import node_state, on_node, slurm, srun_argv
+from fairwin.launch.scheduler import node_state, on_node, slurm, srun_argv, step_pids, steps_named
 
 #: Variables Slurm sets in a step's tasks (and the batch step's; SLURMD_NODENAME names the task's own node): the
 #: runtime check compares the rest.
@@ -94,17 +94,15 @@ class SlurmStep(LocalServer):
         """The step srun made (by its name) and its first task, on this node; LaunchError where Slurm does not show
         them: a server whose step cannot be seen is not proved to be the one fairwin launched."""
         try:
-            listed_steps = slurm("squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j").splitlines()
-            found = [words[0] for words in map(str.split, listed_steps) if words[1:] == [self.step_name]]
-            if not found:
+            found = steps_named(self.job_id).get(self.step_name)
+            if found is None:
                 raise LaunchError(f"{self.spec.label}: Slurm lists no step named {self.step_name} in job {self.job_id}")
-            self.step_id = found[0]
-            listed = self._on_node(["scontrol", "listpids", self.step_id, self.node]).splitlines()[1:]
+            self.step_id = found
+            pids = step_pids(found, self.node, self.away)
         except SchedulerError as exc:
             raise LaunchError(
                 f"{self.spec.label}: its Slurm step could not be read, on node {self.node} ({self._node_said()}): {exc}"
             ) from None
-        pids = [int(line.split()[0]) for line in listed if line.split() and line.split()[0].isdigit()]
         if not pids:
             raise LaunchError(f"{self.spec.label}: Slurm step {self.step_id} lists no process on node {self.node}")
         self.task_pid = min(pids)

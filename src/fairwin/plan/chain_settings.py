@@ -24,7 +24,10 @@ class Placeholder(StrictModel):
         default_factory=dict, description="Added to fairwin's own environment (on a host: to its login's)."
     )
     host: str | None = Field(
-        None, description="Run it on this [hosts.NAME], in a detached tmux session there (default: here)."
+        None,
+        description="Run it on this [hosts.NAME], in a detached tmux session there, or on this [cluster] hosts "
+        "name's node, as a step of the chain's hold job (default: here; in a chain on Slurm, a step on the window's "
+        "node).",
     )
     tmux_socket: str | None = Field(
         None, description="On a host: the tmux socket its session lives on (tmux -L NAME; default: the default one)."

@@ -323,14 +323,20 @@ class Plan(StrictModel):
                 raise ValueError(f"roles.{role_name}: cpus and nice apply on this host only; remove them")
 
     def _placeholders(self) -> None:
+        bound = set(self.cluster.hosts) if self.cluster is not None else set()
         for name, placeholder in self.chain.placeholders.items():
             key = f"chain.placeholders.{name}"
-            if placeholder.host is not None and placeholder.host not in self.hosts:
-                raise ValueError(f"{key}.host names {placeholder.host!r}, which [hosts] does not declare")
+            if placeholder.host is not None and placeholder.host not in {*self.hosts, *bound}:
+                raise ValueError(f"{key}.host names {placeholder.host!r}, which neither [hosts] nor [cluster] hosts "
+                                 "declares")  # fmt: skip
             if placeholder.host is not None and placeholder.port is not None:
                 raise ValueError(f"{key}: port is a port here; a placeholder on a host has none")
-            if placeholder.host is None and placeholder.tmux_socket is not None:
-                raise ValueError(f"{key}: tmux_socket goes with host (a placeholder here runs detached, not in tmux)")
+            if placeholder.host in bound and (self.production is None or self.production.slurm_job is None):
+                raise ValueError(f"{key}.host: a placeholder on a Slurm node runs as a step of the chain's hold job, "
+                                 "and only a chain whose production is a Slurm job (slurm_job) has one")  # fmt: skip
+            if placeholder.host not in self.hosts and placeholder.tmux_socket is not None:
+                raise ValueError(f"{key}: tmux_socket goes with a [hosts] host (a placeholder here runs detached, and "
+                                 "one on a Slurm node as a step, not in tmux)")  # fmt: skip
 
     def _live_production(self) -> None:
         """Production's live processes name declared hosts; a role compared with them has a production to read."""

@@ -7,7 +7,8 @@ after the SSH login ends, and the session's pane is the command itself. Either w
 was started (name, host, pid, argv, the tmux session) goes into the chain's marker, and
 the next window proves each still runs its command, on its own host, before it takes
 them down. A placeholder is proved running only when it is still alive ``settle_s``
-after its start.
+after its start. In a chain on Slurm, one here or on a ``[cluster] hosts`` node runs
+as a step of the chain's hold job instead (production/placeholder_steps.py).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import ConfigDict
-
 from fairwin.commands import Retry
 from fairwin.errors import LaunchError, ProductionError
 from fairwin.launch.listeners import held_here
@@ -28,8 +27,9 @@ from fairwin.plan.chain_settings import Placeholder
 from fairwin.plan.hosts import Host
 from fairwin.plan.site import Site
 from fairwin.production.detached import command_of, launch_detached
+from fairwin.production.placeholder_record import RunningPlaceholder
+from fairwin.production.placeholder_steps import HoldSteps, left_steps, step_runs, stop_step
 from fairwin.production.proof import pid_alive, stop_group
-from fairwin.records import CompactModel
 
 SESSION_PREFIX = "fairwin-hold-"
 
@@ -38,32 +38,22 @@ def _tmux(socket: str | None) -> str:
     return "tmux" + (f" -L {shlex.quote(socket)}" if socket else "")
 
 
-class RunningPlaceholder(CompactModel):
-    """A placeholder as started (or found left running): its name, pid and command; on a host, its tmux session.
-    Kept in the chain's marker and the journal, so the next window (or an abort) can prove and stop it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    argv: list[str]
-    pid: int | None = None  # None: found by its declaration only, never seen running
-    host: str | None = None
-    session: str | None = None
-    tmux_socket: str | None = None
-
-
 def _session(record: RunningPlaceholder) -> str:
     return f"={record.session or SESSION_PREFIX + record.name}"  # "=": that session exactly
 
 
 class Placeholders:
-    """The plan's placeholders; ``state_dir`` keeps the pids and logs of those that run here."""
+    """The plan's placeholders; ``state_dir`` keeps the pids and logs of those that run here. With ``steps`` (a
+    window of a chain on Slurm), those here or on a bound host run as steps of the chain's hold job; with
+    ``hold_job`` alone (the chain ended from outside it), its steps are found to be stopped."""
 
-    def __init__(self, site: Site, state_dir: Path) -> None:
+    def __init__(self, site: Site, state_dir: Path, steps: HoldSteps | None = None, hold_job: str | None = None):
         self.declared: dict[str, Placeholder] = site.plan.chain.placeholders
         self.hosts: Mapping[str, Host] = site.hosts
         self.base_dir = site.base_dir
         self.state_dir = state_dir
+        self.steps = steps
+        self.hold_job = steps.job if steps is not None else hold_job  # a Slurm chain's: its placeholder steps
 
     async def start(self) -> list[RunningPlaceholder]:
         """Start every placeholder and prove each running on its host; any that is not is stopped with the rest,
@@ -71,13 +61,19 @@ class Placeholders:
         started: list[RunningPlaceholder] = []
         try:
             for name, placeholder in self.declared.items():
-                if placeholder.host is not None:
+                if placeholder.host in self.hosts:
                     started.append(await self._start_there(name, placeholder))
                     continue
                 if placeholder.port is not None and (holder := held_here(placeholder.port)) is not None:
                     raise ProductionError(
                         f"placeholder {name}: its port {placeholder.port} here is already held by {holder}"
                     )
+                if self.steps is not None:
+                    started.append(await self.steps.start(name, placeholder))
+                    continue
+                if placeholder.host is not None:
+                    raise ProductionError(f"placeholder {name}: its host {placeholder.host} is a Slurm node's, and "
+                                          "this window runs in no chain's hold job to start it in")  # fmt: skip
                 env = {**os.environ, **placeholder.env}
                 pid = launch_detached(
                     placeholder.argv, env=env, cwd=self.base_dir, state_dir=self.state_dir, name=f"placeholder-{name}"
@@ -135,6 +131,8 @@ class Placeholders:
         """The recorded placeholder still runs its command: here its pid; on a host its tmux session, whose
         pane's pid runs it."""
         pid, argv, host = record.pid, record.argv, record.host
+        if record.slurm_step is not None:
+            return await step_runs(record)
         if pid is None:
             return False
         if host is None:
@@ -150,6 +148,7 @@ class Placeholders:
         problems = []
         for record in started:
             where = f" on host {record.host}" if record.host else ""
+            where += f", Slurm step {record.slurm_step} on node {record.node}" if record.slurm_step else ""
             try:
                 running = await self.runs(record)
             except ProductionError as exc:
@@ -162,19 +161,23 @@ class Placeholders:
     async def stop(self, started: list[RunningPlaceholder]) -> list[str]:
         """Take down every recorded placeholder that still runs its command; what was done, one line each."""
         done = []
-        unique = {(record.name, record.host, record.pid): record for record in started}
+        unique: dict[tuple[str, str | None, int | str | None], RunningPlaceholder] = {}
+        for record in started:  # the first record of each wins: a found step has no pid yet
+            unique.setdefault((record.name, record.host, record.slurm_step or record.pid), record)
         for record in unique.values():
             pid, name = record.pid, record.name
             try:
-                running = pid is not None and await self.runs(record)
+                running = (pid is not None or record.slurm_step is not None) and await self.runs(record)
             except ProductionError as exc:
                 done.append(f"{name}: not reached ({exc})")
                 continue
-            if not running or pid is None:
-                done.append(f"{name}: already gone")
-                continue
             grace = self.declared[name].stop_timeout_s if name in self.declared else 10.0
-            if record.host is None:
+            if running and record.slurm_step is not None:
+                step = f"Slurm step {record.slurm_step} on node {record.node}"
+                done.append(f"{name}: stopped {step} ({await stop_step(record, grace)})")
+            elif not running or pid is None:
+                done.append(f"{name}: already gone")
+            elif record.host is None:
                 done.append(f"{name}: stopped pid {pid} ({await stop_group(pid, pid, grace)})")
             else:
                 done.append(
@@ -202,10 +205,11 @@ class Placeholders:
 
     async def recorded(self) -> list[RunningPlaceholder]:
         """Every declared placeholder left by a window that died while starting them: here by its pid file in
-        ``state_dir``, on a host by its tmux session (whether each still runs is :meth:`stop`'s to check)."""
-        found = []
+        ``state_dir``, on a host by its tmux session, in a hold job by its step (whether each still runs is
+        :meth:`stop`'s to check)."""
+        found = await left_steps(self.hold_job, self.declared) if self.hold_job is not None else []
         for name, placeholder in self.declared.items():
-            if placeholder.host is not None:
+            if placeholder.host in self.hosts:
                 found += await self._recorded_there(name, placeholder)
                 continue
             pid_file = self.state_dir / f"placeholder-{name}.pid"

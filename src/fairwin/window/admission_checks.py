@@ -30,6 +30,7 @@ from fairwin.gates.sequence import GATES, GateReading
 from fairwin.launch.checkouts import check_checkouts, pinned_checkouts
 from fairwin.launch.listeners import held_here
 from fairwin.launch.shell import shell
+from fairwin.plan.hosts import SlurmNode
 from fairwin.production.live_check import production_as_it_runs
 from fairwin.production.proof import host_port
 from fairwin.telemetry import watchdog
@@ -167,7 +168,8 @@ async def _launchable(admitting: Admission) -> Problems:
 
 
 async def _placeholders_there(admitting: Admission) -> Problems:
-    """Every placeholder on a host finds tmux and its command there."""
+    """Every placeholder on a host finds its command there, and tmux on an SSH host (one on a Slurm node runs as a
+    step)."""
     chain = admitting.site.plan.chain
     if admitting.options.chain != "chain" or chain is None:
         return []
@@ -175,10 +177,14 @@ async def _placeholders_there(admitting: Admission) -> Problems:
     for name, placeholder in chain.placeholders.items():
         if placeholder.host is None:
             continue
-        command = shlex.quote(placeholder.argv[0])
-        script = f"command -v tmux >/dev/null || echo tmux; command -v -- {command} >/dev/null || echo {command}"
+        command, place = shlex.quote(placeholder.argv[0]), admitting.site.places.get(placeholder.host)
+        if place is None:
+            problems.append(f"placeholder {name}: its host {placeholder.host} is bound to no node of a Slurm job")
+            continue
+        script = f"command -v -- {command} >/dev/null || echo {command}"
+        script = script if isinstance(place, SlurmNode) else f"command -v tmux >/dev/null || echo tmux; {script}"
         try:
-            _, out = await shell(placeholder.host, admitting.site.host(placeholder.host), script, retry="read")
+            _, out = await shell(placeholder.host, place, script, retry="read")
         except LaunchError as exc:
             problems.append(f"placeholder {name}: {exc}")
             continue
@@ -283,7 +289,7 @@ ADMISSION: tuple[tuple[Stage, Check[Admission]], ...] = (
     ("hosts", Check("hosts reachable", "each host the window touches, by its known key", _hosts_reachable)),
     ("hosts", Check("pinned code", "each pinned checkout on its host", _pinned_code)),
     ("hosts", Check("launchable", "each process's command, directory and fixed ports on its host", _launchable)),
-    ("hosts", Check("placeholders there", "tmux and each placeholder's command on its host", _placeholders_there)),
+    ("hosts", Check("placeholders there", "each placeholder's command on its host, and tmux", _placeholders_there)),
     ("hosts", Check("production's clock cap", "the cap file on production's host", _production_cap)),
     ("hosts", Check("clocks observed", "each host's GPU source and clock settings", _clocks_observed)),
     ("hosts", Check("watchdog logs", "each host's clock watchdog log", _watchdog_logs)),

@@ -6,7 +6,9 @@ The window itself, one method per journaled step, is :class:`fairwin.window.mach
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Unpack
 
 from fairwin.custody.chain import (
@@ -26,6 +28,7 @@ from fairwin.launch.runtime_cli import container_clis
 from fairwin.plan.loading import LoadedPlan
 from fairwin.plan.schedule import window_starts
 from fairwin.plan.site import Site
+from fairwin.production.placeholder_steps import HoldSteps
 from fairwin.production.placeholders import Placeholders
 from fairwin.telemetry.cap import production_caps
 from fairwin.telemetry.watched_hosts import window_gpus
@@ -152,17 +155,29 @@ def chain_for(admitted: Admission, hold: Hold | None, environment: Environment) 
     assert declared is not None  # a window's hold is made with production's declaration (_hold)
     if found is not None:
         hold.taken = True  # the chain left production down: from the window's first step, it is owed back
+    held_by = hold.window_job if hold.production.scheduled is not None else None  # its job holds the chain
+    state_dir = hold.production.state_dir
     return ChainRun(
         marker_path=path,
         ledger_dir=admitted.out,
-        placeholders=Placeholders(admitted.site, hold.production.state_dir),
+        placeholders=Placeholders(admitted.site, state_dir, _hold_steps(admitted, held_by, state_dir)),
         last=wanted == "last",
         found=found,
         snapshot=declared,
         commit=environment.commit,
         coordinator=coordinator(options.coordinator),
-        slurm_job=hold.window_job if hold.production.scheduled is not None else None,  # its job holds the chain
+        slurm_job=held_by,
     )
+
+
+def _hold_steps(admitted: Admission, job: str | None, state_dir: Path) -> HoldSteps | None:
+    """Where a Slurm job holds the chain, the placeholders are steps of it, started by its batch step, which runs
+    on the node this window does."""
+    if job is None or admitted.allocation is None:
+        return None
+    site = admitted.site
+    node = os.environ.get("SLURMD_NODENAME") or admitted.allocation.nodes[0]
+    return HoldSteps(job, node, admitted.out, state_dir, site.base_dir, site.nodes)
 
 
 async def run_window(loaded: LoadedPlan, mode_name: str, **options: Unpack[WindowOptions]) -> WindowResult:
