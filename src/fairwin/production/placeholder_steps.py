@@ -31,8 +31,10 @@ from fairwin.production.placeholder_record import RunningPlaceholder
 
 #: A placeholder's step is named this and its own name, then a token.
 STEP_PREFIX = "fairwin-hold-"
-#: How long the batch step and srun may take to make a requested step before the start fails.
+#: How long the batch step and srun may take to make a requested step and start its task before the start fails.
 STEP_WAIT_S = 20.0
+#: How long a step may stay listed after SIGKILL.
+KILL_WAIT_S = 5.0
 _POLL_S = 0.2
 
 
@@ -83,13 +85,7 @@ class HoldSteps:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         script.write_text(f"exec {shlex.join(srun)} >>{shlex.quote(str(log))} 2>&1\n")
         self.ask(script)
-        step = await self._found(step_name, log)
-        try:
-            pids = await asyncio.to_thread(step_pids, step, node, node != _here())
-        except SchedulerError as exc:
-            raise ProductionError(f"placeholder {name}: its step {step} cannot be read on node {node}: {exc}") from None
-        if not pids:
-            raise ProductionError(f"placeholder {name}: its step {step} lists no process on node {node}")
+        step, pids = await self._found(step_name, node, log)
         return RunningPlaceholder(
             name=name, argv=placeholder.argv, pid=min(pids), host=placeholder.host, slurm_step=step, node=node
         )
@@ -109,21 +105,23 @@ class HoldSteps:
         finally:
             os.close(fd)
 
-    async def _found(self, step_name: str, log: Path) -> str:
-        """The step's id once Slurm lists it; ProductionError naming what srun said where it never does."""
-        deadline = time.monotonic() + STEP_WAIT_S
+    async def _found(self, step_name: str, node: str, log: Path) -> tuple[str, list[int]]:
+        """The step's id and its task's pids once Slurm lists both (slurmctld lists a step before its node runs
+        it); ProductionError naming what was last seen and what srun said where that never happens."""
+        deadline, seen = time.monotonic() + STEP_WAIT_S, f"Slurm lists no step {step_name}"
         while time.monotonic() < deadline:
             try:
-                found = (await asyncio.to_thread(steps_named, self.job)).get(step_name)
+                step = (await asyncio.to_thread(steps_named, self.job)).get(step_name)
+                if step is not None:
+                    seen = f"step {step} lists no process on node {node}"
+                    if pids := await asyncio.to_thread(step_pids, step, node, node != _here()):
+                        return step, pids
             except SchedulerError as exc:
-                raise ProductionError(f"the hold job {self.job}'s steps cannot be read: {exc}") from None
-            if found is not None:
-                return found
+                seen = f"its step {step_name} cannot be read ({exc})"
             await asyncio.sleep(_POLL_S)
         said = log.read_text(errors="replace").strip().splitlines()[-2:] if log.exists() else []
         raise ProductionError(
-            f"Slurm lists no step {step_name} in the hold job {self.job} after {STEP_WAIT_S:.0f} s; srun said: "
-            f"{'; '.join(said) or 'nothing'}"
+            f"in the hold job {self.job}, {seen} after {STEP_WAIT_S:.0f} s; srun said: {'; '.join(said) or 'nothing'}"
         )
 
 
@@ -182,30 +180,36 @@ def _ended(job: str) -> bool:
 
 
 async def stop_step(record: RunningPlaceholder, grace_s: float) -> str:
-    """SIGTERM to the step's tasks, then the step cancelled with SIGKILL where it outlives ``grace_s``."""
+    """SIGTERM to the step's tasks, then SIGKILL where it is still listed ``grace_s`` later. Slurm 22.05's scancel,
+    run outside the step's job, ends the step and then fails ("Invalid job id specified"): what decides is whether
+    Slurm still lists the step, and what scancel said is kept for the error where it does."""
     step = str(record.slurm_step)
     try:
-        await _signal(step, "TERM")
-        deadline = time.monotonic() + grace_s
-        while await _listed(step):
-            if time.monotonic() >= deadline:
-                await _signal(step, "KILL")
-                return "SIGKILL"
-            await asyncio.sleep(_POLL_S)
+        said = await _signal(step, "TERM")
+        if await _gone_within(step, grace_s):
+            return "SIGTERM"
+        said = await _signal(step, "KILL") or said
+        if await _gone_within(step, KILL_WAIT_S):
+            return "SIGKILL"
     except SchedulerError as exc:
-        raise ProductionError(f"its Slurm step {step} could not be cancelled: {exc}") from None
-    return "SIGTERM"
+        raise ProductionError(f"its Slurm step {step} cannot be read: {exc}") from None
+    raise ProductionError(f"its Slurm step {step} is still listed after SIGKILL{f' ({said})' if said else ''}")
 
 
-async def _listed(step: str) -> bool:
-    return step in (await asyncio.to_thread(steps_named, step.split(".")[0])).values()
-
-
-async def _signal(step: str, signal: str) -> None:
-    """``scancel --signal`` of the step. Slurm 22.05's scancel, run outside the step's job, cancels the step and
-    then fails ("Invalid job id specified"): a failure counts only while the step is still listed."""
+async def _signal(step: str, signal: str) -> str | None:
+    """``scancel --signal`` of the step; what it said where it failed."""
     try:
         await asyncio.to_thread(slurm, "scancel", "--quiet", f"--signal={signal}", step)
-    except SchedulerError:
-        if await _listed(step):
-            raise
+    except SchedulerError as exc:
+        return str(exc)
+    return None
+
+
+async def _gone_within(step: str, seconds: float) -> bool:
+    """Slurm no longer lists the step, within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while step in (await asyncio.to_thread(steps_named, step.split(".")[0])).values():
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(_POLL_S)
+    return True

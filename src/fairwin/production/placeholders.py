@@ -173,8 +173,7 @@ class Placeholders:
                 continue
             grace = self.declared[name].stop_timeout_s if name in self.declared else 10.0
             if running and record.slurm_step is not None:
-                step = f"Slurm step {record.slurm_step} on node {record.node}"
-                done.append(f"{name}: stopped {step} ({await stop_step(record, grace)})")
+                done.append(await self._stop_step(record, grace))
             elif not running or pid is None:
                 done.append(f"{name}: already gone")
             elif record.host is None:
@@ -184,6 +183,14 @@ class Placeholders:
                     f"{name}: stopped pid {pid} on host {record.host} ({await self._stop_there(record, grace)})"
                 )
         return done
+
+    async def _stop_step(self, record: RunningPlaceholder, grace_s: float) -> str:
+        """A placeholder's step cancelled; one that will not go is said so (the hold job's end takes it)."""
+        step = f"Slurm step {record.slurm_step} on node {record.node}"
+        try:
+            return f"{record.name}: stopped {step} ({await stop_step(record, grace_s)})"
+        except ProductionError as exc:
+            return f"{record.name}: not stopped ({exc})"
 
     async def _stop_there(self, record: RunningPlaceholder, grace_s: float) -> str:
         """Its tmux session killed and its pane's group sent SIGTERM, SIGKILL after ``grace_s``."""
