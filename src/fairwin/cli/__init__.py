@@ -80,7 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Allocations between two young collections (Python's default: 700). A command's own objects are mostly its
+#: modules' (classes, and the validation schema pydantic builds for each model as it is imported), which survive;
+#: at 700, a short command spent 6 to 7 % of its CPU scanning them again (38 of 425 ms for `fairwin production
+#: status`; 13 ms at 10,000). Cyclic garbage is still collected, later.
+GC_YOUNG_THRESHOLD = 10_000
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     check_required(args)
