@@ -174,7 +174,7 @@ LONGEST_FIRST = (
     "tests/integration/test_runbook_day.py",  # one test of 105 to 125 s: started late, it is the part's tail
     "tests/integration/test_cluster_production.py",  # 70 s, most of it waiting on Slurm (2026-12-05)
     "tests/integration/test_cluster.py",  # 70 s, most of it waiting on Slurm's 30-s check of time limits
-    "tests/integration/test_cluster_chain.py",  # 22 s, waiting on Slurm (2026-12-06)
+    "tests/integration/test_cluster_chain.py",  # 7 chains, about 90 s, mostly waiting on Slurm (2026-12-06)
     "tests/integration/test_many_arms.py",  # 75 s, most of it one window
     "tests/integration/test_hosts.py",
     "tests/integration/test_production.py",

@@ -1,6 +1,6 @@
-"""A chain whose production is a Slurm job, against a real Slurm on this machine (tests/integration/slurm.py): one
-hold job keeps the nodes from the chain's first window to its last, each window a step of it, and production is
-given back by Slurm only once the chain has ended."""
+"""A chain on a real Slurm on this machine (tests/integration/slurm.py): one hold job keeps the nodes from the
+chain's first window to its last, each window and each placeholder a step of it; a production that is a Slurm job
+is given back by Slurm only once the chain has ended, one that fairwin runs by the chain's last window."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any
 
 from fairwin.files import scan_jsonl
 from tests.conftest import PlanFactory
-from tests.integration.helpers import processes_with, status
+from tests.integration.helpers import fairwin, processes_with, status
+from tests.integration.production import production_plan
 from tests.integration.slurm import Cluster, fairwin_on, in_job, scheduled_plan, slurm_production
 from tests.ports import free_port
 
@@ -186,3 +187,54 @@ def test_recover_ends_a_chains_hold_job_whose_follow_was_cut_and_proves_producti
         restore = status(ended)["restore"]
         assert (restore["state"], restore["slurm"]["window_job"]) == ("RESTORED", job)
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
+
+
+def test_a_chain_on_the_cluster_whose_production_fairwin_runs_holds_its_nodes_in_one_job_too(
+    make_plan: PlanFactory, slurm_cluster: Cluster, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = production_plan(make_plan, "prod-chain-own", chain=holding("prod-chain-own", None))
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n2"]\n')
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
+    assert first.returncode == 0, (first.stdout, first.stderr)
+    job = first.stdout.split()[3]
+    assert first.stdout.startswith(f"submitted Slurm job {job} to hold the chain's nodes n2"), first.stdout
+    # Between the windows: production down, its node held by the chain's job, the placeholder a step of it.
+    assert json.loads(scratch_chain_marker.read_text())["slurm_job"] == job
+    assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T %j").stdout.split() == ["RUNNING", "fairwin-chain"]
+    assert placeholder_steps(slurm_cluster, job) == ["fairwin-hold-gpu n2"]
+    assert processes_with("--model prod-chain-own") == []
+    last = fairwin_on(slurm_cluster, "submit", str(plan), "--chain-last")
+    assert last.returncode == 0, (last.stdout, last.stderr)
+    assert "submitted" not in last.stdout and f"job {job}: cancelled, the chain's nodes let go" in last.stdout
+    chained, ended = windows_of(plan)
+    assert [json.loads((w / "window.json").read_text())["cluster"]["job_id"] for w in (chained, ended)] == [job, job]
+    assert (status(ended)["chain"]["end"], status(ended)["restore"]["state"]) == ("ENDED", "RESTORED")
+    assert slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() == "CANCELLED"
+    assert len(processes_with("--model prod-chain-own")) == 1  # restored by the last window, and running
+    assert not scratch_chain_marker.exists() and processes_with("hold-prod-chain-own") == []
+
+
+def test_recover_ends_the_hold_job_of_a_chain_whose_last_window_restored_production_itself(
+    make_plan: PlanFactory, slurm_cluster: Cluster, stop_production: list[Path], scratch_chain_marker: Path
+) -> None:
+    plan = production_plan(make_plan, "prod-chain-own-cut", chain=holding("prod-chain-own-cut", None))
+    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n1"]\n')
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
+    assert first.returncode == 0, (first.stdout, first.stderr)
+    job = first.stdout.split()[3]
+    # The last window run in the hold job with no follow after it (as when `fairwin submit`'s was cut).
+    run = [sys.executable, "-m", "fairwin", "run", str(plan), "--chain-last", "--quiet"]
+    last = slurm_cluster.run("srun", f"--jobid={job}", "--overlap", "-N1", "-n1", "-w", "n1", *run, timeout=240)
+    assert last.returncode == 0, (last.stdout, last.stderr)
+    assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING"  # still held
+    recovered = fairwin_on(slurm_cluster, "recover", str(plan))
+    assert (recovered.returncode, recovered.stdout) == (
+        0,
+        f"Slurm job {job}, the hold job of a chain that ended, cancelled\n",
+    ), recovered.stderr
+    assert slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() == "CANCELLED"
+    assert len(processes_with("--model prod-chain-own-cut")) == 1

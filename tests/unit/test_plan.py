@@ -381,20 +381,18 @@ def test_a_bound_host_is_not_also_an_ssh_host(make_plan: PlanFactory) -> None:
     assert "cluster.hosts: b is a [hosts] table too; a host is one or the other" in one_line_error(exc)
 
 
-def test_a_placeholder_on_a_slurm_node_needs_a_chain_held_by_a_slurm_job(make_plan: PlanFactory) -> None:
-    holder = {"gpu": {"argv": ["hold"], "host": "b"}}
+def test_a_placeholder_may_run_on_a_bound_host_but_not_in_tmux(make_plan: PlanFactory) -> None:
     cluster = '[cluster]\nscheduler = "slurm"\nnodes = ["n1", "n2"]\nhosts = ["a", "b"]\n'
-    held = {"slurm_job": "prod", "base_url": "http://127.0.0.1:9", "model": "m"}
     said = []
-    for production in (None, held):
-        plan = make_plan(chain={"placeholders": holder}, production=production)
+    for holder in ({"argv": ["hold"], "host": "b"}, {"argv": ["hold"], "host": "b", "tmux_socket": "s"}):
+        plan = make_plan(chain={"placeholders": {"gpu": holder}})
         plan.write_text(plan.read_text() + f"\n{cluster}")
         try:
             said.append(str(load_plan(plan).plan.chain.placeholders["gpu"].host))
         except PlanError as exc:
             said.append(str(exc).split(": ", 1)[1])
     assert said == [
-        "(top level): chain.placeholders.gpu.host: a placeholder on a Slurm node runs as a step of the chain's hold "
-        "job, and only a chain whose production is a Slurm job (slurm_job) has one; fix this value",
         "b",
+        "(top level): chain.placeholders.gpu: tmux_socket goes with a [hosts] host (a placeholder here runs detached, "
+        "and one on a Slurm node as a step, not in tmux); fix this value",
     ]

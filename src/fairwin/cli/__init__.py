@@ -13,6 +13,7 @@ scrubbed of every resolved secret.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 import traceback

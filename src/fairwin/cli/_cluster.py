@@ -143,8 +143,7 @@ def submit_window(args: argparse.Namespace) -> int:
     output = (Path(args.out) if args.out else loaded.output_dir()).resolve()
     output.mkdir(parents=True, exist_ok=True)
     plan = Path(args.plan).resolve()
-    production = loaded.plan.production
-    if (args.chain or args.chain_last) and production is not None and production.slurm_job is not None:
+    if args.chain or args.chain_last:
         return _submit_chained(args, Site.of(loaded), output, request, _command(args, plan, mode_name))
     argv = sbatch_argv(
         cluster, request, f"fairwin-{mode_name}", output / "slurm-%j.out", _command(args, plan, mode_name)
@@ -176,7 +175,7 @@ def submit_window(args: argparse.Namespace) -> int:
 
 
 def _submit_chained(args: argparse.Namespace, site: Site, output: Path, request: JobRequest, command: list[str]) -> int:
-    """A window of a chain whose production is a Slurm job: a step of the chain's hold job (docs/cluster.md)."""
+    """A window of a chain: a step of the chain's hold job (docs/cluster.md)."""
     import asyncio
 
     from fairwin.custody.slurm_chain import after_chain, run_chained

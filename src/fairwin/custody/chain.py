@@ -240,7 +240,7 @@ class ChainRun:
     end: ChainEnd | None = None
     reason: str | None = None
     chain_id: str | None = None  # the chain's id, once known: continued, or started by this window's hold over
-    slurm_job: str | None = None  # the Slurm job the window runs in, holding the chain's nodes (Marker.slurm_job)
+    slurm_job: str | None = None  # on a cluster, the chain's hold job, which the window runs in (Marker.slurm_job)
 
     @property
     def position(self) -> int:
@@ -365,6 +365,6 @@ class ChainRun:
             names = ", ".join(p.name for p in self.started) or "no placeholders"
             return f"chain: CHAINED (window {self.position} of the chain; production left down, {names} holding it)"
         if self.end == "ENDED":
-            back = "handed back to Slurm" if self.slurm_job else "restored"
+            back = "handed back to Slurm" if self.snapshot.slurm_job else "restored"
             return f"chain: ENDED (window {self.position}, the last; production {back}, the marker cleared)"
         return f"chain: {self.end or 'running'}"

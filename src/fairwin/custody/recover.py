@@ -28,7 +28,7 @@ from fairwin.custody.chain_receipts import write_end
 from fairwin.custody.hardware_lock import HardwareLock
 from fairwin.custody.hold import Hold
 from fairwin.custody.lock import holder, lock_path, shared_locks
-from fairwin.custody.slurm_return import prove_returns
+from fairwin.custody.slurm_return import end_ended_chains, prove_returns
 from fairwin.custody.team_hold import TeamHold, release_owed
 from fairwin.directory.journal import RELEASE_STEP, Launched, happened, production_at_open, read_journal, servers
 from fairwin.directory.layout import WindowDir
@@ -57,10 +57,12 @@ class Recovery:
     released: list[str] = field(default_factory=list)  # finished windows whose owed team release now released
     owed: list[str] = field(default_factory=list)  # windows whose team release is still owed after this recover
     returned: list[tuple[str, Restore]] = field(default_factory=list)  # windows production came back to from Slurm
+    holds_ended: list[str] = field(default_factory=list)  # hold jobs of ended chains, cancelled
 
     def summary(self) -> str:
         releases = [f"team release of window {window} released" for window in self.released]
         releases += [f"window {window}: production {restore.state} from Slurm" for window, restore in self.returned]
+        releases += [f"Slurm job {job}, the hold job of a chain that ended, cancelled" for job in self.holds_ended]
         if self.window_id is None:
             if releases or self.problems:
                 return "; ".join([*releases, *self.problems])
@@ -192,8 +194,13 @@ async def _owed_releases(site: Site, output_dir: Path, result: Recovery, skip: s
 
 async def _owed_returns(site: Site, output_dir: Path, result: Recovery) -> None:
     """Every window of ``output_dir`` that handed production to Slurm (RETURNING): its return proved now; one
-    that did not come back is RESTORE FAILED, raised once the rest is done."""
+    that did not come back is RESTORE FAILED, raised once the rest is done. On a cluster, then, the hold job of
+    every chain that ended ended too."""
     result.returned += await prove_returns(site, output_dir, lambda _line: None)
+    if site.plan.cluster is not None:
+        chain = read_marker(marker_path(site, output_dir))
+        held = chain.slurm_job if chain is not None else None
+        result.holds_ended += await end_ended_chains(output_dir, held, lambda _line: None)
     failed = [f"window {window}: {restore.reason}" for window, restore in result.returned if not restore.restored]
     if failed:
         raise RestoreFailed(f"production did not come back from Slurm: RESTORE FAILED: {'; '.join(failed)}")

@@ -1,6 +1,6 @@
-"""A chain whose production is a Slurm job (docs/cluster.md): one allocation, the chain's **hold job**, holds its
-nodes from its first window to its last, and each window runs as a step of it (``srun --jobid``), so that Slurm
-never runs production between two of them.
+"""A chain on a Slurm cluster (docs/cluster.md): one allocation, the chain's **hold job**, holds its nodes from its
+first window to its last, and each window runs as a step of it (``srun --jobid``), so that Slurm never gives them
+to another job between two of them (production's own, where production is a Slurm job).
 
 ``fairwin submit --chain`` queues the hold job for a new chain (an exclusive allocation of the plan's nodes whose
 batch step starts the chain's placeholders as steps when a window asks, and otherwise waits), runs each window in
@@ -47,7 +47,10 @@ def held_by_slurm(marker: Marker) -> list[str]:
     except SchedulerError as exc:
         return [f"the chain's Slurm job {job_id} cannot be read: {exc}"]
     if found.state != "RUNNING":
-        return [f"the chain's Slurm job {job_id}, which holds its nodes, is {found.state}: Slurm may run production"]
+        return [
+            f"the chain's Slurm job {job_id}, which holds its nodes, is {found.state}: Slurm may have run other jobs "
+            "there (production's own, where it is one)"
+        ]
     return []
 
 

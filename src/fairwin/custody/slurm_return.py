@@ -106,6 +106,19 @@ async def _chain_over(job: str, say: Callable[[str], None]) -> bool:
     return True
 
 
+async def end_ended_chains(output_dir: Path, chain_job: str | None, say: Callable[[str], None]) -> list[str]:
+    """Every chain's hold job that the output directory's windows ran in and that still holds its nodes, though
+    its chain ended (``chain_job``: the one a chain in progress still holds, left alone): ended, so that Slurm can
+    give the nodes back; a chain whose last window restored production itself leaves nothing RETURNING to find
+    them by. The jobs ended."""
+    jobs = set()
+    for manifest in output_dir.glob("*/window.json") if output_dir.is_dir() else []:
+        with contextlib.suppress(InputError):
+            found = read_record(manifest, WindowManifest)
+            jobs |= {found.cluster.job_id} if found.cluster is not None else set()
+    return [job for job in sorted(jobs - {chain_job}) if await _chain_over(job, say)]
+
+
 async def prove_returns(site: Site, output_dir: Path, say: Callable[[str], None]) -> list[tuple[str, Restore]]:
     """Every window of ``output_dir`` still RETURNING, proved back (each window's id, and its restore)."""
     proved = []

@@ -331,9 +331,6 @@ class Plan(StrictModel):
                                  "declares")  # fmt: skip
             if placeholder.host is not None and placeholder.port is not None:
                 raise ValueError(f"{key}: port is a port here; a placeholder on a host has none")
-            if placeholder.host in bound and (self.production is None or self.production.slurm_job is None):
-                raise ValueError(f"{key}.host: a placeholder on a Slurm node runs as a step of the chain's hold job, "
-                                 "and only a chain whose production is a Slurm job (slurm_job) has one")  # fmt: skip
             if placeholder.host not in self.hosts and placeholder.tmux_socket is not None:
                 raise ValueError(f"{key}: tmux_socket goes with a [hosts] host (a placeholder here runs detached, and "
                                  "one on a Slurm node as a step, not in tmux)")  # fmt: skip

@@ -91,12 +91,14 @@ def _chain(admitting: Admission) -> Problems:
         return [f"{in_progress(path, found)}; {how}"] if found is not None else []
     if site.plan.production is None:
         raise InputError(f"--chain needs a [production] section in {site.path}: a chain leaves production down")
-    if site.plan.production.slurm_job is not None and not os.environ.get("SLURM_STEP_ID", "").isdigit():
-        # Between two windows' jobs Slurm would run production's job again on the freed node: a chain needs one
-        # allocation held from its first window to its last, each window a step of it (not its batch step).
+    if site.plan.cluster is not None and not os.environ.get("SLURM_STEP_ID", "").isdigit():
+        # Between two windows' jobs Slurm would give the freed nodes to another job (production's own, where it is
+        # one): a chain needs one allocation held from its first window to its last, each window a step of it.
+        job = site.plan.production.slurm_job
+        held = f"with production as a Slurm job ({job})" if job else "on a Slurm cluster"
+        between = "Slurm runs production between them" if job else "Slurm gives its nodes to other jobs between them"
         raise InputError(
-            f"--chain with production as a Slurm job ({site.plan.production.slurm_job}) runs each window as a step "
-            "of one allocation held across the chain, else Slurm runs production between them: "
+            f"--chain {held} runs each window as a step of one allocation held across the chain, else {between}: "
             "`fairwin submit PLAN --chain` holds one"
         )
     if admitting.checked.mode.many:

@@ -155,7 +155,7 @@ def chain_for(admitted: Admission, hold: Hold | None, environment: Environment) 
     assert declared is not None  # a window's hold is made with production's declaration (_hold)
     if found is not None:
         hold.taken = True  # the chain left production down: from the window's first step, it is owed back
-    held_by = hold.window_job if hold.production.scheduled is not None else None  # its job holds the chain
+    held_by = hold.window_job  # on a cluster, the chain's hold job: this window is a step of it (admission)
     state_dir = hold.production.state_dir
     return ChainRun(
         marker_path=path,
