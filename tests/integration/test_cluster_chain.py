@@ -189,17 +189,26 @@ def test_recover_ends_a_chains_hold_job_whose_follow_was_cut_and_proves_producti
         assert slurm_cluster.run("squeue", "-h", "-j", production, "-o", "%T").stdout.strip() == "RUNNING"
 
 
+def own_production_chain(
+    make_plan: PlanFactory, cluster: Cluster, name: str, node: str, stop_production: list[Path]
+) -> tuple[Path, str]:
+    """A production fairwin runs here (up), and a chain's first window on ``node`` submitted against it, with a
+    placeholder: the plan, and the chain's hold job."""
+    plan = production_plan(make_plan, name, chain=holding(name, None))
+    plan.write_text(plan.read_text() + f'\n[cluster]\nscheduler = "slurm"\nnodes = ["{node}"]\n')
+    stop_production.append(plan)
+    assert fairwin("production", "up", str(plan)).returncode == 0
+    first = fairwin_on(cluster, "submit", str(plan), "--chain")
+    assert first.returncode == 0, (first.stdout, first.stderr)
+    job = first.stdout.split()[3]
+    assert first.stdout.startswith(f"submitted Slurm job {job} to hold the chain's nodes {node}"), first.stdout
+    return plan, job
+
+
 def test_a_chain_on_the_cluster_whose_production_fairwin_runs_holds_its_nodes_in_one_job_too(
     make_plan: PlanFactory, slurm_cluster: Cluster, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
-    plan = production_plan(make_plan, "prod-chain-own", chain=holding("prod-chain-own", None))
-    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n2"]\n')
-    stop_production.append(plan)
-    assert fairwin("production", "up", str(plan)).returncode == 0
-    first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
-    assert first.returncode == 0, (first.stdout, first.stderr)
-    job = first.stdout.split()[3]
-    assert first.stdout.startswith(f"submitted Slurm job {job} to hold the chain's nodes n2"), first.stdout
+    plan, job = own_production_chain(make_plan, slurm_cluster, "prod-chain-own", "n2", stop_production)
     # Between the windows: production down, its node held by the chain's job, the placeholder a step of it.
     assert json.loads(scratch_chain_marker.read_text())["slurm_job"] == job
     assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T %j").stdout.split() == ["RUNNING", "fairwin-chain"]
@@ -219,13 +228,7 @@ def test_a_chain_on_the_cluster_whose_production_fairwin_runs_holds_its_nodes_in
 def test_recover_ends_the_hold_job_of_a_chain_whose_last_window_restored_production_itself(
     make_plan: PlanFactory, slurm_cluster: Cluster, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
-    plan = production_plan(make_plan, "prod-chain-own-cut", chain=holding("prod-chain-own-cut", None))
-    plan.write_text(plan.read_text() + '\n[cluster]\nscheduler = "slurm"\nnodes = ["n1"]\n')
-    stop_production.append(plan)
-    assert fairwin("production", "up", str(plan)).returncode == 0
-    first = fairwin_on(slurm_cluster, "submit", str(plan), "--chain")
-    assert first.returncode == 0, (first.stdout, first.stderr)
-    job = first.stdout.split()[3]
+    plan, job = own_production_chain(make_plan, slurm_cluster, "prod-chain-own-cut", "n1", stop_production)
     # The last window run in the hold job with no follow after it (as when `fairwin submit`'s was cut).
     run = [sys.executable, "-m", "fairwin", "run", str(plan), "--chain-last", "--quiet"]
     last = slurm_cluster.run("srun", f"--jobid={job}", "--overlap", "-N1", "-n1", "-w", "n1", *run, timeout=240)

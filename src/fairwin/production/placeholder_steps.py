@@ -79,8 +79,8 @@ class HoldSteps:
         node, step_name = self.node_of(placeholder), f"{STEP_PREFIX}{name}-{secrets.token_hex(4)}"
         log = self.state_dir / f"placeholder-{name}.log"
         env = [f"{key}={value}" for key, value in sorted(placeholder.env.items())]
-        srun = srun_argv(self.job, node, ["env", *env, *placeholder.argv], name=step_name, flags=[
-            f"--chdir={self.base_dir}"])  # fmt: skip
+        command = ["env", *env, *placeholder.argv]
+        srun = srun_argv(self.job, node, command, name=step_name, flags=[f"--chdir={self.base_dir}"])
         script = self.state_dir / f"placeholder-{name}.sh"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         script.write_text(f"exec {shlex.join(srun)} >>{shlex.quote(str(log))} 2>&1\n")
@@ -137,8 +137,9 @@ async def left_steps(job: str, declared: Mapping[str, Placeholder]) -> list[Runn
         name = step_name.removeprefix(STEP_PREFIX).rpartition("-")[0]
         if step_name.startswith(STEP_PREFIX) and name in declared:
             placeholder = declared[name]
-            found.append(RunningPlaceholder(
-                name=name, argv=placeholder.argv, host=placeholder.host, slurm_step=step, node=node))  # fmt: skip
+            found.append(
+                RunningPlaceholder(name=name, argv=placeholder.argv, host=placeholder.host, slurm_step=step, node=node)
+            )
     return found
 
 

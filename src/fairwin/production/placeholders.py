@@ -47,7 +47,9 @@ class Placeholders:
     window of a chain on Slurm), those here or on a bound host run as steps of the chain's hold job; with
     ``hold_job`` alone (the chain ended from outside it), its steps are found to be stopped."""
 
-    def __init__(self, site: Site, state_dir: Path, steps: HoldSteps | None = None, hold_job: str | None = None):
+    def __init__(
+        self, site: Site, state_dir: Path, steps: HoldSteps | None = None, hold_job: str | None = None
+    ) -> None:
         self.declared: dict[str, Placeholder] = site.plan.chain.placeholders
         self.hosts: Mapping[str, Host] = site.hosts
         self.base_dir = site.base_dir
@@ -72,8 +74,10 @@ class Placeholders:
                     started.append(await self.steps.start(name, placeholder))
                     continue
                 if placeholder.host is not None:
-                    raise ProductionError(f"placeholder {name}: its host {placeholder.host} is a Slurm node's, and "
-                                          "this window runs in no chain's hold job to start it in")  # fmt: skip
+                    raise ProductionError(
+                        f"placeholder {name}: its host {placeholder.host} is a Slurm node's, and this window runs in "
+                        "no chain's hold job to start it in"
+                    )
                 env = {**os.environ, **placeholder.env}
                 pid = launch_detached(
                     placeholder.argv, env=env, cwd=self.base_dir, state_dir=self.state_dir, name=f"placeholder-{name}"
