@@ -208,12 +208,12 @@ def own_production_chain(
 def test_a_chain_on_the_cluster_whose_production_fairwin_runs_holds_its_nodes_in_one_job_too(
     make_plan: PlanFactory, slurm_cluster: Cluster, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
-    plan, job = own_production_chain(make_plan, slurm_cluster, "prod-chain-own", "n2", stop_production)
+    plan, job = own_production_chain(make_plan, slurm_cluster, "own-chain", "n2", stop_production)
     # Between the windows: production down, its node held by the chain's job, the placeholder a step of it.
     assert json.loads(scratch_chain_marker.read_text())["slurm_job"] == job
     assert slurm_cluster.run("squeue", "-h", "-j", job, "-o", "%T %j").stdout.split() == ["RUNNING", "fairwin-chain"]
     assert placeholder_steps(slurm_cluster, job) == ["fairwin-hold-gpu n2"]
-    assert processes_with("--model prod-chain-own") == []
+    assert processes_with("--model own-chain") == []
     last = fairwin_on(slurm_cluster, "submit", str(plan), "--chain-last")
     assert last.returncode == 0, (last.stdout, last.stderr)
     assert "submitted" not in last.stdout and f"job {job}: cancelled, the chain's nodes let go" in last.stdout
@@ -221,14 +221,14 @@ def test_a_chain_on_the_cluster_whose_production_fairwin_runs_holds_its_nodes_in
     assert [json.loads((w / "window.json").read_text())["cluster"]["job_id"] for w in (chained, ended)] == [job, job]
     assert (status(ended)["chain"]["end"], status(ended)["restore"]["state"]) == ("ENDED", "RESTORED")
     assert slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() == "CANCELLED"
-    assert len(processes_with("--model prod-chain-own")) == 1  # restored by the last window, and running
-    assert not scratch_chain_marker.exists() and processes_with("hold-prod-chain-own") == []
+    assert len(processes_with("--model own-chain")) == 1  # restored by the last window, and running
+    assert not scratch_chain_marker.exists() and processes_with("hold-own-chain") == []
 
 
 def test_recover_ends_the_hold_job_of_a_chain_whose_last_window_restored_production_itself(
     make_plan: PlanFactory, slurm_cluster: Cluster, stop_production: list[Path], scratch_chain_marker: Path
 ) -> None:
-    plan, job = own_production_chain(make_plan, slurm_cluster, "prod-chain-own-cut", "n1", stop_production)
+    plan, job = own_production_chain(make_plan, slurm_cluster, "cut-chain", "n1", stop_production)
     # The last window run in the hold job with no follow after it (as when `fairwin submit`'s was cut).
     run = [sys.executable, "-m", "fairwin", "run", str(plan), "--chain-last", "--quiet"]
     last = slurm_cluster.run("srun", f"--jobid={job}", "--overlap", "-N1", "-n1", "-w", "n1", *run, timeout=240)
@@ -240,4 +240,4 @@ def test_recover_ends_the_hold_job_of_a_chain_whose_last_window_restored_product
         f"Slurm job {job}, the hold job of a chain that ended, cancelled\n",
     ), recovered.stderr
     assert slurm_cluster.run("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").stdout.strip() == "CANCELLED"
-    assert len(processes_with("--model prod-chain-own-cut")) == 1
+    assert len(processes_with("--model cut-chain")) == 1

@@ -169,7 +169,7 @@ async def run_chained(
     if after is not None and after.slurm_job == job:
         left = minutes_left(job)
         said = f" ({left:.0f} min left)" if left is not None else ""
-        say(f"chain: job {job} holds {','.join(cluster.nodes)} for the chain's next window{said}")
+        say(f"chain: job {job} holds {cluster.wanted} for the chain's next window{said}")
         return ChainedStep(job, code, output, goes_on=True)
     return ChainedStep(job, code, output, goes_on=False)
 
@@ -189,7 +189,7 @@ async def _new_hold(
                          "min); hold the chain's nodes for at least that")  # fmt: skip
     argv = allocation_argv(cluster, HOLD_NAME, minutes, output_dir / "slurm-%j.out")
     job = submit([*argv, "--wrap", batch_script(output_dir)])
-    say(f"submitted Slurm job {job} to hold the chain's nodes {','.join(cluster.nodes)}: limit {minutes} min")
+    say(f"submitted Slurm job {job} to hold the chain's nodes {cluster.wanted}: limit {minutes} min")
     try:
         after_submit(job)
         await wait_running(job, say)
