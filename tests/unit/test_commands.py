@@ -156,3 +156,29 @@ def test_a_slurm_production_still_on_the_window_s_node_is_requeued_and_released_
     with using(waiting):
         said = production.release()
     assert said.endswith(": released to run when the window's job ends (StartTime=now)")
+
+
+def test_a_production_launched_inside_a_slurm_job_must_be_able_to_outlive_it() -> None:
+    from fairwin.custody.slurm import production_outlives_job
+
+    config = ("scontrol", "show", "config")
+    said = []
+    for answer in (
+        Ran(0, "Configuration data as of 2026-12-06\nProctrackType           = proctrack/linuxproc\n"),
+        Ran(0, "ProctrackType           = proctrack/cgroup\nTaskPlugin              = task/cgroup\n"),
+        Ran(1, "", "slurm_load_ctl_conf error: Unable to contact slurm controller\n"),
+    ):
+        with using(Answering({config: answer})):
+            said.append(production_outlives_job("P", "7"))
+    assert said == [
+        [],
+        [
+            "production (role P) would be launched on the window's node, inside Slurm job 7, and the cluster tracks "
+            "processes with proctrack/cgroup: the job's end would end production after fairwin restored it; run "
+            "production as a Slurm job (production.slurm_job), or on a [hosts.NAME] off the cluster"
+        ],
+        [
+            "the cluster's process tracking cannot be read (`scontrol show config` failed: slurm_load_ctl_conf error: "
+            "Unable to contact slurm controller): production is not proved to outlive the job"
+        ],
+    ]

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from fairwin.directory.manifest import Allocation
 from fairwin.errors import SchedulerError
-from fairwin.launch.scheduler import hostnames, job_fields, node_address, slurm
+from fairwin.launch.scheduler import config_value, hostnames, job_fields, node_address, slurm
 from fairwin.plan.cluster import ClusterSettings
 from fairwin.plan.hosts import SlurmNode
 
@@ -116,3 +116,25 @@ def bind_hosts(cluster: ClusterSettings, found: Allocation, here: str | None) ->
         name: SlurmNode(node=node, job_id=found.job_id, address=node_address(node))
         for name, node in zip(cluster.hosts, ordered, strict=False)
     }
+
+
+#: Process tracking that follows a process's parents (or its group): production that fairwin launches detached, in
+#: a session of its own under init, is not the job's, and outlives it. cgroup tracking keeps every descendant.
+ESCAPABLE_TRACKING = frozenset({"proctrack/linuxproc", "proctrack/pgid"})
+
+
+def production_outlives_job(production_role: str, job_id: str) -> list[str]:
+    """Why a production fairwin launches on the window's node would end with the window's job (nothing where the
+    cluster's process tracking lets a detached process go): restored inside the job, it would be Slurm's to kill
+    when the job ends, after fairwin proved it back. Tracking that cannot be read refuses too."""
+    try:
+        tracking = config_value("ProctrackType")
+    except SchedulerError as exc:
+        return [f"the cluster's process tracking cannot be read ({exc}): production is not proved to outlive the job"]
+    if tracking in ESCAPABLE_TRACKING:
+        return []
+    return [
+        f"production (role {production_role}) would be launched on the window's node, inside Slurm job {job_id}, "
+        f"and the cluster tracks processes with {tracking}: the job's end would end production after fairwin "
+        "restored it; run production as a Slurm job (production.slurm_job), or on a [hosts.NAME] off the cluster"
+    ]

@@ -86,3 +86,12 @@ def step_pids(step_id: str, node: str, away: bool) -> list[int]:
     said = on_node(step_id.split(".")[0], node, argv) if away else slurm(*argv)
     rows = (line.split() for line in said.splitlines()[1:])
     return [int(words[0]) for words in rows if words and words[0].isdigit()]
+
+
+def config_value(key: str) -> str:
+    """One setting of the cluster's configuration as slurmctld holds it (``scontrol show config``)."""
+    for line in slurm("scontrol", "show", "config").splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == key:
+            return value.strip()
+    raise SchedulerError(f"`scontrol show config` names no {key}")

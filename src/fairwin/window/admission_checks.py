@@ -21,7 +21,7 @@ from typing import Literal
 
 from fairwin.custody.chain import continuation_problems, in_progress
 from fairwin.custody.lock import HardwareLocks, MachineLocks, refuse_if_held, refuse_if_held_elsewhere
-from fairwin.custody.slurm import allocated
+from fairwin.custody.slurm import allocated, production_outlives_job
 from fairwin.custody.slurm_chain import held_by_slurm, runs_in_chain_job
 from fairwin.directory.environment import git_state
 from fairwin.errors import ArchiveError, InputError, LaunchError, RuntimeCheckError
@@ -72,12 +72,16 @@ def _hardware(admitting: Admission) -> Problems:
 
 def _cluster_allocation(admitting: Admission) -> Problems:
     """With [cluster] scheduler = "slurm", Slurm holds the hardware: the window runs inside an exclusive allocation
-    of every node the plan declares."""
+    of every node the plan declares; a production it launches on its node must be able to outlive the job."""
     cluster = admitting.site.plan.cluster
     if cluster is None:
         return []
     admitting.allocation, bound, problems = allocated(cluster, os.environ)
     admitting.site = admitting.site.bound(bound)  # the plan's hosts on the cluster: every later check sees them
+    role = admitting.site.plan.production.role if admitting.site.plan.production is not None else None
+    launched_here = role is not None and admitting.site.production_host is None  # by a window of the job, at restore
+    if not problems and admitting.allocation is not None and launched_here:
+        problems += production_outlives_job(str(role), admitting.allocation.job_id)
     return problems
 
 
