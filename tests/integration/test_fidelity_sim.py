@@ -59,6 +59,9 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # the client's and the server's clocks agree within 10 % only where neither waits for a CPU:
+# beside six workers the nice-10 sim was descheduled between a chunk and its clock often enough for 50 to 70 ms
+# (0.41 and 0.53 s against the server's 0.46), which the product rightly calls untrusted (2 of 3 runs, 2026-12-06)
 def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanFactory) -> None:
     # Rounds of 20 ms from a server at nice 10: a client that waits for a CPU on a busy machine waits well under
     # the run-queue ceiling of any stream, so the server's own timing is what every stream is checked against.
