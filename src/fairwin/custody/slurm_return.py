@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -31,17 +31,22 @@ from fairwin.records import read_record
 RETURN_STEP = "return"
 
 
-def window_of_job(output_dir: Path, job_id: str) -> WindowDir | None:
-    """The last window a Slurm job ran, by the job its window.json records (a chain's hold job runs several, the
-    last one the one that ended the chain); None where it opened none (refused)."""
+def _window_jobs(output_dir: Path) -> Iterator[tuple[Path, str]]:
+    """Each window of the output directory that ran in a Slurm job, the latest first: its directory and the job
+    its window.json records (an unreadable one skipped)."""
     for manifest in sorted(output_dir.glob("*/window.json"), reverse=True) if output_dir.is_dir() else []:
         try:
             found = read_record(manifest, WindowManifest)
         except InputError:
             continue
-        if found.cluster is not None and found.cluster.job_id == job_id:
-            return WindowDir.at(manifest.parent)
-    return None
+        if found.cluster is not None:
+            yield manifest.parent, found.cluster.job_id
+
+
+def window_of_job(output_dir: Path, job_id: str) -> WindowDir | None:
+    """The last window a Slurm job ran, by the job its window.json records (a chain's hold job runs several, the
+    last one the one that ended the chain); None where it opened none (refused)."""
+    return next((WindowDir.at(path) for path, job in _window_jobs(output_dir) if job == job_id), None)
 
 
 def returning(directory: WindowDir) -> str | None:
@@ -111,12 +116,8 @@ async def end_ended_chains(output_dir: Path, chain_job: str | None, say: Callabl
     its chain ended (``chain_job``: the one a chain in progress still holds, left alone): ended, so that Slurm can
     give the nodes back; a chain whose last window restored production itself leaves nothing RETURNING to find
     them by. The jobs ended."""
-    jobs = set()
-    for manifest in output_dir.glob("*/window.json") if output_dir.is_dir() else []:
-        with contextlib.suppress(InputError):
-            found = read_record(manifest, WindowManifest)
-            jobs |= {found.cluster.job_id} if found.cluster is not None else set()
-    return [job for job in sorted(jobs - {chain_job}) if await _chain_over(job, say)]
+    jobs = {job for _, job in _window_jobs(output_dir)} - {chain_job}
+    return [job for job in sorted(jobs) if await _chain_over(job, say)]
 
 
 async def prove_returns(site: Site, output_dir: Path, say: Callable[[str], None]) -> list[tuple[str, Restore]]:

@@ -75,27 +75,24 @@ WIN2_ALT7_V1 = RuleSpec(
     guard_confidence=0.99,
 )
 
-WIN2_ALT7_CLIENT_V1 = RuleSpec(
-    id="win2-alt7-client-v1",
-    kind="alternating",
-    description=(
-        "win2-alt7-v1's procedure for a server whose counters fairwin does not read (window.counters = "
-        '"none"): the primary is the client\'s decode rate, decode_tps (tokens after the first over first-to-'
-        "last-token seconds, trusted streams only), with ttft_s reported. Seven alternating starts, log-scale "
-        "fit with level, drift and effect; WIN/LOSS beyond +-2 % with the 95 % interval excluding 0; NO-CHANGE "
-        "when the 90 % interval lies within +-2 %. No guard: accepted tokens per round need the server's counters."
-    ),
-    primary="decode_tps",
-    guards=(),
-    reported=("ttft_s",),
-    checklist_primary=None,
-    bar_pct=2.0,
-    confidence=0.95,
-    guard_tolerance_pct=3.0,
-    equivalence_confidence=0.90,
-    order="random",
-    starts=7,
-    guard_confidence=0.99,
+#: win2-alt7-v1's procedure, every field of it, asking the client's question instead of the server's.
+WIN2_ALT7_CLIENT_V1 = RuleSpec.model_validate(
+    {
+        **WIN2_ALT7_V1.model_dump(),
+        "id": "win2-alt7-client-v1",
+        "description": (
+            "win2-alt7-v1's procedure for a server whose counters fairwin does not read (window.counters = "
+            '"none"): the primary is the client\'s decode rate, decode_tps (tokens after the first over first-to-'
+            "last-token seconds, trusted streams only), with ttft_s reported. Seven alternating starts, log-scale "
+            "fit with level, drift and effect; WIN/LOSS beyond +-2 % with the 95 % interval excluding 0; NO-CHANGE "
+            "when the 90 % interval lies within +-2 %. No guard: accepted tokens per round need the server's "
+            "counters."
+        ),
+        "primary": "decode_tps",
+        "guards": (),
+        "reported": ("ttft_s",),
+        "checklist_primary": None,
+    }
 )
 
 WIN2_SEQ_V1 = RuleSpec(
