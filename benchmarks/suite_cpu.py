@@ -31,7 +31,8 @@ import atexit, os, sys
 
 def _account():
     times = os.times()
-    line = f"{times.user + times.system:.3f}\\t{' '.join(sys.argv[:3])[:160]}\\n"
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]  # pytest sets it; its children inherit it
+    line = f"{times.user + times.system:.3f}\\t{test}\\t{' '.join(sys.argv[:3])[:160]}\\n"
     fd = os.open(os.environ["FAIRWIN_CPU_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())  # one write under O_APPEND: lines of concurrent processes never interleave
@@ -73,6 +74,7 @@ def import_cost(statement: str, tries: int = 5) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--top", type=int, default=25, help="how many test files to list by CPU (default 25)")
     parser.add_argument("pytest_args", nargs="*", help="what pytest runs (default: the unit and integration part)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
@@ -87,10 +89,13 @@ def main() -> None:
     children = (after.children_user + after.children_system) - (before.children_user + before.children_system)
     seconds: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
+    by_file: dict[str, float] = defaultdict(float)
     for line in lines:
-        cpu, argv = line.split("\t", 1)
+        cpu, test, argv = line.split("\t", 2)
         seconds[kind(argv)] += float(cpu)
         count[kind(argv)] += 1
+        if test:
+            by_file[test] += float(cpu)
     logged = sum(seconds.values())
     print(f"pytest exit {done.returncode}; wall {wall:.1f} s; CPU of everything it waited for {children:.1f} s")
     print(f"Python processes logged: {sum(count.values())}, {logged:.1f} CPU s ({logged / children:.0%} of it)")
@@ -101,6 +106,9 @@ def main() -> None:
         print(f"{name:40} {count[name]:9} {seconds[name]:8.1f} {each:6.2f} {imports:>8}")
     print("imports: CPU s of a process importing only what the kind imports first; for `fairwin (other)` the")
     print("command line's own, a floor (each command imports its own modules beyond it)")
+    print(f"\nthe {args.top} test files whose processes used the most CPU (their pytest worker's own not counted):")
+    for name in sorted(by_file, key=by_file.__getitem__, reverse=True)[: args.top]:
+        print(f"  {by_file[name]:7.1f} s  {name}")
     raise SystemExit(done.returncode)
 
 

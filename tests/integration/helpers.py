@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests import forked
+
 
 def processes_with(marker: str) -> list[int]:
     """Pids whose command line holds marker's words, in order, as whole words; a one-word marker (a served-model
@@ -58,16 +60,9 @@ OWN_SESSION = True
 def fairwin(
     *args: str, timeout: float = 300, cwd: Path | None = None, columns: int = 200
 ) -> subprocess.CompletedProcess[str]:
+    """``python -m fairwin ARGS`` to its end, as a process of its own (tests/forked.py)."""
     env = {**os.environ, "COLUMNS": str(columns)}
-    return subprocess.run(
-        [sys.executable, "-m", "fairwin", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env=env,
-        start_new_session=OWN_SESSION,
-    )
+    return forked.run(list(args), env=env, cwd=cwd, timeout=timeout, new_session=OWN_SESSION)
 
 
 def only_window(plan: Path) -> Path:

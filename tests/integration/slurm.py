@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from fairwin.files import scan_jsonl
+from tests import forked
 from tests.components import missing
 from tests.conftest import PlanFactory, sim_role
 from tests.integration.helpers import wait_healthy
@@ -218,9 +219,7 @@ def in_job(cluster: Cluster, plan: Path, *sbatch: str, run: tuple[str, ...] = ()
 
 def fairwin_on(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     """A fairwin command pointed at the test cluster (its SLURM_CONF), outside any job."""
-    return subprocess.run(
-        [sys.executable, "-m", "fairwin", *args], env=cluster.env, capture_output=True, text=True, timeout=300
-    )
+    return forked.run(list(args), env=cluster.env, cwd=None, timeout=300, new_session=False)
 
 
 def wait_for_begin(plan: Path, step: str, timeout: float = 90) -> Path:
