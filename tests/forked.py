@@ -88,38 +88,67 @@ def serve(path: str) -> list[str] | None:
     the command's arguments (the caller runs it), in the server None at the end."""
     _preload()
     parent = os.getppid()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
-    listener.listen(64)
+    listener = _listen(path)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     gc.freeze()  # the modules' objects stay out of the children's collections and their pages stay shared
     while os.getppid() == parent:
         for key, _ in selector.select(timeout=1):
-            if key.fileobj is listener:
-                connection, _ = listener.accept()
-                message, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, 2)
-                pid = os.fork()
-                if pid == 0:
-                    for other in list(selector.get_map().values()):
-                        with contextlib.suppress(OSError):
-                            os.close(other.fd)
-                    connection.close()
-                    request = json.loads(message)
-                    _become(request, fds)
-                    return list(request["args"])
-                for fd in fds:
-                    os.close(fd)
+            if key.fileobj is not listener:
+                _report_exit(selector, key)
+                continue
+            connection, _ = listener.accept()
+            message, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, 2)
+            if not message or len(fds) != 2:  # a client that went before it asked
+                _close(fds, connection)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                _leave_server(selector, listener, connection)
+                request = json.loads(message)
+                _become(request, fds)
+                return list(request["args"])
+            _close(fds)
+            with contextlib.suppress(OSError):
                 connection.send(str(pid).encode())
-                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, connection))
-            else:
-                pid, connection = key.data
-                selector.unregister(key.fileobj)
-                os.close(key.fd)
-                _, status = os.waitpid(pid, 0)
-                with contextlib.suppress(OSError), connection:  # a client that timed out has gone
-                    connection.send(str(os.waitstatus_to_exitcode(status)).encode())
+            selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, connection))
     return None
+
+
+def _listen(path: str) -> socket.socket:
+    """The server's socket, at ``path`` only once it accepts (a client waits for the path to appear)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(f"{path}.binding")
+    listener.listen(64)
+    Path(f"{path}.binding").rename(path)
+    return listener
+
+
+def _close(fds: list[int], *sockets: socket.socket) -> None:
+    for fd in fds:
+        os.close(fd)
+    for each in sockets:
+        each.close()
+
+
+def _leave_server(selector: selectors.BaseSelector, listener: socket.socket, connection: socket.socket) -> None:
+    """In a forked child: none of the server's descriptors (its socket, its epoll, the pidfds of the commands
+    still running and their clients' connections) is left open in the command."""
+    for key in list(selector.get_map().values()):
+        if key.fileobj is not listener:
+            _close([key.fd], key.data[1])
+    selector.close()
+    _close([], listener, connection)
+
+
+def _report_exit(selector: selectors.BaseSelector, key: selectors.SelectorKey) -> None:
+    """A child ended (its pidfd is readable): its exit status to its client, as subprocess gives it."""
+    pid, connection = key.data
+    selector.unregister(key.fileobj)
+    os.close(key.fd)
+    _, status = os.waitpid(pid, 0)
+    with contextlib.suppress(OSError), connection:  # a client that timed out has gone
+        connection.send(str(os.waitstatus_to_exitcode(status)).encode())
 
 
 class _Server:
