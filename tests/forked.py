@@ -27,6 +27,7 @@ import json
 import os
 import pkgutil
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,8 +40,9 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parents[1]
 EXEC_ENV = "FAIRWIN_TEST_EXEC"
 #: Parts of fairwin the server does not import: the command line (each child builds its own consoles and
-#: parser, as a fresh process does), the sim (a server of its own, always started fresh) and the entry point.
-NOT_PRELOADED = ("fairwin.cli", "fairwin.sim", "fairwin.__main__")
+#: parser, as a fresh process does), the sim (a server of its own, always started fresh), the entry point, and
+#: the exporter (pyarrow starts jemalloc's background thread, and a process with threads must not fork).
+NOT_PRELOADED = ("fairwin.cli", "fairwin.sim", "fairwin.__main__", "fairwin.report.export")
 #: What a request may hold: the command's arguments and environment, one datagram.
 MAX_REQUEST = 1 << 20
 
@@ -66,6 +68,9 @@ def _preload() -> None:
     loaded = sorted(name for name in sys.modules if _not_preloaded(name))
     if loaded:  # a library module importing the command line: every child would print at the server's width
         raise RuntimeError(f"the fork server imported {', '.join(loaded)}; the children must build them")
+    threads = [(task / "comm").read_text().strip() for task in Path("/proc/self/task").iterdir()]
+    if len(threads) > 1:  # a fork copies only the forking thread: a lock another one held stays held
+        raise RuntimeError(f"the fork server runs threads ({', '.join(threads)}) after its imports")
 
 
 def _become(request: dict[str, Any], fds: list[int]) -> None:
@@ -86,6 +91,7 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
 def serve(path: str) -> list[str] | None:
     """Fork a child per request until the pytest process that started this one is gone; in the child, return
     the command's arguments (the caller runs it), in the server None at the end."""
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"  # numpy's BLAS starts no thread pool here; each child's env is its own
     _preload()
     parent = os.getppid()
     listener = _listen(path)
@@ -171,8 +177,9 @@ class _Server:
         deadline = time.monotonic() + 120
         while not Path(self.path).exists():
             if self.process.poll() is not None or time.monotonic() > deadline:
+                said = self.log.read_text()[-2000:]
                 self.stop()
-                raise RuntimeError(f"the tests' fork server did not start: {self.log.read_text()[-2000:]}")
+                raise RuntimeError(f"the tests' fork server did not start: {said}")
             time.sleep(0.02)
 
     def alive(self) -> bool:
@@ -182,6 +189,7 @@ class _Server:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 _server: _Server | None = None
