@@ -66,8 +66,8 @@ def _preload() -> None:
     for name in ("scipy.special", "matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib.dates"):
         importlib.import_module(name)
     loaded = sorted(name for name in sys.modules if _not_preloaded(name))
-    if loaded:  # a library module importing the command line: every child would print at the server's width
-        raise RuntimeError(f"the fork server imported {', '.join(loaded)}; the children must build them")
+    if loaded:  # a library module importing one of them (the command line: every child at the server's width)
+        raise RuntimeError(f"the fork server imported {', '.join(loaded)}; only the children may")
     threads = [(task / "comm").read_text().strip() for task in Path("/proc/self/task").iterdir()]
     if len(threads) > 1:  # a fork copies only the forking thread: a lock another one held stays held
         raise RuntimeError(f"the fork server runs threads ({', '.join(threads)}) after its imports")
