@@ -1,7 +1,7 @@
 """Where the test suite's CPU goes: each Python process it starts, by what it was (a `fairwin` command, a sim, a
-pytest worker), and the share its imports take.
+pytest worker) and by the test file that started it, and the share a fresh process's imports take.
 
-    .venv/bin/python benchmarks/suite_cpu.py [-- PYTEST ARGS ...]   # default: the unit and integration part
+    .venv/bin/python benchmarks/suite_cpu.py [--top N] [-- PYTEST ARGS ...]   # default: the unit and integration part
 
 Every Python process the run starts (pytest's workers, each `fairwin` command, each `fairwin sim`, the stand-in
 `nvidia-smi`) loads a `sitecustomize` from a scratch directory put first on PYTHONPATH: at exit it appends its own
@@ -105,7 +105,8 @@ def main() -> None:
         each = seconds[name] / count[name]
         print(f"{name:40} {count[name]:9} {seconds[name]:8.1f} {each:6.2f} {imports:>8}")
     print("imports: CPU s of a process importing only what the kind imports first; for `fairwin (other)` the")
-    print("command line's own, a floor (each command imports its own modules beyond it)")
+    print("command line's own, a floor (each command imports its own modules beyond it); the tests' fairwin")
+    print("commands are forked from a server that imported the library (tests/forked.py) and pay none of it")
     print(f"\nthe {args.top} test files whose processes used the most CPU (their pytest worker's own not counted):")
     for name in sorted(by_file, key=by_file.__getitem__, reverse=True)[: args.top]:
         print(f"  {by_file[name]:7.1f} s  {name}")
