@@ -63,7 +63,8 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The unit and integration tests start about 1,300 Python processes (each fairwin command, each sim server).
+# The unit and integration tests start about 1,300 Python processes (each sim server, each pytest worker's fork
+# server, each command a test execs; the commands tests/forked.py forks import nothing more).
 # Where PYTHONDONTWRITEBYTECODE is set (it is on the development machine), none of them writes the bytecode
 # it compiled, so each compiled fairwin's modules again: 0.1 s of CPU a window command. Written once
 # here, before any test runs; a module edited later is compiled again as Python always does.
