@@ -4,10 +4,10 @@ The roles state their speculation in argv (``--spec-type none``, ``--spec-type n
 asks for ``window.counters = "auto"``: the first start's /metrics decides that llama.cpp's counters are pooled.
 The draft-lengths window's servers decode on both cores (``-t 2``): on one thread (``-t 1``, the A/A window's) a
 round that verifies a draft cost about as much per token as plain decoding on the development machine, and the
-n-gram candidates won or lost nothing by turns (NEUTRAL in 2 of 5 windows, +8 to +12 %); on two, every decoding
-step pays the threads' synchronisation once, a round verifying five tokens pays it once too, and the same drafts
-gained about +40 % in each of six runs. fairwin's client shares those cores; the primary is the server's own
-decode time.
+n-gram candidates gained +8 to +12 % in some windows and about +30 % in others (NEUTRAL in 2 of the last 4
+windows); on two, every decoding step pays the threads' synchronisation once, a round verifying
+five tokens pays it once too, and the same drafts gained +32 % (WIN at round 3; +40 % in requests timed by
+hand). fairwin's client shares those cores; the primary is the server's own decode time.
 """
 
 from __future__ import annotations
