@@ -220,12 +220,16 @@ def test_stats_groups_by_every_key_with_each_groups_spread(tmp_path: Path) -> No
     assert "role P" in table.stdout and "(by host: gpu-a 2100 MHz" in table.stdout.replace("\n", " ")
 
 
+#: Each writer's windows, appended one at a time as windows append theirs (each append its own connection on
+#: PostgreSQL, where a scram-sha-256 login is most of an append's cost): 200 took 15.4 s; 100 still overlap all
+#: eight writers for most of their run.
+WINDOWS = 100
 WRITER = textwrap.dedent("""
     import sys
     from fairwin.archive import ArchivedRepeat, ArchiveRow, open_archive
-    location, worker = sys.argv[1], int(sys.argv[2])
+    location, worker, windows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     store = open_archive(location)
-    for n in range(200):
+    for n in range(windows):
         window = f"w{worker}-{n}"
         rows = [ArchiveRow(window_id=window, time=float(n), commit=None, mode="controlled", role="A", start=s,
                            cell="short", max_tokens=32, clock_cap_mhz=None,
@@ -239,16 +243,14 @@ WRITER = textwrap.dedent("""
 
 @pytest.mark.slow
 @pytest.mark.alone  # eight processes load every core: beside a window they would starve its client
-def test_eight_writers_of_two_hundred_windows_lose_nothing_and_duplicate_nothing(store: ArchiveStore) -> None:
-    writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(getattr(store, "url", store.location)), str(w)])
-        for w in range(8)
-    ]
+def test_eight_writers_of_a_hundred_windows_each_lose_nothing_and_duplicate_nothing(store: ArchiveStore) -> None:
+    location = str(getattr(store, "url", store.location))
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, location, str(w), str(WINDOWS)]) for w in range(8)]
     assert [w.wait(timeout=300) for w in writers] == [0] * 8
     snapshot = store.snapshot()
-    assert snapshot.count == 8 * 200 * 2 and snapshot.problems == ()
+    assert snapshot.count == 8 * WINDOWS * 2 and snapshot.problems == ()
     assert {r.identity for r in snapshot.rows} == {
-        (f"w{w}-{n}", s, "short") for w in range(8) for n in range(200) for s in ("s1", "s3")
+        (f"w{w}-{n}", s, "short") for w in range(8) for n in range(WINDOWS) for s in ("s1", "s3")
     }
     assert all(len(r.repeats) == 3 for r in snapshot.rows)
     if isinstance(store, PostgresArchive):
@@ -258,7 +260,7 @@ def test_eight_writers_of_two_hundred_windows_lose_nothing_and_duplicate_nothing
         handle.write('{"format": "fairwin.archive/2", "window_id": "w8-0", "st')
     torn = store.snapshot()
     assert torn.count == snapshot.count and len(torn.problems) == 1
-    assert f"{path}:{8 * 200 * 2 + 1}: torn line (no newline: a writer was interrupted)" in torn.problems[0]
+    assert f"{path}:{8 * WINDOWS * 2 + 1}: torn line (no newline: a writer was interrupted)" in torn.problems[0]
     done = fairwin("archive", "stats", "--archive", str(path))
     assert done.returncode == 0 and "torn line" in done.stderr
 
