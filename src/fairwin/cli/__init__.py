@@ -23,6 +23,7 @@ from fairwin.cli import (
     _archive,
     _chain,
     _cluster,
+    _console,
     _decision,
     _gates,
     _plan,
@@ -35,7 +36,6 @@ from fairwin.cli import (
     _window,
 )
 from fairwin.cli._arguments import Parser, check_required
-from fairwin.cli._console import stderr
 from fairwin.errors import FairwinError
 from fairwin.redaction import ScrubbingFormatter, scrub
 
@@ -104,16 +104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         state = exc.window_state or f"marked {'interrupted' if exc.exit_code == 130 else 'failed'}"
         where = f" (window {state}: {exc.window_path})" if exc.window_path else ""
         after = f"; {exc.aftermath}" if exc.aftermath else ""
-        stderr.print(scrub(f"fairwin: error: {exc}{where}{after}"), markup=False, soft_wrap=True)
+        _console.stderr.print(scrub(f"fairwin: error: {exc}{where}{after}"), markup=False, soft_wrap=True)
         for detail in exc.details if args.verbose else ():
-            stderr.print(scrub(f"  also: {detail}"), markup=False, soft_wrap=True)
+            _console.stderr.print(scrub(f"  also: {detail}"), markup=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        stderr.print("fairwin: interrupted", markup=False)
+        _console.stderr.print("fairwin: interrupted", markup=False)
         return 130
     except Exception:  # a bug: its traceback is for the report, without any secret this process resolved
         sys.stderr.write(scrub(traceback.format_exc()))
-        stderr.print("fairwin: internal error: the traceback above is a bug in fairwin; please report it", markup=False)
+        _console.stderr.print(
+            "fairwin: internal error: the traceback above is a bug in fairwin; please report it", markup=False
+        )
         return 1
 
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import count, file_to_write, positive, window_directory
-from fairwin.cli._console import stderr, stdout
 from fairwin.errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def archive_stats(args: argparse.Namespace) -> int:
         raise InputError(f"{store.location}: no archive yet; finished windows append to it (or pass --archive)")
     snapshot = store.snapshot()
     for problem in snapshot.problems:
-        stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
+        _console.stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
     match = {
         key: value
         for key in ("cell", "role", "mode", "production_commit", "max_tokens")
@@ -124,12 +124,12 @@ def archive_stats(args: argparse.Namespace) -> int:
             }
             for key, rows, spread, verdict in found
         ]
-        stdout.print(json.dumps(printed, indent=2), markup=False)
+        _console.stdout.print(json.dumps(printed, indent=2), markup=False)
         return 0
     if not found:
-        stdout.print(f"{store.location}: no control starts match", markup=False)
+        _console.stdout.print(f"{store.location}: no control starts match", markup=False)
     for table in archive_groups_table(store.location, found):
-        stdout.print(table)
+        _console.stdout.print(table)
     return 0
 
 
@@ -169,8 +169,8 @@ def archive_migrate(args: argparse.Namespace) -> int:
     assert isinstance(store, PostgresArchive)
     applied = store.migrate()
     for migration in applied:
-        stdout.print(f"applied v{migration.version}: {migration.description}", markup=False)
-    stdout.print(
+        _console.stdout.print(f"applied v{migration.version}: {migration.description}", markup=False)
+    _console.stdout.print(
         f"{store.location}: schema v{SCHEMA_VERSION}" + ("" if applied else " (already current)"), markup=False
     )
     return 0
@@ -191,8 +191,8 @@ def archive_import(args: argparse.Namespace) -> int:
     into = open_archive(_location(args.archive))
     done = import_rows(snapshot, into)
     for problem in snapshot.problems:
-        stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
-    stdout.print(
+        _console.stderr.print(f"warning: {problem}", markup=False, soft_wrap=True)
+    _console.stdout.print(
         f"imported {done.added} rows of {done.windows} windows into {into.location}"
         + (f"; {done.already} were there already" if done.already else ""),
         markup=False,
@@ -207,7 +207,7 @@ def _import_mapped(source: Path, map_file: Path, archive: str | None, replacing:
 
     mapped = mapped_rows(source, load_map(map_file))  # every row mapped before any is written
     for warning in mapped.warnings:
-        stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
+        _console.stderr.print(f"warning: {warning}", markup=False, soft_wrap=True)
     into = open_archive(_location(archive))
     import_id, done = import_mapped(mapped.rows, into, replacing)
     windows = len({row.window_id for row in mapped.rows})
@@ -215,11 +215,11 @@ def _import_mapped(source: Path, map_file: Path, archive: str | None, replacing:
     skipped = f"; {mapped.skipped} rows not control starts" if mapped.skipped else ""
     already = f"; {done.already} were there already" if done.already else ""
     if not done.added:
-        stdout.print(
+        _console.stdout.print(
             f"imported nothing into {into.location}: every control start was there already{replaced}", markup=False
         )
         return 0
-    stdout.print(
+    _console.stdout.print(
         f"imported {done.added} control starts of {windows} windows into {into.location} as {import_id} "
         f"(mapped by {map_file}{skipped}){already}{replaced}; `fairwin archive drop {import_id}` takes them out",
         markup=False,
@@ -237,12 +237,14 @@ def archive_imports(args: argparse.Namespace) -> int:
     store = open_archive(_location(args.archive))
     found = imports_in(store.snapshot()) if store.exists() else []
     if not found:
-        stdout.print(f"{store.location}: no imports (rows brought in with `archive import --map`)", markup=False)
+        _console.stdout.print(
+            f"{store.location}: no imports (rows brought in with `archive import --map`)", markup=False
+        )
     for item in found:
         first, last = (
             datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d") for t in (item.first, item.last)
         )
-        stdout.print(
+        _console.stdout.print(
             f"{item.import_id}: {item.rows} control starts of {item.windows} windows, cells {', '.join(item.cells)}, "
             f"{first} to {last}",
             markup=False,
@@ -258,7 +260,7 @@ def archive_drop(args: argparse.Namespace) -> int:
     if not store.exists():
         raise InputError(f"{store.location}: no archive there")
     done = store.replace_import(args.import_id, [])
-    stdout.print(
+    _console.stdout.print(
         f"dropped import {args.import_id}: {done.dropped} control starts taken out of {store.location}", markup=False
     )
     return 0
@@ -272,7 +274,7 @@ def archive_export(args: argparse.Namespace) -> int:
     if not store.exists():
         raise InputError(f"{store.location}: no archive there to export")
     count = export_rows(store.snapshot(), args.to)
-    stdout.print(f"exported {count} rows of {store.location} to {args.to}", markup=False)
+    _console.stdout.print(f"exported {count} rows of {store.location} to {args.to}", markup=False)
     return 0
 
 
@@ -287,7 +289,7 @@ def archive_append(args: argparse.Namespace) -> int:
     usable = recorded if recorded and (not is_database(recorded) or redact(recorded) == recorded) else None
     store = open_archive(_location(args.archive, usable))
     appended = store.append(control_rows(window))
-    stdout.print(
+    _console.stdout.print(
         f"appended {appended.added} control rows of {window.window_id} to {store.location}"
         + (f"; {appended.already} were there already" if appended.already else ""),
         markup=False,

@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import plan_group
-from fairwin.cli._console import stderr, stdout
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
@@ -47,7 +47,7 @@ def status(args: argparse.Namespace) -> int:
     from fairwin.custody.chain_end import describe
 
     for line in asyncio.run(describe(*_site(args))):
-        stdout.print(line, markup=False)
+        _console.stdout.print(line, markup=False)
     return 0
 
 
@@ -57,7 +57,7 @@ def check_prev(args: argparse.Namespace) -> int:
 
     site, out = _site(args)
     capture = Path(args.chain_production) if args.chain_production else None
-    stdout.print(asyncio.run(check_previous(site, out, capture, _say)), markup=False)
+    _console.stdout.print(asyncio.run(check_previous(site, out, capture, _say)), markup=False)
     return 0
 
 
@@ -68,19 +68,19 @@ def abort(args: argparse.Namespace) -> int:
     site, out = _site(args)
     aborted = asyncio.run(abort_between_windows(site, out, _say, "aborted by hand (`fairwin chain abort`)"))
     if aborted is None:
-        stdout.print("no chain in progress: nothing to abort", markup=False)
+        _console.stdout.print("no chain in progress: nothing to abort", markup=False)
         return 0
     restore, stopped = aborted.restore, "; ".join(aborted.placeholders) or "none"
     how = restore.up.how if restore.up is not None else "no record of how"
-    stdout.print(
+    _console.stdout.print(
         f"ABORTED {aborted.chain_id} (decision REJECT): placeholders {stopped}; production "
         f"{restore.state} ({how}); the marker cleared",
         markup=False,
     )
     for note in aborted.notes:
-        stdout.print(f"note: {note}", markup=False)
+        _console.stdout.print(f"note: {note}", markup=False)
     return 0
 
 
 def _say(line: str) -> None:
-    stderr.print(line, markup=False)
+    _console.stderr.print(line, markup=False)

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import chain_arguments, plan_argument, window_arguments
-from fairwin.cli._console import stdout
 from fairwin.errors import InputError, Interrupted, PlanError, RestoreFailed
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _command(args: argparse.Namespace, plan: Path, mode: str) -> list[str]:
 
 
 def say(line: str) -> None:
-    stdout.print(line, markup=False, soft_wrap=True)
+    _console.stdout.print(line, markup=False, soft_wrap=True)
 
 
 def say_verdict(output: Path) -> None:

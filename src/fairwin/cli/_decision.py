@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import count, finite, non_negative, positive, window_directory
-from fairwin.cli._console import stderr, stdout
 from fairwin.errors import ANSWER_IS_NO, UsageError
 
 if TYPE_CHECKING:
@@ -97,14 +97,14 @@ def decide(args: argparse.Namespace) -> int:
     else:
         raise UsageError("give a WINDOW directory, or --pooled FILE --mode MODE")
     for note in notes:
-        stderr.print(f"note: {note}", markup=False)
+        _console.stderr.print(f"note: {note}", markup=False)
     if args.json:
         # One shape whatever the number of rules: the decisions in the order the rules were named.
         payload = DecisionsPrinted(decisions=decisions, notes=notes)
-        stdout.print(json.dumps(payload.stored(), indent=2), markup=False)
+        _console.stdout.print(json.dumps(payload.stored(), indent=2), markup=False)
         return 0
     for decision in decisions:
-        print_decision(stdout, decision)
+        print_decision(_console.stdout, decision)
     return 0
 
 
@@ -112,7 +112,7 @@ def rules_list(args: argparse.Namespace) -> int:
     from fairwin.decision import RULES
     from fairwin.report.tables import rules_table
 
-    stdout.print(rules_table(list(RULES.values())))
+    _console.stdout.print(rules_table(list(RULES.values())))
     return 0
 
 
@@ -120,7 +120,7 @@ def rules_show(args: argparse.Namespace) -> int:
     from fairwin.decision import get_rule
 
     rule = get_rule(args.rule)
-    stdout.print(json.dumps({**rule.model_dump(mode="json"), "sha256": rule.sha256}, indent=2), markup=False)
+    _console.stdout.print(json.dumps({**rule.model_dump(mode="json"), "sha256": rule.sha256}, indent=2), markup=False)
     return 0
 
 
@@ -138,7 +138,7 @@ def rules_audit(args: argparse.Namespace) -> int:
             raise UsageError("--noise-from needs --cell: the archive's noise is per cell")
         found = cell_noise(args.noise_from, args.cell, rule.primary)
         for problem in found.problems:
-            stderr.print(f"warning: {problem}", markup=False)
+            _console.stderr.print(f"warning: {problem}", markup=False)
         repeat_cv, starts = found.repeat_cv_pct, found.starts
         launch_cv = found.launch_cv_pct if found.launch_cv_pct is not None else launch_cv
     if repeat_cv <= 0 or launch_cv < 0:
@@ -163,12 +163,12 @@ def rules_audit(args: argparse.Namespace) -> int:
             "effect": powered.model_dump(mode="json") if powered else None,
             "beside": beside_json,
         }
-        stdout.print(json.dumps(payload, indent=2), markup=False)
+        _console.stdout.print(json.dumps(payload, indent=2), markup=False)
         return 0
-    stdout.print(audit_table(rule, null, powered, args.effect))
+    _console.stdout.print(audit_table(rule, null, powered, args.effect))
     if compared:
-        stdout.print(beside_table([(rule, null, powered), *compared], args.effect))
-    stdout.print(
+        _console.stdout.print(beside_table([(rule, null, powered), *compared], args.effect))
+    _console.stdout.print(
         f"noise: repeat cv {repeat_cv:.3f} %, launch cv {launch_cv:.3f} %, drift {args.drift:+g} % a start, "
         f"{args.repeats} repeats, starts {rule.starts_text()}" + (f", archive of {starts} starts" if starts else ""),
         markup=False,
@@ -188,7 +188,7 @@ def _audited(
     beside = [r for r in RULES.values() if rule.looks and not r.looks and r.primary == rule.primary]
     runs = (2 if effect else 1) * (1 + len(beside))
     columns = Progress.get_default_columns()
-    with Progress(*columns, console=stderr, transient=True, disable=not stderr.is_terminal) as bar:
+    with Progress(*columns, console=_console.stderr, transient=True, disable=not _console.stderr.is_terminal) as bar:
         task = bar.add_task(f"auditing {rule.id}", total=trials * runs)
 
         def audited(which: RuleSpec, at: float) -> AuditResult:
@@ -218,10 +218,10 @@ def compare(args: argparse.Namespace) -> int:
         bar = max(w.bar_pct for w in found.windows)
         drawn = across_windows(ids, {c.cell: c.effects for c in found.cells}, bar)
         write_bytes_atomic(Path(args.plot), drawn)
-        stderr.print(f"plot: {args.plot}", markup=False)
+        _console.stderr.print(f"plot: {args.plot}", markup=False)
     if args.json:
         print(found.model_dump_json(indent=2))
     else:
-        stdout.print(comparison_table(found))
-        stdout.print("the windows agree" if found.agree else "the windows do not agree", markup=False)
+        _console.stdout.print(comparison_table(found))
+        _console.stdout.print("the windows agree" if found.agree else "the windows do not agree", markup=False)
     return 0 if found.agree else ANSWER_IS_NO

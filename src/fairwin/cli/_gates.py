@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import file_to_write
-from fairwin.cli._console import stdout
 
 if TYPE_CHECKING:
     from fairwin.cli._arguments import Commands
@@ -50,7 +50,7 @@ def qualify_carry(args: argparse.Namespace) -> int:
     _, plan = parse_plan(plan_path)
     repo = Path(args.repo) if args.repo else (plan_path.parent / plan.qualification.repo)
     document = carry(repo, plan.qualification, Path(args.receipt), args.qualified_commit, args.head, args.to)
-    stdout.print(
+    _console.stdout.print(
         f"CARRIED: {document.qualified_commit[:12]} -> {document.head[:12]}; {document.files_compared} "
         f"files outside the measurement layer identical, {len(document.units)} units AST-identical; "
         f"receipt {args.to}",
@@ -66,7 +66,7 @@ def gate_run(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     document = run_gate(args.name, command, args.to, [Path(a) for a in args.artifact], Path(args.repo))
-    stdout.print(
+    _console.stdout.print(
         f"gate {args.name} PASS in {document.duration_s:.1f} s at {document.commit[:12]}; receipt {args.to}",
         markup=False,
     )
@@ -78,5 +78,5 @@ def budget_history(args: argparse.Namespace) -> int:
     from fairwin.report.tables import budget_table
 
     directory = Path(args.dir)
-    stdout.print(budget_table(directory, history(directory)))
+    _console.stdout.print(budget_table(directory, history(directory)))
     return 0

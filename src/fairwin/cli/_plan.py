@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import plan_argument
-from fairwin.cli._console import stderr, stdout
 from fairwin.errors import PlanError, UsageError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def add_parsers(commands: Commands) -> None:
 
 def print_notices(loaded: LoadedPlan) -> None:
     for notice in loaded.notices:
-        stderr.print(f"note: {notice}", markup=False)
+        _console.stderr.print(f"note: {notice}", markup=False)
 
 
 def plan_check(args: argparse.Namespace) -> int:
@@ -51,20 +51,20 @@ def plan_check(args: argparse.Namespace) -> int:
         check_plan(loaded, mode)
     # Counted before OK is printed: a server that does not answer, or a prompt too short, is not OK.
     lengths = _check_prompt_lengths(loaded, args) if args.tokenizer is not None or args.tokenize_url else None
-    stdout.print(
+    _console.stdout.print(
         f"{args.plan}: OK (sha256 {loaded.sha256}); roles {', '.join(loaded.plan.roles)}; "
         f"modes {', '.join(modes) or '(none)'}; cells {', '.join(loaded.plan.cells)}"
     )
     if not modes:
-        stderr.print(
+        _console.stderr.print(
             "warning: no mode can run: declare [modes.NAME] with control and candidate roles, or name the "
             "roles A and B (mode controlled) or P and B (production-policy)",
             markup=False,
         )
     for warning in error_rate_check(Site.of(loaded), get_rule(loaded.plan.window.rule), loaded.output_dir()):
-        stderr.print(f"warning: {warning}", markup=False)
+        _console.stderr.print(f"warning: {warning}", markup=False)
     if lengths is not None:
-        stdout.print(lengths, markup=False)
+        _console.stdout.print(lengths, markup=False)
     return 0
 
 
@@ -77,7 +77,7 @@ def _check_prompt_lengths(loaded: LoadedPlan, args: argparse.Namespace) -> str:
     counting = check_prompt_lengths(loaded, tokenizer=args.tokenizer, tokenize_url=args.tokenize_url, model=args.model)
     found = asyncio.run(counting)
     for line in found.short:
-        stderr.print(line, markup=False)
+        _console.stderr.print(line, markup=False)
     if found.short:
         raise PlanError(
             f"{args.plan}: {len(found.short)} of {found.counted} prompts are too short for their cell (listed "
@@ -104,15 +104,15 @@ def plan_show(args: argparse.Namespace) -> int:
     budgets = estimates(
         loaded, out, first_look_archive(site, checked.rule, snapshot, checked.mode_name, planned_cap(site))
     )
-    stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
+    _console.stdout.print(render_dry_plan(loaded, checked.mode_name, checked.mode, checked.rule, budgets), markup=False)
     chosen = next(found for found in budgets if found.mode == checked.mode_name)
     for line in ["", *hold_lines(site, checked.rule, checked.mode_name, chosen, snapshot)]:
-        stdout.print(line, markup=False)
+        _console.stdout.print(line, markup=False)
     warnings = power_check(site, checked.rule, checked.mode_name, out)
-    stdout.print("", markup=False)
+    _console.stdout.print("", markup=False)
     if warnings:
         for warning in warnings:
-            stdout.print(f"warning: {warning}", markup=False)
+            _console.stdout.print(f"warning: {warning}", markup=False)
     else:
-        stdout.print("power: no warning from the control archive's noise", markup=False)
+        _console.stdout.print("power: no warning from the control archive's noise", markup=False)
     return 0

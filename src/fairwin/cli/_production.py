@@ -6,8 +6,8 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import file_to_write, plan_group
-from fairwin.cli._console import stdout
 from fairwin.errors import ANSWER_IS_NO
 
 if TYPE_CHECKING:
@@ -56,16 +56,16 @@ def up(args: argparse.Namespace) -> int:
         return f"UP: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)", watched
 
     line, watched = asyncio.run(bring_up())
-    stdout.print(line, markup=False)
+    _console.stdout.print(line, markup=False)
     if watched is None:
         return 0
-    stdout.print(watched.summary(), markup=False)
+    _console.stdout.print(watched.summary(), markup=False)
     return 0 if watched.ok else 6
 
 
 def down(args: argparse.Namespace) -> int:
     proved = asyncio.run(_production(args).take_down())
-    stdout.print(f"DOWN: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)", markup=False)
+    _console.stdout.print(f"DOWN: {proved.how}; {proved.proof} ({proved.seconds:.1f} s)", markup=False)
     return 0
 
 
@@ -81,11 +81,11 @@ def status(args: argparse.Namespace) -> int:
             return await production.healthy(session)
 
     if asyncio.run(healthy()):
-        stdout.print(f"UP: {production.health_url} answers 200", markup=False)
+        _console.stdout.print(f"UP: {production.health_url} answers 200", markup=False)
         return 0
     problems = asyncio.run(production.down_problems())
     detail = "; ".join(problems) if problems else f"{production.base_url} refuses connections"
-    stdout.print(f"DOWN: {production.health_url} does not answer 200 ({detail})", markup=False)
+    _console.stdout.print(f"DOWN: {production.health_url} does not answer 200 ({detail})", markup=False)
     return ANSWER_IS_NO
 
 
@@ -96,5 +96,5 @@ def snapshot(args: argparse.Namespace) -> int:
 
     captured = _production(args).snapshot()
     write_record(args.to, SnapshotRecord.model_validate(captured.declared() | {"sha256": captured.sha256}))
-    stdout.print(f"production snapshot {captured.sha256} written to {args.to}", markup=False)
+    _console.stdout.print(f"production snapshot {captured.sha256} written to {args.to}", markup=False)
     return 0

@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 if TYPE_CHECKING:  # every command builds the parser: what only a running window needs is imported there
+    from rich.console import Console
     from rich.progress import TaskID
 
     from fairwin.window.progress import Listener

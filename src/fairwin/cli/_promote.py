@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import file_to_write, window_directory
-from fairwin.cli._console import stderr, stdout
 from fairwin.errors import ANSWER_IS_NO
 
 if TYPE_CHECKING:
@@ -31,9 +31,9 @@ def promote_check(args: argparse.Namespace) -> int:
     policy_path = Path(args.policy)
     policy, digest = load_policy(policy_path)
     receipt = check_promotion(args.window, policy, policy_path, digest, args.to)
-    stdout.print(receipt.verdict, markup=False)
+    _console.stdout.print(receipt.verdict, markup=False)
     for reason in receipt.reasons:
-        stdout.print(f"  - {reason}", markup=False, soft_wrap=True)
+        _console.stdout.print(f"  - {reason}", markup=False, soft_wrap=True)
     for accepted in receipt.accepted:  # not a reason: said beside the answer, and kept in the receipt
-        stderr.print(f"note: {accepted}", markup=False, soft_wrap=True)
+        _console.stderr.print(f"note: {accepted}", markup=False, soft_wrap=True)
     return 0 if receipt.verdict == "ALLOWED" else ANSWER_IS_NO

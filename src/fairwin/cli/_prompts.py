@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import count
-from fairwin.cli._console import stdout
 from fairwin.errors import UsageError
 
 if TYPE_CHECKING:
@@ -67,8 +67,8 @@ def prompts(args: argparse.Namespace) -> int:
     )
     for family in asyncio.run(built):
         cut_note = f", each cut to {args.tokens} tokens" if args.tokens else ""
-        stdout.print(f"# {family.sizes()}{cut_note} -> {family.prompts_path}", markup=False)
-        stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
+        _console.stdout.print(f"# {family.sizes()}{cut_note} -> {family.prompts_path}", markup=False)
+        _console.stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
     return 0
 
 
@@ -82,6 +82,8 @@ def prompts_import(args: argparse.Namespace) -> int:
             raise UsageError(f"--family {given!r}: write NAME=PROMPTS.jsonl")
         files[name] = Path(path)
     for family in import_orders(read_orders(args.orders), files, Path(args.out)):
-        stdout.print(f"# {family.count} prompt ids in {args.orders}'s order -> {family.order_path}", markup=False)
-        stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
+        _console.stdout.print(
+            f"# {family.count} prompt ids in {args.orders}'s order -> {family.order_path}", markup=False
+        )
+        _console.stdout.print(family.plan_snippet(Path(args.plan_dir)), markup=False)
     return 0

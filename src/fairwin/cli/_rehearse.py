@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import plan_argument
-from fairwin.cli._console import stdout
 from fairwin.cli._plan import print_notices
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def rehearse(args: argparse.Namespace) -> int:
     document = run_rehearsal(loaded, args.url, Path(args.out), args.model, args.api_key_env, args.eos)
     for probe in document.probes:
         state = "ok" if probe.ok else probe.reading
-        stdout.print(f"  {probe.name:<24} HTTP {probe.status}  {state}", markup=False)
+        _console.stdout.print(f"  {probe.name:<24} HTTP {probe.status}  {state}", markup=False)
     if document.verdict != "PASS":
         confirmed = (
             "" if document.cause_confirmed else " (cause not confirmed: a control probe did not fail as expected)"
@@ -49,5 +49,7 @@ def rehearse(args: argparse.Namespace) -> int:
             f"rehearsal FAIL{confirmed}: {document.failures[0] if document.failures else ''} "
             f"[{args.out}/rehearsal.json]"
         )
-    stdout.print(f"rehearsal PASS against {document.url}; cause confirmed; {args.out}/rehearsal.json", markup=False)
+    _console.stdout.print(
+        f"rehearsal PASS against {document.url}; cause confirmed; {args.out}/rehearsal.json", markup=False
+    )
     return 0

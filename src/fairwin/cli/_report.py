@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import file_to_write, window_directory
-from fairwin.cli._console import stdout
 from fairwin.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def report_html(args: argparse.Namespace) -> int:
 
     window: WindowDir = args.window
     written = write_report(window, completed_decision(window), args.to)
-    stdout.print(f"report: {written}", markup=False)
+    _console.stdout.print(f"report: {written}", markup=False)
     return 0
 
 
@@ -48,5 +48,5 @@ def export_tables(args: argparse.Namespace) -> int:
     windows = [(w.path, completed_decision(w)) for w in named]
     kinds = FORMATS if args.format == "both" else (args.format,)
     for path in export(windows, Path(args.out), kinds):
-        stdout.print(f"wrote {path}", markup=False)
+        _console.stdout.print(f"wrote {path}", markup=False)
     return 0

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Literal
 
 import uvloop
 
+from fairwin.cli import _console
 from fairwin.cli._arguments import chain_arguments, file_to_write, plan_argument, window_arguments
-from fairwin.cli._console import stderr, stdout
 from fairwin.cli._plan import print_notices
 from fairwin.cli._progress import Say, window_display
 from fairwin.errors import UsageError
@@ -32,7 +32,7 @@ def add_parsers(commands: Commands) -> None:
     window.add_argument(
         "--progress-json",
         action="store_true",
-        help="progress events (fairwin.progress/1) as JSON lines on stdout, not the tables",
+        help="progress events (fairwin.progress/1) as JSON lines on _console.stdout, not the tables",
     )
     window.add_argument("--qualification", help="a CARRIED receipt from `fairwin qualify carry`")
     window.add_argument(
@@ -119,16 +119,16 @@ def run(args: argparse.Namespace) -> int:
             round_seed=args.round_seed,
         )
 
-    with window_display(stderr, quiet=args.quiet, as_json=args.progress_json) as (say, listener):
+    with window_display(_console.stderr, quiet=args.quiet, as_json=args.progress_json) as (say, listener):
         # uvloop's event loop (libuv; its transports in C): the client's CPU per streamed token about two thirds
         # of asyncio's own loop's at 32 streams (benchmarks/README.md): one process follows more streams.
         result = uvloop.run(until_signalled(say, listener))
     if args.progress_json:
         return 0  # its last line, the close event, carries the verdict and the window's directory
-    print_decision(stdout, result.decision)
-    stdout.print(f"report: {result.window.summary}")
+    print_decision(_console.stdout, result.decision)
+    _console.stdout.print(f"report: {result.window.summary}")
     if (page := result.window.report_page).exists():
-        stdout.print(f"page: {page}", markup=False)
+        _console.stdout.print(f"page: {page}", markup=False)
     return 0
 
 
@@ -142,7 +142,7 @@ def recover(args: argparse.Namespace) -> int:
     result = asyncio.run(recover_window(loaded, out))
     if result.owed:  # everything else done; what is still owed is the error, with what was done
         raise ReleaseOwed(result.summary())
-    stdout.print(result.summary(), markup=False)
+    _console.stdout.print(result.summary(), markup=False)
     return 0
 
 
@@ -158,6 +158,6 @@ def stage(args: argparse.Namespace) -> int:
         roles = list(loaded.plan.roles)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     receipt = args.to or loaded.output_dir(None) / f"stage-{stamp}.json"
-    asyncio.run(stage_checkouts(loaded, roles, receipt, lambda line: stdout.print(line, markup=False)))
-    stdout.print(f"STAGED: receipt {receipt}", markup=False)
+    asyncio.run(stage_checkouts(loaded, roles, receipt, lambda line: _console.stdout.print(line, markup=False)))
+    _console.stdout.print(f"STAGED: receipt {receipt}", markup=False)
     return 0
