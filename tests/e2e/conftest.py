@@ -6,10 +6,13 @@ engine is missing, every test here fails under `make test` and CI, naming why (t
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,22 @@ REPEATS = 2
 class Engine:
     python: Path
     model: Path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A TMPDIR of the session's own for every process the e2e tests start: vLLM leaves its engine's IPC sockets
+    (``ipc://$TMPDIR/<uuid>``) and a ``vllm_dist_*`` file behind when it is stopped, and 210 and 70 of them had
+    gathered in /tmp after a day's runs. torch's compiled kernels and precompiled headers (about 150 MB, in
+    ``$TMPDIR/torchinductor_USER`` whatever TORCHINDUCTOR_CACHE_DIR says for the headers) stay shared across
+    sessions through a link: built again in each session, they cost the first start's first request 8 s."""
+    kernels = Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"
+    kernels.mkdir(exist_ok=True)
+    path = tmp_path_factory.mktemp("engine-tmp")
+    (path / kernels.name).symlink_to(kernels)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(path))
+        yield path
 
 
 @pytest.fixture(scope="session")

@@ -150,8 +150,15 @@ def _conf(root: Path, munge_socket: Path) -> str:
 
 
 def _stop(pid_file: Path) -> None:
+    """SIGTERM to a daemon, then up to 10 s for it to be gone: munged writes its seed file and slurmctld its state
+    as they exit, and a directory removed before that came back with them (46 were left in /tmp)."""
     with contextlib.suppress(OSError, ValueError):
-        os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)  # ProcessLookupError (an OSError) once it is gone
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
