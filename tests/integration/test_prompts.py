@@ -14,21 +14,20 @@ from fairwin.sim.model import tokenize
 from tests.integration.helpers import SimProcess
 
 
-def _unknownless_tokenizer() -> Path:
+def _unknownless_tokenizer(directory: Path) -> Path:
     """A word-level tokenizer.json with no unknown token: it cannot encode a word it was not trained on."""
-    import tempfile
-
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.WordLevel())
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.train_from_iterator(["only these words"], trainers.WordLevelTrainer())
-    path = Path(tempfile.mkdtemp()) / "tokenizer.json"
+    path = directory / "unknownless-tokenizer.json"
     tokenizer.save(str(path))
     return path
 
 
-UNKNOWNLESS = _unknownless_tokenizer()
+#: Stands for the path of :func:`_unknownless_tokenizer`'s file, written in the test's own directory.
+UNKNOWNLESS = "<a tokenizer with no unknown token>"
 
 
 def rows(path: Path) -> list[dict[str, object]]:
@@ -186,12 +185,13 @@ def test_cut_to_tokens_with_a_local_tokenizer(tmp_path: Path) -> None:
         (["--tokenizer", "x.json"], "x.json: not a tokenizer.json"),  # alone it counts: the file must load
         (["--count", "500", "--min-chars", "100000"], "lower --count or --min-chars"),
         (["--tokens", "10", "--tokenizer", "missing.json"], "not a tokenizer.json"),
-        (["--tokenizer", str(UNKNOWNLESS)], "this tokenizer cannot encode the prompts' text"),
+        (["--tokenizer", UNKNOWNLESS], "this tokenizer cannot encode the prompts' text"),
     ],
 )
 def test_bad_prompt_requests_are_one_line_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
+    extra = [str(_unknownless_tokenizer(tmp_path)) if arg == UNKNOWNLESS else arg for arg in extra]
     code = main(["prompts", "--family", "prose", "--out", str(tmp_path / "o"), *extra])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err

@@ -96,6 +96,7 @@ class Day:
         self.lock = {host: tmp_path / f"gpu-lock-{host}" for host in ("h1", "h2")}
         for host in ("h1", "h2"):
             self.lock[host].write_text("2300\n")  # `nvidia-smi -lgc 2300`: the idle GPUs held at the cap
+            self.scope[host].mkdir()  # where that host's stand-in keeps what it counts
 
     def hosts(self, ssh: SshHosts) -> str:
         """The plan's [hosts] tables, each host with its own nvidia-smi."""
