@@ -37,8 +37,12 @@ def production_plan(
     *p_flags: str,
     window: dict[str, Any] | None = None,
     chain: dict[str, Any] | None = None,
+    streams_per_wave: int = 1,
     **roles: Any,
 ) -> Path:
+    """A plan of roles A and B (or those given) with production P; ``streams_per_wave`` for a test whose verdict
+    rests on client timing, which a repeat keeps while half its streams are trusted: one stream whose client waited
+    for a CPU makes a one-stream repeat's client metrics unobserved."""
     port = free_port()
     return make_plan(
         roles={  # the experiment's servers are told apart from production's by their model name
@@ -48,7 +52,9 @@ def production_plan(
             **roles,
         },
         window={"repeats": 2, "warmup_waves_max": 1, **(window or {})},
-        cells={"c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": 1}},
+        cells={
+            "c": {"families": ["prose"], "prompt_tokens": 64, "max_tokens": 16, "streams_per_wave": streams_per_wave}
+        },
         production={"role": "P", **WATCH},
         chain=chain,
     )

@@ -292,7 +292,10 @@ def test_unobserved_clocks_refuse_a_gpu_plan_unless_it_accepts_them_and_a_cpu_pl
     b = sim_role(
         "--ms-per-round", "20", "--spec-tokens", "3", "--acceptance", "1,1,1", model="exp-clocks-unseen", nice=10
     )
-    gpu_plan = production_plan(make_plan, "clocks-unseen", window={"production_clock_cap_mhz": 1980}, A=a, B=b)
+    # Four streams a wave: a client starved of a CPU during one stream (63 ms of a 304-ms stream once, beside six
+    # workers) leaves the repeat's client metrics observed.
+    window = {"production_clock_cap_mhz": 1980}
+    gpu_plan = production_plan(make_plan, "clocks-unseen", window=window, streams_per_wave=4, A=a, B=b)
     gpu_plan.write_text(gpu_plan.read_text() + '\n[telemetry]\ngpu = "none"\n')
     stop_production.append(gpu_plan)
     assert fairwin("production", "up", str(gpu_plan)).returncode == 0
