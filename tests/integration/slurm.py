@@ -149,16 +149,22 @@ def _conf(root: Path, munge_socket: Path) -> str:
     )
 
 
-def _stop(pid_file: Path) -> None:
-    """SIGTERM to a daemon, then up to 10 s for it to be gone: munged writes its seed file and slurmctld its state
-    as they exit, and a directory removed before that came back with them (46 were left in /tmp)."""
-    with contextlib.suppress(OSError, ValueError):
-        pid = int(pid_file.read_text().strip())
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            os.kill(pid, 0)  # ProcessLookupError (an OSError) once it is gone
-            time.sleep(0.05)
+def _stop(pid_files: list[Path]) -> None:
+    """SIGTERM to each daemon at once, then up to 10 s for them all to be gone: munged writes its seed file and
+    slurmctld its state as they exit (about 2 s each), and a directory removed before that came back with them (46
+    were left in /tmp)."""
+    pids = []
+    for pid_file in pid_files:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pid_file.read_text().strip())
+            os.kill(pid, signal.SIGTERM)
+            pids.append(pid)
+    deadline = time.monotonic() + 10
+    for pid in pids:
+        with contextlib.suppress(OSError):  # ProcessLookupError once it is gone
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)
+                time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -199,9 +205,8 @@ def started_cluster() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.cancel_all()
-        for pid_file in (*(root / "run" / f"slurmd-{n}.pid" for n in NODES), root / "run" / "slurmctld.pid"):
-            _stop(pid_file)
-        _stop(root / "run" / "munged.pid")
+        run = root / "run"
+        _stop([*(run / f"slurmd-{n}.pid" for n in NODES), run / "slurmctld.pid", run / "munged.pid"])
         shutil.rmtree(root, ignore_errors=True)
 
 
