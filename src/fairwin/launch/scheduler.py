@@ -81,11 +81,14 @@ def steps_named(job_id: str) -> dict[str, str]:
 
 
 def step_pids(step_id: str, node: str, away: bool) -> list[int]:
-    """The step's processes on ``node`` (``scontrol listpids``, read on that node: through srun where ``away``)."""
+    """The step's processes on ``node`` (``scontrol listpids``, read on that node: through srun where ``away``).
+
+    Never pid 1: a placeholder's step just made was once recorded as "pid 1" and then found "not running" (its
+    command was init's), so a listing of pid 1 counts as no task yet, and whoever waits for the task waits on."""
     argv = ["scontrol", "listpids", step_id, node]
     said = on_node(step_id.split(".")[0], node, argv) if away else slurm(*argv)
     rows = (line.split() for line in said.splitlines()[1:])
-    return [int(words[0]) for words in rows if words and words[0].isdigit()]
+    return [int(words[0]) for words in rows if words and words[0].isdigit() and int(words[0]) > 1]
 
 
 def config_value(key: str) -> str:
