@@ -4,8 +4,8 @@ Piped output (a log, CI, `tee`) gets a wide fixed width instead of rich's 80 col
 so tables stay readable; a terminal or an explicit COLUMNS keeps its own width.
 
 Each is built when a command first prints to it (``_console.stdout``, ``_console.stderr``):
-rich's import was a seventh of a `fairwin sim`'s start (28 of 200 ms of CPU), and the sim
-prints nothing; a console built then also reads the streams and COLUMNS the command runs
+rich's import was a tenth of a `fairwin sim`'s start (about 20 of 200 ms of CPU), and the
+sim prints nothing; a console built then also reads the streams and COLUMNS the command runs
 with, not those of whatever imported the command line.
 """
 
