@@ -6,7 +6,8 @@ import pytest
 
 from fairwin.launch import scheduler
 
-#: `scontrol listpids STEP NODE` for a step whose task is not forked yet, as a placeholder's step was once seen.
+#: `scontrol listpids STEP NODE` listing pid 1 for a step (a placeholder's step was once recorded as pid 1; the
+#: listing itself was not kept, so its other columns here are the command's usual ones).
 NOT_YET = "PID      JOBID    STEPID   LOCALID GLOBALID\n1        7        4        -        -\n"
 
 

@@ -88,7 +88,8 @@ def step_pids(step_id: str, node: str, away: bool) -> list[int]:
     argv = ["scontrol", "listpids", step_id, node]
     said = on_node(step_id.split(".")[0], node, argv) if away else slurm(*argv)
     rows = (line.split() for line in said.splitlines()[1:])
-    return [int(words[0]) for words in rows if words and words[0].isdigit() and int(words[0]) > 1]
+    pids = (int(words[0]) for words in rows if words and words[0].isdigit())
+    return [pid for pid in pids if pid > 1]
 
 
 def config_value(key: str) -> str:
