@@ -229,7 +229,7 @@ def scratch_chain_marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 def own_fake_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test's servers run on stand-in GPUs of its own (tests/fixtures/nvidia-smi lists only the servers of
     its own FAKE_GPU_SCOPE): a test's stray job on the GPUs is never another test's, whatever runs beside it.
-    Servers a test launches over SSH do not carry it; the tests of one host's file run one after another."""
+    Commands over SSH carry it too (tests/integration/sshd.py sets it in the test's sshd)."""
     monkeypatch.setenv("FAKE_GPU_SCOPE", str(tmp_path))
 
 

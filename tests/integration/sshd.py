@@ -111,7 +111,9 @@ def ssh_hosts(tmp_path: Path) -> Iterator[SshHosts]:
             # A command over SSH runs in the login shell, and bash sources ~/.bashrc when sshd started it at
             # shell level 1: a machine's rc file (pyenv's init here: 0.1 s of CPU and a dozen processes)
             # would run at every command the tests send. Level 2 skips it; what fairwin sends runs as it is.
-            "SetEnv SHLVL=1\n"
+            # The test's own stand-in GPUs (tests/conftest.py's own_fake_gpus), for every command over SSH too: the
+            # stand-in nvidia-smi counts its reads in that directory, and servers launched here are on its GPUs.
+            f"SetEnv SHLVL=1 FAKE_GPU_SCOPE={tmp_path}\n"
         )
         log = state / f"{name}.log"  # a file, not a pipe nobody reads: INFO logs every login
         with log.open("wb") as out:
