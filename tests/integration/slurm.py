@@ -134,7 +134,11 @@ def _conf(root: Path, munge_socket: Path) -> str:
             "SelectTypeParameters=CR_Core",
             "MpiDefault=none",
             "ReturnToService=2",
-            "SchedulerParameters=sched_min_interval=100000",
+            # Scheduling at most every 0.1 s, and a batch job that cannot start when it is queued (production's,
+            # released while the window's node is still completing) tried at the next event, not up to 3 s later
+            # (Slurm's batch_sched_delay): production answered 3.24 s after the window's close with the default,
+            # 1.36 s without the delay (benchmarks/slurm_times.py, 5 windows each). docs/cluster.md says so.
+            "SchedulerParameters=sched_min_interval=100000,batch_sched_delay=0",
             "PreemptType=preempt/partition_prio",
             "PreemptMode=REQUEUE",
             f"NodeName=n1 NodeHostname=localhost Port={n1} CPUs={cpus} State=UNKNOWN",
