@@ -15,17 +15,23 @@ from tests.integration.helpers import fairwin, only_window, processes_with
 
 
 def aa_window(
-    make_plan: PlanFactory, *flags: str, model: str, ms_per_round: int = 3, nice: int | None = None, tokens: int = 48
+    make_plan: PlanFactory,
+    *flags: str,
+    model: str,
+    ms_per_round: int = 3,
+    nice: int | None = None,
+    tokens: int = 48,
+    warmup_waves: int = 4,
 ) -> Path:
     """A two-repeat A/A window on `fairwin sim` with these flags, in one cell of two streams a wave from each of two
-    families, ``tokens`` forced each; its directory."""
+    families, ``tokens`` forced each, after at most ``warmup_waves`` uncounted waves; its directory."""
     cell = {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": tokens, "streams_per_wave": 2}
     plan = make_plan(
         roles={
             "A": sim_role("--ms-per-round", str(ms_per_round), *flags, model=model, **({"nice": nice} if nice else {}))
         },
         modes={"aa": {"control": "A", "candidate": "A"}},
-        window={"repeats": 2},
+        window={"repeats": 2, "warmup_waves_max": warmup_waves},
         cells={"short-b1": cell},
     )
     done = fairwin("run", str(plan), "--mode", "aa")
@@ -64,8 +70,12 @@ def test_a_stream_read_in_one_burst_is_flagged_and_never_decides(make_plan: Plan
 # (0.41 and 0.53 s against the server's 0.46), which the product rightly calls untrusted (2 of 3 runs, 2026-12-06)
 def test_the_servers_own_per_request_timing_checks_every_stream(make_plan: PlanFactory) -> None:
     # Rounds of 20 ms from a server at nice 10: a client that waits for a CPU on a busy machine waits well under
-    # the run-queue ceiling of any stream, so the server's own timing is what every stream is checked against.
-    window = aa_window(make_plan, "--per-request-metrics", model="own-a", ms_per_round=20, nice=10, tokens=24)
+    # the run-queue ceiling of any stream, so the server's own timing is what every stream is checked against. No
+    # warm-up waves: a sim's rate is steady from its first (two waves, 1.9 s a start, 5.7 s of a 19-s window), and
+    # what this checks is each stream's two clocks, the warm-up stream still paying any first request's costs.
+    window = aa_window(
+        make_plan, "--per-request-metrics", model="own-a", ms_per_round=20, nice=10, tokens=24, warmup_waves=0
+    )
     streams = [s for s in read_jsonl(window / "streams.jsonl") if s["repeat"] > 0]
     assert len(streams) == 24  # 3 starts, 2 repeats, 4 streams each
     for s in streams:
