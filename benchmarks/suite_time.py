@@ -10,6 +10,10 @@ the unit, integration and `alone` tests (tools/with-cpu-hog.sh), the e2e windows
 The bounds (#49, a 2-core machine, engines cached): quiet, everything before the e2e part within 7 minutes, the e2e
 part within 8 and the whole within 15; beside two busy loops, everything before the e2e part within 15.
 
+Before `make setup` and after `make test` it times one fixed loop on one core, 15 times over (``speed_probe``): on a
+shared virtual machine the same loop, the machine otherwise idle, took 0.68 to 1.00 s in eight runs in a row
+(2026-12-06), so a part's time is only comparable between runs beside the machine's own speed at the time.
+
     python benchmarks/suite_time.py [--hogs 2] [--top 15] [--json FILE]
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -43,6 +48,24 @@ BOUNDS = {
     ("make test", False): 15 * 60,
     ("before e2e", True): 15 * 60,
 }
+
+
+def speed_probe(times: int = 15) -> list[float]:
+    """Seconds each of ``times`` runs of one fixed single-threaded loop took, here and now."""
+    seconds = []
+    for _ in range(times):
+        began = time.perf_counter()
+        sum(i * i for i in range(3_000_000))
+        seconds.append(time.perf_counter() - began)
+    return seconds
+
+
+def probe_line(when: str, seconds: list[float]) -> str:
+    ordered = sorted(seconds)
+    return (
+        f"the machine's speed {when}: a fixed loop on one core took {statistics.median(ordered):.3f} s "
+        f"(median of {len(ordered)}; {ordered[0]:.3f} to {ordered[-1]:.3f})"
+    )
 
 
 def run_suite(hogs: int) -> tuple[float, float, int, list[dict[str, Any]]]:
@@ -88,10 +111,14 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest tests to list")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    before = speed_probe()
     environment, wall, status, sessions = run_suite(args.hogs)
+    after = speed_probe()
     parts = {part_name(s["args"]): s["wall_s"] for s in sessions}
     parts["lint, tools and engine checks"] = wall - sum(parts.values())
     tests = sorted(((sec, node) for s in sessions for node, sec in s["tests"].items()), reverse=True)[: args.top]
+    print(probe_line("before", before))
+    print(probe_line("after", after))
     print(f"make setup (the environment, not bounded): {environment:.1f} s")
     print(f"make test HOG={args.hogs}: {wall / 60:.1f} min ({wall:.0f} s), exit {status}")
     for name, seconds in parts.items():
@@ -109,6 +136,7 @@ def main() -> None:
             "exit": status,
             "parts_s": parts,
             "slowest": tests,
+            "speed_probe_s": {"before": before, "after": after},
         }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     raise SystemExit(status)
