@@ -21,17 +21,18 @@ def aa_window(
     ms_per_round: int = 3,
     nice: int | None = None,
     tokens: int = 48,
-    warmup_waves: int = 4,
+    warmup_waves: int | None = None,
 ) -> Path:
     """A two-repeat A/A window on `fairwin sim` with these flags, in one cell of two streams a wave from each of two
-    families, ``tokens`` forced each, after at most ``warmup_waves`` uncounted waves; its directory."""
+    families, ``tokens`` forced each, after at most ``warmup_waves`` uncounted waves (None: the plan's default); its
+    directory."""
     cell = {"families": ["prose", "code"], "prompt_tokens": 64, "max_tokens": tokens, "streams_per_wave": 2}
     plan = make_plan(
         roles={
             "A": sim_role("--ms-per-round", str(ms_per_round), *flags, model=model, **({"nice": nice} if nice else {}))
         },
         modes={"aa": {"control": "A", "candidate": "A"}},
-        window={"repeats": 2, "warmup_waves_max": warmup_waves},
+        window={"repeats": 2, **({} if warmup_waves is None else {"warmup_waves_max": warmup_waves})},
         cells={"short-b1": cell},
     )
     done = fairwin("run", str(plan), "--mode", "aa")
